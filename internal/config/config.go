@@ -1,0 +1,493 @@
+// Package config is the configuration of the baagent binary: command-line
+// flags, each with a BAAGENT_* environment variable, and one optional YAML
+// file whose keys are the flag names. Precedence: flag > environment > file >
+// default. The whole configuration is validated before anything starts, and
+// every error names the setting at fault.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/baagent/baagent/internal/logging"
+	"github.com/baagent/baagent/internal/natsx"
+)
+
+// Limits of a few settings.
+const (
+	MinMsgBytes = 1 << 10
+	MaxMsgBytes = 1 << 30
+	// maxConfigFileBytes bounds the YAML file so a wrong path (a log, a
+	// disk image) fails fast instead of being read whole.
+	maxConfigFileBytes = 1 << 20
+)
+
+// Config is the validated configuration of one baagent process.
+type Config struct {
+	// Target is TargetAll or one of Services.
+	Target string
+	// ConfigFile is the YAML file the settings were read from, if any.
+	ConfigFile string
+
+	DataDir      string
+	SkillsDir    string
+	WorkspaceDir string
+	ArtifactDir  string
+	ScenariosDir string
+	// TokenEncodersFile overrides the built-in model registry of the tokens
+	// service (seed 000 token_encoders.yaml format); empty keeps the default.
+	TokenEncodersFile string
+	// ToolsFile configures external tools (MCP servers, ToolProvider
+	// servers) and per-tool policies; empty runs the built-in tools only.
+	ToolsFile string
+
+	// NATSURL is the external NATS of a single-target process.
+	NATSURL string
+	// EmbeddedNATSAddr is where -target=all runs its embedded NATS.
+	EmbeddedNATSAddr string
+
+	// Listen maps each service to the gRPC address it listens on when this
+	// process runs it.
+	Listen map[string]string
+	// Dial maps each service to the address its peers dial. In
+	// -target=all the peers dial the bound loopback listeners instead.
+	Dial map[string]string
+	// GatewayHTTPAddr serves HTTP/JSON, SSE, WebSocket and the dashboard.
+	GatewayHTTPAddr string
+	// MetricsAddr serves /metrics for the whole process.
+	MetricsAddr string
+
+	LogLevel        string
+	ShutdownTimeout time.Duration
+	MaxMsgBytes     int
+
+	// ModelBaseURL is an OpenAI-compatible endpoint; empty selects the
+	// scripted model.
+	ModelBaseURL string
+	ModelAPIKey  string
+	Model        string
+
+	// APIKeys maps gateway API keys to tenants, from -api-keys and
+	// -api-keys-file together.
+	APIKeys map[string]string
+}
+
+// Runs reports whether this process runs service.
+func (c *Config) Runs(service string) bool {
+	return c.Target == TargetAll || c.Target == service
+}
+
+// RunServices lists the services this process runs, in start order.
+func (c *Config) RunServices() []string {
+	if c.Target == TargetAll {
+		return append([]string(nil), Services...)
+	}
+	return []string{c.Target}
+}
+
+// NeedsNATS reports whether service publishes or consumes on NATS.
+func NeedsNATS(service string) bool {
+	switch service {
+	case TargetGateway, TargetOrchestrator, TargetContext:
+		return true
+	}
+	return false
+}
+
+// raw holds the flag values before validation.
+type raw struct {
+	configFile                                    string
+	target                                        string
+	dataDir, skillsDir, workspaceDir, artifactDir string
+	scenariosDir, tokenEncodersFile, toolsFile    string
+	natsURL, embeddedNATSAddr                     string
+	listen, dial                                  map[string]*string
+	gatewayHTTPAddr, metricsAddr                  string
+	logLevel                                      string
+	shutdownTimeout                               time.Duration
+	maxMsgBytes                                   int
+	modelBaseURL, modelAPIKey, model              string
+	apiKeys, apiKeysFile                          string
+}
+
+func newFlagSet(r *raw, output io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("baagent", flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.StringVar(&r.configFile, "config", "", "optional YAML file whose keys are these flag names")
+	fs.StringVar(&r.target, "target", TargetAll, "what to run: all, or one of "+strings.Join(Services, ", "))
+	fs.StringVar(&r.dataDir, "data-dir", "./data", "state directory (embedded JetStream store)")
+	fs.StringVar(&r.skillsDir, "skills-dir", "examples/skills", "skills root: system skills at the top, tenants/<tenant>/... below")
+	fs.StringVar(&r.workspaceDir, "workspace-dir", "", "per-conversation tool workspaces (default <data-dir>/workspaces)")
+	fs.StringVar(&r.artifactDir, "artifact-dir", "", "tool artifact store (default <data-dir>/artifacts)")
+	fs.StringVar(&r.scenariosDir, "scenarios-dir", "examples/scenarios", "scenarios of the scripted model")
+	fs.StringVar(&r.tokenEncodersFile, "token-encoders-file", "", "token_encoders.yaml overriding the built-in model registry")
+	fs.StringVar(&r.toolsFile, "tools-file", "", "tools.yaml: MCP servers, ToolProvider servers and per-tool policies")
+	fs.StringVar(&r.natsURL, "nats-url", "nats://localhost:4222", "NATS server(s) of a single-target process, comma-separated")
+	fs.StringVar(&r.embeddedNATSAddr, "embedded-nats-addr", "127.0.0.1:4222", "listen address of the embedded NATS in -target=all")
+	r.listen = map[string]*string{}
+	r.dial = map[string]*string{}
+	for _, svc := range Services {
+		r.listen[svc] = fs.String(svc+"-listen", "", fmt.Sprintf("%s gRPC listen address (default 127.0.0.1:%d in -target=all, else :%d)", svc, DefaultPorts[svc], DefaultPorts[svc]))
+		r.dial[svc] = fs.String(svc+"-addr", DefaultDialAddr(svc), fmt.Sprintf("address at which peers reach %s", svc))
+	}
+	fs.StringVar(&r.gatewayHTTPAddr, "gateway-http-listen", "", fmt.Sprintf("gateway HTTP listen address (default 127.0.0.1:%d in -target=all, else :%d)", DefaultGatewayHTTPPort, DefaultGatewayHTTPPort))
+	fs.StringVar(&r.metricsAddr, "metrics-addr", ":9090", "Prometheus /metrics listen address")
+	fs.StringVar(&r.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.DurationVar(&r.shutdownTimeout, "shutdown-timeout", 4*time.Second, "how long SIGTERM waits for in-flight requests")
+	fs.IntVar(&r.maxMsgBytes, "max-msg-bytes", 16<<20, "largest gRPC message accepted or sent, in bytes")
+	fs.StringVar(&r.modelBaseURL, "model-base-url", "", "OpenAI-compatible endpoint; empty uses the scripted model")
+	fs.StringVar(&r.modelAPIKey, "model-api-key", "", "API key of the model endpoint (prefer the environment variable)")
+	fs.StringVar(&r.model, "model", "gpt-4o", "default model")
+	fs.StringVar(&r.apiKeys, "api-keys", "", "gateway API keys as key=tenant,key=tenant (prefer the environment variable)")
+	fs.StringVar(&r.apiKeysFile, "api-keys-file", "", "file of key=tenant lines mapping gateway API keys to tenants")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: baagent [flags]")
+		fmt.Fprintln(fs.Output(), "Each flag also reads BAAGENT_<NAME> (-skills-dir ↔ BAAGENT_SKILLS_DIR) and the -config YAML file;")
+		fmt.Fprintln(fs.Output(), "precedence: flag > environment > file > default.")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// EnvName is the environment variable of a flag: "skills-dir" → BAAGENT_SKILLS_DIR.
+func EnvName(flagName string) string {
+	return "BAAGENT_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// ErrHelp is returned by Load when -h or -help was given; the usage has been
+// printed.
+var ErrHelp = flag.ErrHelp
+
+// Load parses args (without the program name) and the environment (getenv),
+// reads the optional YAML file and validates the result. Usage and flag
+// errors are printed to output.
+func Load(args []string, getenv func(string) string, output io.Writer) (*Config, error) {
+	var r raw
+	fs := newFlagSet(&r, output)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (settings are flags, e.g. -target=all)", fs.Arg(0))
+	}
+	onCommandLine := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
+
+	if !onCommandLine["config"] {
+		if v := getenv(EnvName("config")); v != "" {
+			r.configFile = v
+		}
+	}
+	if r.configFile != "" {
+		settings, err := readFile(r.configFile)
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range sortedKeys(settings) {
+			if name == "config" {
+				return nil, fmt.Errorf("config file %s: setting %q cannot be set in a config file", r.configFile, name)
+			}
+			if fs.Lookup(name) == nil {
+				return nil, fmt.Errorf("config file %s: unknown setting %q", r.configFile, name)
+			}
+			if onCommandLine[name] {
+				continue
+			}
+			if err := fs.Set(name, settings[name]); err != nil {
+				return nil, fmt.Errorf("config file %s: setting %q: %w", r.configFile, name, err)
+			}
+		}
+	}
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if envErr != nil || onCommandLine[f.Name] || f.Name == "config" {
+			return
+		}
+		if v, ok := lookupEnv(getenv, EnvName(f.Name)); ok {
+			if err := fs.Set(f.Name, v); err != nil {
+				envErr = fmt.Errorf("environment %s: %w", EnvName(f.Name), err)
+			}
+		}
+	})
+	if envErr != nil {
+		return nil, envErr
+	}
+	return r.validate()
+}
+
+// lookupEnv treats an empty variable as unset, as most deployment tools
+// cannot tell the two apart.
+func lookupEnv(getenv func(string) string, name string) (string, bool) {
+	v := getenv(name)
+	return v, v != ""
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// readFile reads a YAML mapping of flag names to scalar values.
+func readFile(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	if len(data) > maxConfigFileBytes {
+		return nil, fmt.Errorf("config file %s: larger than %d bytes", path, maxConfigFileBytes)
+	}
+	return parseYAML(path, data)
+}
+
+// parseYAML decodes a flat mapping of setting names to scalars. An empty
+// document is an empty configuration.
+func parseYAML(path string, data []byte) (map[string]string, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	out := map[string]string{}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return out, nil
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("config file %s: line %d: want a mapping of setting names to values", path, root.Line)
+	}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			return nil, fmt.Errorf("config file %s: line %d: setting names must be plain strings", path, k.Line)
+		}
+		if v.Kind != yaml.ScalarNode {
+			return nil, fmt.Errorf("config file %s: line %d: setting %q must be a single value", path, v.Line, k.Value)
+		}
+		if _, dup := out[k.Value]; dup {
+			return nil, fmt.Errorf("config file %s: line %d: setting %q given twice", path, k.Line, k.Value)
+		}
+		out[k.Value] = v.Value
+	}
+	return out, nil
+}
+
+func (r *raw) validate() (*Config, error) {
+	c := &Config{
+		Target:            r.target,
+		ConfigFile:        r.configFile,
+		DataDir:           r.dataDir,
+		SkillsDir:         r.skillsDir,
+		WorkspaceDir:      r.workspaceDir,
+		ArtifactDir:       r.artifactDir,
+		ScenariosDir:      r.scenariosDir,
+		TokenEncodersFile: r.tokenEncodersFile,
+		ToolsFile:         r.toolsFile,
+		NATSURL:           r.natsURL,
+		EmbeddedNATSAddr:  r.embeddedNATSAddr,
+		Listen:            map[string]string{},
+		Dial:              map[string]string{},
+		GatewayHTTPAddr:   r.gatewayHTTPAddr,
+		MetricsAddr:       r.metricsAddr,
+		LogLevel:          r.logLevel,
+		ShutdownTimeout:   r.shutdownTimeout,
+		MaxMsgBytes:       r.maxMsgBytes,
+		ModelBaseURL:      r.modelBaseURL,
+		ModelAPIKey:       r.modelAPIKey,
+		Model:             r.model,
+	}
+	if c.Target != TargetAll && !IsService(c.Target) {
+		return nil, fmt.Errorf("setting target: unknown target %q (want all, %s)", c.Target, strings.Join(Services, ", "))
+	}
+	host := ""
+	if c.Target == TargetAll {
+		host = "127.0.0.1"
+	}
+	for _, svc := range Services {
+		c.Listen[svc] = *r.listen[svc]
+		if c.Listen[svc] == "" {
+			c.Listen[svc] = net.JoinHostPort(host, strconv.Itoa(DefaultPorts[svc]))
+		}
+		c.Dial[svc] = *r.dial[svc]
+	}
+	if c.GatewayHTTPAddr == "" {
+		c.GatewayHTTPAddr = net.JoinHostPort(host, strconv.Itoa(DefaultGatewayHTTPPort))
+	}
+	if c.DataDir == "" {
+		return nil, errors.New("setting data-dir: must not be empty")
+	}
+	if c.WorkspaceDir == "" {
+		c.WorkspaceDir = filepath.Join(c.DataDir, "workspaces")
+	}
+	if c.ArtifactDir == "" {
+		c.ArtifactDir = filepath.Join(c.DataDir, "artifacts")
+	}
+	if c.Runs(TargetSkills) && c.SkillsDir == "" {
+		return nil, errors.New("setting skills-dir: must not be empty")
+	}
+
+	// Addresses: every listener this process opens must be valid and
+	// distinct, so a typo fails here rather than as a bind error later.
+	bound := map[string]string{}
+	checkListen := func(setting, addr string) error {
+		if err := checkAddr(addr); err != nil {
+			return fmt.Errorf("setting %s: %w", setting, err)
+		}
+		if _, port, _ := net.SplitHostPort(addr); port != "0" {
+			if other, dup := bound[port]; dup {
+				return fmt.Errorf("setting %s: port %s is also used by %s", setting, port, other)
+			}
+			bound[port] = setting
+		}
+		return nil
+	}
+	if err := checkListen("metrics-addr", c.MetricsAddr); err != nil {
+		return nil, err
+	}
+	if c.Target == TargetAll {
+		if err := checkListen("embedded-nats-addr", c.EmbeddedNATSAddr); err != nil {
+			return nil, err
+		}
+	}
+	for _, svc := range c.RunServices() {
+		if err := checkListen(svc+"-listen", c.Listen[svc]); err != nil {
+			return nil, err
+		}
+	}
+	if c.Runs(TargetGateway) {
+		if err := checkListen("gateway-http-listen", c.GatewayHTTPAddr); err != nil {
+			return nil, err
+		}
+	}
+	for _, svc := range Services {
+		if err := checkAddr(c.Dial[svc]); err != nil {
+			return nil, fmt.Errorf("setting %s-addr: %w", svc, err)
+		}
+	}
+	if c.Target != TargetAll && NeedsNATS(c.Target) {
+		if err := checkNATSURL(c.NATSURL); err != nil {
+			return nil, fmt.Errorf("setting nats-url: %w", err)
+		}
+	}
+
+	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
+		return nil, fmt.Errorf("setting log-level: %w", err)
+	}
+	if c.ShutdownTimeout <= 0 {
+		return nil, fmt.Errorf("setting shutdown-timeout: must be positive, got %s", c.ShutdownTimeout)
+	}
+	if c.MaxMsgBytes < MinMsgBytes || c.MaxMsgBytes > MaxMsgBytes {
+		return nil, fmt.Errorf("setting max-msg-bytes: must be between %d and %d, got %d", MinMsgBytes, MaxMsgBytes, c.MaxMsgBytes)
+	}
+	if c.ModelBaseURL != "" {
+		u, err := url.Parse(c.ModelBaseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("setting model-base-url: want an http(s) URL such as https://api.openai.com/v1, got %q", c.ModelBaseURL)
+		}
+	}
+	if c.Model == "" {
+		return nil, errors.New("setting model: must not be empty")
+	}
+
+	keys, err := parseAPIKeys("api-keys", r.apiKeys)
+	if err != nil {
+		return nil, err
+	}
+	if r.apiKeysFile != "" {
+		data, err := os.ReadFile(r.apiKeysFile)
+		if err != nil {
+			return nil, fmt.Errorf("setting api-keys-file: %w", err)
+		}
+		fileKeys, err := parseAPIKeys("api-keys-file "+r.apiKeysFile, strings.ReplaceAll(string(data), "\n", ","))
+		if err != nil {
+			return nil, err
+		}
+		for k, t := range fileKeys {
+			if other, dup := keys[k]; dup && other != t {
+				return nil, fmt.Errorf("setting api-keys-file: a key is mapped to both tenant %q and %q", other, t)
+			}
+			keys[k] = t
+		}
+	}
+	c.APIKeys = keys
+	return c, nil
+}
+
+// checkAddr accepts host:port with a numeric port 0–65535.
+func checkAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("want host:port, got %q", addr)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port of %q must be a number 0-65535", addr)
+	}
+	return nil
+}
+
+func checkNATSURL(urls string) error {
+	if strings.TrimSpace(urls) == "" {
+		return errors.New("must not be empty for this target")
+	}
+	for _, s := range strings.Split(urls, ",") {
+		u, err := url.Parse(strings.TrimSpace(s))
+		if err != nil || u.Host == "" {
+			return fmt.Errorf("want nats://host:port, got %q", s)
+		}
+		switch u.Scheme {
+		case "nats", "tls", "ws", "wss":
+		default:
+			return fmt.Errorf("unsupported scheme %q in %q", u.Scheme, s)
+		}
+	}
+	return nil
+}
+
+// parseAPIKeys reads "key=tenant" pairs separated by commas; blank entries
+// and lines starting with # are skipped. Tenants follow the NATS subject
+// token rules used everywhere else.
+func parseAPIKeys(setting, s string) (map[string]string, error) {
+	keys := map[string]string{}
+	for i, entry := range strings.Split(s, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" || strings.HasPrefix(entry, "#") {
+			continue
+		}
+		key, tenant, ok := strings.Cut(entry, "=")
+		key, tenant = strings.TrimSpace(key), strings.TrimSpace(tenant)
+		if !ok || key == "" || tenant == "" {
+			return nil, fmt.Errorf("setting %s: entry %d: want key=tenant", setting, i+1)
+		}
+		if len(key) < 16 {
+			return nil, fmt.Errorf("setting %s: entry %d: API key shorter than 16 characters", setting, i+1)
+		}
+		if err := natsx.ValidateToken("tenant", tenant); err != nil {
+			return nil, fmt.Errorf("setting %s: entry %d: %w", setting, i+1, err)
+		}
+		if other, dup := keys[key]; dup && other != tenant {
+			return nil, fmt.Errorf("setting %s: entry %d: key mapped to both tenant %q and %q", setting, i+1, other, tenant)
+		}
+		keys[key] = tenant
+	}
+	return keys, nil
+}

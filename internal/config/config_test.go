@@ -1,0 +1,231 @@
+package config
+
+import (
+	"errors"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func load(t *testing.T, args []string, e map[string]string) (*Config, error) {
+	t.Helper()
+	return Load(args, env(e), io.Discard)
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestDefaultsAllMode(t *testing.T) {
+	c, err := load(t, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Target != TargetAll {
+		t.Errorf("Target = %q, want all", c.Target)
+	}
+	want := map[string]string{
+		TargetGateway: "127.0.0.1:7700", TargetOrchestrator: "127.0.0.1:7701", TargetToolRunner: "127.0.0.1:7702",
+		TargetSkills: "127.0.0.1:7703", TargetContext: "127.0.0.1:7704", TargetTokens: "127.0.0.1:7705",
+	}
+	for svc, addr := range want {
+		if c.Listen[svc] != addr {
+			t.Errorf("Listen[%s] = %q, want %q", svc, c.Listen[svc], addr)
+		}
+	}
+	if c.GatewayHTTPAddr != "127.0.0.1:7780" || c.MetricsAddr != ":9090" || c.EmbeddedNATSAddr != "127.0.0.1:4222" {
+		t.Errorf("http %q metrics %q nats %q", c.GatewayHTTPAddr, c.MetricsAddr, c.EmbeddedNATSAddr)
+	}
+	if c.DataDir != "./data" || c.WorkspaceDir != filepath.Join("data", "workspaces") || c.ArtifactDir != filepath.Join("data", "artifacts") {
+		t.Errorf("dirs: data %q workspace %q artifact %q", c.DataDir, c.WorkspaceDir, c.ArtifactDir)
+	}
+	if got := c.RunServices(); len(got) != 6 {
+		t.Errorf("RunServices() = %v, want all six", got)
+	}
+	if c.ModelBaseURL != "" || c.ShutdownTimeout != 4*time.Second {
+		t.Errorf("model-base-url %q shutdown %s", c.ModelBaseURL, c.ShutdownTimeout)
+	}
+}
+
+func TestSingleTargetListensOnAllInterfaces(t *testing.T) {
+	c, err := load(t, []string{"-target=tokens"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen[TargetTokens] != ":7705" {
+		t.Errorf("Listen[tokens] = %q, want :7705", c.Listen[TargetTokens])
+	}
+	if got := c.RunServices(); len(got) != 1 || got[0] != TargetTokens {
+		t.Errorf("RunServices() = %v", got)
+	}
+	if !c.Runs(TargetTokens) || c.Runs(TargetGateway) {
+		t.Error("Runs() disagrees with target")
+	}
+}
+
+func TestPrecedenceFlagOverEnvOverFileOverDefault(t *testing.T) {
+	file := writeFile(t, "c.yaml", "skills-dir: /from/file\nlog-level: warn\nmodel: file-model\nmax-msg-bytes: 2048\n")
+	c, err := load(t, []string{"-config", file, "-skills-dir=/from/flag"}, map[string]string{
+		"BAAGENT_SKILLS_DIR": "/from/env",
+		"BAAGENT_LOG_LEVEL":  "debug",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SkillsDir != "/from/flag" {
+		t.Errorf("SkillsDir = %q, want the flag's value", c.SkillsDir)
+	}
+	if c.LogLevel != "debug" {
+		t.Errorf("LogLevel = %q, want the environment's value", c.LogLevel)
+	}
+	if c.Model != "file-model" || c.MaxMsgBytes != 2048 {
+		t.Errorf("Model = %q MaxMsgBytes = %d, want the file's values", c.Model, c.MaxMsgBytes)
+	}
+	if c.ConfigFile != file {
+		t.Errorf("ConfigFile = %q", c.ConfigFile)
+	}
+}
+
+func TestConfigFileFromEnvironment(t *testing.T) {
+	file := writeFile(t, "c.yaml", "target: skills\n")
+	c, err := load(t, nil, map[string]string{"BAAGENT_CONFIG": file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Target != TargetSkills {
+		t.Errorf("Target = %q, want skills", c.Target)
+	}
+}
+
+func TestEmptyConfigFileIsEmptyConfiguration(t *testing.T) {
+	file := writeFile(t, "c.yaml", "# nothing yet\n")
+	if _, err := load(t, []string{"-config", file}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBadSettingsNameTheSetting(t *testing.T) {
+	keysFile := writeFile(t, "keys", "# keys\nabcdefghijklmnop1=acme\n\nabcdefghijklmnop2=globex\n")
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"unknown target", []string{"-target=db"}, nil, `setting target: unknown target "db"`},
+		{"missing config file", []string{"-config=/nonexistent/baagent.yaml"}, nil, "config file: open /nonexistent/baagent.yaml"},
+		{"unknown key in file", []string{"-config=" + writeFile(t, "a.yaml", "skils-dir: x\n")}, nil, `unknown setting "skils-dir"`},
+		{"nested value in file", []string{"-config=" + writeFile(t, "b.yaml", "model:\n  name: x\n")}, nil, `setting "model" must be a single value`},
+		{"not a mapping", []string{"-config=" + writeFile(t, "c.yaml", "- a\n- b\n")}, nil, "want a mapping"},
+		{"bad yaml", []string{"-config=" + writeFile(t, "d.yaml", "a: [\n")}, nil, "config file"},
+		{"duplicate key", []string{"-config=" + writeFile(t, "e.yaml", "model: a\nmodel: b\n")}, nil, "model"},
+		{"bad value in file", []string{"-config=" + writeFile(t, "f.yaml", "max-msg-bytes: lots\n")}, nil, `setting "max-msg-bytes"`},
+		{"bad env value", nil, map[string]string{"BAAGENT_SHUTDOWN_TIMEOUT": "soon"}, "environment BAAGENT_SHUTDOWN_TIMEOUT"},
+		{"bad listen address", []string{"-tokens-listen=localhost"}, nil, "setting tokens-listen: want host:port"},
+		{"port out of range", []string{"-metrics-addr=:70000"}, nil, "setting metrics-addr"},
+		{"port clash", []string{"-metrics-addr=:7705"}, nil, "setting tokens-listen: port 7705 is also used by metrics-addr"},
+		{"bad dial address", []string{"-skills-addr=skills"}, nil, "setting skills-addr"},
+		{"bad nats url", []string{"-target=context", "-nats-url=http://x:4222"}, nil, "setting nats-url"},
+		{"bad log level", []string{"-log-level=loud"}, nil, "setting log-level"},
+		{"zero shutdown", []string{"-shutdown-timeout=0s"}, nil, "setting shutdown-timeout"},
+		{"tiny messages", []string{"-max-msg-bytes=10"}, nil, "setting max-msg-bytes"},
+		{"bad model url", []string{"-model-base-url=api.openai.com"}, nil, "setting model-base-url"},
+		{"empty model", []string{"-model="}, nil, "setting model"},
+		{"bad api key entry", nil, map[string]string{"BAAGENT_API_KEYS": "justakey"}, "setting api-keys: entry 1: want key=tenant"},
+		{"short api key", []string{"-api-keys=abc=acme"}, nil, "shorter than 16"},
+		{"bad tenant", []string{"-api-keys=abcdefghijklmnopq=ac.me"}, nil, "setting api-keys: entry 1: tenant"},
+		{"missing keys file", []string{"-api-keys-file=/nonexistent/keys"}, nil, "setting api-keys-file"},
+		{"conflicting key", []string{"-api-keys=abcdefghijklmnop1=other", "-api-keys-file=" + keysFile}, nil, "both tenant"},
+		{"positional argument", []string{"all"}, nil, `unexpected argument "all"`},
+		{"empty data dir", []string{"-data-dir="}, nil, "setting data-dir"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := load(t, tc.args, tc.env)
+			if err == nil {
+				t.Fatalf("Load succeeded, want an error containing %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestAPIKeysFromFlagAndFile(t *testing.T) {
+	keysFile := writeFile(t, "keys", "# keys\nabcdefghijklmnop1=acme\n\nabcdefghijklmnop2=globex\n")
+	c, err := load(t, []string{"-api-keys-file=" + keysFile}, map[string]string{"BAAGENT_API_KEYS": "zzzzzzzzzzzzzzzz=initech"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"abcdefghijklmnop1": "acme", "abcdefghijklmnop2": "globex", "zzzzzzzzzzzzzzzz": "initech"}
+	if len(c.APIKeys) != len(want) {
+		t.Fatalf("APIKeys = %v, want %v", c.APIKeys, want)
+	}
+	for k, v := range want {
+		if c.APIKeys[k] != v {
+			t.Errorf("APIKeys[%s] = %q, want %q", k, c.APIKeys[k], v)
+		}
+	}
+}
+
+func TestHelpIsReported(t *testing.T) {
+	var out strings.Builder
+	_, err := Load([]string{"-h"}, env(nil), &out)
+	if !errors.Is(err, ErrHelp) {
+		t.Fatalf("err = %v, want ErrHelp", err)
+	}
+	if !strings.Contains(out.String(), "-skills-dir") {
+		t.Errorf("usage does not list -skills-dir:\n%s", out.String())
+	}
+}
+
+func TestEnvNames(t *testing.T) {
+	if got := EnvName("skills-dir"); got != "BAAGENT_SKILLS_DIR" {
+		t.Errorf("EnvName = %q", got)
+	}
+	if got := EnvName("gateway-http-listen"); got != "BAAGENT_GATEWAY_HTTP_LISTEN" {
+		t.Errorf("EnvName = %q", got)
+	}
+}
+
+func FuzzParseYAML(f *testing.F) {
+	f.Add([]byte("target: all\nmodel: gpt-4o\n"))
+	f.Add([]byte("a: &x [1]\nb: *x\n"))
+	f.Add([]byte("- 1\n"))
+	f.Add([]byte(""))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := parseYAML("fuzz.yaml", data)
+		if err != nil {
+			return
+		}
+		// Whatever was accepted must survive a round trip through YAML:
+		// the parser keeps every setting and its exact scalar text.
+		out, err := yaml.Marshal(m)
+		if err != nil {
+			t.Fatalf("marshal %v: %v", m, err)
+		}
+		again, err := parseYAML("again.yaml", out)
+		if err != nil {
+			t.Fatalf("re-parse of %q: %v", out, err)
+		}
+		if !maps.Equal(m, again) {
+			t.Fatalf("round trip changed settings: %v → %v", m, again)
+		}
+	})
+}
