@@ -1,0 +1,268 @@
+package tokens
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+)
+
+// EncoderConfig is how one model or pattern is counted: the seed's
+// EncoderConfig and one entry of token_encoders.yaml.
+type EncoderConfig struct {
+	Family   baagentv1.ModelFamily
+	Encoding string // one of encoding.Names()
+	// SafetyMargin multiplies the raw count; at least 1.0.
+	SafetyMargin float64
+	// UseExactCounting asks for counts from the provider API at
+	// ExactCountingAPI, falling back to the local estimate when it fails.
+	UseExactCounting bool
+	ExactCountingAPI string
+	// EncoderParams are free parameters; the provider counter reads
+	// api_key_env and anthropic_version from them.
+	EncoderParams map[string]string
+}
+
+// IsEstimate reports whether a local count under c is an estimate: exact only
+// for an OpenAI model counted with its own encoding and no margin.
+func (c EncoderConfig) IsEstimate() bool {
+	return c.Family != baagentv1.ModelFamily_MODEL_FAMILY_GPT || c.SafetyMargin != 1.0
+}
+
+// ModelMetadata is a model's capabilities and prices (seed 004 §5.2.7).
+type ModelMetadata struct {
+	ContextLength   int64
+	MaxOutputTokens int64
+	// InputCostPer1M and OutputCostPer1M are USD per million tokens, nil when
+	// unknown: no price is ever made up.
+	InputCostPer1M    *float64
+	OutputCostPer1M   *float64
+	Capabilities      []string
+	SupportsStreaming bool
+	SupportsJSONMode  bool
+}
+
+// Seed 004 ModelMetadata defaults, used for a model with no metadata entry.
+const (
+	defaultContextLength   = 128_000
+	defaultMaxOutputTokens = 4096
+)
+
+func defaultMetadata() ModelMetadata {
+	return ModelMetadata{ContextLength: defaultContextLength, MaxOutputTokens: defaultMaxOutputTokens, SupportsStreaming: true}
+}
+
+// fallbackKey names the conservative fallback in logs; it matches nothing.
+const fallbackKey = ""
+
+// fallbackConfig is the seed's last resort for a model nothing matches:
+// cl100k_base with a conservative 20% margin.
+var fallbackConfig = EncoderConfig{
+	Family:       baagentv1.ModelFamily_MODEL_FAMILY_CUSTOM,
+	Encoding:     "cl100k_base",
+	SafetyMargin: 1.2,
+}
+
+// entry is a registry key (an exact name or a glob) with its value.
+type entry[T any] struct {
+	key   string // lower-cased
+	value T
+}
+
+// table maps exact names and glob patterns to values. Lookups are
+// case-insensitive, as the seed's fnmatch on lower-cased names is.
+type table[T any] struct {
+	exact    map[string]T
+	patterns []entry[T] // most specific first
+}
+
+func newTable[T any](m map[string]T) table[T] {
+	t := table[T]{exact: make(map[string]T)}
+	for k, v := range m {
+		k = strings.ToLower(k)
+		if isGlob(k) {
+			t.patterns = append(t.patterns, entry[T]{k, v})
+		} else {
+			t.exact[k] = v
+		}
+	}
+	// The seed tries patterns in insertion order, which a YAML map does not
+	// keep; the most specific pattern wins instead, so gpt-4o-mini takes
+	// "gpt-4o*" (o200k_base) over "gpt-4*" (cl100k_base) over "gpt-*".
+	slices.SortFunc(t.patterns, func(a, b entry[T]) int {
+		return cmp.Or(cmp.Compare(literalLen(b.key), literalLen(a.key)), cmp.Compare(a.key, b.key))
+	})
+	return t
+}
+
+// lookup finds lower in the table: exact name first, then patterns. It
+// returns the matching key.
+func (t table[T]) lookup(lower string) (value T, key string, match baagentv1.ModelMatch) {
+	if v, ok := t.exact[lower]; ok {
+		return v, lower, baagentv1.ModelMatch_MODEL_MATCH_EXACT
+	}
+	for _, e := range t.patterns {
+		if globMatch(e.key, lower) {
+			return e.value, e.key, baagentv1.ModelMatch_MODEL_MATCH_PATTERN
+		}
+	}
+	return value, "", baagentv1.ModelMatch_MODEL_MATCH_UNSPECIFIED
+}
+
+func (t table[T]) keys() []string {
+	keys := make([]string, 0, len(t.exact)+len(t.patterns))
+	for k := range t.exact {
+		keys = append(keys, k)
+	}
+	for _, e := range t.patterns {
+		keys = append(keys, e.key)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func (t table[T]) get(key string) (T, bool) {
+	if v, ok := t.exact[key]; ok {
+		return v, true
+	}
+	for _, e := range t.patterns {
+		if e.key == key {
+			return e.value, true
+		}
+	}
+	var zero T
+	return zero, false
+}
+
+// Registry resolves a model name to how it is counted and its metadata. It is
+// immutable once built and safe for concurrent use.
+type Registry struct {
+	encoders table[EncoderConfig]
+	metadata table[ModelMetadata]
+}
+
+// NewRegistry builds a registry from encoder entries and metadata entries,
+// keyed by exact model name or glob pattern (`*` any run, `?` one
+// character). Entries are expected to be valid (see [LoadConfig]).
+func NewRegistry(encoders map[string]EncoderConfig, metadata map[string]ModelMetadata) *Registry {
+	return &Registry{encoders: newTable(encoders), metadata: newTable(metadata)}
+}
+
+// Resolution is how one model name is counted.
+type Resolution struct {
+	Model   string
+	Match   baagentv1.ModelMatch
+	Key     string // the registry key that matched, empty for the fallback
+	Config  EncoderConfig
+	Meta    ModelMetadata
+	HasMeta bool // false when Meta holds the seed's defaults
+}
+
+// Resolve finds how model is counted, as the seed's get_encoder_config does:
+// an exact name, else a pattern, else the entry of the family detected from
+// the name ("<family>-*"), else the conservative fallback. A router or
+// server prefix ("openai/gpt-4o", "meta-llama/Llama-3.1-8B") is tried
+// without the prefix too, before family detection.
+func (r *Registry) Resolve(model string) Resolution {
+	res := Resolution{Model: model}
+	lower := strings.ToLower(model)
+	names := []string{lower}
+	if i := strings.LastIndexByte(lower, '/'); i >= 0 && i+1 < len(lower) {
+		names = append(names, lower[i+1:])
+	}
+	found := false
+	for _, name := range names {
+		if cfg, key, match := r.encoders.lookup(name); match != baagentv1.ModelMatch_MODEL_MATCH_UNSPECIFIED {
+			res.Config, res.Key, res.Match, found = cfg, key, match, true
+			break
+		}
+	}
+	if !found {
+		family := detectFamily(lower)
+		key := familyName(family) + "-*"
+		if cfg, ok := r.encoders.get(key); ok && family != baagentv1.ModelFamily_MODEL_FAMILY_CUSTOM {
+			res.Config, res.Key, res.Match = cfg, key, baagentv1.ModelMatch_MODEL_MATCH_FAMILY
+		} else {
+			res.Config, res.Key, res.Match = fallbackConfig, fallbackKey, baagentv1.ModelMatch_MODEL_MATCH_FALLBACK
+		}
+	}
+	res.Meta, res.HasMeta = defaultMetadata(), false
+	for _, name := range names {
+		if meta, _, match := r.metadata.lookup(name); match != baagentv1.ModelMatch_MODEL_MATCH_UNSPECIFIED {
+			res.Meta, res.HasMeta = meta, true
+			break
+		}
+	}
+	return res
+}
+
+// Keys lists every encoder entry key, sorted.
+func (r *Registry) Keys() []string { return r.encoders.keys() }
+
+// isGlob reports whether a key is a pattern.
+func isGlob(key string) bool { return strings.ContainsAny(key, "*?") }
+
+// literalLen is how much of a pattern is literal: its specificity.
+func literalLen(pattern string) int {
+	return len(pattern) - strings.Count(pattern, "*") - strings.Count(pattern, "?")
+}
+
+// globMatch reports whether name matches pattern, where `*` matches any run
+// of characters (slashes included, as in fnmatch) and `?` one character.
+// Only the last `*` is ever backtracked to (the classic two-pointer
+// algorithm), so a lookup costs at most len(pattern)·len(name), never the
+// exponential time of naive recursion.
+func globMatch(pattern, name string) bool {
+	p, n := 0, 0
+	star, mark := -1, 0
+	for n < len(name) {
+		switch {
+		case p < len(pattern) && pattern[p] == '?':
+			_, size := decodeRune(name[n:])
+			p, n = p+1, n+size
+		case p < len(pattern) && pattern[p] == '*':
+			star, mark = p, n
+			p++
+		case p < len(pattern) && pattern[p] == name[n]:
+			p, n = p+1, n+1
+		case star >= 0:
+			_, size := decodeRune(name[mark:])
+			mark += size
+			p, n = star+1, mark
+		default:
+			return false
+		}
+	}
+	for p < len(pattern) && pattern[p] == '*' {
+		p++
+	}
+	return p == len(pattern)
+}
+
+func decodeRune(s string) (rune, int) {
+	r, size := utf8.DecodeRuneInString(s)
+	return r, max(size, 1)
+}
+
+// Entries describes every encoder entry, sorted by key, as a resolution of
+// the key itself: Model and Key are the key, Match says whether it is an
+// exact name or a pattern, and Meta is the metadata entry with the same key
+// when there is one.
+func (r *Registry) Entries() []Resolution {
+	keys := r.encoders.keys()
+	out := make([]Resolution, 0, len(keys))
+	for _, key := range keys {
+		cfg, _ := r.encoders.get(key)
+		res := Resolution{Model: key, Key: key, Config: cfg, Match: baagentv1.ModelMatch_MODEL_MATCH_EXACT, Meta: defaultMetadata()}
+		if isGlob(key) {
+			res.Match = baagentv1.ModelMatch_MODEL_MATCH_PATTERN
+		}
+		if meta, ok := r.metadata.get(key); ok {
+			res.Meta, res.HasMeta = meta, true
+		}
+		out = append(out, res)
+	}
+	return out
+}
