@@ -1,0 +1,204 @@
+package gateway
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	vt "github.com/baagent/baagent/internal/validate/validatetest"
+)
+
+type (
+	startReq  = baagentv1.StartRunRequest
+	listReq   = baagentv1.ListRunsRequest
+	cancelReq = baagentv1.CancelRunRequest
+	submitReq = baagentv1.SubmitInputRequest
+	streamReq = baagentv1.StreamRunEventsRequest
+	skillReq  = baagentv1.GatewayServiceGetSkillRequest
+	invokeReq = baagentv1.InvokeToolRequest
+	countReq  = baagentv1.GatewayServiceCountTokensRequest
+)
+
+var (
+	validStart  = &startReq{Spec: &baagentv1.RunSpec{Input: "Which region grew fastest?", Model: "gpt-4o", MaxSteps: 10}}
+	validGet    = &baagentv1.GetRunRequest{RunId: "run-1"}
+	validList   = &listReq{ConversationId: "conv-1", States: []baagentv1.RunState{baagentv1.RunState_RUN_STATE_COMPLETED}, PageSize: 20, PageToken: "tok"}
+	validCancel = &cancelReq{RunId: "run-1", Reason: "no longer needed"}
+	validSubmit = &submitReq{RunId: "run-1", Input: &baagentv1.RunInput{InputId: "q1", SelectedOptions: []string{"Europe", "Asia"}}}
+	validStream = &streamReq{RunId: "run-1", After: "earliest"}
+	validSkills = &baagentv1.GatewayServiceListSkillsRequest{Project: "q3", IncludeInvalid: true}
+	validSkill  = &skillReq{Project: "q3", Name: "data-analysis", Level: baagentv1.SkillLoadLevel_SKILL_LOAD_LEVEL_RESOURCES}
+	validInvoke = &invokeReq{
+		ToolName:       "file_read",
+		Parameters:     mustStruct(map[string]any{"path": "sales.csv", "limit": 10}),
+		ConversationId: "conv-1",
+		OutputLevel:    baagentv1.OutputLevel_OUTPUT_LEVEL_BRIEF,
+		ToolCallId:     "cli-1",
+	}
+	validCount = &countReq{Model: "gpt-4o", Text: "hello"}
+)
+
+func mustStruct(m map[string]any) *structpb.Struct {
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// streamCall opens the event stream and returns the error of the first
+// receive, which carries the handler's status.
+func streamCall(c baagentv1.GatewayServiceClient, req *streamReq) func(context.Context) error {
+	return func(ctx context.Context) error {
+		st, err := c.StreamRunEvents(ctx, req)
+		if err != nil {
+			return err
+		}
+		_, err = st.Recv()
+		return err
+	}
+}
+
+func TestServiceName(t *testing.T) {
+	if ServiceName != baagentv1.GatewayService_ServiceDesc.ServiceName {
+		t.Fatalf("ServiceName = %q, generated %q", ServiceName, baagentv1.GatewayService_ServiceDesc.ServiceName)
+	}
+}
+
+func TestRPCs(t *testing.T) {
+	srv := New(Options{MaxTextBytes: 16})
+	c := baagentv1.NewGatewayServiceClient(vt.Serve(t, func(gs grpc.ServiceRegistrar) { srv.Register(gs) }))
+
+	vt.Run(t, []vt.Case{
+		{Name: "StartRun/valid", Call: vt.Call(c.StartRun, validStart)},
+		{Name: "StartRun/no spec", Call: vt.Call(c.StartRun, &startReq{}), Field: "spec"},
+		{Name: "StartRun/no input", Call: vt.Call(c.StartRun, vt.With(validStart, func(r *startReq) { r.Spec.Input = "" })), Field: "spec.input"},
+		{Name: "StartRun/max_steps too large", Call: vt.Call(c.StartRun, vt.With(validStart, func(r *startReq) { r.Spec.MaxSteps = 1000 })), Field: "spec.max_steps"},
+		{Name: "StartRun/too many labels", Call: vt.Call(c.StartRun, vt.With(validStart, func(r *startReq) {
+			r.Spec.Labels = map[string]string{}
+			for i := range 65 {
+				r.Spec.Labels[strings.Repeat("k", i+1)] = "v"
+			}
+		})), Field: "spec.labels"},
+
+		{Name: "GetRun/valid", Call: vt.Call(c.GetRun, validGet)},
+		{Name: "GetRun/no run_id", Call: vt.Call(c.GetRun, &baagentv1.GetRunRequest{}), Field: "run_id"},
+		{Name: "GetRun/run_id too long", Call: vt.Call(c.GetRun, &baagentv1.GetRunRequest{RunId: strings.Repeat("r", 129)}), Field: "run_id"},
+
+		{Name: "ListRuns/valid", Call: vt.Call(c.ListRuns, validList)},
+		{Name: "ListRuns/empty is valid", Call: vt.Call(c.ListRuns, &listReq{})},
+		{Name: "ListRuns/bad conversation_id", Call: vt.Call(c.ListRuns, vt.With(validList, func(r *listReq) { r.ConversationId = "." })), Field: "conversation_id"},
+		{Name: "ListRuns/unknown state", Call: vt.Call(c.ListRuns, vt.With(validList, func(r *listReq) { r.States = []baagentv1.RunState{-1} })), Field: "states[0]"},
+		{Name: "ListRuns/page_size too large", Call: vt.Call(c.ListRuns, vt.With(validList, func(r *listReq) { r.PageSize = 100000 })), Field: "page_size"},
+		{Name: "ListRuns/page_token too long", Call: vt.Call(c.ListRuns, vt.With(validList, func(r *listReq) { r.PageToken = strings.Repeat("t", 1025) })), Field: "page_token"},
+
+		{Name: "CancelRun/valid", Call: vt.Call(c.CancelRun, validCancel)},
+		{Name: "CancelRun/no run_id", Call: vt.Call(c.CancelRun, vt.With(validCancel, func(r *cancelReq) { r.RunId = "" })), Field: "run_id"},
+		{Name: "CancelRun/reason too long", Call: vt.Call(c.CancelRun, vt.With(validCancel, func(r *cancelReq) { r.Reason = strings.Repeat("x", 5000) })), Field: "reason"},
+
+		{Name: "SubmitInput/valid", Call: vt.Call(c.SubmitInput, validSubmit)},
+		{Name: "SubmitInput/no run_id", Call: vt.Call(c.SubmitInput, vt.With(validSubmit, func(r *submitReq) { r.RunId = "" })), Field: "run_id"},
+		{Name: "SubmitInput/no input", Call: vt.Call(c.SubmitInput, vt.With(validSubmit, func(r *submitReq) { r.Input = nil })), Field: "input"},
+		{Name: "SubmitInput/bad input_id", Call: vt.Call(c.SubmitInput, vt.With(validSubmit, func(r *submitReq) { r.Input.InputId = "q 1" })), Field: "input.input_id"},
+		{Name: "SubmitInput/too many options", Call: vt.Call(c.SubmitInput, vt.With(validSubmit, func(r *submitReq) {
+			r.Input.SelectedOptions = make([]string, 65)
+			for i := range r.Input.SelectedOptions {
+				r.Input.SelectedOptions[i] = "opt"
+			}
+		})), Field: "input.selected_options"},
+
+		{Name: "StreamRunEvents/valid earliest", Call: streamCall(c, validStream)},
+		{Name: "StreamRunEvents/valid live", Call: streamCall(c, &streamReq{RunId: "run-1"})},
+		{Name: "StreamRunEvents/no run_id", Call: streamCall(c, &streamReq{After: "earliest"}), Field: "run_id"},
+		{Name: "StreamRunEvents/bad cursor", Call: streamCall(c, &streamReq{RunId: "run-1", After: "a b"}), Field: "after"},
+
+		{Name: "ListSkills/valid", Call: vt.Call(c.ListSkills, validSkills)},
+		{Name: "ListSkills/bad project", Call: vt.Call(c.ListSkills, &baagentv1.GatewayServiceListSkillsRequest{Project: "a/b"}), Field: "project"},
+
+		{Name: "GetSkill/valid", Call: vt.Call(c.GetSkill, validSkill)},
+		{Name: "GetSkill/no name", Call: vt.Call(c.GetSkill, vt.With(validSkill, func(r *skillReq) { r.Name = "" })), Field: "name"},
+		{Name: "GetSkill/uppercase name", Call: vt.Call(c.GetSkill, vt.With(validSkill, func(r *skillReq) { r.Name = "Data-Analysis" })), Field: "name"},
+		{Name: "GetSkill/level 4", Call: vt.Call(c.GetSkill, vt.With(validSkill, func(r *skillReq) { r.Level = 4 })), Field: "level"},
+		{Name: "GetSkill/bad project", Call: vt.Call(c.GetSkill, vt.With(validSkill, func(r *skillReq) { r.Project = ".." })), Field: "project"},
+
+		{Name: "ListTools/valid", Call: vt.Call(c.ListTools, &baagentv1.GatewayServiceListToolsRequest{})},
+
+		{Name: "InvokeTool/valid", Call: vt.Call(c.InvokeTool, validInvoke)},
+		{Name: "InvokeTool/no tool_name", Call: vt.Call(c.InvokeTool, vt.With(validInvoke, func(r *invokeReq) { r.ToolName = "" })), Field: "tool_name"},
+		{Name: "InvokeTool/no tool_call_id", Call: vt.Call(c.InvokeTool, vt.With(validInvoke, func(r *invokeReq) { r.ToolCallId = "" })), Field: "tool_call_id"},
+		{Name: "InvokeTool/bad conversation_id", Call: vt.Call(c.InvokeTool, vt.With(validInvoke, func(r *invokeReq) { r.ConversationId = "/abs" })), Field: "conversation_id"},
+		{Name: "InvokeTool/unknown output_level", Call: vt.Call(c.InvokeTool, vt.With(validInvoke, func(r *invokeReq) { r.OutputLevel = 7 })), Field: "output_level"},
+		{Name: "InvokeTool/NaN parameter", Call: vt.Call(c.InvokeTool, vt.With(validInvoke, func(r *invokeReq) {
+			r.Parameters.Fields["limit"] = structpb.NewNumberValue(math.NaN())
+		})), Field: "parameters.limit"},
+		{Name: "InvokeTool/unset parameter value", Call: vt.Call(c.InvokeTool, vt.With(validInvoke, func(r *invokeReq) {
+			r.Parameters.Fields["x y"] = &structpb.Value{}
+		})), Field: `parameters["x y"]`},
+
+		{Name: "CountTokens/valid", Call: vt.Call(c.CountTokens, validCount)},
+		{Name: "CountTokens/no model", Call: vt.Call(c.CountTokens, &countReq{Text: "hi"}), Field: "model"},
+		{Name: "CountTokens/text too long", Call: vt.Call(c.CountTokens, vt.With(validCount, func(r *countReq) { r.Text = strings.Repeat("x", 17) })), Field: "text"},
+	})
+}
+
+func TestNilRequests(t *testing.T) {
+	s := New(Options{})
+	ctx := t.Context()
+	_, err := s.StartRun(ctx, nil)
+	vt.WantInvalid(t, err, "spec")
+	_, err = s.GetRun(ctx, nil)
+	vt.WantInvalid(t, err, "run_id")
+	_, err = s.ListRuns(ctx, nil)
+	vt.WantUnimplemented(t, err)
+	_, err = s.CancelRun(ctx, nil)
+	vt.WantInvalid(t, err, "run_id")
+	_, err = s.SubmitInput(ctx, nil)
+	vt.WantInvalid(t, err, "input")
+	vt.WantInvalid(t, s.StreamRunEvents(nil, nil), "run_id")
+	_, err = s.ListSkills(ctx, nil)
+	vt.WantUnimplemented(t, err)
+	_, err = s.GetSkill(ctx, nil)
+	vt.WantInvalid(t, err, "name")
+	_, err = s.ListTools(ctx, nil)
+	vt.WantUnimplemented(t, err)
+	_, err = s.InvokeTool(ctx, nil)
+	vt.WantInvalid(t, err, "tool_call_id")
+	_, err = s.CountTokens(ctx, nil)
+	vt.WantInvalid(t, err, "model")
+}
+
+// FuzzHandlers feeds arbitrary bytes, decoded as each request type, to the
+// handlers: never a panic, always InvalidArgument or Unimplemented.
+func FuzzHandlers(f *testing.F) {
+	s := New(Options{})
+	stream := func(_ context.Context, req *streamReq) (struct{}, error) {
+		return struct{}{}, s.StreamRunEvents(req, nil) // validation never touches the stream
+	}
+	handlers := []func(context.Context, []byte) (bool, error){
+		vt.Handler(s.StartRun),
+		vt.Handler(s.GetRun),
+		vt.Handler(s.ListRuns),
+		vt.Handler(s.CancelRun),
+		vt.Handler(s.SubmitInput),
+		vt.Handler(stream),
+		vt.Handler(s.ListSkills),
+		vt.Handler(s.GetSkill),
+		vt.Handler(s.ListTools),
+		vt.Handler(s.InvokeTool),
+		vt.Handler(s.CountTokens),
+	}
+	seeds := []proto.Message{validStart, validGet, validList, validCancel, validSubmit, validStream,
+		validSkills, validSkill, &baagentv1.GatewayServiceListToolsRequest{}, validInvoke, validCount}
+	for i, m := range seeds {
+		f.Add(uint8(i), vt.Marshal(f, m))
+	}
+	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
+		vt.Fuzz(t, handlers, which, data)
+	})
+}

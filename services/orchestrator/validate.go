@@ -1,0 +1,50 @@
+package orchestrator
+
+import (
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/validate"
+)
+
+// Edge validation of every OrchestratorService request. Each function returns
+// nil or an InvalidArgument status naming every offending field.
+
+func validateStartRun(req *baagentv1.OrchestratorServiceStartRunRequest) error {
+	var e validate.Errors
+	validate.Tenant(&e, "tenant", req.GetTenant())
+	validate.RunSpec(&e, "spec", req.GetSpec())
+	validate.Optional(&e, "parent_run_id", req.GetParentRunId(), validate.RunID)
+	return e.Err()
+}
+
+func validateGetRun(req *baagentv1.OrchestratorServiceGetRunRequest) error {
+	var e validate.Errors
+	validate.Tenant(&e, "tenant", req.GetTenant())
+	validate.RunID(&e, "run_id", req.GetRunId())
+	return e.Err()
+}
+
+func validateListRuns(req *baagentv1.OrchestratorServiceListRunsRequest) error {
+	var e validate.Errors
+	validate.Tenant(&e, "tenant", req.GetTenant())
+	validate.Optional(&e, "conversation_id", req.GetConversationId(), validate.ID)
+	validate.RunStates(&e, "states", req.GetStates())
+	validate.PageSize(&e, "page_size", req.GetPageSize(), MaxPageSize)
+	validate.Optional(&e, "page_token", req.GetPageToken(), validate.PageToken)
+	return e.Err()
+}
+
+func validateCancelRun(req *baagentv1.OrchestratorServiceCancelRunRequest) error {
+	var e validate.Errors
+	validate.Tenant(&e, "tenant", req.GetTenant())
+	validate.RunID(&e, "run_id", req.GetRunId())
+	validate.Text(&e, "reason", req.GetReason(), validate.MaxReasonBytes)
+	return e.Err()
+}
+
+func validateSubmitInput(req *baagentv1.OrchestratorServiceSubmitInputRequest) error {
+	var e validate.Errors
+	validate.Tenant(&e, "tenant", req.GetTenant())
+	validate.RunID(&e, "run_id", req.GetRunId())
+	validate.RunInput(&e, "input", req.GetInput())
+	return e.Err()
+}
