@@ -1,0 +1,327 @@
+package skills
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/validate"
+)
+
+// Bounds of what one load reads, so that a runaway directory (a million
+// entries, a deep tree under references/) costs a bounded amount. What is
+// cut is logged.
+const (
+	maxDirEntries    = 10000
+	maxResources     = 512
+	maxResourceDepth = 4
+	// racyWindow is how recent a modification time must be for the loader
+	// to distrust it: file systems record times with a granularity (from a
+	// few milliseconds on ext4 to 2 s on FAT), and two writes within one
+	// tick leave the same time. A snapshot that saw such a recent time is
+	// reloaded once more after the window has passed.
+	racyWindow = 2 * time.Second
+)
+
+// watchEntry is one path the loader looked at and what it saw; a poll that
+// sees a different modification time or size reloads. Directories are
+// watched for added and removed entries, SKILL.md and tenant.yaml for edits.
+// Resource contents are read on demand, so they need no watching.
+type watchEntry struct {
+	path  string // relative to the root, slash separated; "." is the root
+	mtime int64  // UnixNano
+	size  int64
+}
+
+// loader builds one snapshot.
+type loader struct {
+	root  *os.Root
+	log   *slog.Logger
+	start time.Time
+	watch []watchEntry
+}
+
+// loadSnapshot reads the whole skills root into a new snapshot. Only an
+// unreadable root is an error; every problem with a skill or a tenant
+// configuration is recorded in the snapshot and logged by the caller.
+func loadSnapshot(root *os.Root, log *slog.Logger) (*snapshot, error) {
+	l := &loader{root: root, log: log, start: time.Now()}
+	snap := &snapshot{
+		root:    root,
+		system:  newLayer(),
+		tenants: map[string]*tenantLayer{},
+	}
+	entries, err := l.dir(".")
+	if err != nil {
+		return nil, fmt.Errorf("read skills root: %w", err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		switch {
+		case hiddenName(name):
+		case name == tenantsDir:
+			if l.isDir(name, e) {
+				l.tenants(snap)
+			}
+		case l.isDir(name, e):
+			l.skill(snap.system, name, name, baagentv1.SkillScope_SKILL_SCOPE_SYSTEM)
+		}
+	}
+	snap.system.seal()
+	for _, t := range snap.tenants {
+		snap.sealTenant(t)
+	}
+	snap.watch = l.watch
+	snap.racy = l.isRacy()
+	snap.loadedAt = l.start
+	return snap, nil
+}
+
+// tenants loads `tenants/<tenant>/` for every directory with a valid tenant
+// name; other names could never be asked for and are logged.
+func (l *loader) tenants(snap *snapshot) {
+	entries, err := l.dir(tenantsDir)
+	if err != nil {
+		l.log.Warn("skills: cannot read tenants directory", "error", fsReason(err))
+		return
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if hiddenName(name) || !l.isDir(path.Join(tenantsDir, name), e) {
+			continue
+		}
+		var ve validate.Errors
+		validate.Tenant(&ve, "tenant", name)
+		if ve.Len() > 0 {
+			l.log.Warn("skills: ignoring tenant directory with an invalid tenant name", "dir", path.Join(tenantsDir, name))
+			continue
+		}
+		snap.tenants[name] = l.tenant(path.Join(tenantsDir, name))
+	}
+}
+
+func (l *loader) tenant(dir string) *tenantLayer {
+	t := &tenantLayer{layer: newLayer(), rules: &tenantRules{}, projects: map[string]*layer{}}
+	entries, err := l.dir(dir)
+	if err != nil {
+		// Fail closed: without its configuration the tenant might see a
+		// system skill it disabled.
+		t.rules.invalid = "tenant directory unreadable: " + fsReason(err)
+		t.addInvalid(&baagentv1.SkillLoadError{Folder: ".", Scope: baagentv1.SkillScope_SKILL_SCOPE_TENANT, Reason: t.rules.invalid})
+		return t
+	}
+	for _, e := range entries {
+		name := e.Name()
+		p := path.Join(dir, name)
+		switch {
+		case hiddenName(name):
+		case name == TenantConfigFile:
+			l.tenantConfig(t, p)
+		case name == projectsDir:
+			if l.isDir(p, e) {
+				l.projects(t, p)
+			}
+		case l.isDir(p, e):
+			l.skill(t.layer, p, name, baagentv1.SkillScope_SKILL_SCOPE_TENANT)
+		}
+	}
+	return t
+}
+
+func (l *loader) tenantConfig(t *tenantLayer, p string) {
+	data, fi, err := readRegular(l.root, p, maxTenantConfigBytes)
+	if fi != nil {
+		l.record(p, fi)
+	}
+	var rules *tenantRules
+	if err == nil {
+		rules, err = parseTenantConfig(data)
+	} else {
+		err = errors.New(fsReason(err))
+	}
+	if err != nil {
+		t.rules.invalid = err.Error()
+		t.addInvalid(&baagentv1.SkillLoadError{
+			Folder: TenantConfigFile,
+			Scope:  baagentv1.SkillScope_SKILL_SCOPE_TENANT,
+			Reason: fmt.Sprintf("%s: %v; system skills are hidden from this tenant until it is fixed", TenantConfigFile, err),
+		})
+		return
+	}
+	t.rules = rules
+}
+
+func (l *loader) projects(t *tenantLayer, dir string) {
+	entries, err := l.dir(dir)
+	if err != nil {
+		l.log.Warn("skills: cannot read projects directory", "dir", dir, "error", fsReason(err))
+		return
+	}
+	for _, e := range entries {
+		name := e.Name()
+		p := path.Join(dir, name)
+		if hiddenName(name) || !l.isDir(p, e) {
+			continue
+		}
+		var ve validate.Errors
+		validate.ID(&ve, "project", name)
+		if ve.Len() > 0 {
+			l.log.Warn("skills: ignoring project directory with an invalid project id", "dir", p)
+			continue
+		}
+		pl := newLayer()
+		skills, err := l.dir(p)
+		if err != nil {
+			l.log.Warn("skills: cannot read project directory", "dir", p, "error", fsReason(err))
+		}
+		for _, se := range skills {
+			sp := path.Join(p, se.Name())
+			if !hiddenName(se.Name()) && l.isDir(sp, se) {
+				l.skill(pl, sp, se.Name(), baagentv1.SkillScope_SKILL_SCOPE_PROJECT)
+			}
+		}
+		t.projects[name] = pl
+	}
+}
+
+// skill loads the skill folder dir (relative to the root) into ly, or records
+// why it cannot be loaded.
+func (l *loader) skill(ly *layer, dir, folder string, scope baagentv1.SkillScope) {
+	refuse := func(reason string) {
+		ly.addInvalid(&baagentv1.SkillLoadError{Folder: folder, Scope: scope, Reason: reason})
+	}
+	if fi, err := l.root.Stat(dir); err == nil {
+		l.record(dir, fi)
+	}
+	// Everything of the skill is read through a root opened on its folder,
+	// so a symbolic link cannot pull in a file from outside it.
+	sr, err := l.root.OpenRoot(dir)
+	if err != nil {
+		refuse("folder: " + fsReason(err))
+		return
+	}
+	defer sr.Close()
+	data, fi, err := readRegular(sr, skillFile, MaxSkillFileBytes)
+	if fi != nil {
+		l.record(path.Join(dir, skillFile), fi)
+	}
+	if err != nil {
+		refuse(skillFile + ": " + fsReason(err))
+		return
+	}
+	sk, err := parseSkillMD(data, folder)
+	if err != nil {
+		refuse(err.Error())
+		return
+	}
+	sk.scope = scope
+	sk.dir = dir
+	sk.resources = l.resources(sr, dir)
+	sk.catalogLine = catalogLine(sk.name, scopeName(scope), sk.description)
+	sk.catalogTokens = int64(EstimateTokens(sk.catalogLine))
+	ly.skills[sk.name] = sk
+}
+
+// resources lists the files of a skill folder other than SKILL.md (its
+// scripts/, references/, assets/ and any other file), breadth first, up to
+// maxResources files and maxResourceDepth directories deep. Hidden names are
+// skipped, symbolic links to directories are not followed, and symbolic
+// links to files are listed only when they resolve inside the folder.
+func (l *loader) resources(sr *os.Root, dir string) []string {
+	var out []string
+	queue := []string{"."}
+	for depth := 0; len(queue) > 0 && depth <= maxResourceDepth; depth++ {
+		var next []string
+		for _, d := range queue {
+			if d != "." {
+				if fi, err := sr.Stat(d); err == nil {
+					l.record(path.Join(dir, d), fi)
+				}
+			}
+			entries, truncated, err := readDirCapped(sr, d, maxDirEntries)
+			if err != nil {
+				continue
+			}
+			if truncated {
+				l.log.Warn("skills: resource directory has too many entries; the rest are not listed", "dir", path.Join(dir, d), "max", maxDirEntries)
+			}
+			for _, e := range entries {
+				name := e.Name()
+				p := path.Join(d, name)
+				switch {
+				case hiddenName(name) || p == skillFile:
+				case e.IsDir():
+					next = append(next, p)
+				case e.Type().IsRegular():
+					out = append(out, p)
+				case e.Type()&fs.ModeSymlink != 0:
+					if fi, err := sr.Stat(p); err == nil && fi.Mode().IsRegular() {
+						out = append(out, p)
+					}
+				}
+				if len(out) > maxResources {
+					l.log.Warn("skills: skill has too many resource files; the rest are not listed", "dir", dir, "max", maxResources)
+					slices.Sort(out[:maxResources])
+					return out[:maxResources]
+				}
+			}
+		}
+		queue = next
+	}
+	slices.Sort(out)
+	return out
+}
+
+// dir records and lists a directory, ordered by name.
+func (l *loader) dir(p string) ([]fs.DirEntry, error) {
+	fi, err := l.root.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	l.record(p, fi)
+	entries, truncated, err := readDirCapped(l.root, p, maxDirEntries)
+	if err != nil {
+		return nil, err
+	}
+	if truncated {
+		l.log.Warn("skills: directory has too many entries; the rest are ignored", "dir", p, "max", maxDirEntries)
+	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries, nil
+}
+
+// isDir reports whether e (at p) is a directory, following a symbolic link
+// when it stays inside the root.
+func (l *loader) isDir(p string, e fs.DirEntry) bool {
+	if e.IsDir() {
+		return true
+	}
+	if e.Type()&fs.ModeSymlink == 0 {
+		return false
+	}
+	fi, err := l.root.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+func (l *loader) record(p string, fi fs.FileInfo) {
+	l.watch = append(l.watch, watchEntry{path: p, mtime: fi.ModTime().UnixNano(), size: fi.Size()})
+}
+
+func (l *loader) isRacy() bool {
+	limit := l.start.Add(-racyWindow).UnixNano()
+	for _, w := range l.watch {
+		if w.mtime >= limit {
+			return true
+		}
+	}
+	return false
+}
+
+func hiddenName(name string) bool { return strings.HasPrefix(name, ".") }

@@ -1,0 +1,83 @@
+package skills
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the service's Prometheus metrics. Labels are bounded sets
+// chosen by the service (layer, result), never skill, tenant or other
+// client-supplied names.
+type metrics struct {
+	loaded          *prometheus.GaugeVec
+	invalid         *prometheus.GaugeVec
+	reloads         *prometheus.CounterVec
+	reloadSeconds   prometheus.Histogram
+	activations     *prometheus.CounterVec
+	countFallbacks  prometheus.Counter
+	lastReloadStamp prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		loaded: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "baagent_skills_loaded",
+			Help: "Valid skills loaded, by layer (system, tenant, project; summed over tenants and projects).",
+		}, []string{"layer"}),
+		invalid: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "baagent_skills_invalid",
+			Help: "Skills and tenant configurations refused by validation, by layer. ListSkills with include_invalid says why.",
+		}, []string{"layer"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baagent_skills_reloads_total",
+			Help: "Loads of the skills root, by result (ok, error).",
+		}, []string{"result"}),
+		reloadSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "baagent_skills_reload_seconds",
+			Help:    "Time to load the skills root.",
+			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}),
+		activations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baagent_skills_activations_total",
+			Help: "ActivateSkill calls by result (ok, cycle, depth, mismatch, unavailable, not_found).",
+		}, []string{"result"}),
+		countFallbacks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "baagent_skills_token_count_fallbacks_total",
+			Help: "Catalog token counts that fell back to the local estimate because the token counter failed.",
+		}),
+		lastReloadStamp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "baagent_skills_last_reload_timestamp_seconds",
+			Help: "Unix time of the last successful load of the skills root.",
+		}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	cs := m.collectors()
+	for i, c := range cs {
+		if err := reg.Register(c); err != nil {
+			// Two servers on one registry would otherwise double count
+			// silently; undo what this call registered.
+			for _, done := range cs[:i] {
+				reg.Unregister(done)
+			}
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				return nil, errors.New("skills: metrics already registered on this registry (one Server per registry)")
+			}
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.loaded, m.invalid, m.reloads, m.reloadSeconds, m.activations, m.countFallbacks, m.lastReloadStamp}
+}
+
+func (m *metrics) unregister(reg prometheus.Registerer) {
+	for _, c := range m.collectors() {
+		reg.Unregister(c)
+	}
+}

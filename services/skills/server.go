@@ -1,0 +1,334 @@
+// Package skills is the SkillsService: Agent Skills (SKILL.md folders) in
+// three layers (system < tenant < project), disclosed progressively (level 1
+// catalog, level 2 instructions, level 3 resources) and activated on a
+// cycle-checked stack.
+//
+// The skills root holds system skills at the top and tenant and project
+// layers under `tenants/` (see the layout in layers.go and the tenant
+// configuration in [TenantConfigFile]). [New] loads it once; [Server.Run]
+// polls it and swaps in a new immutable snapshot when files change.
+package skills
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+)
+
+// ServiceName is the fully qualified gRPC service name, equal to
+// baagentv1.SkillsService_ServiceDesc.ServiceName.
+const ServiceName = "baagent.v1.SkillsService"
+
+// Defaults of [Options].
+const (
+	// DefaultPollInterval is how often Run checks the root for changes.
+	DefaultPollInterval = 2 * time.Second
+	// DefaultMaxMessageBytes bounds each text field of a history message.
+	DefaultMaxMessageBytes = 4 << 20
+	// DefaultMaxHistoryMessages bounds SkillActivationRequest.conversation_history.
+	DefaultMaxHistoryMessages = 1000
+)
+
+// Options configures a [Server]. Zero values take the defaults.
+type Options struct {
+	// Logger receives the service's logs; nil uses slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the service's metrics; nil registers none.
+	Registerer prometheus.Registerer
+	// Root is the skills root directory; required. System skills are its
+	// folders, tenant and project layers live under `tenants/`.
+	Root string
+	// PollInterval is how often Run looks for changes (default 2 s).
+	PollInterval time.Duration
+	// MaxResourceBytes caps a resource file served at level 3 (default
+	// 1 MiB); larger files are listed but not served.
+	MaxResourceBytes int64
+	// Counter counts catalog tokens per model; nil uses [EstimateTokens]. A
+	// request without a model, or a failing counter, also uses the estimate.
+	Counter TokenCounter
+	// MaxMessageBytes bounds each text field of each message of
+	// SkillActivationRequest.conversation_history (default 4 MiB).
+	MaxMessageBytes int
+	// MaxHistoryMessages bounds SkillActivationRequest.conversation_history
+	// (default 1000).
+	MaxHistoryMessages int
+}
+
+// Server implements baagentv1.SkillsServiceServer.
+type Server struct {
+	baagentv1.UnimplementedSkillsServiceServer
+
+	opts    Options
+	log     *slog.Logger
+	counter TokenCounter
+	metrics *metrics
+	catalog *catalogCache
+
+	// snap is the skills set in service; replaced whole by a reload.
+	snap atomic.Pointer[snapshot]
+
+	// reloadMu serialises loads and guards the fields below.
+	reloadMu      sync.Mutex
+	root          *os.Root
+	rootInfo      os.FileInfo
+	lastReloadErr string
+
+	running       atomic.Bool
+	counterFailed atomic.Bool
+}
+
+var _ baagentv1.SkillsServiceServer = (*Server)(nil)
+
+// New loads the skills root and returns a Server serving it. A skill that
+// fails validation does not fail New (it is reported by ListSkills, logged
+// and counted); a missing or unreadable root does.
+func New(opts Options) (*Server, error) {
+	if opts.Root == "" {
+		return nil, errors.New("skills: Options.Root is required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = DefaultPollInterval
+	}
+	if opts.MaxResourceBytes <= 0 {
+		opts.MaxResourceBytes = DefaultMaxResourceBytes
+	}
+	if opts.MaxMessageBytes <= 0 {
+		opts.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if opts.MaxHistoryMessages <= 0 {
+		opts.MaxHistoryMessages = DefaultMaxHistoryMessages
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		opts:    opts,
+		log:     opts.Logger.With("service", ServiceName),
+		counter: opts.Counter,
+		metrics: m,
+		catalog: newCatalogCache(),
+	}
+	if err := s.Reload(); err != nil {
+		if opts.Registerer != nil {
+			m.unregister(opts.Registerer)
+		}
+		return nil, fmt.Errorf("skills: %w", err)
+	}
+	return s, nil
+}
+
+// Register registers the SkillsService on gs.
+func (s *Server) Register(gs grpc.ServiceRegistrar) {
+	baagentv1.RegisterSkillsServiceServer(gs, s)
+}
+
+// ListSkills lists the skills a tenant (and project) sees.
+func (s *Server) ListSkills(ctx context.Context, req *baagentv1.ListSkillsRequest) (*baagentv1.ListSkillsResponse, error) {
+	if err := validateListSkills(req); err != nil {
+		return nil, s.rejected(ctx, "ListSkills", err)
+	}
+	snap := s.snap.Load()
+	view := snap.view(req.GetTenant(), req.GetProject())
+	resp := &baagentv1.ListSkillsResponse{Skills: make([]*baagentv1.SkillMetadata, len(view))}
+	for i, sk := range view {
+		resp.Skills[i] = sk.metadataProto()
+	}
+	if req.GetIncludeInvalid() {
+		for _, e := range snap.invalid(req.GetTenant(), req.GetProject()) {
+			resp.Invalid = append(resp.Invalid, &baagentv1.SkillLoadError{Folder: e.GetFolder(), Scope: e.GetScope(), Reason: e.GetReason()})
+		}
+	}
+	return resp, nil
+}
+
+// GetSkill returns one skill at a disclosure level (default metadata).
+func (s *Server) GetSkill(ctx context.Context, req *baagentv1.GetSkillRequest) (*baagentv1.GetSkillResponse, error) {
+	if err := validateGetSkill(req); err != nil {
+		return nil, s.rejected(ctx, "GetSkill", err)
+	}
+	snap := s.snap.Load()
+	sk, err := snap.resolve(req.GetTenant(), req.GetProject(), req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	resp := &baagentv1.GetSkillResponse{Metadata: sk.metadataProto()}
+	level := req.GetLevel()
+	if level >= baagentv1.SkillLoadLevel_SKILL_LOAD_LEVEL_INSTRUCTIONS {
+		resp.Body = sk.body
+	}
+	if level >= baagentv1.SkillLoadLevel_SKILL_LOAD_LEVEL_RESOURCES {
+		if resp.Resources, err = snap.inlineResources(sk, s.opts.MaxResourceBytes); err != nil {
+			return nil, err
+		}
+	}
+	return resp, nil
+}
+
+// GetCatalog renders the level-1 catalog within a token budget.
+func (s *Server) GetCatalog(ctx context.Context, req *baagentv1.GetCatalogRequest) (*baagentv1.GetCatalogResponse, error) {
+	if err := validateGetCatalog(req); err != nil {
+		return nil, s.rejected(ctx, "GetCatalog", err)
+	}
+	snap := s.snap.Load()
+	key := catalogKey{gen: snap.gen, tenant: req.GetTenant(), project: req.GetProject(), model: req.GetModel(), budget: req.GetTokenBudget()}
+	if resp := s.catalog.get(key); resp != nil {
+		return resp, nil
+	}
+	budget := int(min(req.GetTokenBudget(), math.MaxInt32))
+	exact := true
+	res, err := buildCatalog(ctx, snap.view(req.GetTenant(), req.GetProject()), budget, func(ctx context.Context, text string) (int, error) {
+		n, ok, err := s.countTokens(ctx, text, req.GetModel())
+		exact = exact && ok
+		return n, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	resp := &baagentv1.GetCatalogResponse{
+		Text:           res.text,
+		Tokens:         int64(res.tokens),
+		SkillCount:     int32(res.listed),
+		ShortenedCount: int32(res.shortened),
+		NameOnlyCount:  int32(res.nameOnlyN),
+	}
+	if exact { // a fallback estimate is not worth keeping once the counter is back
+		s.catalog.put(key, resp)
+	}
+	return resp, nil
+}
+
+// countTokens counts with the configured counter, falling back to the local
+// estimate (which errs high) when there is none, no model is named, or the
+// counter fails: a catalog is better sized conservatively than not served.
+// ok is false when a configured counter failed.
+func (s *Server) countTokens(ctx context.Context, text, model string) (int, bool, error) {
+	if s.counter == nil || model == "" {
+		return EstimateTokens(text), true, nil
+	}
+	n, err := s.counter.CountTokens(ctx, text, model)
+	if err == nil {
+		if s.counterFailed.CompareAndSwap(true, false) {
+			s.log.InfoContext(ctx, "skills: token counter recovered")
+		}
+		return n, true, nil
+	}
+	if ctx.Err() != nil {
+		return 0, false, status.FromContextError(ctx.Err()).Err()
+	}
+	s.metrics.countFallbacks.Inc()
+	if s.counterFailed.CompareAndSwap(false, true) { // log the transition, not every call
+		s.log.WarnContext(ctx, "skills: token counter failed; sizing catalogs with the local estimate", "model", model, "error", err)
+	}
+	return EstimateTokens(text), false, nil
+}
+
+// ActivateSkill activates a skill on the caller's activation stack.
+//
+// A refused activation (a cycle, the depth limit, a depth that disagrees
+// with the chain, or a skill the tenant cannot use) is a FailedPrecondition
+// status whose message is the seed's error text (`Circular dependency
+// detected: a → b → c → a`) and whose details carry the
+// ActivateSkillResponse with success=false, so a caller reading either gets
+// the reason. An unknown skill is NotFound.
+func (s *Server) ActivateSkill(ctx context.Context, req *baagentv1.ActivateSkillRequest) (*baagentv1.ActivateSkillResponse, error) {
+	if err := s.validateActivateSkill(req); err != nil {
+		return nil, s.rejected(ctx, "ActivateSkill", err)
+	}
+	a := req.GetActivation()
+	chain, err := checkActivation(a.GetActivationChain(), int(a.GetActivationDepth()), int(a.GetMaxDepth()), a.GetSkillName(), a.GetActivationId())
+	if err != nil {
+		result := "mismatch"
+		switch {
+		case errors.Is(err, ErrCircularDependency):
+			result = "cycle"
+		case errors.Is(err, ErrMaxDepth):
+			result = "depth"
+		}
+		s.metrics.activations.WithLabelValues(result).Inc()
+		return nil, activationRefused(a, status.New(codes.FailedPrecondition, err.Error()))
+	}
+	snap := s.snap.Load()
+	sk, err := snap.resolve(a.GetTenant(), a.GetProject(), a.GetSkillName())
+	if err != nil {
+		st := status.Convert(err)
+		if st.Code() == codes.NotFound {
+			s.metrics.activations.WithLabelValues("not_found").Inc()
+			return nil, err
+		}
+		s.metrics.activations.WithLabelValues("unavailable").Inc()
+		return nil, activationRefused(a, st)
+	}
+	level := a.GetLoadLevel()
+	if level == baagentv1.SkillLoadLevel_SKILL_LOAD_LEVEL_UNSPECIFIED {
+		level = baagentv1.SkillLoadLevel_SKILL_LOAD_LEVEL_INSTRUCTIONS
+	}
+	var resources []*baagentv1.SkillResource
+	if level >= baagentv1.SkillLoadLevel_SKILL_LOAD_LEVEL_RESOURCES {
+		if resources, err = snap.inlineResources(sk, s.opts.MaxResourceBytes); err != nil {
+			return nil, err
+		}
+	}
+	s.metrics.activations.WithLabelValues("ok").Inc()
+	return &baagentv1.ActivateSkillResponse{Result: &baagentv1.SkillActivationResult{
+		ActivationId:    a.GetActivationId(),
+		SkillName:       sk.name,
+		Messages:        activationMessages(sk, level, resources),
+		ContextModifier: contextModifier(sk),
+		Success:         true,
+		ActivationChain: chain,
+		Scope:           sk.scope,
+	}}, nil
+}
+
+// activationRefused returns st with the failed SkillActivationResult
+// attached as a detail.
+func activationRefused(a *baagentv1.SkillActivationRequest, st *status.Status) error {
+	detailed, err := st.WithDetails(&baagentv1.ActivateSkillResponse{Result: &baagentv1.SkillActivationResult{
+		ActivationId:    a.GetActivationId(),
+		SkillName:       a.GetSkillName(),
+		Success:         false,
+		Error:           st.Message(),
+		ActivationChain: slices.Clone(a.GetActivationChain()),
+	}})
+	if err != nil {
+		return st.Err()
+	}
+	return detailed.Err()
+}
+
+// ReadSkillResource reads one page of a resource file of a skill.
+func (s *Server) ReadSkillResource(ctx context.Context, req *baagentv1.ReadSkillResourceRequest) (*baagentv1.ReadSkillResourceResponse, error) {
+	if err := validateReadSkillResource(req); err != nil {
+		return nil, s.rejected(ctx, "ReadSkillResource", err)
+	}
+	snap := s.snap.Load()
+	sk, err := snap.resolve(req.GetTenant(), req.GetProject(), req.GetSkillName())
+	if err != nil {
+		return nil, err
+	}
+	return snap.readResource(sk, req.GetPath(), req.GetOffset(), req.GetLimit(), s.opts.MaxResourceBytes)
+}
+
+// rejected logs a refused request at debug level and returns its error.
+func (s *Server) rejected(ctx context.Context, rpc string, err error) error {
+	s.log.DebugContext(ctx, "request rejected", "rpc", rpc, "error", err)
+	return err
+}
