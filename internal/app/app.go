@@ -1,0 +1,322 @@
+// Package app is the composition root of the baagent binary: it builds the
+// services a -target selects, with their gRPC servers, metrics, NATS and peer
+// connections, and runs them until shut down. It holds no business logic;
+// it is the one internal package that imports services/.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	"github.com/baagent/baagent/internal/buildinfo"
+	"github.com/baagent/baagent/internal/config"
+	"github.com/baagent/baagent/internal/grpcserver"
+	"github.com/baagent/baagent/internal/metrics"
+	"github.com/baagent/baagent/internal/natsx"
+	contextsvc "github.com/baagent/baagent/services/context"
+	"github.com/baagent/baagent/services/gateway"
+	"github.com/baagent/baagent/services/orchestrator"
+	"github.com/baagent/baagent/services/skills"
+	"github.com/baagent/baagent/services/tokens"
+	"github.com/baagent/baagent/services/toolrunner"
+)
+
+// natsStartupTimeout bounds the first connection to an external NATS and
+// provisioning, so a process whose NATS never appears exits with a clear
+// error (and is restarted by its supervisor) instead of hanging.
+const natsStartupTimeout = 30 * time.Second
+
+// registrar is what every service offers the gRPC server.
+type registrar interface {
+	Register(grpc.ServiceRegistrar)
+}
+
+// App is a built, not yet running, set of services.
+type App struct {
+	cfg *config.Config
+	log *slog.Logger
+	reg *prometheus.Registry
+
+	metrics *metrics.Server
+	servers map[string]*grpcserver.Server // by service name
+	order   []string
+
+	embedded *natsx.EmbeddedServer
+	nc       *nats.Conn
+
+	// background are loops the services need besides their gRPC server
+	// (reloaders, consumers); each runs until the context passed to Run ends.
+	background []func(context.Context) error
+
+	// cleanup undoes New in reverse order; Run calls it on exit.
+	cleanup []func()
+}
+
+// New builds the services cfg selects. It binds every port first, so that a
+// port in use fails before anything starts, then starts or connects to NATS,
+// then constructs and registers the services. On error everything already
+// started is stopped again.
+func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *App, err error) {
+	a := &App{cfg: cfg, log: log, reg: metrics.NewRegistry(), servers: map[string]*grpcserver.Server{}}
+	defer func() {
+		if err != nil {
+			a.close()
+		}
+	}()
+
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("setting data-dir: %w", err)
+	}
+
+	a.metrics, err = metrics.NewServer(metrics.Options{Addr: cfg.MetricsAddr, Registry: a.reg, Logger: log, ShutdownTimeout: cfg.ShutdownTimeout})
+	if err != nil {
+		return nil, err
+	}
+	if err := a.metrics.Listen(); err != nil {
+		return nil, fmt.Errorf("setting metrics-addr: %w", err)
+	}
+	a.cleanup = append(a.cleanup, func() { _ = a.metrics.Close() })
+
+	serverMetrics, err := grpcserver.NewServerMetrics(a.reg)
+	if err != nil {
+		return nil, err
+	}
+	for _, svc := range cfg.RunServices() {
+		s := grpcserver.New(grpcserver.Options{
+			Name:            svc,
+			Addr:            cfg.Listen[svc],
+			Logger:          log,
+			Metrics:         serverMetrics,
+			MaxRecvMsgBytes: cfg.MaxMsgBytes,
+			MaxSendMsgBytes: cfg.MaxMsgBytes,
+			ShutdownTimeout: cfg.ShutdownTimeout,
+		})
+		if err := s.Listen(); err != nil {
+			return nil, fmt.Errorf("setting %s-listen: %w", svc, err)
+		}
+		a.cleanup = append(a.cleanup, func() { _ = s.Close() })
+		a.servers[svc] = s
+		a.order = append(a.order, svc)
+	}
+	// In one process, peers dial the listeners actually bound (which may be
+	// random ports in tests), never the defaults.
+	dial := make(map[string]string, len(cfg.Dial))
+	for svc, addr := range cfg.Dial {
+		dial[svc] = addr
+	}
+	if cfg.Target == config.TargetAll {
+		for svc, s := range a.servers {
+			dial[svc] = s.Addr().String()
+		}
+	}
+
+	if err := a.startNATS(ctx); err != nil {
+		return nil, err
+	}
+
+	for _, svc := range a.order {
+		srv, err := a.buildService(svc, dial)
+		if err != nil {
+			return nil, fmt.Errorf("service %s: %w", svc, err)
+		}
+		srv.Register(a.servers[svc].GRPC())
+	}
+	log.Info("baagent built", "target", cfg.Target, "version", buildinfo.Read().String(), "services", a.order)
+	return a, nil
+}
+
+// startNATS starts the embedded server in -target=all and connects and
+// provisions JetStream when a service this process runs needs it.
+func (a *App) startNATS(ctx context.Context) error {
+	needed := false
+	for _, svc := range a.order {
+		needed = needed || config.NeedsNATS(svc)
+	}
+	if !needed {
+		return nil
+	}
+	url := a.cfg.NATSURL
+	setting := "nats-url"
+	if a.cfg.Target == config.TargetAll {
+		host, portStr, err := net.SplitHostPort(a.cfg.EmbeddedNATSAddr)
+		if err != nil {
+			return fmt.Errorf("setting embedded-nats-addr: %w", err)
+		}
+		port, _ := strconv.Atoi(portStr)
+		if port == 0 {
+			port = -1 // nats-server's "any free port"
+		}
+		a.embedded, err = natsx.StartEmbedded(natsx.EmbeddedOptions{
+			Host:     host,
+			Port:     port,
+			StoreDir: filepath.Join(a.cfg.DataDir, "jetstream"),
+			Logger:   a.log.With("component", "nats-server"),
+		})
+		if err != nil {
+			return fmt.Errorf("setting embedded-nats-addr: %w", err)
+		}
+		a.cleanup = append(a.cleanup, a.embedded.Shutdown)
+		url = a.embedded.ClientURL()
+		setting = "embedded-nats-addr"
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, natsStartupTimeout)
+	defer cancel()
+	nc, err := natsx.Connect(ctx, url, "baagent-"+a.cfg.Target, a.log)
+	if err != nil {
+		return fmt.Errorf("setting %s: %w", setting, err)
+	}
+	a.nc = nc
+	a.cleanup = append(a.cleanup, nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("JetStream: %w", err)
+	}
+	if err := natsx.Provision(ctx, js, natsx.ProvisionConfig{}); err != nil {
+		return fmt.Errorf("JetStream (is it enabled on %s?): %w", url, err)
+	}
+	return nil
+}
+
+// buildService constructs one service with its dependencies.
+func (a *App) buildService(svc string, dial map[string]string) (registrar, error) {
+	log := a.log
+	switch svc {
+	case config.TargetTokens:
+		return tokens.New(tokens.Options{
+			Logger:       log,
+			Registerer:   a.reg,
+			EncodersFile: a.cfg.TokenEncodersFile,
+		})
+	case config.TargetContext:
+		return contextsvc.New(contextsvc.Options{Logger: log}), nil
+	case config.TargetSkills:
+		s, err := skills.New(skills.Options{
+			Logger:     log,
+			Registerer: a.reg,
+			Root:       a.cfg.SkillsDir,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("setting skills-dir: %w", err)
+		}
+		a.background = append(a.background, s.Run)
+		return s, nil
+	case config.TargetToolRunner:
+		return toolrunner.New(toolrunner.Options{Logger: log}), nil
+	case config.TargetOrchestrator:
+		return orchestrator.New(orchestrator.Options{Logger: log}), nil
+	case config.TargetGateway:
+		return gateway.New(gateway.Options{Logger: log}), nil
+	}
+	return nil, fmt.Errorf("unknown service %q", svc)
+}
+
+// Addr is the bound gRPC address of svc, or nil if this process does not
+// run it.
+func (a *App) Addr(svc string) net.Addr {
+	if s, ok := a.servers[svc]; ok {
+		return s.Addr()
+	}
+	return nil
+}
+
+// MetricsAddr is the bound /metrics address.
+func (a *App) MetricsAddr() net.Addr { return a.metrics.Addr() }
+
+// NATS is the process's NATS connection, or nil if no service needs one.
+func (a *App) NATS() *nats.Conn { return a.nc }
+
+// Registry is the process's Prometheus registry.
+func (a *App) Registry() *prometheus.Registry { return a.reg }
+
+// Run serves until ctx is done, then shuts down gracefully: gRPC servers
+// drain in-flight RPCs (bounded by -shutdown-timeout), background loops stop,
+// the NATS connection drains, and the embedded NATS stops last. It returns
+// nil after a requested shutdown and the first error if something failed
+// while serving (after shutting the rest down).
+func (a *App) Run(ctx context.Context) error {
+	defer a.close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var (
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+	)
+	fail := func(err error) {
+		if err == nil || errors.Is(err, context.Canceled) {
+			return
+		}
+		errOnce.Do(func() {
+			firstErr = err
+			cancel() // one failure stops the whole process
+		})
+	}
+	start := func(f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fail(f(ctx))
+		}()
+	}
+	start(a.metrics.Serve)
+	for _, svc := range a.order {
+		start(a.servers[svc].Serve)
+	}
+	for _, f := range a.background {
+		start(f)
+	}
+	a.log.Info("baagent running", "target", a.cfg.Target)
+	<-ctx.Done()
+	a.log.Info("baagent shutting down")
+	wg.Wait()
+
+	if a.nc != nil {
+		if err := drain(a.nc, a.cfg.ShutdownTimeout); err != nil {
+			a.log.Warn("NATS drain incomplete", "err", err)
+		}
+	}
+	if firstErr != nil {
+		return firstErr
+	}
+	a.log.Info("baagent stopped")
+	return nil
+}
+
+// drain flushes what the connection still has to publish and waits for it
+// to close, up to timeout.
+func drain(nc *nats.Conn, timeout time.Duration) error {
+	closed := make(chan struct{})
+	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if err := nc.Drain(); err != nil {
+		return err
+	}
+	select {
+	case <-closed:
+		return nil
+	case <-time.After(timeout):
+		return fmt.Errorf("still draining after %s", timeout)
+	}
+}
+
+// close releases everything New acquired, last acquired first.
+func (a *App) close() {
+	for i := len(a.cleanup) - 1; i >= 0; i-- {
+		a.cleanup[i]()
+	}
+	a.cleanup = nil
+}
