@@ -22,7 +22,7 @@ BENCH      ?= .
 BENCHCOUNT ?= 6
 BENCHPKGS  ?= ./...
 
-.PHONY: all tools generate check-generated lint build test run bench clean
+.PHONY: all tools benchstat grpcurl generate check-generated lint build test run bench clean
 
 all: lint build test
 
@@ -46,7 +46,9 @@ $(BIN)/.protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION):
 	GOBIN=$(BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 	@touch $@
 
-# Optional tools for benchmarks and manual checks.
+# Optional tools for benchmarks and manual checks (make benchstat, make grpcurl).
+benchstat: $(BIN)/benchstat
+grpcurl: $(BIN)/grpcurl
 $(BIN)/benchstat:
 	@mkdir -p $(BIN)
 	GOBIN=$(BIN) $(GO) install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)

@@ -163,7 +163,7 @@ func (a *App) startNATS(ctx context.Context) error {
 			Host:     host,
 			Port:     port,
 			StoreDir: filepath.Join(a.cfg.DataDir, "jetstream"),
-			Logger:   a.log.With("component", "nats-server"),
+			Logger:   a.log,
 		})
 		if err != nil {
 			return fmt.Errorf("setting embedded-nats-addr: %w", err)
