@@ -52,6 +52,9 @@ type Config struct {
 	// ToolsFile configures external tools (MCP servers, ToolProvider
 	// servers) and per-tool policies; empty runs the built-in tools only.
 	ToolsFile string
+	// WorkspaceSeedDir holds files copied into every new conversation
+	// workspace (the sample datasets); empty seeds nothing.
+	WorkspaceSeedDir string
 
 	// NATSURL is the external NATS of a single-target process.
 	NATSURL string
@@ -112,6 +115,7 @@ type raw struct {
 	target                                        string
 	dataDir, skillsDir, workspaceDir, artifactDir string
 	scenariosDir, tokenEncodersFile, toolsFile    string
+	workspaceSeedDir                              string
 	natsURL, embeddedNATSAddr                     string
 	listen, dial                                  map[string]*string
 	gatewayHTTPAddr, metricsAddr                  string
@@ -134,6 +138,7 @@ func newFlagSet(r *raw, output io.Writer) *flag.FlagSet {
 	fs.StringVar(&r.scenariosDir, "scenarios-dir", "examples/scenarios", "scenarios of the scripted model")
 	fs.StringVar(&r.tokenEncodersFile, "token-encoders-file", "", "token_encoders.yaml overriding the built-in model registry")
 	fs.StringVar(&r.toolsFile, "tools-file", "", "tools.yaml: MCP servers, ToolProvider servers and per-tool policies")
+	fs.StringVar(&r.workspaceSeedDir, "workspace-seed-dir", "examples/data", "files copied into every new conversation workspace (empty: none)")
 	fs.StringVar(&r.natsURL, "nats-url", "nats://localhost:4222", "NATS server(s) of a single-target process, comma-separated")
 	fs.StringVar(&r.embeddedNATSAddr, "embedded-nats-addr", "127.0.0.1:4222", "listen address of the embedded NATS in -target=all")
 	r.listen = map[string]*string{}
@@ -302,6 +307,7 @@ func (r *raw) validate() (*Config, error) {
 		ScenariosDir:      r.scenariosDir,
 		TokenEncodersFile: r.tokenEncodersFile,
 		ToolsFile:         r.toolsFile,
+		WorkspaceSeedDir:  r.workspaceSeedDir,
 		NATSURL:           r.natsURL,
 		EmbeddedNATSAddr:  r.embeddedNATSAddr,
 		Listen:            map[string]string{},
