@@ -77,3 +77,11 @@ func eventually(tb testing.TB, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// symlink creates newname pointing at oldname.
+func symlink(tb testing.TB, oldname, newname string) {
+	tb.Helper()
+	if err := os.Symlink(oldname, newname); err != nil {
+		tb.Fatal(err)
+	}
+}

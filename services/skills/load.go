@@ -70,8 +70,8 @@ func loadSnapshot(root *os.Root, log *slog.Logger) (*snapshot, error) {
 			if l.isDir(name, e) {
 				l.tenants(snap)
 			}
-		case l.isDir(name, e):
-			l.skill(snap.system, name, name, baagentv1.SkillScope_SKILL_SCOPE_SYSTEM)
+		default:
+			l.skillEntry(snap.system, name, name, baagentv1.SkillScope_SKILL_SCOPE_SYSTEM, e)
 		}
 	}
 	snap.system.seal()
@@ -128,8 +128,8 @@ func (l *loader) tenant(dir string) *tenantLayer {
 			if l.isDir(p, e) {
 				l.projects(t, p)
 			}
-		case l.isDir(p, e):
-			l.skill(t.layer, p, name, baagentv1.SkillScope_SKILL_SCOPE_TENANT)
+		default:
+			l.skillEntry(t.layer, p, name, baagentv1.SkillScope_SKILL_SCOPE_TENANT, e)
 		}
 	}
 	return t
@@ -183,11 +183,26 @@ func (l *loader) projects(t *tenantLayer, dir string) {
 		}
 		for _, se := range skills {
 			sp := path.Join(p, se.Name())
-			if !hiddenName(se.Name()) && l.isDir(sp, se) {
-				l.skill(pl, sp, se.Name(), baagentv1.SkillScope_SKILL_SCOPE_PROJECT)
+			if !hiddenName(se.Name()) {
+				l.skillEntry(pl, sp, se.Name(), baagentv1.SkillScope_SKILL_SCOPE_PROJECT, se)
 			}
 		}
 		t.projects[name] = pl
+	}
+}
+
+// skillEntry loads the directory entry e at dir as a skill folder. Plain
+// files beside skills (a README) are ignored; a symbolic link that leaves the
+// skills root is reported, so that an operator learns why it is not loaded.
+func (l *loader) skillEntry(ly *layer, dir, folder string, scope baagentv1.SkillScope, e fs.DirEntry) {
+	if l.isDir(dir, e) {
+		l.skill(ly, dir, folder, scope)
+		return
+	}
+	if e.Type()&fs.ModeSymlink != 0 {
+		if _, err := l.root.Stat(dir); isEscape(err) {
+			ly.addInvalid(&baagentv1.SkillLoadError{Folder: folder, Scope: scope, Reason: "folder: " + fsReason(err)})
+		}
 	}
 }
 

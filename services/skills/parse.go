@@ -58,6 +58,9 @@ func splitSkillMD(data []byte) (frontMatter []byte, body string, err error) {
 		}
 		line, _, more := bytes.Cut(rest[off:], []byte("\n"))
 		if isDelimiter(line) {
+			if off > MaxFrontMatterBytes {
+				return nil, "", fmt.Errorf("front matter: longer than %d bytes", MaxFrontMatterBytes)
+			}
 			b := ""
 			if end := off + len(line) + 1; end < len(rest) {
 				b = string(rest[end:])

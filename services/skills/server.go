@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
@@ -190,17 +191,28 @@ func (s *Server) GetCatalog(ctx context.Context, req *baagentv1.GetCatalogReques
 	snap := s.snap.Load()
 	key := catalogKey{gen: snap.gen, tenant: req.GetTenant(), project: req.GetProject(), model: req.GetModel(), budget: req.GetTokenBudget()}
 	if resp := s.catalog.get(key); resp != nil {
+		setTokenSource(ctx, s.plannedSource(req.GetModel())) // only exact counts are cached
 		return resp, nil
 	}
 	budget := int(min(req.GetTokenBudget(), math.MaxInt32))
 	exact := true
 	res, err := buildCatalog(ctx, snap.view(req.GetTenant(), req.GetProject()), budget, func(ctx context.Context, text string) (int, error) {
+		if !exact {
+			// The counter failed earlier in this request: do not wait on
+			// it again for each planning round.
+			return EstimateTokens(text), nil
+		}
 		n, ok, err := s.countTokens(ctx, text, req.GetModel())
-		exact = exact && ok
+		exact = ok
 		return n, err
 	})
 	if err != nil {
 		return nil, err
+	}
+	if exact {
+		setTokenSource(ctx, s.plannedSource(req.GetModel()))
+	} else {
+		setTokenSource(ctx, tokenSourceFallback)
 	}
 	resp := &baagentv1.GetCatalogResponse{
 		Text:           res.text,
@@ -213,6 +225,33 @@ func (s *Server) GetCatalog(ctx context.Context, req *baagentv1.GetCatalogReques
 		s.catalog.put(key, resp)
 	}
 	return resp, nil
+}
+
+// TokenSourceHeader is the GetCatalog response header that says how
+// GetCatalogResponse.tokens was counted: "counter" (Options.Counter, for
+// the service that is the tokens service's exact count), "estimate" (no
+// counter configured or no model named) or "estimate-fallback" (the counter
+// failed; the local estimate, which errs high, was used instead).
+const TokenSourceHeader = "baagent-token-source"
+
+const (
+	tokenSourceCounter  = "counter"
+	tokenSourceEstimate = "estimate"
+	tokenSourceFallback = "estimate-fallback"
+)
+
+// plannedSource is how tokens are counted for model when nothing fails.
+func (s *Server) plannedSource(model string) string {
+	if s.counter == nil || model == "" {
+		return tokenSourceEstimate
+	}
+	return tokenSourceCounter
+}
+
+// setTokenSource sets the TokenSourceHeader: the contract has no field for
+// it. Outside a gRPC call (an in-process caller) there is no header to set.
+func setTokenSource(ctx context.Context, source string) {
+	_ = grpc.SetHeader(ctx, metadata.Pairs(TokenSourceHeader, source))
 }
 
 // countTokens counts with the configured counter, falling back to the local

@@ -315,7 +315,8 @@ func (c *checker) compatibility(v *yaml.Node) {
 // (`allowed-tools: file_read sql_query`), a comma-separated one, or a YAML
 // list. Each entry must be a tool name or glob the toolrunner understands; an
 // entry it could not honour (`Bash(git:*)`) refuses the skill rather than
-// granting something else.
+// granting something else. An empty value (`allowed-tools:` or `[]`) allows
+// no tools: a key written without tools fails closed.
 func (c *checker) allowedTools(v *yaml.Node) {
 	list, ok := c.stringList(keyAllowedTools, v, validate.MaxAllowedTools)
 	if !ok {
