@@ -1,0 +1,367 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"unicode/utf8"
+
+	"google.golang.org/grpc/status"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/config"
+)
+
+// defaultTokensInputBytes bounds what `tokens count` and `tokens encode` read:
+// the tokens service's default text limit (16 MiB). A larger input would be
+// refused by the service anyway; reading it whole first would only use memory.
+const defaultTokensInputBytes = 16 << 20
+
+// tokensSubcommands are the `baagentctl tokens` subcommands.
+var tokensSubcommands = []struct {
+	name, args, summary string
+	run                 func(ctx context.Context, c *cli, args []string) error
+}{
+	{"count", "--model M [--file F]", "count the tokens of a file or of standard input", runTokensCount},
+	{"info", "MODEL", "show how a model is counted and its metadata", runTokensInfo},
+	{"models", "", "list the model registry and the encodings", runTokensModels},
+	{"encode", "(--model M | --encoding E) [--file F]", "print the token ids of a file or of standard input", runTokensEncode},
+	{"decode", "(--model M | --encoding E) ID...", "print the text of token ids", runTokensDecode},
+}
+
+func tokensUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: baagentctl tokens SUBCOMMAND [flags] [args]")
+	fmt.Fprintln(w, "\nsubcommands:")
+	for _, s := range tokensSubcommands {
+		fmt.Fprintf(w, "  %-7s %-40s %s\n", s.name, s.args, s.summary)
+	}
+}
+
+// runTokens dispatches `baagentctl tokens SUBCOMMAND`. Global flags may come
+// before the subcommand too (`tokens --json count ...`).
+func runTokens(ctx context.Context, c *cli, args []string) error {
+	fs := c.flagSet("tokens", "SUBCOMMAND [flags] [args]")
+	fs.Usage = func() {
+		tokensUsage(c.stderr)
+		fmt.Fprintln(c.stderr, "\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return exitError{2}
+	}
+	for _, s := range tokensSubcommands {
+		if s.name == fs.Arg(0) {
+			return s.run(ctx, c, fs.Args()[1:])
+		}
+	}
+	tokensUsage(c.stderr)
+	return fmt.Errorf("%w: unknown tokens subcommand %q", errUsage, fs.Arg(0))
+}
+
+// tokensCall dials the tokens service and runs call with the request deadline.
+func (c *cli) tokensCall(ctx context.Context, call func(context.Context, baagentv1.TokensServiceClient) error) error {
+	conn, err := c.dial(config.TargetTokens)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	if err := call(ctx, baagentv1.NewTokensServiceClient(conn)); err != nil {
+		st := status.Convert(err)
+		return fmt.Errorf("tokens service at %s: %s: %s", c.addrs[config.TargetTokens], st.Code(), st.Message())
+	}
+	return nil
+}
+
+// readInput reads the file at path, or standard input when path is empty,
+// refusing more than limit bytes.
+func (c *cli) readInput(path string, limit int64) (string, error) {
+	r, name := c.stdin, "standard input"
+	if path != "" {
+		f, err := os.Open(path)
+		if err != nil {
+			return "", err
+		}
+		defer f.Close()
+		r, name = f, path
+	}
+	if r == nil {
+		return "", nil
+	}
+	data, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", name, err)
+	}
+	if int64(len(data)) > limit {
+		return "", fmt.Errorf("%s is larger than %d bytes (raise --max-bytes up to the service's limit)", name, limit)
+	}
+	// Protobuf refuses to send a string that is not UTF-8; say where it breaks.
+	if at := firstInvalidUTF8(data); at >= 0 {
+		return "", fmt.Errorf("%s is not valid UTF-8 text (first invalid byte at offset %d)", name, at)
+	}
+	return string(data), nil
+}
+
+// inputFlags are the flags of the subcommands that read text.
+type inputFlags struct {
+	file     string
+	maxBytes int64
+	special  bool
+}
+
+func (f *inputFlags) add(c *cli, name, argsUsage string) *flag.FlagSet {
+	fs := c.flagSet("tokens "+name, argsUsage)
+	fs.StringVar(&f.file, "file", "", "read the text from this file instead of standard input")
+	fs.Int64Var(&f.maxBytes, "max-bytes", defaultTokensInputBytes, "largest input read, in bytes")
+	fs.BoolVar(&f.special, "allow-special", false, "treat special-token text such as <|endoftext|> as the special token")
+	return fs
+}
+
+func runTokensCount(ctx context.Context, c *cli, args []string) error {
+	var in inputFlags
+	var model string
+	fs := in.add(c, "count", "--model M [--file F]")
+	fs.StringVar(&model, "model", "", "model name (required), e.g. gpt-4o or claude-sonnet-4-5")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	if model == "" {
+		return fmt.Errorf("%w: --model is required", errUsage)
+	}
+	text, err := c.readInput(in.file, in.maxBytes)
+	if err != nil {
+		return err
+	}
+	var resp *baagentv1.CountTokensResponse
+	err = c.tokensCall(ctx, func(ctx context.Context, tc baagentv1.TokensServiceClient) error {
+		resp, err = tc.CountTokens(ctx, &baagentv1.CountTokensRequest{Model: model, Text: text, AllowSpecialTokens: in.special})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printProto(resp)
+	}
+	_, err = fmt.Fprintln(c.stdout, resp.GetCount())
+	return err
+}
+
+func runTokensInfo(ctx context.Context, c *cli, args []string) error {
+	fs := c.flagSet("tokens info", "MODEL")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("%w: want exactly one MODEL", errUsage)
+	}
+	var resp *baagentv1.GetModelInfoResponse
+	err := c.tokensCall(ctx, func(ctx context.Context, tc baagentv1.TokensServiceClient) (err error) {
+		resp, err = tc.GetModelInfo(ctx, &baagentv1.GetModelInfoRequest{Model: fs.Arg(0)})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printProto(resp.GetInfo())
+	}
+	info, md := resp.GetInfo(), resp.GetInfo().GetMetadata()
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	for _, row := range [][2]string{
+		{"model", info.GetModel()},
+		{"family", familyLabel(info.GetModelFamily())},
+		{"encoding", info.GetEncodingName()},
+		{"safety margin", strconv.FormatFloat(info.GetSafetyMargin(), 'g', -1, 64)},
+		{"estimate", strconv.FormatBool(info.GetIsEstimate())},
+		{"matched by", matchLabel(info.GetMatchedBy(), info.GetMatchedPattern())},
+		{"exact counting", fmt.Sprintf("%v (client available: %v)", info.GetUseExactCounting(), info.GetHasApiClient())},
+		{"context length", strconv.FormatInt(md.GetContextLength(), 10)},
+		{"max output", strconv.FormatInt(md.GetMaxOutputTokens(), 10)},
+		{"input $/1M", price(md.InputCostPer_1M)},
+		{"output $/1M", price(md.OutputCostPer_1M)},
+	} {
+		fmt.Fprintf(tw, "%s:\t%s\n", row[0], row[1])
+	}
+	return tw.Flush()
+}
+
+func runTokensModels(ctx context.Context, c *cli, args []string) error {
+	fs := c.flagSet("tokens models", "")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	var resp *baagentv1.ListModelsResponse
+	err := c.tokensCall(ctx, func(ctx context.Context, tc baagentv1.TokensServiceClient) (err error) {
+		resp, err = tc.ListModels(ctx, &baagentv1.ListModelsRequest{})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printProto(resp)
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MODEL\tFAMILY\tENCODING\tMARGIN\tESTIMATE\tCONTEXT")
+	for _, m := range resp.GetModels() {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%g\t%v\t%d\n", m.GetModel(), familyLabel(m.GetModelFamily()), m.GetEncodingName(),
+			m.GetSafetyMargin(), m.GetIsEstimate(), m.GetMetadata().GetContextLength())
+	}
+	fmt.Fprintf(tw, "\nencodings: %s\n", strings.Join(resp.GetEncodings(), ", "))
+	return tw.Flush()
+}
+
+// encoderFlags are --model and --encoding, one of which is required.
+type encoderFlags struct{ model, encoding string }
+
+func (e *encoderFlags) add(fs *flag.FlagSet) {
+	fs.StringVar(&e.model, "model", "", "model name whose encoding to use")
+	fs.StringVar(&e.encoding, "encoding", "", "encoding name: o200k_base, cl100k_base, p50k_base or r50k_base")
+}
+
+func (e *encoderFlags) check() error {
+	if (e.model == "") == (e.encoding == "") {
+		return fmt.Errorf("%w: set exactly one of --model and --encoding", errUsage)
+	}
+	return nil
+}
+
+func runTokensEncode(ctx context.Context, c *cli, args []string) error {
+	var in inputFlags
+	var enc encoderFlags
+	fs := in.add(c, "encode", "(--model M | --encoding E) [--file F]")
+	enc.add(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	if err := enc.check(); err != nil {
+		return err
+	}
+	text, err := c.readInput(in.file, in.maxBytes)
+	if err != nil {
+		return err
+	}
+	req := &baagentv1.EncodeRequest{Text: text, AllowSpecialTokens: in.special}
+	if enc.model != "" {
+		req.Encoder = &baagentv1.EncodeRequest_Model{Model: enc.model}
+	} else {
+		req.Encoder = &baagentv1.EncodeRequest_EncodingName{EncodingName: enc.encoding}
+	}
+	var resp *baagentv1.EncodeResponse
+	err = c.tokensCall(ctx, func(ctx context.Context, tc baagentv1.TokensServiceClient) error {
+		resp, err = tc.Encode(ctx, req)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printProto(resp)
+	}
+	ids := make([]string, len(resp.GetTokens()))
+	for i, id := range resp.GetTokens() {
+		ids[i] = strconv.FormatUint(uint64(id), 10)
+	}
+	_, err = fmt.Fprintln(c.stdout, strings.Join(ids, " "))
+	return err
+}
+
+func runTokensDecode(ctx context.Context, c *cli, args []string) error {
+	var enc encoderFlags
+	fs := c.flagSet("tokens decode", "(--model M | --encoding E) ID...")
+	enc.add(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := enc.check(); err != nil {
+		return err
+	}
+	req := &baagentv1.DecodeRequest{Tokens: make([]uint32, 0, fs.NArg())}
+	for _, arg := range fs.Args() {
+		for _, field := range strings.FieldsFunc(arg, func(r rune) bool { return r == ',' || r == ' ' }) {
+			id, err := strconv.ParseUint(field, 10, 32)
+			if err != nil {
+				return fmt.Errorf("%w: token id %q is not a number from 0 to %d", errUsage, field, uint32(1<<32-1))
+			}
+			req.Tokens = append(req.Tokens, uint32(id))
+		}
+	}
+	if enc.model != "" {
+		req.Encoder = &baagentv1.DecodeRequest_Model{Model: enc.model}
+	} else {
+		req.Encoder = &baagentv1.DecodeRequest_EncodingName{EncodingName: enc.encoding}
+	}
+	var resp *baagentv1.DecodeResponse
+	err := c.tokensCall(ctx, func(ctx context.Context, tc baagentv1.TokensServiceClient) (err error) {
+		resp, err = tc.Decode(ctx, req)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printProto(resp)
+	}
+	_, err = fmt.Fprintln(c.stdout, resp.GetText())
+	return err
+}
+
+// firstInvalidUTF8 is the offset of the first byte of data that is not part
+// of valid UTF-8, or -1.
+func firstInvalidUTF8(data []byte) int {
+	for at := 0; at < len(data); {
+		r, size := utf8.DecodeRune(data[at:])
+		if r == utf8.RuneError && size == 1 {
+			return at
+		}
+		at += size
+	}
+	return -1
+}
+
+func noArgs(fs *flag.FlagSet) error {
+	if fs.NArg() != 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	return nil
+}
+
+// familyLabel is a family as token_encoders.yaml spells it ("claude").
+func familyLabel(f baagentv1.ModelFamily) string {
+	return strings.ToLower(strings.TrimPrefix(f.String(), "MODEL_FAMILY_"))
+}
+
+func matchLabel(m baagentv1.ModelMatch, key string) string {
+	label := strings.ToLower(strings.TrimPrefix(m.String(), "MODEL_MATCH_"))
+	if key != "" {
+		label += " " + key
+	}
+	return label
+}
+
+func price(p *float64) string {
+	if p == nil {
+		return "unknown"
+	}
+	return strconv.FormatFloat(*p, 'f', -1, 64)
+}
