@@ -2,7 +2,6 @@ package artifact
 
 import (
 	"bufio"
-	"errors"
 	"io"
 	"regexp"
 	"strings"
@@ -47,11 +46,6 @@ type Page struct {
 	CutByBytes bool
 }
 
-// maxLineBytes bounds the bytes kept of one line while scanning: enough for
-// MaxLineLength characters of up to 4 bytes each. The rest of a longer line
-// is skipped, not buffered, so one huge line cannot exhaust memory.
-const maxLineBytes = truncate.MaxLineLength*4 + 4
-
 // Read returns a page of the lines of owner's artifact r.ID. The whole
 // artifact is scanned to count its lines, with constant memory.
 func (s *Store) Read(r ReadRequest) (Page, error) {
@@ -80,7 +74,7 @@ func (s *Store) Read(r ReadRequest) (Page, error) {
 	br := bufio.NewReaderSize(f, 64<<10)
 	var n int64
 	for {
-		line, err := readLine(br)
+		line, err := truncate.ReadLine(br)
 		if err == io.EOF {
 			break
 		}
@@ -116,41 +110,4 @@ func (s *Store) Read(r ReadRequest) (Page, error) {
 		p.NextOffset = -1 // the page ended exactly at the last line
 	}
 	return p, nil
-}
-
-// readLine returns the next line without its terminator (and without a
-// trailing \r), keeping at most maxLineBytes of it; io.EOF when there are
-// no more lines.
-func readLine(br *bufio.Reader) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := br.ReadSlice('\n')
-		if len(line) < maxLineBytes {
-			keep := chunk[:min(len(chunk), maxLineBytes-len(line))]
-			line = append(line, keep...)
-		}
-		switch {
-		case err == nil:
-			return trimEOL(line), nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case err == io.EOF:
-			if len(line) == 0 {
-				return nil, io.EOF
-			}
-			return trimEOL(line), nil
-		default:
-			return nil, err
-		}
-	}
-}
-
-func trimEOL(b []byte) []byte {
-	if n := len(b); n > 0 && b[n-1] == '\n' {
-		b = b[:n-1]
-	}
-	if n := len(b); n > 0 && b[n-1] == '\r' {
-		b = b[:n-1]
-	}
-	return b
 }

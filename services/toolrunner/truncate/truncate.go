@@ -4,7 +4,10 @@
 package truncate
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"unicode/utf8"
 )
@@ -71,37 +74,47 @@ type Page struct {
 	// Next is the 0-based offset of the first line not shown, or -1 when the
 	// page reached the end.
 	Next int
-	// Total is the number of lines.
+	// Total is the number of lines, or -1 when lines follow the window.
 	Total int
 	// CutByBytes reports that the byte budget ended the page.
 	CutByBytes bool
 }
 
-// Lines formats lines[offset:offset+limit] with 1-based line numbers
-// (`%6d\t`), each line cut at MaxLineLength, stopping before the output
-// exceeds maxBytes, and appends one of the seed's hints:
+// Lines formats lines[offset:offset+limit] of a text held in memory; see
+// [Format]. A limit ≤ 0 or above DefaultReadLimit uses DefaultReadLimit; an
+// offset past the end yields only the end hint.
+func Lines(lines []string, offset, limit, maxBytes int) Page {
+	if limit <= 0 || limit > DefaultReadLimit {
+		limit = DefaultReadLimit
+	}
+	offset = min(max(offset, 0), len(lines))
+	end := offset + min(limit, len(lines)-offset)
+	total := len(lines)
+	if end < len(lines) {
+		total = -1
+	}
+	return Format(lines[offset:end], offset, total, maxBytes)
+}
+
+// Format renders window, the lines of a file starting at the 0-based line
+// first, with 1-based line numbers (`%6d\t`), each line cut at
+// MaxLineLength, stopping before the output exceeds maxBytes (≤ 0:
+// MaxOutputBytes), and appends one of the seed's hints:
 //
 //	(Output truncated at 51200 bytes. Use 'offset' parameter to read beyond line N)
 //	(File has more lines. Use 'offset' parameter to read beyond line N)
 //	(End of file - total N lines)
 //
-// A limit ≤ 0 or above DefaultReadLimit uses DefaultReadLimit; an offset
-// past the end yields only the end hint.
-func Lines(lines []string, offset, limit, maxBytes int) Page {
-	if limit <= 0 || limit > DefaultReadLimit {
-		limit = DefaultReadLimit
-	}
-	if offset < 0 {
-		offset = 0
-	}
+// total is the number of lines in the file when window reaches its end, or
+// -1 when more lines follow the window.
+func Format(window []string, first, total, maxBytes int) Page {
 	if maxBytes <= 0 {
 		maxBytes = MaxOutputBytes
 	}
 	var b strings.Builder
-	p := Page{Total: len(lines), Next: -1}
-	end := min(len(lines), offset+limit)
-	for i := offset; i < end; i++ {
-		line := fmt.Sprintf("%6d\t%s\n", i+1, Line(strings.TrimSuffix(lines[i], "\r")))
+	p := Page{Total: total, Next: -1}
+	for i, l := range window {
+		line := fmt.Sprintf("%6d\t%s\n", first+i+1, Line(strings.TrimSuffix(l, "\r")))
 		if b.Len()+len(line) > maxBytes {
 			p.CutByBytes = true
 			break
@@ -109,16 +122,16 @@ func Lines(lines []string, offset, limit, maxBytes int) Page {
 		b.WriteString(line)
 		p.Shown++
 	}
-	last := offset + p.Shown // 1-based number of the last line shown
+	last := first + p.Shown // 1-based number of the last line shown
 	switch {
 	case p.CutByBytes:
 		p.Next = last
 		fmt.Fprintf(&b, "\n(Output truncated at %d bytes. Use 'offset' parameter to read beyond line %d)", maxBytes, last)
-	case last < len(lines):
+	case total < 0:
 		p.Next = last
 		fmt.Fprintf(&b, "\n(File has more lines. Use 'offset' parameter to read beyond line %d)", last)
 	default:
-		fmt.Fprintf(&b, "\n(End of file - total %d lines)", len(lines))
+		fmt.Fprintf(&b, "\n(End of file - total %d lines)", total)
 	}
 	p.Text = b.String()
 	return p
@@ -132,4 +145,45 @@ func SplitLines(text string) []string {
 	}
 	text = strings.TrimSuffix(text, "\n")
 	return strings.Split(text, "\n")
+}
+
+// maxLineBytes bounds the bytes [ReadLine] keeps of one line: enough for
+// MaxLineLength characters of up to 4 bytes each.
+const maxLineBytes = MaxLineLength*4 + 4
+
+// ReadLine returns the next line of br without its terminator (\n or
+// \r\n), keeping at most enough bytes for MaxLineLength characters and
+// skipping the rest, so that one huge line cannot exhaust memory. It returns
+// io.EOF when no lines are left.
+func ReadLine(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(line) < maxLineBytes {
+			line = append(line, chunk[:min(len(chunk), maxLineBytes-len(line))]...)
+		}
+		switch {
+		case err == nil:
+			return trimEOL(line), nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case err == io.EOF:
+			if len(line) == 0 {
+				return nil, io.EOF
+			}
+			return trimEOL(line), nil
+		default:
+			return nil, err
+		}
+	}
+}
+
+func trimEOL(b []byte) []byte {
+	if n := len(b); n > 0 && b[n-1] == '\n' {
+		b = b[:n-1]
+	}
+	if n := len(b); n > 0 && b[n-1] == '\r' {
+		b = b[:n-1]
+	}
+	return b
 }
