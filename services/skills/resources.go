@@ -19,7 +19,9 @@ import (
 // Limits of level-3 reads.
 const (
 	// DefaultMaxResourceBytes is the default of Options.MaxResourceBytes:
-	// larger resource files are listed but never served.
+	// larger resource files are listed, ReadSkillResource refuses them, and
+	// level-3 responses carry only their first MaxResourceBytes, marked
+	// truncated.
 	DefaultMaxResourceBytes = 1 << 20
 	// MaxReadLimit is the default and cap of ReadSkillResourceRequest.limit
 	// (contract: 256 KiB).

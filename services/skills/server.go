@@ -56,7 +56,9 @@ type Options struct {
 	// PollInterval is how often Run looks for changes (default 2 s).
 	PollInterval time.Duration
 	// MaxResourceBytes caps a resource file served at level 3 (default
-	// 1 MiB); larger files are listed but not served.
+	// 1 MiB): ReadSkillResource refuses larger files, and GetSkill and
+	// ActivateSkill at level 3 inline only their first MaxResourceBytes,
+	// marked truncated.
 	MaxResourceBytes int64
 	// Counter counts catalog tokens per model; nil uses [EstimateTokens]. A
 	// request without a model, or a failing counter, also uses the estimate.
