@@ -2,6 +2,7 @@ package tokens
 
 import (
 	"container/list"
+	"hash/maphash"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,12 +13,28 @@ import (
 // conversations.
 const DefaultCacheEntries = 64 << 10
 
-// cacheKey identifies what was counted: a SHA-256 of the encoding name and
-// the canonical bytes of a message or tool list. A cryptographic hash, not
-// a fast 64-bit one, because a collision would silently return another
-// message's count and tenants share the cache; hashing costs far less than
-// encoding (see BenchmarkCountMessages).
-type cacheKey [32]byte
+// cacheKey identifies what was counted: two 64-bit hashes, under two
+// independent random seeds, of the canonical bytes of a message or tool list
+// and its encoding name.
+//
+// Why not SHA-256: hashing every message of a conversation is most of what a
+// re-count costs, and SHA-256 made it half (BenchmarkRecount). Why 128 bits of
+// a non-cryptographic hash are enough: a collision would return another
+// message's count, so it must be neither likely by chance (about n²/2¹²⁹ for
+// n cached entries) nor constructible by a client; the seeds are random per
+// process and never leave it, and maphash is built to resist hash flooding by
+// inputs chosen without knowing the seed.
+type cacheKey [2]uint64
+
+// keyer hashes canonical bytes to a cacheKey. It is immutable and safe for
+// concurrent use.
+type keyer struct{ seeds [2]maphash.Seed }
+
+func newKeyer() keyer { return keyer{[2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}} }
+
+func (k keyer) key(b []byte) cacheKey {
+	return cacheKey{maphash.Bytes(k.seeds[0], b), maphash.Bytes(k.seeds[1], b)}
+}
 
 // countCache is a bounded LRU map from content hash to raw token count. It
 // is safe for concurrent use.
@@ -26,6 +43,7 @@ type countCache struct {
 	max     int
 	order   *list.List // front = most recently used; values are *cacheEntry
 	entries map[cacheKey]*list.Element
+	keyer   keyer
 
 	hits, misses prometheus.Counter
 }
@@ -36,7 +54,7 @@ type cacheEntry struct {
 }
 
 func newCountCache(max int, m *metrics) *countCache {
-	return &countCache{max: max, order: list.New(), entries: make(map[cacheKey]*list.Element), hits: m.cacheHits, misses: m.cacheMisses}
+	return &countCache{max: max, order: list.New(), entries: make(map[cacheKey]*list.Element), keyer: newKeyer(), hits: m.cacheHits, misses: m.cacheMisses}
 }
 
 // get returns the count stored under k and records a hit or a miss.

@@ -10,7 +10,7 @@ func errFmt(format string, args ...any) error { return fmt.Errorf(format, args..
 func TestCountCacheLRU(t *testing.T) {
 	m, _ := newMetrics(nil)
 	c := newCountCache(2, m)
-	k := func(b byte) cacheKey { return cacheKey{b} }
+	k := func(b byte) cacheKey { return cacheKey{uint64(b)} }
 	c.put(k(1), 10)
 	c.put(k(2), 20)
 	if n, ok := c.get(k(1)); !ok || n != 10 { // 1 is now the most recent

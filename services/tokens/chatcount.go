@@ -1,7 +1,6 @@
 package tokens
 
 import (
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -103,7 +102,7 @@ func (cc chatCounter) count(msgs []*baagentv1.ChatMessage, tools []*baagentv1.To
 	var buf []byte
 	for i, m := range msgs {
 		buf = appendMessageKey(buf[:0], cc.enc.Name(), m)
-		key := cacheKey(sha256.Sum256(buf))
+		key := cc.cache.keyer.key(buf)
 		if n, ok := cc.cache.get(key); ok {
 			out.messages[i] = n
 			out.hits++
@@ -118,10 +117,11 @@ func (cc chatCounter) count(msgs []*baagentv1.ChatMessage, tools []*baagentv1.To
 		out.misses++
 	}
 	if len(tools) > 0 {
-		key, err := toolsKey(cc.enc.Name(), tools)
+		buf, err := appendToolsKey(buf[:0], cc.enc.Name(), tools)
 		if err != nil {
 			return chatCount{}, err
 		}
+		key := cc.cache.keyer.key(buf)
 		n, ok := cc.cache.get(key)
 		if ok {
 			out.hits++
@@ -261,23 +261,20 @@ func appendMessageKey(b []byte, enc string, m *baagentv1.ChatMessage) []byte {
 	return b
 }
 
-// toolsKey hashes a tool list by its deterministic protobuf encoding (map
-// entries of the parameter schemas sorted).
-func toolsKey(enc string, tools []*baagentv1.ToolSchema) (cacheKey, error) {
-	h := sha256.New()
-	h.Write([]byte{'t'})
-	h.Write(binary.AppendUvarint(nil, uint64(len(enc))))
-	h.Write([]byte(enc))
+// appendToolsKey appends the canonical bytes of a tool list: its
+// deterministic protobuf encoding (map entries of the parameter schemas
+// sorted), each tool length-prefixed.
+func appendToolsKey(b []byte, enc string, tools []*baagentv1.ToolSchema) ([]byte, error) {
+	b = append(b, 't')
+	b = binary.AppendUvarint(b, uint64(len(enc)))
+	b = append(b, enc...)
 	opts := proto.MarshalOptions{Deterministic: true}
-	var buf []byte
 	for _, t := range tools {
+		b = binary.AppendUvarint(b, uint64(opts.Size(t)))
 		var err error
-		buf, err = opts.MarshalAppend(buf[:0], t)
-		if err != nil {
-			return cacheKey{}, fmt.Errorf("tools: %w", err)
+		if b, err = opts.MarshalAppend(b, t); err != nil {
+			return nil, fmt.Errorf("tools: %w", err)
 		}
-		h.Write(binary.AppendUvarint(nil, uint64(len(buf))))
-		h.Write(buf)
 	}
-	return cacheKey(h.Sum(nil)), nil
+	return b, nil
 }
