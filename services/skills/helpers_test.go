@@ -85,3 +85,6 @@ func symlink(tb testing.TB, oldname, newname string) {
 		tb.Fatal(err)
 	}
 }
+
+// examplesDir is the repository's sample skills root.
+const examplesDir = "../../examples/skills"

@@ -16,14 +16,19 @@ import (
 const (
 	// MaxSkillFileBytes caps a SKILL.md (front matter and body).
 	MaxSkillFileBytes = 256 << 10
-	// MaxFrontMatterBytes caps the YAML front matter.
-	MaxFrontMatterBytes = 64 << 10
+	// MaxFrontMatterBytes caps the YAML front matter: fifty times what the
+	// standard's fields need, and small enough that the slowest front
+	// matter to parse (tens of thousands of flow-sequence nodes) costs
+	// milliseconds, not tens of them, on every reload.
+	MaxFrontMatterBytes = 16 << 10
 	// maxYAMLDepth caps nesting in front matter; the standard's fields are at
 	// most two levels deep (metadata), unknown keys get some slack.
 	maxYAMLDepth = 32
 	// maxYAMLNodes caps the nodes of a front matter document, so that a
-	// pathological but small document cannot make the walk expensive.
-	maxYAMLNodes = 10000
+	// pathological but small document cannot make the walk expensive. The
+	// standard's fields at their limits need a few hundred; a tenant.yaml
+	// at its entry limit about two thousand.
+	maxYAMLNodes = 4096
 )
 
 // frontMatterDelimiter opens and closes the front matter, alone on its line.

@@ -106,9 +106,9 @@ func TestFrontMatterYAMLLimits(t *testing.T) {
 		{"alias that would expand", head + "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: [*b, *b, *b, *b, *b, *b, *b, *b, *b]", "YAML aliases are not allowed"},
 		{"merge key", head + "base: &b {k: v}\nm:\n  <<: {k: v}", "YAML merge keys are not allowed"},
 		{"deep nesting", head + "deep: " + strings.Repeat("[", 40) + strings.Repeat("]", 40), "nested deeper than 32 levels"},
-		{"too many nodes", head + "many: [" + strings.Repeat("1,", 10001) + "1]", "more than 10000 YAML nodes"},
-		{"front matter over the cap", head + "pad: " + strings.Repeat("p", MaxFrontMatterBytes), "front matter: longer than 65536 bytes"},
-		{"many lines over the cap", head + strings.Repeat("# comment line\n", MaxFrontMatterBytes/15+1), "front matter: longer than 65536 bytes"},
+		{"too many nodes", head + "many: [" + strings.Repeat("1,", maxYAMLNodes) + "1]", "more than 4096 YAML nodes"},
+		{"front matter over the cap", head + "pad: " + strings.Repeat("p", MaxFrontMatterBytes), "front matter: longer than 16384 bytes"},
+		{"many lines over the cap", head + strings.Repeat("# comment line\n", MaxFrontMatterBytes/15+1), "front matter: longer than 16384 bytes"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

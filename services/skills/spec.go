@@ -463,19 +463,16 @@ func nodeValue(n *yaml.Node) any {
 		switch n.Tag {
 		case "!!null":
 			return nil
+		// strconv rather than Node.Decode, which costs a deferred recover
+		// per call: a front matter may hold thousands of scalars.
 		case "!!bool":
-			var b bool
-			if n.Decode(&b) == nil {
-				return b
-			}
+			return strings.EqualFold(n.Value, "true")
 		case "!!int":
-			var i int64
-			if n.Decode(&i) == nil {
+			if i, err := strconv.ParseInt(n.Value, 0, 64); err == nil {
 				return i
 			}
 		case "!!float":
-			var f float64
-			if n.Decode(&f) == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
+			if f, err := strconv.ParseFloat(n.Value, 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
 				return f
 			}
 		}
