@@ -1,49 +1,208 @@
-// Package orchestrator is the OrchestratorService: it queues runs and drives
-// the ReAct loop (model → tools → observations) for a tenant.
+// Package orchestrator is the OrchestratorService: it accepts runs and drives
+// the ReAct loop for a tenant — context window from the context service,
+// model call, tool calls through the toolrunner (in parallel, with the
+// model's tool_call_id), skills through the `skill` meta-tool — until a final
+// answer, max_steps, cancellation or a fatal error. Every step is published
+// as events on NATS JetStream (baagent.<tenant>.run.<run_id>.events) with a
+// contiguous per-run seq and exactly one terminal event; run records live in
+// the JetStream KV bucket natsx.BucketRuns.
 //
-// At this stage every RPC validates its request at the edge and then answers
-// codes.Unimplemented; the loop arrives in later changes.
+// The orchestrator reaches its peers only through their gRPC contracts; a
+// peer that answers Unimplemented or is unavailable ends the run with a
+// clear `error` event.
 package orchestrator
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"os"
+	"sync"
+	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/natsx"
 )
 
 // ServiceName is the fully qualified gRPC service name, equal to
 // baagentv1.OrchestratorService_ServiceDesc.ServiceName.
 const ServiceName = "baagent.v1.OrchestratorService"
 
-// MaxPageSize is the largest ListRuns page (the contract's maximum).
-const MaxPageSize = 500
+// Limits and defaults.
+const (
+	// MaxPageSize is the largest ListRuns page (the contract's maximum).
+	MaxPageSize = 500
+	// DefaultPageSize is the ListRuns page size when none is given.
+	DefaultPageSize = 50
+	// DefaultMaxSteps is the step limit of a run that sets none.
+	DefaultMaxSteps = 50
+	// DefaultMaxConcurrentRuns bounds the runs executing at once.
+	DefaultMaxConcurrentRuns = 64
+	// DefaultMaxQueuedRuns bounds the runs accepted but waiting for a slot.
+	DefaultMaxQueuedRuns = 1024
+	// DefaultCatalogTokenBudget bounds the level-1 skills catalog.
+	DefaultCatalogTokenBudget = 2000
+	// DefaultCancelWait is how long CancelRun waits for the run to stop.
+	DefaultCancelWait = 5 * time.Second
+	// finalizeTimeout bounds publishing the terminal event and saving the
+	// final record after the run's own context has ended.
+	finalizeTimeout = 10 * time.Second
+)
 
-// Options configures a [Server].
+// Options configures a [Server]. JetStream, Model and the four peer clients
+// are required; without them the RPCs answer Unavailable naming what is
+// missing.
 type Options struct {
 	// Logger receives the service's logs; nil uses slog.Default().
 	Logger *slog.Logger
+	// Registerer receives the Prometheus collectors (baagent_orchestrator_*);
+	// nil registers none.
+	Registerer prometheus.Registerer
+
+	// JetStream publishes run events and holds run records; the streams and
+	// buckets must be provisioned (natsx.Provision).
+	JetStream jetstream.JetStream
+
+	// Peers, by their gRPC contracts.
+	Context    baagentv1.ContextServiceClient
+	Skills     baagentv1.SkillsServiceClient
+	ToolRunner baagentv1.ToolRunnerServiceClient
+	Tokens     baagentv1.TokensServiceClient
+
+	// Model answers the model calls.
+	Model Model
+	// ScriptedModel says that Model is the built-in scripted model; the run
+	// records and `start` events say so.
+	ScriptedModel bool
+	// DefaultModel is the model of runs that name none; required.
+	DefaultModel string
+
+	// SystemPrompt replaces DefaultSystemPrompt when set.
+	SystemPrompt string
+	// DefaultMaxSteps is the step limit of runs that set none (default 50).
+	DefaultMaxSteps int
+	// MaxConcurrentRuns bounds the runs executing at once (default 64).
+	MaxConcurrentRuns int
+	// MaxQueuedRuns bounds the runs waiting for a slot (default 1024);
+	// StartRun beyond it answers ResourceExhausted.
+	MaxQueuedRuns int
+	// CatalogTokenBudget bounds the skills catalog in tokens (default 2000).
+	CatalogTokenBudget int64
+	// Replica names this process in `start` events (default: the host name).
+	Replica string
 }
 
-// Server implements baagentv1.OrchestratorServiceServer.
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.SystemPrompt == "" {
+		o.SystemPrompt = DefaultSystemPrompt
+	}
+	if o.DefaultMaxSteps <= 0 {
+		o.DefaultMaxSteps = DefaultMaxSteps
+	}
+	if o.MaxConcurrentRuns <= 0 {
+		o.MaxConcurrentRuns = DefaultMaxConcurrentRuns
+	}
+	if o.MaxQueuedRuns <= 0 {
+		o.MaxQueuedRuns = DefaultMaxQueuedRuns
+	}
+	if o.CatalogTokenBudget <= 0 {
+		o.CatalogTokenBudget = DefaultCatalogTokenBudget
+	}
+	if o.Replica == "" {
+		o.Replica, _ = os.Hostname()
+	}
+	return o
+}
+
+// missing names the required options that are not set.
+func (o Options) missing() error {
+	var errs []error
+	for _, m := range []struct {
+		name string
+		set  bool
+	}{
+		{"JetStream", o.JetStream != nil},
+		{"Model", o.Model != nil},
+		{"Context", o.Context != nil},
+		{"Skills", o.Skills != nil},
+		{"ToolRunner", o.ToolRunner != nil},
+		{"Tokens", o.Tokens != nil},
+		{"DefaultModel", o.DefaultModel != ""},
+	} {
+		if !m.set {
+			errs = append(errs, fmt.Errorf("Options.%s is not set", m.name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Server implements baagentv1.OrchestratorServiceServer. Runs execute on
+// goroutines owned by [Server.Run].
 type Server struct {
 	baagentv1.UnimplementedOrchestratorServiceServer
 
-	log *slog.Logger
+	opts      Options
+	log       *slog.Logger
+	metrics   *metrics
+	configErr error // why the server cannot run runs, if it cannot
+
+	storeMu sync.Mutex
+	store   *runStore // opened on first use
+
+	// queue feeds the workers; its capacity is the total of accepted runs,
+	// so an enqueue under mu never blocks.
+	queue chan *run
+	// base is the parent context of every run; cancelled (cause
+	// errShutdown) when Run stops.
+	base     context.Context
+	stopRuns context.CancelCauseFunc
+
+	mu      sync.Mutex
+	runs    map[string]*run // accepted and not finished on this replica
+	closing bool
 }
 
 var _ baagentv1.OrchestratorServiceServer = (*Server)(nil)
 
-// New returns a Server configured by opts.
+// errShutdown is the cancellation cause of runs stopped by shutdown.
+var errShutdown = errors.New("the orchestrator is shutting down")
+
+// New returns a Server configured by opts. It never fails: missing
+// required options and a metrics registration conflict are logged and make
+// the RPCs answer Unavailable with the reason, so the process still serves
+// health and the other services.
 func New(opts Options) *Server {
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+	opts = opts.withDefaults()
+	s := &Server{
+		opts:  opts,
+		log:   opts.Logger.With("service", ServiceName),
+		queue: make(chan *run, opts.MaxConcurrentRuns+opts.MaxQueuedRuns),
+		runs:  map[string]*run{},
 	}
-	return &Server{log: opts.Logger.With("service", ServiceName)}
+	s.base, s.stopRuns = context.WithCancelCause(context.Background())
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		s.log.Error("orchestrator metrics not registered", "error", err)
+		m, _ = newMetrics(nil)
+	}
+	s.metrics = m
+	if err := opts.missing(); err != nil {
+		s.configErr = err
+		s.log.Error("orchestrator is not configured; runs are refused", "error", err)
+	} else if opts.ScriptedModel {
+		s.log.Info("orchestrator uses the built-in scripted model (no model endpoint configured)", "model", opts.DefaultModel)
+	}
+	return s
 }
 
 // Register registers the OrchestratorService on gs.
@@ -51,44 +210,75 @@ func (s *Server) Register(gs grpc.ServiceRegistrar) {
 	baagentv1.RegisterOrchestratorServiceServer(gs, s)
 }
 
-// StartRun accepts a run and queues it.
-func (s *Server) StartRun(ctx context.Context, req *baagentv1.OrchestratorServiceStartRunRequest) (*baagentv1.OrchestratorServiceStartRunResponse, error) {
-	if err := validateStartRun(req); err != nil {
-		return nil, s.rejected(ctx, "StartRun", err)
+// Run executes accepted runs on MaxConcurrentRuns workers until ctx is done.
+// On shutdown it cancels the runs in progress and fails the queued ones,
+// each with an `error` event (code ORCHESTRATOR_SHUTDOWN), waits for them to
+// publish their terminal event, and returns nil.
+func (s *Server) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for range s.opts.MaxConcurrentRuns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-s.base.Done():
+					return
+				case r := <-s.queue:
+					s.metrics.runsQueued.Dec()
+					r.execute()
+				}
+			}
+		}()
 	}
-	return nil, notImplemented("StartRun")
+	<-ctx.Done()
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	s.stopRuns(errShutdown)
+	wg.Wait()
+	// Runs still queued never started; end them so no client waits forever.
+	for {
+		select {
+		case r := <-s.queue:
+			s.metrics.runsQueued.Dec()
+			r.execute() // its context is already cancelled: it only finalizes
+		default:
+			return nil
+		}
+	}
 }
 
-// GetRun returns a run.
-func (s *Server) GetRun(ctx context.Context, req *baagentv1.OrchestratorServiceGetRunRequest) (*baagentv1.OrchestratorServiceGetRunResponse, error) {
-	if err := validateGetRun(req); err != nil {
-		return nil, s.rejected(ctx, "GetRun", err)
+// runStore returns the run store, opening the KV bucket on first use (a
+// failure is retried by the next call: the bucket may be provisioned later).
+func (s *Server) runStore(ctx context.Context) (*runStore, error) {
+	if s.configErr != nil {
+		return nil, status.Errorf(codes.Unavailable, "orchestrator is not configured: %v", s.configErr)
 	}
-	return nil, notImplemented("GetRun")
+	s.storeMu.Lock()
+	defer s.storeMu.Unlock()
+	if s.store == nil {
+		kv, err := s.opts.JetStream.KeyValue(ctx, natsx.BucketRuns)
+		if err != nil {
+			return nil, status.Errorf(codes.Unavailable, "run store unavailable: open KV bucket %s (is JetStream provisioned?): %v", natsx.BucketRuns, err)
+		}
+		s.store = &runStore{kv: kv}
+	}
+	return s.store, nil
 }
 
-// ListRuns lists a tenant's runs, newest first.
-func (s *Server) ListRuns(ctx context.Context, req *baagentv1.OrchestratorServiceListRunsRequest) (*baagentv1.OrchestratorServiceListRunsResponse, error) {
-	if err := validateListRuns(req); err != nil {
-		return nil, s.rejected(ctx, "ListRuns", err)
-	}
-	return nil, notImplemented("ListRuns")
+// local returns the run if it was accepted by this replica and has not
+// finished.
+func (s *Server) local(runID string) *run {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.runs[runID]
 }
 
-// CancelRun cancels a run.
-func (s *Server) CancelRun(ctx context.Context, req *baagentv1.OrchestratorServiceCancelRunRequest) (*baagentv1.OrchestratorServiceCancelRunResponse, error) {
-	if err := validateCancelRun(req); err != nil {
-		return nil, s.rejected(ctx, "CancelRun", err)
-	}
-	return nil, notImplemented("CancelRun")
-}
-
-// SubmitInput answers the question a WAITING_INPUT run waits on.
-func (s *Server) SubmitInput(ctx context.Context, req *baagentv1.OrchestratorServiceSubmitInputRequest) (*baagentv1.OrchestratorServiceSubmitInputResponse, error) {
-	if err := validateSubmitInput(req); err != nil {
-		return nil, s.rejected(ctx, "SubmitInput", err)
-	}
-	return nil, notImplemented("SubmitInput")
+func (s *Server) forget(runID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.runs, runID)
 }
 
 // rejected logs a refused request at debug level and returns its error.

@@ -2,10 +2,13 @@ package orchestrator
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	vt "github.com/baagent/baagent/internal/validate/validatetest"
@@ -35,7 +38,7 @@ var (
 		ParentRunId: "run_parent-1",
 	}
 	validGet    = &getReq{Tenant: "acme", RunId: "run-1"}
-	validList   = &listReq{Tenant: "acme", ConversationId: "conv-1", States: []baagentv1.RunState{baagentv1.RunState_RUN_STATE_RUNNING}, PageSize: 500, PageToken: "eyJvIjoxMH0"}
+	validList   = &listReq{Tenant: "acme", ConversationId: "conv-1", States: []baagentv1.RunState{baagentv1.RunState_RUN_STATE_RUNNING}, PageSize: 500, PageToken: encodePageToken("run_0190aa_1")}
 	validCancel = &cancelReq{Tenant: "acme", RunId: "run-1", Reason: "user pressed stop"}
 	validSubmit = &submitReq{Tenant: "acme", RunId: "run-1", Input: &baagentv1.RunInput{InputId: "q1", Answer: "Include Europe"}}
 )
@@ -46,16 +49,35 @@ func TestServiceName(t *testing.T) {
 	}
 }
 
+// TestValidRequestsUnconfigured: a server built without its dependencies
+// refuses valid requests with Unavailable naming what is missing.
+func TestValidRequestsUnconfigured(t *testing.T) {
+	srv := New(Options{Logger: slog.New(slog.DiscardHandler)})
+	c := baagentv1.NewOrchestratorServiceClient(vt.Serve(t, func(gs grpc.ServiceRegistrar) { srv.Register(gs) }))
+	for name, call := range map[string]func(context.Context) error{
+		"StartRun/valid":   vt.Call(c.StartRun, validStart),
+		"StartRun/minimal": vt.Call(c.StartRun, &startReq{Tenant: "t", Spec: &baagentv1.RunSpec{Input: "hi"}}),
+		"GetRun/valid":     vt.Call(c.GetRun, validGet),
+		"ListRuns/valid":   vt.Call(c.ListRuns, validList),
+		"ListRuns/minimal": vt.Call(c.ListRuns, &listReq{Tenant: "acme"}),
+		"CancelRun/valid":  vt.Call(c.CancelRun, validCancel),
+	} {
+		err := call(t.Context())
+		if st, _ := status.FromError(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "Options.JetStream is not set") {
+			t.Errorf("%s: want Unavailable naming Options.JetStream, got %v", name, err)
+		}
+	}
+	vt.WantUnimplemented(t, vt.Call(c.SubmitInput, validSubmit)(t.Context()))
+}
+
 func TestRPCs(t *testing.T) {
-	srv := New(Options{})
+	srv := New(Options{Logger: slog.New(slog.DiscardHandler)})
 	c := baagentv1.NewOrchestratorServiceClient(vt.Serve(t, func(gs grpc.ServiceRegistrar) { srv.Register(gs) }))
 	spec := func(f func(*baagentv1.RunSpec)) *startReq {
 		return vt.With(validStart, func(r *startReq) { f(r.Spec) })
 	}
 
 	vt.Run(t, []vt.Case{
-		{Name: "StartRun/valid", Call: vt.Call(c.StartRun, validStart)},
-		{Name: "StartRun/minimal", Call: vt.Call(c.StartRun, &startReq{Tenant: "t", Spec: &baagentv1.RunSpec{Input: "hi"}})},
 		{Name: "StartRun/no tenant", Call: vt.Call(c.StartRun, vt.With(validStart, func(r *startReq) { r.Tenant = "" })), Field: "tenant"},
 		{Name: "StartRun/tenant with dot", Call: vt.Call(c.StartRun, vt.With(validStart, func(r *startReq) { r.Tenant = "a.b" })), Field: "tenant"},
 		{Name: "StartRun/tenant too long", Call: vt.Call(c.StartRun, vt.With(validStart, func(r *startReq) { r.Tenant = strings.Repeat("t", 65) })), Field: "tenant"},
@@ -73,13 +95,10 @@ func TestRPCs(t *testing.T) {
 		{Name: "StartRun/bad label key", Call: vt.Call(c.StartRun, spec(func(s *baagentv1.RunSpec) { s.Labels = map[string]string{"bad key": "v"} })), Field: `spec.labels["bad key"]`},
 		{Name: "StartRun/bad parent_run_id", Call: vt.Call(c.StartRun, vt.With(validStart, func(r *startReq) { r.ParentRunId = "run.1" })), Field: "parent_run_id"},
 
-		{Name: "GetRun/valid", Call: vt.Call(c.GetRun, validGet)},
 		{Name: "GetRun/no tenant", Call: vt.Call(c.GetRun, vt.With(validGet, func(r *getReq) { r.Tenant = "" })), Field: "tenant"},
 		{Name: "GetRun/no run_id", Call: vt.Call(c.GetRun, vt.With(validGet, func(r *getReq) { r.RunId = "" })), Field: "run_id"},
 		{Name: "GetRun/run_id with wildcard", Call: vt.Call(c.GetRun, vt.With(validGet, func(r *getReq) { r.RunId = "run.>" })), Field: "run_id"},
 
-		{Name: "ListRuns/valid", Call: vt.Call(c.ListRuns, validList)},
-		{Name: "ListRuns/minimal", Call: vt.Call(c.ListRuns, &listReq{Tenant: "acme"})},
 		{Name: "ListRuns/no tenant", Call: vt.Call(c.ListRuns, vt.With(validList, func(r *listReq) { r.Tenant = "" })), Field: "tenant"},
 		{Name: "ListRuns/bad conversation_id", Call: vt.Call(c.ListRuns, vt.With(validList, func(r *listReq) { r.ConversationId = "a/b" })), Field: "conversation_id"},
 		{Name: "ListRuns/unspecified state", Call: vt.Call(c.ListRuns, vt.With(validList, func(r *listReq) { r.States = append(r.States, 0) })), Field: "states[1]"},
@@ -88,12 +107,12 @@ func TestRPCs(t *testing.T) {
 		{Name: "ListRuns/negative page_size", Call: vt.Call(c.ListRuns, vt.With(validList, func(r *listReq) { r.PageSize = -1 })), Field: "page_size"},
 		{Name: "ListRuns/bad page_token", Call: vt.Call(c.ListRuns, vt.With(validList, func(r *listReq) { r.PageToken = "a\nb" })), Field: "page_token"},
 
-		{Name: "CancelRun/valid", Call: vt.Call(c.CancelRun, validCancel)},
 		{Name: "CancelRun/no tenant", Call: vt.Call(c.CancelRun, vt.With(validCancel, func(r *cancelReq) { r.Tenant = "" })), Field: "tenant"},
 		{Name: "CancelRun/no run_id", Call: vt.Call(c.CancelRun, vt.With(validCancel, func(r *cancelReq) { r.RunId = "" })), Field: "run_id"},
 		{Name: "CancelRun/reason too long", Call: vt.Call(c.CancelRun, vt.With(validCancel, func(r *cancelReq) { r.Reason = strings.Repeat("r", 4097) })), Field: "reason"},
 
 		{Name: "SubmitInput/valid answer", Call: vt.Call(c.SubmitInput, validSubmit)},
+		{Name: "ListRuns/foreign page_token", Call: vt.Call(c.ListRuns, vt.With(validList, func(r *listReq) { r.PageToken = "eyJvIjoxMH0" })), Field: "page_token"},
 		{Name: "SubmitInput/valid intervention", Call: vt.Call(c.SubmitInput, &submitReq{Tenant: "acme", RunId: "run-1", Input: &baagentv1.RunInput{InputId: "d1", Intervention: baagentv1.DoomLoopIntervention_DOOM_LOOP_INTERVENTION_STOP}})},
 		{Name: "SubmitInput/no tenant", Call: vt.Call(c.SubmitInput, vt.With(validSubmit, func(r *submitReq) { r.Tenant = "" })), Field: "tenant"},
 		{Name: "SubmitInput/no run_id", Call: vt.Call(c.SubmitInput, vt.With(validSubmit, func(r *submitReq) { r.RunId = "" })), Field: "run_id"},
@@ -106,7 +125,7 @@ func TestRPCs(t *testing.T) {
 }
 
 func TestNilRequests(t *testing.T) {
-	s := New(Options{})
+	s := New(Options{Logger: slog.New(slog.DiscardHandler)})
 	ctx := t.Context()
 	_, err := s.StartRun(ctx, nil)
 	vt.WantInvalid(t, err, "spec")
@@ -121,9 +140,10 @@ func TestNilRequests(t *testing.T) {
 }
 
 // FuzzHandlers feeds arbitrary bytes, decoded as each request type, to the
-// handlers: never a panic, always InvalidArgument or Unimplemented.
+// handlers: never a panic; always InvalidArgument with a BadRequest detail,
+// or (valid requests, unconfigured server) Unavailable or Unimplemented.
 func FuzzHandlers(f *testing.F) {
-	s := New(Options{})
+	s := New(Options{Logger: slog.New(slog.DiscardHandler)})
 	handlers := []func(context.Context, []byte) (bool, error){
 		vt.Handler(s.StartRun),
 		vt.Handler(s.GetRun),
@@ -138,6 +158,12 @@ func FuzzHandlers(f *testing.F) {
 	f.Add(uint8(4), vt.Marshal(f, validSubmit))
 	f.Add(uint8(0), []byte{})
 	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
-		vt.Fuzz(t, handlers, which, data)
+		ok, err := handlers[int(which)%len(handlers)](t.Context(), data)
+		if !ok || status.Code(err) == codes.Unavailable {
+			return
+		}
+		if cerr := vt.CheckEdge(err); cerr != nil {
+			t.Fatal(cerr)
+		}
 	})
 }

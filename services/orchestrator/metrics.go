@@ -1,0 +1,106 @@
+package orchestrator
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the service's Prometheus collectors (baagent_orchestrator_*).
+// No label carries client input (models, tools and tenants are unbounded
+// sets), so cardinality stays fixed.
+type metrics struct {
+	runs          *prometheus.CounterVec // by outcome
+	runsActive    prometheus.Gauge
+	runsQueued    prometheus.Gauge
+	steps         prometheus.Counter
+	stepOverhead  prometheus.Histogram
+	modelLatency  prometheus.Histogram
+	modelTokens   *prometheus.CounterVec // by direction
+	toolCalls     *prometheus.CounterVec // by outcome
+	toolDuration  prometheus.Histogram
+	eventFailures prometheus.Counter
+}
+
+// Outcomes of a tool call, the label of tool_calls_total.
+const (
+	toolOK          = "success"
+	toolFailed      = "error"        // the tool ran (or was refused) and failed
+	toolInvalidArgs = "invalid_args" // arguments that are not a JSON object
+	toolUnknown     = "unknown_tool" // a name the model was not offered
+)
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	const ns, sub = "baagent", "orchestrator"
+	m := &metrics{
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "runs_total",
+			Help: "Runs that ended, by outcome (completed, failed, cancelled).",
+		}, []string{"outcome"}),
+		runsActive: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: ns, Subsystem: sub, Name: "runs_active",
+			Help: "Runs executing on this replica.",
+		}),
+		runsQueued: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: ns, Subsystem: sub, Name: "runs_queued",
+			Help: "Runs accepted by this replica and waiting for an execution slot.",
+		}),
+		steps: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "steps_total",
+			Help: "ReAct steps executed (one model call each).",
+		}),
+		stepOverhead: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: ns, Subsystem: sub, Name: "step_overhead_seconds",
+			Help:    "Time of a ReAct step spent outside the model call and the tools themselves (platform overhead).",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
+		}),
+		modelLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: ns, Subsystem: sub, Name: "model_latency_seconds",
+			Help:    "Duration of one streamed model call, request to last chunk.",
+			Buckets: []float64{.001, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
+		}),
+		modelTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "model_tokens_total",
+			Help: "Tokens reported by the model endpoint, by direction (input, output).",
+		}, []string{"direction"}),
+		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "tool_calls_total",
+			Help: "Tool calls requested by the model, by outcome (success, error, invalid_args, unknown_tool).",
+		}, []string{"outcome"}),
+		toolDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: ns, Subsystem: sub, Name: "tool_call_duration_seconds",
+			Help:    "Duration of a tool call as seen by the orchestrator, RPC included.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+		}),
+		eventFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "event_publish_failures_total",
+			Help: "Run events that could not be published to JetStream after retries.",
+		}),
+	}
+	for _, o := range []string{"completed", "failed", "cancelled"} {
+		m.runs.WithLabelValues(o)
+	}
+	for _, d := range []string{"input", "output"} {
+		m.modelTokens.WithLabelValues(d)
+	}
+	for _, o := range []string{toolOK, toolFailed, toolInvalidArgs, toolUnknown} {
+		m.toolCalls.WithLabelValues(o)
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range m.collectors() {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				return nil, errors.New("orchestrator: metrics already registered on this registerer (one Server per registry)")
+			}
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.runs, m.runsActive, m.runsQueued, m.steps, m.stepOverhead, m.modelLatency, m.modelTokens, m.toolCalls, m.toolDuration, m.eventFailures}
+}

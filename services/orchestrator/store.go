@@ -1,0 +1,188 @@
+package orchestrator
+
+import (
+	"container/heap"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/natsx"
+)
+
+// Run records live in the JetStream KV bucket natsx.BucketRuns under
+// natsx.RunKey (<tenant>.<run_id>), encoded as protobuf. Idempotency keys
+// are indexed in the same bucket under <tenant>.idem_<sha256 of the key>,
+// holding the run id; Create on that key makes the claim atomic.
+
+const idemKeyPrefix = "idem_"
+
+var errRunNotFound = errors.New("run not found")
+
+// runStore reads and writes run records.
+type runStore struct {
+	kv jetstream.KeyValue
+}
+
+func (s *runStore) put(ctx context.Context, run *baagentv1.Run) error {
+	key, err := natsx.RunKey(run.GetTenant(), run.GetRunId())
+	if err != nil {
+		return err
+	}
+	data, err := proto.Marshal(run)
+	if err != nil {
+		return fmt.Errorf("encode run %s: %w", run.GetRunId(), err)
+	}
+	if _, err := s.kv.Put(ctx, key, data); err != nil {
+		return fmt.Errorf("store run %s: %w", run.GetRunId(), err)
+	}
+	return nil
+}
+
+// get returns the run and its KV revision, or errRunNotFound.
+func (s *runStore) get(ctx context.Context, tenant, runID string) (*baagentv1.Run, uint64, error) {
+	key, err := natsx.RunKey(tenant, runID)
+	if err != nil {
+		return nil, 0, err
+	}
+	e, err := s.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, errRunNotFound
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("read run %s: %w", runID, err)
+	}
+	run := &baagentv1.Run{}
+	if err := proto.Unmarshal(e.Value(), run); err != nil {
+		return nil, 0, fmt.Errorf("decode run %s: %w", runID, err)
+	}
+	return run, e.Revision(), nil
+}
+
+// update writes run only if the record is still at revision rev, so a
+// writer that is not the run's executor never overwrites newer state.
+func (s *runStore) update(ctx context.Context, run *baagentv1.Run, rev uint64) error {
+	key, err := natsx.RunKey(run.GetTenant(), run.GetRunId())
+	if err != nil {
+		return err
+	}
+	data, err := proto.Marshal(run)
+	if err != nil {
+		return fmt.Errorf("encode run %s: %w", run.GetRunId(), err)
+	}
+	if _, err := s.kv.Update(ctx, key, data, rev); err != nil {
+		return fmt.Errorf("update run %s: %w", run.GetRunId(), err)
+	}
+	return nil
+}
+
+// idemKey is the index key of a client idempotency key.
+func idemKey(tenant, clientKey string) string {
+	sum := sha256.Sum256([]byte(clientKey))
+	return tenant + "." + idemKeyPrefix + hex.EncodeToString(sum[:20])
+}
+
+// claimIdempotencyKey records runID under the client's key. When the key is
+// already claimed it returns the run id that holds it and claimed=false.
+func (s *runStore) claimIdempotencyKey(ctx context.Context, tenant, clientKey, runID string) (holder string, claimed bool, err error) {
+	key := idemKey(tenant, clientKey)
+	if _, err := s.kv.Create(ctx, key, []byte(runID)); err == nil {
+		return runID, true, nil
+	} else if !errors.Is(err, jetstream.ErrKeyExists) {
+		return "", false, fmt.Errorf("claim idempotency key: %w", err)
+	}
+	e, err := s.kv.Get(ctx, key)
+	if err != nil {
+		return "", false, fmt.Errorf("read idempotency key: %w", err)
+	}
+	return string(e.Value()), false, nil
+}
+
+// listFilter selects runs for list.
+type listFilter struct {
+	conversationID string
+	states         []baagentv1.RunState
+	// before, when set, keeps only run ids that sort before it (the page
+	// token: the last id of the previous page).
+	before string
+	limit  int
+}
+
+func (f listFilter) match(run *baagentv1.Run) bool {
+	if f.before != "" && run.GetRunId() >= f.before {
+		return false
+	}
+	if f.conversationID != "" && run.GetConversationId() != f.conversationID {
+		return false
+	}
+	return len(f.states) == 0 || slices.Contains(f.states, run.GetState())
+}
+
+// list returns up to f.limit of tenant's runs matching f, newest first (run
+// ids sort by creation time), and whether more match. It streams the
+// tenant's records and keeps only the best f.limit+1 in a heap, so memory
+// is bounded by the page size, not by the number of runs.
+func (s *runStore) list(ctx context.Context, tenant string, f listFilter) ([]*baagentv1.Run, bool, error) {
+	if err := natsx.ValidateToken("tenant", tenant); err != nil {
+		return nil, false, err
+	}
+	w, err := s.kv.WatchFiltered(ctx, []string{tenant + ".*"}, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, false, fmt.Errorf("list runs: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	keep := f.limit + 1
+	h := &newestRuns{}
+	for {
+		var e jetstream.KeyValueEntry
+		select {
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		case e = <-w.Updates():
+		}
+		if e == nil { // all current values delivered
+			break
+		}
+		if strings.HasPrefix(strings.TrimPrefix(e.Key(), tenant+"."), idemKeyPrefix) {
+			continue
+		}
+		run := &baagentv1.Run{}
+		if err := proto.Unmarshal(e.Value(), run); err != nil || !f.match(run) {
+			continue
+		}
+		heap.Push(h, run)
+		if h.Len() > keep {
+			heap.Pop(h) // drop the oldest
+		}
+	}
+	out := make([]*baagentv1.Run, h.Len())
+	for i := len(out) - 1; i >= 0; i-- {
+		out[i] = heap.Pop(h).(*baagentv1.Run)
+	}
+	more := len(out) > f.limit
+	if more {
+		out = out[:f.limit]
+	}
+	return out, more, nil
+}
+
+// newestRuns is a min-heap by run id: the root is the oldest kept run.
+type newestRuns []*baagentv1.Run
+
+func (h newestRuns) Len() int           { return len(h) }
+func (h newestRuns) Less(i, j int) bool { return h[i].GetRunId() < h[j].GetRunId() }
+func (h newestRuns) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *newestRuns) Push(x any)        { *h = append(*h, x.(*baagentv1.Run)) }
+func (h *newestRuns) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

@@ -1,0 +1,320 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+)
+
+// toolset is what the model is offered in a step.
+type toolset struct {
+	schemas []*baagentv1.ToolSchema              // sent to the model, the skill meta-tool included
+	defs    map[string]*baagentv1.ToolDefinition // toolrunner tools by name
+	names   []string                             // sorted names of defs
+	// allow is passed to Invoke so the toolrunner enforces the same
+	// restriction; nil when nothing restricts the run.
+	allow *baagentv1.ToolAllowList
+	skill bool // whether the skill meta-tool is offered
+}
+
+// listTools asks the toolrunner for the tools the active context modifier
+// allows and keeps those that pass every allow list in force (the run's
+// and each active skill's).
+func (r *run) listTools(ctx context.Context, withSkill bool) (*toolset, error) {
+	lists := r.skills.allowLists(r.spec.GetAllowedTools())
+	var innermost *baagentv1.ToolAllowList
+	if len(lists) > 0 {
+		innermost = lists[len(lists)-1]
+	}
+	resp, err := r.s.opts.ToolRunner.ListTools(ctx, &baagentv1.ListToolsRequest{Tenant: r.rec.GetTenant(), AllowedTools: innermost})
+	if err != nil {
+		return nil, peerError(ctx, "toolrunner", "ListTools", err)
+	}
+	ts := &toolset{defs: map[string]*baagentv1.ToolDefinition{}, skill: withSkill}
+	for _, d := range resp.GetTools() {
+		name := d.GetSchema().GetName()
+		if name == "" || name == SkillToolName || !allowedBy(lists, name) || ts.defs[name] != nil {
+			continue
+		}
+		ts.defs[name] = d
+		ts.names = append(ts.names, name)
+		ts.schemas = append(ts.schemas, d.GetSchema())
+	}
+	slices.Sort(ts.names)
+	if len(lists) > 0 {
+		ts.allow = &baagentv1.ToolAllowList{Names: slices.Clone(ts.names)}
+	}
+	if withSkill {
+		ts.schemas = append(ts.schemas, skillToolSchema())
+	}
+	return ts, nil
+}
+
+// callResult is the outcome of one tool call.
+type callResult struct {
+	msg     *baagentv1.ChatMessage   // the tool message answering the call
+	inject  []*baagentv1.ChatMessage // messages a skill activation injects
+	observe *baagentv1.ObservePayload
+	metrics *baagentv1.ToolMetrics
+}
+
+// runTools executes one response's tool calls: act events in the model's
+// order, toolrunner calls in parallel, skill activations one at a time (each
+// nests in the previous), observe events as results arrive. It returns the
+// tool messages in the model's order followed by any injected skill
+// messages, and the longest tool duration the toolrunner reported. A fatal
+// error (a peer down or unimplemented, cancellation) stops the other calls.
+func (r *run) runTools(ctx context.Context, calls []*baagentv1.ToolCall, ts *toolset, usage float64) ([]*baagentv1.ChatMessage, time.Duration, error) {
+	for _, c := range calls {
+		act := &baagentv1.ActPayload{ToolCallId: c.GetId(), ToolName: c.GetName()}
+		if args, err := parseArgs(c.GetArguments()); err == nil {
+			act.ToolInput = args
+		} else {
+			act.RawArguments = c.GetArguments()
+		}
+		if err := r.emit(&baagentv1.Event{Payload: &baagentv1.Event_Act{Act: act}}); err != nil {
+			return nil, 0, err
+		}
+	}
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	results := make([]*callResult, len(calls))
+	caller := r.skills.callerID()
+	finish := func(i int, res *callResult, err error) {
+		if err == nil {
+			err = r.observed(res)
+		}
+		if err != nil {
+			cancel(err)
+			return
+		}
+		results[i] = res
+	}
+	var wg sync.WaitGroup
+	for i, c := range calls {
+		if ts.skill && c.GetName() == SkillToolName {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := r.invoke(ctx, c, ts, caller, usage)
+			finish(i, res, err)
+		}()
+	}
+	for i, c := range calls {
+		if ts.skill && c.GetName() == SkillToolName && ctx.Err() == nil {
+			res, err := r.activateSkill(ctx, i, c)
+			finish(i, res, err)
+		}
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return nil, 0, err
+	}
+
+	var longest time.Duration
+	msgs := make([]*baagentv1.ChatMessage, 0, len(calls))
+	var injected []*baagentv1.ChatMessage
+	for i, res := range results {
+		// Ids derive from position, not from the model's tool_call_id,
+		// which need not be a valid message id.
+		res.msg.Id = fmt.Sprintf("%s:s%d:tool:%d", r.rec.GetRunId(), r.rec.GetStep(), i)
+		for j, m := range res.inject {
+			m.Id = fmt.Sprintf("%s:s%d:skill:%d:%d", r.rec.GetRunId(), r.rec.GetStep(), i, j)
+		}
+		msgs = append(msgs, res.msg)
+		injected = append(injected, res.inject...)
+		longest = max(longest, time.Duration(res.observe.GetDurationMs()*float64(time.Millisecond)))
+	}
+	return append(msgs, injected...), longest, nil
+}
+
+// observed publishes a result's observe event and records its metrics.
+func (r *run) observed(res *callResult) error {
+	r.metrics.recordToolCall(res.metrics)
+	outcome := toolOK
+	if !res.observe.GetSuccess() {
+		outcome = toolFailed
+		switch res.observe.GetErrorCode() {
+		case codeInvalidJSON:
+			outcome = toolInvalidArgs
+		case codeUnknownTool:
+			outcome = toolUnknown
+		}
+	}
+	r.s.metrics.toolCalls.WithLabelValues(outcome).Inc()
+	r.s.metrics.toolDuration.Observe(res.observe.GetDurationMs() / 1000)
+	return r.emit(&baagentv1.Event{Payload: &baagentv1.Event_Observe{Observe: res.observe}})
+}
+
+// Error codes of observations the orchestrator produces itself.
+const (
+	codeInvalidJSON        = "INVALID_JSON_ARGUMENTS"
+	codeUnknownTool        = "UNKNOWN_TOOL"
+	codeInvalidArguments   = "INVALID_ARGUMENTS"
+	codeSkillRefused       = "SKILL_ACTIVATION_REFUSED"
+	codeSkillNotFound      = "SKILL_NOT_FOUND"
+	codeToolRequestRefused = "TOOL_REQUEST_REFUSED"
+)
+
+// invoke runs one tool call on the toolrunner. Malformed arguments, unknown
+// tools and refused requests become error observations the model sees; only
+// a toolrunner that is down or unimplemented is fatal.
+func (r *run) invoke(ctx context.Context, c *baagentv1.ToolCall, ts *toolset, caller string, usage float64) (*callResult, error) {
+	began := time.Now()
+	if ts.defs[c.GetName()] == nil {
+		avail := slices.Clone(ts.names)
+		if ts.skill {
+			avail = append(avail, SkillToolName)
+		}
+		return r.failedCall(c, began, baagentv1.ToolErrorType_TOOL_ERROR_TYPE_NOT_FOUND, codeUnknownTool,
+			fmt.Sprintf("There is no tool named %q available now. Available tools: %s.", c.GetName(), strings.Join(avail, ", "))), nil
+	}
+	args, err := parseArgs(c.GetArguments())
+	if err != nil {
+		return r.failedCall(c, began, baagentv1.ToolErrorType_TOOL_ERROR_TYPE_INVALID_PARAMETERS, codeInvalidJSON,
+			fmt.Sprintf("The arguments are not a valid JSON object (%v). Call the tool again with a JSON object matching its schema.", err)), nil
+	}
+	resp, err := r.s.opts.ToolRunner.Invoke(ctx, &baagentv1.InvokeRequest{Request: &baagentv1.ToolInvocationRequest{
+		ToolCallId:     c.GetId(),
+		ToolName:       c.GetName(),
+		Parameters:     args,
+		CallerId:       caller,
+		Tenant:         r.rec.GetTenant(),
+		ConversationId: r.rec.GetConversationId(),
+		RunId:          r.rec.GetRunId(),
+		ContextUsage:   usage,
+		AllowedTools:   ts.allow,
+	}})
+	if err != nil {
+		switch status.Code(err) {
+		case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied, codes.FailedPrecondition:
+			if ctx.Err() == nil {
+				return r.failedCall(c, began, baagentv1.ToolErrorType_TOOL_ERROR_TYPE_INVALID_PARAMETERS, codeToolRequestRefused,
+					"The tool call was refused: "+status.Convert(err).Message()), nil
+			}
+		}
+		return nil, peerError(ctx, "toolrunner", "Invoke", err)
+	}
+	res := resp.GetResult()
+	obs := res.GetObservation()
+	if !res.GetSuccess() && obs == "" {
+		obs = errorObservation(c.GetId(), res.GetErrorType(), res.GetErrorCode(), res.GetErrorMessage())
+	}
+	dur := res.GetDurationMs()
+	if dur == 0 {
+		dur = float64(time.Since(began).Microseconds()) / 1000
+	}
+	return r.result(c, began, &baagentv1.ObservePayload{
+		ToolCallId:  c.GetId(),
+		ToolName:    c.GetName(),
+		Observation: obs,
+		Success:     res.GetSuccess(),
+		ErrorType:   res.GetErrorType(),
+		ErrorCode:   res.GetErrorCode(),
+		DurationMs:  dur,
+		ArtifactId:  res.GetArtifactId(),
+		RetryCount:  res.GetRetryCount(),
+		OutputLevel: res.GetOutputLevel(),
+		Cached:      res.GetCached(),
+	}), nil
+}
+
+// failedCall is a call answered by the orchestrator with an error
+// observation in the seed's format.
+func (r *run) failedCall(c *baagentv1.ToolCall, began time.Time, t baagentv1.ToolErrorType, code, msg string) *callResult {
+	return r.result(c, began, &baagentv1.ObservePayload{
+		ToolCallId:  c.GetId(),
+		ToolName:    c.GetName(),
+		Observation: errorObservation(c.GetId(), t, code, msg),
+		ErrorType:   t,
+		ErrorCode:   code,
+		DurationMs:  float64(time.Since(began).Microseconds()) / 1000,
+	})
+}
+
+// result builds the tool message and the seed's ToolMetrics of a call.
+func (r *run) result(c *baagentv1.ToolCall, began time.Time, obs *baagentv1.ObservePayload) *callResult {
+	end := began.Add(time.Duration(obs.GetDurationMs() * float64(time.Millisecond)))
+	in, out := r.countTokens(c.GetArguments()), r.countTokens(obs.GetObservation())
+	return &callResult{
+		msg: &baagentv1.ChatMessage{
+			Role:       baagentv1.Role_ROLE_TOOL,
+			Content:    obs.GetObservation(),
+			ToolCallId: c.GetId(),
+			ToolName:   c.GetName(),
+			IsError:    !obs.GetSuccess(),
+		},
+		observe: obs,
+		metrics: &baagentv1.ToolMetrics{
+			ToolName:     c.GetName(),
+			ToolCallId:   c.GetId(),
+			StartTime:    timestamppb.New(began),
+			EndTime:      timestamppb.New(end),
+			DurationMs:   obs.GetDurationMs(),
+			InputTokens:  in,
+			OutputTokens: out,
+			TotalTokens:  in + out,
+			Success:      obs.GetSuccess(),
+			ErrorCode:    obs.GetErrorCode(),
+			RetryCount:   obs.GetRetryCount(),
+			OutputLevel:  obs.GetOutputLevel(),
+		},
+	}
+}
+
+// countTokens counts text for the run's model on the tokens service; 0 when
+// it cannot (the metrics then under-report rather than guess).
+func (r *run) countTokens(text string) int64 {
+	if text == "" {
+		return 0
+	}
+	resp, err := r.s.opts.Tokens.CountTokens(r.ctx, &baagentv1.CountTokensRequest{Model: r.rec.GetModel(), Text: text})
+	if err != nil {
+		r.log.Debug("token count unavailable for tool metrics", "error", err)
+		return 0
+	}
+	return resp.GetCount()
+}
+
+// parseArgs parses a tool call's arguments as a JSON object. Empty
+// arguments are an empty object (models send "" for tools without
+// parameters).
+func parseArgs(args string) (*structpb.Struct, error) {
+	if strings.TrimSpace(args) == "" {
+		return &structpb.Struct{}, nil
+	}
+	s := &structpb.Struct{}
+	if err := protojson.Unmarshal([]byte(args), s); err != nil {
+		return nil, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "proto: "))
+	}
+	return s, nil
+}
+
+// errorObservation is the seed's standard error observation.
+func errorObservation(callID string, t baagentv1.ToolErrorType, code, msg string) string {
+	typ := "Unknown"
+	if t != baagentv1.ToolErrorType_TOOL_ERROR_TYPE_UNSPECIFIED {
+		typ = strings.ToLower(strings.TrimPrefix(t.String(), "TOOL_ERROR_TYPE_"))
+	}
+	if code == "" {
+		code = "UNKNOWN"
+	}
+	if msg == "" {
+		msg = "An unknown error occurred"
+	}
+	return fmt.Sprintf("Operation failed.\n\nError Type: %s\nError Code: %s\nError Message: %s\n\nTool Call ID: %s", typ, code, msg, callID)
+}
