@@ -1,0 +1,272 @@
+package external
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/baagent/baagent/internal/buildinfo"
+)
+
+// Defaults of an MCP server entry.
+const (
+	DefaultMCPTimeout = 30 * time.Second
+	// DefaultKeepAlive is the interval of MCP pings that detect a server
+	// that hangs or an HTTP endpoint that went away.
+	DefaultKeepAlive = 30 * time.Second
+	// DefaultStopGrace is how long a stdio server has to exit after its
+	// stdin is closed (and again after SIGTERM) before it is killed.
+	DefaultStopGrace = 2 * time.Second
+	// healthyUptime is how long a session must have lived for the restart
+	// backoff to start over: a server that crashes right after starting
+	// keeps backing off.
+	healthyUptime = time.Minute
+)
+
+// inheritedEnv are the variables a stdio server gets from the toolrunner by
+// default: enough to find executables and a home directory, nothing secret.
+var inheritedEnv = []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "TMPDIR", "TZ"}
+
+// mcpSource is a tool.Source backed by one MCP server. Its run loop starts
+// (or connects to) the server, lists its tools, serves calls until the
+// session ends, and restarts it with backoff.
+type mcpSource struct {
+	*sourceState
+	cfg       MCPServerConfig
+	backoff   Backoff
+	keepAlive time.Duration
+	stopGrace time.Duration
+	logger    *slog.Logger // passed to the SDK; nil keeps it quiet
+
+	mu      sync.RWMutex
+	session *mcp.ClientSession // nil while down
+	version string             // the server's version, part of each tool's Spec.Version
+	pid     int                // the stdio child's process id while it runs
+
+	listChanged chan struct{} // capacity 1: a pending tools/list_changed
+}
+
+func newMCPSource(cfg MCPServerConfig, opts Options, m *metrics, names *nameRegistry) *mcpSource {
+	if cfg.Timeout == 0 {
+		cfg.Timeout = Duration(DefaultMCPTimeout)
+	}
+	return &mcpSource{
+		sourceState: newSourceState("mcp:"+cfg.Name, opts.Logger, m, names),
+		cfg:         cfg,
+		backoff:     opts.Backoff.withDefaults(),
+		keepAlive:   opts.KeepAlive,
+		stopGrace:   opts.StopGrace,
+		listChanged: make(chan struct{}, 1),
+	}
+}
+
+// run keeps the server running until ctx ends.
+func (s *mcpSource) run(ctx context.Context) {
+	defer s.names.release(s.name)
+	attempt := 0
+	for {
+		started := time.Now()
+		err := s.serve(ctx)
+		s.setDown(err)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(started) >= healthyUptime {
+			attempt = 0
+		}
+		delay := s.backoff.jittered(attempt)
+		attempt++
+		s.log.Warn("MCP server stopped; restarting", "error", err, "in", delay.Round(time.Millisecond), "attempt", attempt)
+		if !sleepCtx(ctx, delay) {
+			return
+		}
+	}
+}
+
+// serve runs one session: connect, list tools, then wait until the session
+// ends (server exit, connection loss, failed keepalive) or ctx ends. The
+// session is always closed and a child process always killed on return.
+func (s *mcpSource) serve(ctx context.Context) error {
+	transport, cmd, err := s.transport()
+	if err != nil {
+		s.metrics.listFailures.WithLabelValues(s.name).Inc()
+		return err
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "baagent-toolrunner", Version: buildinfo.Read().Version}, &mcp.ClientOptions{
+		Logger: s.logger,
+		// No roots, sampling or elicitation: the toolrunner only calls tools.
+		Capabilities: &mcp.ClientCapabilities{},
+		KeepAlive:    s.keepAlive,
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case s.listChanged <- struct{}{}:
+			default:
+			}
+		},
+	})
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout.Std())
+	session, err := client.Connect(cctx, transport, nil)
+	cancel()
+	if err != nil {
+		killGroup(cmd)
+		s.metrics.listFailures.WithLabelValues(s.name).Inc()
+		return fmt.Errorf("connect: %w", err)
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- session.Wait() }() // returns once the session is closed below
+	defer func() {
+		s.setSession(nil, "", 0)
+		if err := session.Close(); err != nil {
+			s.log.Debug("closing MCP session", "error", err)
+		}
+		killGroup(cmd)
+		<-ended
+	}()
+
+	version := ""
+	if ir := session.InitializeResult(); ir != nil && ir.ServerInfo != nil {
+		version = ir.ServerInfo.Version
+	}
+	pid := 0
+	if cmd != nil && cmd.Process != nil {
+		pid = cmd.Process.Pid
+	}
+	s.setSession(session, version, pid)
+	if err := s.list(ctx, session); err != nil {
+		s.metrics.listFailures.WithLabelValues(s.name).Inc()
+		return err
+	}
+	for {
+		select {
+		case err := <-ended:
+			ended <- err // for the deferred wait
+			if err == nil {
+				err = errors.New("the server closed the session")
+			}
+			return fmt.Errorf("session ended: %w", err)
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-s.listChanged:
+			if err := s.list(ctx, session); err != nil {
+				s.metrics.listFailures.WithLabelValues(s.name).Inc()
+				return err
+			}
+		}
+	}
+}
+
+// list fetches every page of the server's tools and publishes them.
+func (s *mcpSource) list(ctx context.Context, session *mcp.ClientSession) error {
+	lctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout.Std())
+	defer cancel()
+	var listed []*mcp.Tool
+	for t, err := range session.Tools(lctx, nil) {
+		if err != nil {
+			return fmt.Errorf("tools/list: %w", err)
+		}
+		if len(listed) >= maxListedTools {
+			return fmt.Errorf("tools/list: more than %d tools", maxListedTools)
+		}
+		listed = append(listed, t)
+	}
+	tools, invalid := mcpTools(s, listed)
+	s.setTools(tools, invalid)
+	return nil
+}
+
+func (s *mcpSource) setSession(cs *mcp.ClientSession, version string, pid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.session, s.version, s.pid = cs, version, pid
+}
+
+// childPID is the stdio child's process id while it runs, else 0.
+func (s *mcpSource) childPID() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.pid
+}
+
+// current is the live session, or nil while the server is down.
+func (s *mcpSource) current() *mcp.ClientSession {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.session
+}
+
+// keep applies the entry's tool filter.
+func (s *mcpSource) keep(name string) bool {
+	return len(s.cfg.Tools) == 0 || slices.Contains(s.cfg.Tools, name)
+}
+
+// transport builds the transport of one session; for stdio it also returns
+// the command, whose process group is killed when the session ends.
+func (s *mcpSource) transport() (mcp.Transport, *exec.Cmd, error) {
+	if c := s.cfg.HTTP; c != nil {
+		return &mcp.StreamableClientTransport{
+			Endpoint:   c.URL,
+			HTTPClient: &http.Client{Transport: headerTransport{headers: c.Headers, base: http.DefaultTransport}},
+			// Few reconnects of the event stream: when the server is gone
+			// the session should end, so that the run loop restarts it
+			// with its own backoff and the tools are withdrawn meanwhile.
+			MaxRetries: 2,
+		}, nil, nil
+	}
+	c := s.cfg.Stdio
+	cmd := exec.Command(c.Command, c.Args...)
+	cmd.Dir = c.Dir
+	cmd.Env = childEnv(c, os.LookupEnv, os.Environ)
+	cmd.Stderr = newLineLogger(s.log, "MCP server stderr")
+	isolate(cmd)
+	return &mcp.CommandTransport{Command: cmd, TerminateDuration: s.stopGrace}, cmd, nil
+}
+
+// childEnv is a stdio server's environment: the safe subset (or all, with
+// inherit_env) of the toolrunner's, then the entry's env.
+func childEnv(c *StdioConfig, lookup func(string) (string, bool), environ func() []string) []string {
+	var env []string
+	if c.InheritEnv {
+		env = environ()
+	} else {
+		for _, k := range inheritedEnv {
+			if v, ok := lookup(k); ok {
+				env = append(env, k+"="+v)
+			}
+		}
+	}
+	keys := make([]string, 0, len(c.Env))
+	for k := range c.Env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+c.Env[k])
+	}
+	return env
+}
+
+// headerTransport adds the configured headers to every request.
+type headerTransport struct {
+	headers map[string]string
+	base    http.RoundTripper
+}
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if len(h.headers) == 0 {
+		return h.base.RoundTrip(r)
+	}
+	r = r.Clone(r.Context())
+	for k, v := range h.headers {
+		r.Header.Set(k, v)
+	}
+	return h.base.RoundTrip(r)
+}

@@ -1,0 +1,60 @@
+package external
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the per-source health metrics; label `source` is the source
+// name (`provider:fx`, `mcp:fs`), so cardinality is bounded by the
+// configuration.
+type metrics struct {
+	up           *prometheus.GaugeVec
+	tools        *prometheus.GaugeVec
+	restarts     *prometheus.CounterVec
+	listFailures *prometheus.CounterVec
+	refused      *prometheus.GaugeVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "baagent", Subsystem: "toolrunner", Name: "external_source_up",
+			Help: "1 while an external tool source (ToolProvider or MCP server) is connected and its tools are offered, else 0.",
+		}, []string{"source"}),
+		tools: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "baagent", Subsystem: "toolrunner", Name: "external_source_tools",
+			Help: "Tools an external source offers now (0 while it is down).",
+		}, []string{"source"}),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "baagent", Subsystem: "toolrunner", Name: "external_source_restarts_total",
+			Help: "Times an external source came back up after being down (ToolProvider reconnects, MCP server restarts).",
+		}, []string{"source"}),
+		listFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "baagent", Subsystem: "toolrunner", Name: "external_source_list_failures_total",
+			Help: "Failed attempts to connect to an external source or to list its tools (DescribeTools, MCP initialize or tools/list).",
+		}, []string{"source"}),
+		refused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "baagent", Subsystem: "toolrunner", Name: "external_source_refused_tools",
+			Help: "Tools of an external source that are not offered because their name is invalid or taken by a built-in or another source.",
+		}, []string{"source"}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.up, m.tools, m.restarts, m.listFailures, m.refused} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("external tools metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
+}
+
+// init makes every series of a source visible from the start (at 0).
+func (m *metrics) initSource(source string) {
+	m.up.WithLabelValues(source).Set(0)
+	m.tools.WithLabelValues(source).Set(0)
+	m.restarts.WithLabelValues(source)
+	m.listFailures.WithLabelValues(source)
+	m.refused.WithLabelValues(source).Set(0)
+}
