@@ -78,7 +78,7 @@ var (
 		},
 	}
 	minimalAppend = &appendReq{Tenant: "t", ConversationId: "c", Messages: []*msg{{Role: baagentv1.Role_ROLE_USER}}}
-	validHistory  = &historyReq{Tenant: "acme", ConversationId: "conv-1", PageSize: MaxPageSize, PageToken: "eyJvZmZzZXQiOjEwMH0="}
+	validHistory  = &historyReq{Tenant: "acme", ConversationId: "conv-1", PageSize: MaxPageSize, PageToken: encodePageToken(100)}
 	validDelete   = &deleteReq{Tenant: "acme", ConversationId: "conv-1"}
 	validBuild    = &buildReq{
 		Tenant:         "acme",
@@ -166,7 +166,7 @@ func TestRPCs(t *testing.T) {
 		tooMany[i] = &msg{Role: baagentv1.Role_ROLE_USER, Content: "hi"}
 	}
 
-	vt.Run(t, []vt.Case{
+	runEdge(t, []vt.Case{
 		{Name: "Append/valid", Call: vt.Call(c.Append, validAppend)},
 		{Name: "Append/minimal", Call: vt.Call(c.Append, minimalAppend)},
 		{Name: "Append/max messages", Call: vt.Call(c.Append, app(func(r *appendReq) { r.Messages = tooMany[:DefaultMaxMessages] }))},
@@ -286,7 +286,7 @@ func TestLimitOptions(t *testing.T) {
 	}
 	assistant := &msg{Role: baagentv1.Role_ROLE_ASSISTANT, ToolCalls: []*baagentv1.ToolCall{{Id: "c1", Name: "glob", Arguments: "123456789"}}}
 
-	vt.Run(t, []vt.Case{
+	runEdge(t, []vt.Case{
 		{Name: "Append/at limits", Call: vt.Call(c.Append, app(user("12345678"), user("é€456")))},
 		{Name: "Append/one message too many", Call: vt.Call(c.Append, app(user("a"), user("b"), user("c"))), Field: "messages"},
 		{Name: "Append/content one byte over", Call: vt.Call(c.Append, app(user("a"), user("123456789"))), Field: "messages[1].content"},
@@ -380,7 +380,7 @@ func TestInProcess(t *testing.T) {
 		{Name: "BuildWindow/tool description not UTF-8", Call: call(s.BuildWindow, build(func(r *buildReq) { r.Tools[0].Description = "\x80" })), Field: "tools[0].description"},
 		{Name: "BuildWindow/valid", Call: call(s.BuildWindow, validBuild)},
 	}
-	vt.Run(t, cases)
+	runEdge(t, cases)
 }
 
 // call adapts a handler and a request into a [vt.Case] call.
@@ -440,8 +440,9 @@ func wantFields(t *testing.T, err error, fields ...string) {
 // FuzzValidators feeds arbitrary bytes, decoded as each request type, to the
 // validators and the handlers: never a panic; a validator returns nil or
 // InvalidArgument with a BadRequest detail, and the handler answers
-// Unimplemented exactly when the validator accepts and otherwise returns the
-// validator's error.
+// FailedPrecondition (no dependencies) when the validator accepts, or
+// InvalidArgument for the one check after it (an unknown page token), and
+// otherwise returns the validator's error.
 func FuzzValidators(f *testing.F) {
 	s := New(Options{})
 	type target struct {
@@ -474,11 +475,10 @@ func FuzzValidators(f *testing.F) {
 			}
 		}
 		_, herr := tg.handler(t.Context(), data)
-		if err := vt.CheckEdge(herr); err != nil {
-			t.Fatal(err)
-		}
-		switch {
-		case verr == nil && status.Code(herr) != codes.Unimplemented:
+		switch code := status.Code(herr); {
+		case code != codes.FailedPrecondition && code != codes.InvalidArgument:
+			t.Fatalf("handler without dependencies returned %v", herr)
+		case verr == nil && code == codes.InvalidArgument && len(violations(status.Convert(herr))) != 1:
 			t.Fatalf("validator accepted but handler returned %v", herr)
 		case verr != nil && status.Convert(herr).Message() != status.Convert(verr).Message():
 			t.Fatalf("handler returned %v, validator %v", herr, verr)
@@ -496,5 +496,24 @@ func validator[Req proto.Message](v func(Req) error) func([]byte) (bool, error) 
 			return false, nil
 		}
 		return true, v(req)
+	}
+}
+
+// runEdge runs edge-validation cases against a server without dependencies:
+// a bad request is InvalidArgument naming the field, a valid one passes the
+// edge and reaches the missing dependency (FailedPrecondition).
+func runEdge(t *testing.T, cases []vt.Case) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			err := c.Call(t.Context())
+			if c.Field != "" {
+				vt.WantInvalid(t, err, c.Field)
+				return
+			}
+			if status.Code(err) != codes.FailedPrecondition {
+				t.Fatalf("want FailedPrecondition (valid request, no dependencies), got %v", err)
+			}
+		})
 	}
 }
