@@ -1,0 +1,218 @@
+// Package builtin holds the toolrunner's built-in business-analysis tools:
+// file_read, file_write, file_edit, glob, grep, sql_query and artifact_read.
+// Every file tool works inside the conversation's workspace through the
+// os.Root in tool.Call.Workspace, so no path, `..` or symlink can leave it;
+// artifact_read reads only the calling conversation's artifacts.
+package builtin
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/toolrunner/artifact"
+	"github.com/baagent/baagent/services/toolrunner/tool"
+)
+
+// Version of every built-in tool (part of the idempotency key).
+const Version = "1.0.0"
+
+// Source is Spec.Source of the built-in tools.
+const Source = "builtin"
+
+// Defaults of [Options].
+const (
+	DefaultMaxFileBytes  = 10 << 20 // file_write content, file_edit file size
+	DefaultMaxCSVBytes   = 64 << 20 // one CSV imported by sql_query
+	DefaultMaxRows       = 200      // sql_query max_rows default
+	MaxRowsCap           = 10_000   // sql_query max_rows maximum
+	DefaultQueryTimeout  = 30 * time.Second
+	DefaultMaxMatches    = 1000 // glob results, grep output lines
+	DefaultMaxGrepFile   = 20 << 20
+	DefaultMaxWalkedFile = 100_000 // files visited by one glob or grep
+)
+
+// ArtifactReader reads artifacts for artifact_read.
+type ArtifactReader interface {
+	Read(artifact.ReadRequest) (artifact.Page, error)
+}
+
+// Options configures the built-in tools. Zero values take the defaults.
+type Options struct {
+	// Artifacts serves artifact_read; nil leaves artifact_read out.
+	Artifacts ArtifactReader
+	// MaxFileBytes bounds file_write content and the file file_edit edits.
+	MaxFileBytes int
+	// MaxCSVBytes bounds a CSV file sql_query imports.
+	MaxCSVBytes int64
+	// QueryTimeout bounds one sql_query (within the call's own timeout).
+	QueryTimeout time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxFileBytes <= 0 {
+		o.MaxFileBytes = DefaultMaxFileBytes
+	}
+	if o.MaxCSVBytes <= 0 {
+		o.MaxCSVBytes = DefaultMaxCSVBytes
+	}
+	if o.QueryTimeout <= 0 {
+		o.QueryTimeout = DefaultQueryTimeout
+	}
+	return o
+}
+
+// Tools returns the built-in tools.
+func Tools(opts Options) []tool.Tool {
+	opts = opts.withDefaults()
+	ts := []tool.Tool{
+		fileRead{}, fileWrite{opts}, fileEdit{opts}, globTool{}, grepTool{}, sqlQuery{opts},
+	}
+	if opts.Artifacts != nil {
+		ts = append(ts, artifactRead{opts.Artifacts})
+	}
+	return ts
+}
+
+// spec builds a built-in Spec; schema is the JSON Schema of the arguments.
+func spec(name, description, schema string, readOnly bool, level baagentv1.OutputLevel) tool.Spec {
+	return tool.Spec{
+		Name: name, Description: description, Version: Version,
+		Parameters: json.RawMessage(schema), ReadOnly: readOnly,
+		DefaultOutputLevel: level, Source: Source,
+	}
+}
+
+// Argument accessors. The pipeline has validated the arguments against the
+// schema; these stay defensive for direct callers.
+
+func argString(args map[string]any, k string) string {
+	s, _ := args[k].(string)
+	return s
+}
+
+func argBool(args map[string]any, k string) bool {
+	b, _ := args[k].(bool)
+	return b
+}
+
+// argInt returns args[k] as an int clamped to [lo, hi], or def when absent.
+func argInt(args map[string]any, k string, def, lo, hi int) int {
+	var f float64
+	switch v := args[k].(type) {
+	case float64: // JSON and structpb numbers
+		f = v
+	case int:
+		f = float64(v)
+	case int64:
+		f = float64(v)
+	case json.Number:
+		var err error
+		if f, err = v.Float64(); err != nil {
+			return def
+		}
+	default:
+		return def
+	}
+	if math.IsNaN(f) {
+		return def
+	}
+	switch {
+	case f < float64(lo):
+		return lo
+	case f > float64(hi):
+		return hi
+	}
+	return int(f)
+}
+
+// Error constructors with the codes the model sees.
+
+func invalid(code, format string, a ...any) *tool.Error {
+	return tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_INVALID_PARAMETERS, code, format, a...)
+}
+
+func failed(code, format string, a ...any) *tool.Error {
+	return tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_EXECUTION_ERROR, code, format, a...)
+}
+
+func outside(p string) *tool.Error {
+	return tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_PERMISSION_DENIED, "PATH_OUTSIDE_WORKSPACE",
+		"%q is outside the workspace: use a path relative to the workspace, without '..' and not through a symlink that leads out", p)
+}
+
+var errNoWorkspace = tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_INTERNAL_ERROR, "NO_WORKSPACE", "the call has no workspace")
+
+// workspacePath turns a path argument into a clean slash path relative to
+// the workspace root, refusing absolute paths, backslashes and `..` that
+// climbs out. (The os.Root refuses symlinks that lead out.)
+func workspacePath(p string) (string, *tool.Error) {
+	if p == "" {
+		return "", invalid("MISSING_PATH", "path is required")
+	}
+	if strings.ContainsRune(p, '\\') || strings.ContainsRune(p, 0) || path.IsAbs(p) || filepath.IsAbs(p) || filepath.VolumeName(p) != "" {
+		return "", outside(p)
+	}
+	c := path.Clean(p)
+	if c == ".." || strings.HasPrefix(c, "../") {
+		return "", outside(p)
+	}
+	return c, nil
+}
+
+// refuseSymlinkOut reports a path that exists but resolves (through a
+// symlink) outside the workspace. A write would replace the link rather
+// than follow it, but the model should learn that the path is off limits.
+func refuseSymlinkOut(root *os.Root, p string) *tool.Error {
+	if _, err := root.Stat(p); err != nil && strings.Contains(err.Error(), "path escapes from parent") {
+		return outside(p)
+	}
+	return nil
+}
+
+// fsError maps a file system error on p to a tool error without any
+// absolute path in it.
+func fsError(p string, err error) *tool.Error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_NOT_FOUND, "FILE_NOT_FOUND", "%s does not exist in the workspace (use glob to list files)", p)
+	case strings.Contains(err.Error(), "path escapes from parent"):
+		return outside(p)
+	case errors.Is(err, fs.ErrPermission):
+		return tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_PERMISSION_DENIED, "ACCESS_DENIED", "%s: permission denied", p)
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return failed("IO_ERROR", "%s: %v", p, err)
+}
+
+// isBinary reports whether a file's first bytes look binary (a NUL byte),
+// the rule grep uses.
+func isBinary(head []byte) bool {
+	for _, c := range head {
+		if c == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", word)
+	}
+	if strings.HasSuffix(word, "ch") || strings.HasSuffix(word, "s") {
+		return fmt.Sprintf("%d %ses", n, word)
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
