@@ -1,6 +1,8 @@
 package external
 
 import (
+	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
@@ -161,7 +163,11 @@ func (s *sourceState) setDown(reason error) (wentDown bool) {
 	s.mu.Unlock()
 	s.metrics.up.WithLabelValues(s.name).Set(0)
 	s.metrics.tools.WithLabelValues(s.name).Set(0)
-	if wentDown {
+	switch {
+	case !wentDown:
+	case errors.Is(reason, context.Canceled):
+		s.log.Info("external tool source stopped")
+	default:
 		s.log.Warn("external tool source down; its tools are unavailable", "error", reason)
 	}
 	return wentDown
