@@ -327,7 +327,7 @@ func (h *historyStore) append(ctx context.Context, key convKey, in []*baagentv1.
 				res.duplicates++
 				continue
 			}
-			ack, err := h.publish(ctx, c, m.GetId(), recs[i])
+			ack, err := h.publish(ctx, c, recs[i])
 			if isWrongLastSequence(err) {
 				conflict = true
 				break
@@ -336,13 +336,6 @@ func (h *historyStore) append(ctx context.Context, key convKey, in []*baagentv1.
 				return res, fmt.Errorf("append to history: %w", err)
 			}
 			done[i] = true
-			if ack.Duplicate {
-				// Another writer stored this id within the duplicate window;
-				// the next refresh sees its record.
-				res.duplicates++
-				c.loaded = false
-				continue
-			}
 			h.store(c, m, ack.Sequence, len(recs[i]))
 			res.appended++
 		}
@@ -353,21 +346,19 @@ func (h *historyStore) append(ctx context.Context, key convKey, in []*baagentv1.
 			return res, errConflict
 		}
 	}
-	if !c.loaded {
-		if err := h.refresh(ctx, c); err != nil {
-			return res, err
-		}
-	}
 	res.count = len(c.msgs)
 	return res, nil
 }
 
-func (h *historyStore) publish(ctx context.Context, c *conversation, id string, rec []byte) (*jetstream.PubAck, error) {
+// publish stores one record if the subject's last record is still the one
+// we saw. This compare-and-set is what makes appends idempotent by id: no
+// Nats-Msg-Id is used, because JetStream's duplicate window would also
+// swallow a legitimate re-append after DeleteConversation.
+func (h *historyStore) publish(ctx context.Context, c *conversation, rec []byte) (*jetstream.PubAck, error) {
 	msg := &nats.Msg{Subject: c.subject, Data: rec, Header: nats.Header{}}
 	msg.Header.Set(formatHeader, formatVersion)
 	return h.js.PublishMsg(ctx, msg,
 		jetstream.WithExpectStream(natsx.StreamHistory),
-		jetstream.WithMsgID(c.key.tenant+"/"+c.key.id+"/"+id),
 		jetstream.WithExpectLastSequencePerSubject(c.lastSeq),
 	)
 }
