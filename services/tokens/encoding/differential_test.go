@@ -34,6 +34,10 @@ func TestDifferentialTiktoken(t *testing.T) {
 		".", ",", "!", "?", "...", "/", "//", "/*", "{", "}", "()", "=>", "<|", "|>", "<|endoftext|>", "<|endofprompt|>", "<|fim_prefix|>", "<|fim_middle|>",
 
 		"\u0300", "\u0903", "\u20dd",
+		// New in Unicode 15.1 and 16.0 (letters, marks, digits for tiktoken),
+		// and in 17.0 (unassigned for tiktoken 1.0.22).
+		"\U0002EBF0", "\U00010D4A", "\U00016D40", "\u1C89", "\uA7CB", "\U00011390", "\U000116D0", "\U00010D40", "\U0001E5F1",
+		"\U00016EA0", "\U00010940", "\U00011DB0",
 	}
 	var texts []string
 	for range 4000 {

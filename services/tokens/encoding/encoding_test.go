@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 )
 
 func TestNamesAndGet(t *testing.T) {
@@ -187,4 +189,73 @@ func FuzzRoundTrip(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzDecode: any id sequence decodes or fails with ErrInvalidToken, never
+// panics; what decodes to valid UTF-8 encodes to ids that decode to the same
+// text (BPE need not give the same ids back).
+func FuzzDecode(f *testing.F) {
+	set := newTestSet(f)
+	f.Add([]byte{0, 0, 0, 0})
+	f.Add([]byte{0x27, 0x3d, 0x00, 0x00, 0x69, 0x07, 0x00, 0x00}) // 15655, 1897
+	f.Add([]byte{0xa1, 0x87, 0x01, 0x00})                         // 100257, <|endoftext|> in cl100k_base
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ids := make([]uint32, 0, len(data)/4)
+		for i := 0; i+4 <= len(data); i += 4 {
+			// Keep most ids inside the vocabularies so that decoding succeeds
+			// often enough to test the round trip.
+			ids = append(ids, (uint32(data[i])|uint32(data[i+1])<<8|uint32(data[i+2])<<16|uint32(data[i+3])<<24)%210_000)
+		}
+		for _, name := range Names() {
+			e, _ := set.Get(name)
+			raw, err := e.Decode(ids)
+			if err != nil {
+				if !errors.Is(err, ErrInvalidToken) {
+					t.Fatalf("%s: Decode(%v): %v", name, ids, err)
+				}
+				continue
+			}
+			text := string(raw)
+			if !utf8.ValidString(text) {
+				continue
+			}
+			again, err := e.Encode(text, true)
+			if err != nil {
+				t.Fatalf("%s: Encode(%q): %v", name, text, err)
+			}
+			back, err := e.Decode(again)
+			if err != nil || string(back) != text {
+				t.Fatalf("%s: Decode(Encode(%q)) = %q, %v", name, text, back, err)
+			}
+		}
+	})
+}
+
+func TestWidenToUnicode16(t *testing.T) {
+	l, n := unicodeAdditions["L"], unicodeAdditions["N"]
+	for in, want := range map[string]string{
+		`\p{L}+`:              `[\p{L}` + l + `]+`,
+		`[^\r\n\p{L}\p{N}]?`:  `[^\r\n\p{L}` + l + `\p{N}` + n + `]?`,
+		`\s+(?!\S)|\p{Zs}`:    `\s+(?!\S)|\p{Zs}`, // no additions: unchanged
+		`\\p{L}`:              `\\p{L}`,           // an escaped backslash, not a property
+		`[\]\p{N}]`:           `[\]\p{N}` + n + `]`,
+		`'s|'t|'re| ?\p{N}+`:  `'s|'t|'re| ?[\p{N}` + n + `]+`,
+		`(?i:'s|'t)|\p{N}{3}`: `(?i:'s|'t)|[\p{N}` + n + `]{3}`,
+	} {
+		if got := widenToUnicode16(in); got != want {
+			t.Errorf("widenToUnicode16(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestUnicodeTablesVersion fails when Go's unicode tables change: the
+// additions in unicode16.go were computed against one version and must be
+// regenerated (internal/ucdgen) for another. Go tables at 16.0 make them
+// empty; tables past 16.0 put letters in classes that tiktoken's do not, which
+// additions cannot express.
+func TestUnicodeTablesVersion(t *testing.T) {
+	if unicode.Version != unicodeGoVersion {
+		t.Fatalf("Go's unicode tables are %s, unicode16.go was generated against %s: regenerate it with internal/ucdgen", unicode.Version, unicodeGoVersion)
+	}
 }

@@ -3,6 +3,7 @@ package encoding
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"unsafe"
 
 	"github.com/dlclark/regexp2/v2"
@@ -28,8 +29,53 @@ var patterns = map[string]string{
 // any compile option changes regexp2's engine cache key, which is what keeps
 // the generated matcher out; the one chosen, no backtracking-stack limit,
 // is also needed: the default limit fails on multi-megabyte whitespace runs.
+//
+// The pattern is first widened to tiktoken's Unicode version (see
+// widenToUnicode16).
 func compilePattern(name string) *regexp2.Regexp {
-	return regexp2.MustCompile(patterns[name], regexp2.None, regexp2.OptionMaxBacktrackingStackSize(-1))
+	return regexp2.MustCompile(widenToUnicode16(patterns[name]), regexp2.None, regexp2.OptionMaxBacktrackingStackSize(-1))
+}
+
+// widenToUnicode16 adds to every \p{X} of pattern the characters that
+// Unicode 16.0, the version of tiktoken's regular-expression engine, puts in
+// category X and Go's older unicode tables do not (unicodeAdditions), so that
+// a letter new in Unicode 15.1 or 16.0 splits as in tiktoken. Inside a
+// bracket class the characters are appended to it; outside, \p{X} becomes a
+// class of its own. A character new only in a later Unicode version stays
+// unassigned, as it is in tiktoken.
+func widenToUnicode16(pattern string) string {
+	var b strings.Builder
+	inClass := false
+	for i := 0; i < len(pattern); i++ {
+		c := pattern[i]
+		switch {
+		case c == '\\' && strings.HasPrefix(pattern[i:], `\p{`):
+			end := strings.IndexByte(pattern[i:], '}')
+			prop := pattern[i : i+end+1]
+			extra := unicodeAdditions[prop[3:len(prop)-1]]
+			switch {
+			case extra == "":
+				b.WriteString(prop)
+			case inClass:
+				b.WriteString(prop + extra)
+			default:
+				b.WriteString("[" + prop + extra + "]")
+			}
+			i += end
+		case c == '\\' && i+1 < len(pattern):
+			b.WriteString(pattern[i : i+2])
+			i++
+		case c == '[':
+			inClass = true
+			b.WriteByte(c)
+		case c == ']':
+			inClass = false
+			b.WriteByte(c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }
 
 // ranksOf returns the BPE rank table (token bytes -> id) compiled into the
