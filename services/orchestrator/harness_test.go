@@ -86,6 +86,7 @@ type harness struct {
 	tools  *fakeToolRunner
 	model  *scriptedModel
 	reg    *prometheus.Registry
+	stop   func() // stops Run and waits for it; idempotent
 }
 
 type harnessOptions struct {
@@ -145,12 +146,13 @@ func newHarness(t testing.TB, turns turnFunc, ho harnessOptions) *harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.srv.Run(ctx) }()
-	t.Cleanup(func() {
+	h.stop = sync.OnceFunc(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	})
+	t.Cleanup(h.stop)
 	h.client = baagentv1.NewOrchestratorServiceClient(vt.Serve(t, func(gs grpc.ServiceRegistrar) { h.srv.Register(gs) }))
 	return h
 }
