@@ -1,6 +1,7 @@
 package skills
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -53,34 +54,41 @@ func readRegular(r *os.Root, name string, limit int64) ([]byte, fs.FileInfo, err
 	if fi.Size() > limit {
 		return nil, fi, errTooLarge{fi.Size(), limit}
 	}
-	// The file may grow after the stat: read at most limit+1 bytes to know.
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
+	// Read into a buffer of the stat's size plus one byte, so that a file
+	// of the expected size takes one read and the end of file one more. The
+	// file may grow after the stat: at most limit+1 bytes are read to know.
+	buf := bytes.NewBuffer(make([]byte, 0, fi.Size()+1))
+	if _, err := buf.ReadFrom(io.LimitReader(f, limit+1)); err != nil {
 		return nil, fi, err
 	}
+	data := buf.Bytes()
 	if int64(len(data)) > limit {
 		return nil, fi, errTooLarge{int64(len(data)), limit}
 	}
 	return data, fi, nil
 }
 
-// readDirCapped lists at most max entries of the directory name inside r;
-// more reports truncation, so a directory with millions of entries costs a
-// bounded amount.
-func readDirCapped(r *os.Root, name string, max int) (entries []fs.DirEntry, truncated bool, err error) {
+// readDirCapped lists at most max entries of the directory name inside r,
+// with the directory's own FileInfo (from the open handle, which saves a
+// stat by path); more reports truncation, so a directory with millions of
+// entries costs a bounded amount.
+func readDirCapped(r *os.Root, name string, max int) (entries []fs.DirEntry, fi fs.FileInfo, truncated bool, err error) {
 	f, err := r.Open(name)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	defer f.Close()
+	if fi, err = f.Stat(); err != nil {
+		return nil, nil, false, err
+	}
 	entries, err = f.ReadDir(max + 1)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, false, err
+		return nil, fi, false, err
 	}
 	if len(entries) > max {
-		return entries[:max], true, nil
+		return entries[:max], fi, true, nil
 	}
-	return entries, false, nil
+	return entries, fi, false, nil
 }
 
 // fsReason turns a file system error into a short reason without the

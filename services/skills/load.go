@@ -7,8 +7,11 @@ import (
 	"log/slog"
 	"os"
 	"path"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
@@ -40,12 +43,29 @@ type watchEntry struct {
 	size  int64
 }
 
-// loader builds one snapshot.
+// loader builds one snapshot: it walks the layers' directories, collecting
+// skill folders as jobs, then loads the jobs in parallel.
 type loader struct {
 	root  *os.Root
 	log   *slog.Logger
 	start time.Time
 	watch []watchEntry
+	jobs  []skillJob
+}
+
+// skillJob is one skill folder to load into a layer.
+type skillJob struct {
+	ly          *layer
+	dir, folder string
+	scope       baagentv1.SkillScope
+}
+
+// skillResult is a loaded job: the skill, or why it was refused, and what
+// the load looked at.
+type skillResult struct {
+	sk      *skill
+	refusal *baagentv1.SkillLoadError
+	watch   []watchEntry
 }
 
 // loadSnapshot reads the whole skills root into a new snapshot. Only an
@@ -74,6 +94,7 @@ func loadSnapshot(root *os.Root, log *slog.Logger) (*snapshot, error) {
 			l.skillEntry(snap.system, name, name, baagentv1.SkillScope_SKILL_SCOPE_SYSTEM, e)
 		}
 	}
+	l.runJobs()
 	snap.system.seal()
 	for _, t := range snap.tenants {
 		snap.sealTenant(t)
@@ -196,7 +217,7 @@ func (l *loader) projects(t *tenantLayer, dir string) {
 // skills root is reported, so that an operator learns why it is not loaded.
 func (l *loader) skillEntry(ly *layer, dir, folder string, scope baagentv1.SkillScope, e fs.DirEntry) {
 	if l.isDir(dir, e) {
-		l.skill(ly, dir, folder, scope)
+		l.jobs = append(l.jobs, skillJob{ly: ly, dir: dir, folder: folder, scope: scope})
 		return
 	}
 	if e.Type()&fs.ModeSymlink != 0 {
@@ -206,42 +227,75 @@ func (l *loader) skillEntry(ly *layer, dir, folder string, scope baagentv1.Skill
 	}
 }
 
-// skill loads the skill folder dir (relative to the root) into ly, or records
-// why it cannot be loaded.
-func (l *loader) skill(ly *layer, dir, folder string, scope baagentv1.SkillScope) {
-	refuse := func(reason string) {
-		ly.addInvalid(&baagentv1.SkillLoadError{Folder: folder, Scope: scope, Reason: reason})
+// runJobs loads the collected skill folders on up to GOMAXPROCS goroutines
+// (reading and parsing a skill is independent of every other), which all end
+// before it returns, and adds the results to their layers in walk order.
+func (l *loader) runJobs() {
+	results := make([]skillResult, len(l.jobs))
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	for range min(runtime.GOMAXPROCS(0), len(l.jobs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(l.jobs); i = int(next.Add(1) - 1) {
+				j := l.jobs[i]
+				jl := &loader{root: l.root, log: l.log, start: l.start}
+				sk, refusal := jl.skill(j.dir, j.folder, j.scope)
+				results[i] = skillResult{sk: sk, refusal: refusal, watch: jl.watch}
+			}
+		}()
 	}
-	if fi, err := l.root.Stat(dir); err == nil {
-		l.record(dir, fi)
+	wg.Wait()
+	for i, r := range results {
+		l.watch = append(l.watch, r.watch...)
+		if r.sk != nil {
+			l.jobs[i].ly.skills[r.sk.name] = r.sk
+		} else {
+			l.jobs[i].ly.addInvalid(r.refusal)
+		}
+	}
+	l.jobs = nil
+}
+
+// skill loads the skill folder dir (relative to the root), or says why it
+// cannot be loaded.
+func (l *loader) skill(dir, folder string, scope baagentv1.SkillScope) (*skill, *baagentv1.SkillLoadError) {
+	refuse := func(reason string) (*skill, *baagentv1.SkillLoadError) {
+		return nil, &baagentv1.SkillLoadError{Folder: folder, Scope: scope, Reason: reason}
 	}
 	// Everything of the skill is read through a root opened on its folder,
-	// so a symbolic link cannot pull in a file from outside it.
+	// so a symbolic link cannot pull in a file from outside it. The folder
+	// itself is recorded for the watch when resources lists it, first, so
+	// that a SKILL.md added to a folder without one is noticed.
 	sr, err := l.root.OpenRoot(dir)
 	if err != nil {
-		refuse("folder: " + fsReason(err))
-		return
+		if fi, serr := l.root.Stat(dir); serr == nil {
+			l.record(dir, fi)
+		}
+		return refuse("folder: " + fsReason(err))
 	}
 	defer sr.Close()
+	resources := l.resources(sr, dir)
 	data, fi, err := readRegular(sr, skillFile, MaxSkillFileBytes)
 	if fi != nil {
 		l.record(path.Join(dir, skillFile), fi)
 	}
 	if err != nil {
-		refuse(skillFile + ": " + fsReason(err))
-		return
+		return refuse(skillFile + ": " + fsReason(err))
 	}
 	sk, err := parseSkillMD(data, folder)
 	if err != nil {
-		refuse(err.Error())
-		return
+		return refuse(err.Error())
 	}
 	sk.scope = scope
 	sk.dir = dir
-	sk.resources = l.resources(sr, dir)
+	sk.resources = resources
 	sk.catalogLine = catalogLine(sk.name, scopeName(scope), sk.description)
 	sk.catalogTokens = int64(EstimateTokens(sk.catalogLine))
-	ly.skills[sk.name] = sk
+	return sk, nil
 }
 
 // resources lists the files of a skill folder other than SKILL.md (its
@@ -255,12 +309,10 @@ func (l *loader) resources(sr *os.Root, dir string) []string {
 	for depth := 0; len(queue) > 0 && depth <= maxResourceDepth; depth++ {
 		var next []string
 		for _, d := range queue {
-			if d != "." {
-				if fi, err := sr.Stat(d); err == nil {
-					l.record(path.Join(dir, d), fi)
-				}
+			entries, fi, truncated, err := readDirCapped(sr, d, maxDirEntries)
+			if fi != nil {
+				l.record(path.Join(dir, d), fi)
 			}
-			entries, truncated, err := readDirCapped(sr, d, maxDirEntries)
 			if err != nil {
 				continue
 			}
@@ -296,12 +348,10 @@ func (l *loader) resources(sr *os.Root, dir string) []string {
 
 // dir records and lists a directory, ordered by name.
 func (l *loader) dir(p string) ([]fs.DirEntry, error) {
-	fi, err := l.root.Stat(p)
-	if err != nil {
-		return nil, err
+	entries, fi, truncated, err := readDirCapped(l.root, p, maxDirEntries)
+	if fi != nil {
+		l.record(p, fi)
 	}
-	l.record(p, fi)
-	entries, truncated, err := readDirCapped(l.root, p, maxDirEntries)
 	if err != nil {
 		return nil, err
 	}

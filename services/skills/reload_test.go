@@ -244,7 +244,7 @@ func TestPollDetectsChangesTheClockCannotSee(t *testing.T) {
 	}
 }
 
-func ageTree(t *testing.T, root string, when time.Time) {
+func ageTree(t testing.TB, root string, when time.Time) {
 	t.Helper()
 	err := filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
 		if err != nil {

@@ -1,0 +1,118 @@
+package skills
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+)
+
+// benchRoot writes n system skills shaped like the samples: a front matter
+// with the standard's fields, a body of about 1.5 KB, and a references/ file
+// for every fourth skill.
+func benchRoot(b *testing.B, n int) string {
+	b.Helper()
+	root := b.TempDir()
+	body := strings.Repeat("Query the table with sql_query, aggregate in SQL and state the period and filters. ", 18)
+	for i := range n {
+		name := fmt.Sprintf("skill-%04d", i)
+		writeFile(b, root, name+"/SKILL.md", fmt.Sprintf(`---
+name: %s
+description: Analyse business data set %d with SQL - revenue by period, region and product, growth rates, top and bottom performers. Use when the user asks about it.
+version: 1.0.%d
+license: Apache-2.0
+allowed-tools: sql_query file_read artifact_read
+triggers: [sales, revenue, growth]
+metadata:
+  domain: business-analysis
+  owner: analytics-platform
+---
+# Skill %d
+
+%s
+`, name, i, i, i, body))
+		if i%4 == 0 {
+			writeFile(b, root, name+"/references/schema.md", "| table | column |\n|---|---|\n| orders | order_id |\n")
+		}
+	}
+	return root
+}
+
+// BenchmarkLoad1000 loads a root of 1,000 skills (target: at most 200 ms).
+func BenchmarkLoad1000(b *testing.B) {
+	root := benchRoot(b, 1000)
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	log := quietLogger()
+	for b.Loop() {
+		snap, err := loadSnapshot(r, log)
+		if err != nil || len(snap.system.sorted) != 1000 {
+			b.Fatalf("loaded %d skills: %v", len(snap.system.sorted), err)
+		}
+	}
+}
+
+// BenchmarkListSkills1000 lists 1,000 skills (target: p50 at most 1 ms);
+// p50-ns and p99-ns are reported beside the mean.
+func BenchmarkListSkills1000(b *testing.B) {
+	s := newTestServer(b, benchRoot(b, 1000))
+	req := &baagentv1.ListSkillsRequest{Tenant: "acme"}
+	ctx := context.Background()
+	var times []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		resp, err := s.ListSkills(ctx, req)
+		times = append(times, time.Since(start))
+		if err != nil || len(resp.GetSkills()) != 1000 {
+			b.Fatalf("listed %d: %v", len(resp.GetSkills()), err)
+		}
+	}
+	reportPercentiles(b, times)
+}
+
+// BenchmarkGetCatalog1000 renders the catalog of 1,000 skills within a
+// budget that forces shortening, uncached (each iteration a new budget).
+func BenchmarkGetCatalog1000(b *testing.B) {
+	s := newTestServer(b, benchRoot(b, 1000))
+	ctx := context.Background()
+	budget := int64(30000)
+	for b.Loop() {
+		budget--
+		resp, err := s.GetCatalog(ctx, &baagentv1.GetCatalogRequest{Tenant: "acme", TokenBudget: budget})
+		if err != nil || resp.GetTokens() > budget {
+			b.Fatalf("catalog: %v", err)
+		}
+	}
+}
+
+// BenchmarkPollUnchanged1000 is the cost of one poll of an unchanged root
+// of 1,000 skills (a stat per watched path).
+func BenchmarkPollUnchanged1000(b *testing.B) {
+	root := benchRoot(b, 1000)
+	ageTree(b, root, time.Now().Add(-time.Hour))
+	s := newTestServer(b, root)
+	gen := s.snap.Load().gen
+	for b.Loop() {
+		s.poll()
+	}
+	if s.snap.Load().gen != gen {
+		b.Fatal("an unchanged root was reloaded")
+	}
+}
+
+func reportPercentiles(b *testing.B, times []time.Duration) {
+	if len(times) == 0 {
+		return
+	}
+	slices.Sort(times)
+	b.ReportMetric(float64(times[len(times)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(times[len(times)*99/100].Nanoseconds()), "p99-ns")
+}
