@@ -246,10 +246,12 @@ func decodeRune(s string) (rune, int) {
 	return r, max(size, 1)
 }
 
-// Entries describes every encoder entry, sorted by key, as a resolution of
-// the key itself: Model and Key are the key, Match says whether it is an
-// exact name or a pattern, and Meta is the metadata entry with the same key
-// when there is one.
+// Entries describes every registry key, sorted: each encoder entry as a
+// resolution of the key itself (Model and Key are the key, Match says whether
+// it is an exact name or a pattern, Meta is the metadata entry with the same
+// key when there is one), then each metadata entry that has no encoder entry
+// of its own (the seed 004 models, such as qwen-plus), resolved as a model
+// name is.
 func (r *Registry) Entries() []Resolution {
 	keys := r.encoders.keys()
 	out := make([]Resolution, 0, len(keys))
@@ -264,5 +266,11 @@ func (r *Registry) Entries() []Resolution {
 		}
 		out = append(out, res)
 	}
+	for _, key := range r.metadata.keys() {
+		if _, ok := r.encoders.get(key); !ok {
+			out = append(out, r.Resolve(key))
+		}
+	}
+	slices.SortFunc(out, func(a, b Resolution) int { return cmp.Compare(a.Model, b.Model) })
 	return out
 }

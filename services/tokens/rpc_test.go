@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -115,8 +116,16 @@ func TestListModelsRPC(t *testing.T) {
 	if m := byName["gpt-4"]; m.GetMatchedBy() != baagentv1.ModelMatch_MODEL_MATCH_EXACT || m.GetEncodingName() != "cl100k_base" || m.GetIsEstimate() {
 		t.Errorf("gpt-4 = %v", m)
 	}
-	if m := byName["claude-3-5-sonnet-*"]; m != nil {
-		t.Errorf("a metadata-only key is listed as an encoder entry: %v", m)
+	// Seed 004's models are listed with their metadata, resolved through the
+	// encoder entries.
+	if m := byName["qwen-plus"]; m.GetMatchedPattern() != "qwen-*" || m.GetSafetyMargin() != 1.2 || m.GetMetadata().GetContextLength() != 131_072 {
+		t.Errorf("qwen-plus = %v", m)
+	}
+	if m := byName["gpt-4o"]; m.GetEncodingName() != "o200k_base" || m.GetMetadata().GetMaxOutputTokens() != 16_384 || m.GetIsEstimate() {
+		t.Errorf("gpt-4o = %v", m)
+	}
+	if !slices.IsSortedFunc(resp.GetModels(), func(a, b *baagentv1.ModelInfo) int { return strings.Compare(a.GetModel(), b.GetModel()) }) {
+		t.Error("models are not sorted by name")
 	}
 }
 
