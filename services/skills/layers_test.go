@@ -2,10 +2,13 @@ package skills
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -219,5 +222,47 @@ func TestSymlinkedFoldersStayInsideTheRoot(t *testing.T) {
 	want := []string{`alias: name: "real" must equal the skill's folder name "alias"`, "outsider: folder: leaves its folder (symbolic link or '..')"}
 	if !slices.Equal(reasons, want) {
 		t.Errorf("invalid:\n got  %q\n want %q", reasons, want)
+	}
+}
+
+// TestRefusedSkillIsLoggedAndCounted: a refused skill is logged once with
+// its reason (not again on an unchanged reload) and counted per layer.
+func TestRefusedSkillIsLoggedAndCounted(t *testing.T) {
+	root := t.TempDir()
+	addSkill(t, root, "", "good", "Good.")
+	writeFile(t, root, "bad/SKILL.md", fm("name: bad"))
+	writeFile(t, root, "tenants/acme/worse/SKILL.md", "nothing")
+	var logs syncBuffer
+	reg := prometheus.NewRegistry()
+	s := newTestServer(t, root, func(o *Options) {
+		o.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+		o.Registerer = reg
+	})
+	out := logs.String()
+	for _, want := range []string{
+		`"msg":"skills: skill refused","service":"baagent.v1.SkillsService","layer":"system","tenant":"","project":"","folder":"bad","reason":"description: required"`,
+		`"layer":"tenant","tenant":"acme","project":"","folder":"worse","reason":"SKILL.md: must start with`,
+		`"msg":"skills: loaded"`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %s:\n%s", want, out)
+		}
+	}
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(logs.String(), "skills: skill refused"); n != 2 {
+		t.Errorf("refusals logged %d times after an unchanged reload, want 2", n)
+	}
+	for layer, want := range map[string]float64{"system": 1, "tenant": 1, "project": 0} {
+		if got := testutil.ToFloat64(s.metrics.invalid.WithLabelValues(layer)); got != want {
+			t.Errorf("baagent_skills_invalid{layer=%q} = %v, want %v", layer, got, want)
+		}
+	}
+	if got := testutil.ToFloat64(s.metrics.loaded.WithLabelValues("system")); got != 1 {
+		t.Errorf("baagent_skills_loaded{layer=system} = %v", got)
+	}
+	if n, err := testutil.GatherAndCount(reg); err != nil || n == 0 {
+		t.Errorf("registry: %d metrics, %v", n, err)
 	}
 }
