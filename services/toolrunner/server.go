@@ -1,46 +1,197 @@
 // Package toolrunner is the ToolRunnerService: it executes tool calls with
-// output levels, retries, timeouts, idempotency, artifacts and truncation.
-//
-// At this stage every RPC validates its request at the edge and then answers
-// codes.Unimplemented; execution arrives in later changes.
+// the seed's protocol (seed 000/003 "Tool ↔ Agent Communication Protocol",
+// seed 004 §7): permissions, idempotency and caching, timeouts and retries,
+// output levels, artifacts and truncation, over the built-in tools and any
+// tool.Source (ToolProvider servers, MCP servers).
 package toolrunner
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
 	"log/slog"
+	"regexp"
+	"strings"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/toolrunner/artifact"
+	"github.com/baagent/baagent/services/toolrunner/builtin"
+	"github.com/baagent/baagent/services/toolrunner/tool"
 )
 
 // ServiceName is the fully qualified gRPC service name, equal to
 // baagentv1.ToolRunnerService_ServiceDesc.ServiceName.
 const ServiceName = "baagent.v1.ToolRunnerService"
 
-// Options configures a [Server].
+// Defaults of [Options].
+const (
+	DefaultCleanupInterval = 10 * time.Minute
+	// readArtifactMaxBytes bounds one ReadArtifact page (the RPC, not the
+	// tool, whose observation is bounded at 50 KiB).
+	readArtifactMaxBytes = 4 << 20
+)
+
+// Options configures a [Server]. Zero limits take the defaults.
 type Options struct {
 	// Logger receives the service's logs; nil uses slog.Default().
 	Logger *slog.Logger
+	// Registerer receives the collectors (baagent_toolrunner_*); nil
+	// registers nothing.
+	Registerer prometheus.Registerer
+	// WorkspaceDir holds the per-conversation workspaces
+	// (<dir>/<tenant>/<conversation>); required.
+	WorkspaceDir string
+	// WorkspaceSeedDir is copied into every new workspace; empty seeds
+	// nothing; a directory that does not exist fails New.
+	WorkspaceSeedDir string
+	// ArtifactDir is the artifact store's root; required.
+	ArtifactDir string
+	// ConfigFile is the tools file (-tools-file); its `policies:` section
+	// configures the tools. Empty: the seed's defaults.
+	ConfigFile string
+	// Clock drives cache TTLs, artifact ages and retry delays; nil is the
+	// system clock.
+	Clock Clock
+	// Sources offer tools besides the built-in ones (ToolProvider and MCP
+	// managers); their tools may come and go while the service runs.
+	Sources []tool.Source
+
+	// ArtifactMaxAge removes older artifacts (default 24 h).
+	ArtifactMaxAge time.Duration
+	// ArtifactMaxBytes bounds the artifact store (default 10 GiB).
+	ArtifactMaxBytes int64
+	// CleanupInterval is how often Run cleans up (default 10 min).
+	CleanupInterval time.Duration
+	// CacheEntries and CacheBytes bound the idempotency cache (default
+	// 10000 entries, 64 MiB).
+	CacheEntries int
+	CacheBytes   int
+	// LargeDataBytes is the size above which results always become
+	// artifacts (default 1 MiB).
+	LargeDataBytes int
+	// QueryTimeout bounds one sql_query (default 30 s).
+	QueryTimeout time.Duration
 }
 
 // Server implements baagentv1.ToolRunnerServiceServer.
 type Server struct {
 	baagentv1.UnimplementedToolRunnerServiceServer
 
-	log *slog.Logger
+	log            *slog.Logger
+	clock          Clock
+	policies       *Policies
+	tools          *registry
+	workspaces     *workspaces
+	artifacts      *artifact.Store
+	cache          *resultCache
+	metrics        *metrics
+	largeDataBytes int
+	cleanupEvery   time.Duration
 }
 
 var _ baagentv1.ToolRunnerServiceServer = (*Server)(nil)
 
-// New returns a Server configured by opts.
-func New(opts Options) *Server {
+// New returns a Server configured by opts: it opens the workspace and
+// artifact directories, loads the artifact metadata and the tools file's
+// policies, and registers the metrics.
+func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Server{log: opts.Logger.With("service", ServiceName)}
+	if opts.Clock == nil {
+		opts.Clock = SystemClock{}
+	}
+	if opts.CleanupInterval <= 0 {
+		opts.CleanupInterval = DefaultCleanupInterval
+	}
+	if opts.CacheEntries <= 0 {
+		opts.CacheEntries = DefaultCacheEntries
+	}
+	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = DefaultCacheBytes
+	}
+	if opts.LargeDataBytes <= 0 {
+		opts.LargeDataBytes = DefaultLargeDataBytes
+	}
+	s := &Server{
+		log: opts.Logger.With("service", ServiceName), clock: opts.Clock,
+		largeDataBytes: opts.LargeDataBytes, cleanupEvery: opts.CleanupInterval,
+		policies: &Policies{Tools: map[string]ToolPolicy{}},
+	}
+	if opts.ConfigFile != "" {
+		ps, err := LoadPolicies(opts.ConfigFile)
+		if err != nil {
+			return nil, fmt.Errorf("setting tools-file: %w", err)
+		}
+		s.policies = &ps
+	}
+	var err error
+	if s.metrics, err = newMetrics(opts.Registerer, func() (int, int64) {
+		if s.artifacts == nil {
+			return 0, 0
+		}
+		return s.artifacts.Stats()
+	}); err != nil {
+		return nil, err
+	}
+	if opts.ArtifactDir == "" {
+		return nil, errors.New("setting artifact-dir: required")
+	}
+	s.artifacts, err = artifact.Open(artifact.Options{
+		Dir: opts.ArtifactDir, MaxAge: opts.ArtifactMaxAge, MaxBytes: opts.ArtifactMaxBytes,
+		Now: opts.Clock.Now, Logger: s.log, OnRemove: func(n int64) { s.metrics.artifactsGone.Add(float64(n)) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("setting artifact-dir: %w", err)
+	}
+	if s.workspaces, err = openWorkspaces(opts.WorkspaceDir, opts.WorkspaceSeedDir); err != nil {
+		s.artifacts.Close()
+		return nil, err
+	}
+	builtins := builtin.Tools(builtin.Options{Artifacts: s.artifacts, QueryTimeout: opts.QueryTimeout})
+	if s.tools, err = newRegistry(s.log, builtins, opts.Sources); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.cache = newResultCache(opts.Clock.Now, opts.CacheEntries, opts.CacheBytes)
+	return s, nil
+}
+
+// Close releases the directories. Call it after the gRPC server stopped.
+func (s *Server) Close() error {
+	var errs []error
+	if s.artifacts != nil {
+		errs = append(errs, s.artifacts.Close())
+	}
+	if s.workspaces != nil {
+		errs = append(errs, s.workspaces.close())
+	}
+	return errors.Join(errs...)
+}
+
+// Run cleans up artifacts (by age and size) and the cache's expired
+// entries every CleanupInterval until ctx is done.
+func (s *Server) Run(ctx context.Context) error {
+	t := time.NewTicker(s.cleanupEvery)
+	defer t.Stop()
+	for {
+		s.artifacts.Cleanup()
+		s.cache.sweep()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
 }
 
 // Register registers the ToolRunnerService on gs.
@@ -48,21 +199,64 @@ func (s *Server) Register(gs grpc.ServiceRegistrar) {
 	baagentv1.RegisterToolRunnerServiceServer(gs, s)
 }
 
-// Invoke executes one tool call. Tool failures will be results, not RPC
-// errors; an RPC error means a bad request.
+// Invoke executes one tool call. Tool failures are results (success=false
+// with the seed's error observation); an RPC error means a bad request or a
+// caller that went away.
 func (s *Server) Invoke(ctx context.Context, req *baagentv1.InvokeRequest) (*baagentv1.InvokeResponse, error) {
 	if err := validateInvoke(req); err != nil {
 		return nil, s.rejected(ctx, "Invoke", err)
 	}
-	return nil, notImplemented("Invoke")
+	res, err := s.invoke(ctx, req.GetRequest())
+	if err != nil {
+		return nil, err
+	}
+	return &baagentv1.InvokeResponse{Result: res}, nil
 }
 
-// ListTools lists the tools a caller may use.
+// ListTools lists the tools a caller may use: those the allow list admits
+// and the operator does not deny, sorted by name.
 func (s *Server) ListTools(ctx context.Context, req *baagentv1.ListToolsRequest) (*baagentv1.ListToolsResponse, error) {
 	if err := validateListTools(req); err != nil {
 		return nil, s.rejected(ctx, "ListTools", err)
 	}
-	return nil, notImplemented("ListTools")
+	resp := &baagentv1.ListToolsResponse{}
+	for _, t := range s.tools.all() {
+		spec := t.Spec()
+		pol := s.policies.resolve(spec)
+		if !allowedBy(req.GetAllowedTools(), spec.Name) || pol.permission == baagentv1.ToolPermission_TOOL_PERMISSION_DENY {
+			continue
+		}
+		resp.Tools = append(resp.Tools, &baagentv1.ToolDefinition{
+			Schema:             &baagentv1.ToolSchema{Name: spec.Name, Description: spec.Description, Parameters: s.schemaStruct(spec)},
+			Version:            spec.Version,
+			DefaultOutputLevel: pol.toolLevel,
+			CachePolicy:        pol.cache,
+			RetryPolicy:        pol.retry.proto(),
+			DefaultTimeoutMs:   pol.timeout.Milliseconds(),
+			Permission:         pol.permission,
+			Source:             spec.Source,
+			ReadOnly:           spec.ReadOnly,
+		})
+	}
+	return resp, nil
+}
+
+// schemaStruct converts a tool's JSON Schema for the wire.
+func (s *Server) schemaStruct(spec tool.Spec) *structpb.Struct {
+	if len(spec.Parameters) == 0 {
+		return nil
+	}
+	var m map[string]any
+	if err := json.Unmarshal(spec.Parameters, &m); err != nil {
+		s.log.Warn("tool schema is not a JSON object", "tool", spec.Name, "error", err)
+		return nil
+	}
+	st, err := structpb.NewStruct(m)
+	if err != nil {
+		s.log.Warn("tool schema not representable", "tool", spec.Name, "error", err)
+		return nil
+	}
+	return st
 }
 
 // ReadArtifact reads a page of an artifact's lines.
@@ -70,15 +264,50 @@ func (s *Server) ReadArtifact(ctx context.Context, req *baagentv1.ReadArtifactRe
 	if err := validateReadArtifact(req); err != nil {
 		return nil, s.rejected(ctx, "ReadArtifact", err)
 	}
-	return nil, notImplemented("ReadArtifact")
+	r := artifact.ReadRequest{
+		Owner: artifact.Owner{Tenant: req.GetTenant(), ConversationID: req.GetConversationId()},
+		ID:    req.GetArtifactId(), Offset: req.GetOffset(), Limit: int(req.GetLimit()), MaxBytes: readArtifactMaxBytes,
+	}
+	if p := req.GetPattern(); p != "" {
+		re, err := regexp.Compile(p)
+		if err != nil { // validated already; kept for safety
+			return nil, status.Errorf(codes.InvalidArgument, "pattern: %v", err)
+		}
+		r.Pattern = re
+	}
+	page, err := s.artifacts.Read(r)
+	if errors.Is(err, artifact.ErrNotFound) {
+		return nil, status.Errorf(codes.NotFound, "%s not found in conversation %s (it may have expired)", req.GetArtifactId(), req.GetConversationId())
+	}
+	if err != nil {
+		s.log.ErrorContext(ctx, "artifact read failed", "artifact_id", req.GetArtifactId(), "error", err)
+		return nil, status.Errorf(codes.Internal, "reading %s failed", req.GetArtifactId())
+	}
+	lines := make([]string, len(page.Lines))
+	for i, l := range page.Lines {
+		lines[i] = l.Text
+	}
+	return &baagentv1.ReadArtifactResponse{
+		Content: strings.Join(lines, "\n"), TotalLines: page.TotalLines, NextOffset: page.NextOffset, SizeBytes: page.Size,
+	}, nil
 }
 
-// ReleaseConversation releases a conversation's artifacts and workspace.
+// ReleaseConversation deletes a conversation's artifacts, workspace and
+// cached results.
 func (s *Server) ReleaseConversation(ctx context.Context, req *baagentv1.ReleaseConversationRequest) (*baagentv1.ReleaseConversationResponse, error) {
 	if err := validateReleaseConversation(req); err != nil {
 		return nil, s.rejected(ctx, "ReleaseConversation", err)
 	}
-	return nil, notImplemented("ReleaseConversation")
+	owner := artifact.Owner{Tenant: req.GetTenant(), ConversationID: req.GetConversationId()}
+	n, freed := s.artifacts.DeleteConversation(owner)
+	s.cache.dropOwner(owner)
+	wsBytes, err := s.workspaces.remove(req.GetTenant(), req.GetConversationId())
+	if err != nil {
+		s.log.ErrorContext(ctx, "workspace not removed", "tenant", req.GetTenant(), "conversation_id", req.GetConversationId(), "error", scrubPath(err))
+		return nil, status.Errorf(codes.Internal, "the workspace of conversation %s could not be removed", req.GetConversationId())
+	}
+	s.log.InfoContext(ctx, "conversation released", "tenant", req.GetTenant(), "conversation_id", req.GetConversationId(), "artifacts", n, "bytes", freed+wsBytes)
+	return &baagentv1.ReleaseConversationResponse{ArtifactsDeleted: int32(n), BytesFreed: freed + wsBytes}, nil
 }
 
 // rejected logs a refused request at debug level and returns its error.
@@ -87,6 +316,11 @@ func (s *Server) rejected(ctx context.Context, rpc string, err error) error {
 	return err
 }
 
-func notImplemented(rpc string) error {
-	return status.Errorf(codes.Unimplemented, "ToolRunnerService.%s is not implemented yet", rpc)
+// scrubPath drops the path of a *fs.PathError: host paths stay out of logs.
+func scrubPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
+	}
+	return err
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -73,8 +75,11 @@ func TestServiceName(t *testing.T) {
 	}
 }
 
+// TestRPCs checks edge validation over real gRPC: bad requests get
+// InvalidArgument naming the field; valid ones pass the edge (their
+// outcome is tested elsewhere).
 func TestRPCs(t *testing.T) {
-	srv := New(Options{})
+	srv, _ := newTestServer(t, nil)
 	c := baagentv1.NewToolRunnerServiceClient(vt.Serve(t, func(gs grpc.ServiceRegistrar) { srv.Register(gs) }))
 	inv := func(f func(*invocation)) *invokeReq {
 		return vt.With(validInvoke, func(r *invokeReq) { f(r.Request) })
@@ -83,7 +88,7 @@ func TestRPCs(t *testing.T) {
 		return vt.With(validInvoke, func(r *invokeReq) { f(r.Request.RetryPolicy) })
 	}
 
-	vt.Run(t, []vt.Case{
+	runEdgeCases(t, []vt.Case{
 		{Name: "Invoke/valid", Call: vt.Call(c.Invoke, validInvoke)},
 		{Name: "Invoke/minimal", Call: vt.Call(c.Invoke, minimalInvoke)},
 		{Name: "Invoke/no request", Call: vt.Call(c.Invoke, &invokeReq{}), Field: "request"},
@@ -146,8 +151,26 @@ func TestRPCs(t *testing.T) {
 	})
 }
 
+// runEdgeCases is vt.Run for implemented RPCs: a case without Field must
+// not be refused at the edge.
+func runEdgeCases(t *testing.T, cases []vt.Case) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			err := c.Call(t.Context())
+			if c.Field == "" {
+				if code := status.Code(err); code == codes.InvalidArgument || code == codes.Unimplemented {
+					t.Fatalf("valid request refused: %v", err)
+				}
+				return
+			}
+			vt.WantInvalid(t, err, c.Field)
+		})
+	}
+}
+
 func TestNilRequests(t *testing.T) {
-	s := New(Options{})
+	s, _ := newTestServer(t, nil)
 	ctx := t.Context()
 	_, err := s.Invoke(ctx, nil)
 	vt.WantInvalid(t, err, "request")
@@ -160,9 +183,10 @@ func TestNilRequests(t *testing.T) {
 }
 
 // FuzzHandlers feeds arbitrary bytes, decoded as each request type, to the
-// handlers: never a panic, always InvalidArgument or Unimplemented.
+// handlers (argument validation included): never a panic; an RPC error is
+// only InvalidArgument with the field named, or NotFound for an artifact.
 func FuzzHandlers(f *testing.F) {
-	s := New(Options{})
+	s, _ := newTestServer(f, nil)
 	handlers := []func(context.Context, []byte) (bool, error){
 		vt.Handler(s.Invoke),
 		vt.Handler(s.ListTools),
@@ -174,7 +198,17 @@ func FuzzHandlers(f *testing.F) {
 	f.Add(uint8(1), vt.Marshal(f, validList))
 	f.Add(uint8(2), vt.Marshal(f, validRead))
 	f.Add(uint8(3), vt.Marshal(f, validRelease))
+	f.Add(uint8(0), vt.Marshal(f, &invokeReq{Request: &invocation{ToolCallId: "c", ToolName: "file_read", CallerId: "a", Tenant: "t", ConversationId: "c",
+		Parameters: mustStruct(map[string]any{"path": "../x", "offset": -1.5, "limit": 1e9})}}))
+	f.Add(uint8(0), vt.Marshal(f, &invokeReq{Request: &invocation{ToolCallId: "c", ToolName: "artifact_read", CallerId: "a", Tenant: "t", ConversationId: "c",
+		Parameters: mustStruct(map[string]any{"artifact_id": "artifact_../../etc", "pattern": "("})}}))
 	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
-		vt.Fuzz(t, handlers, which, data)
+		ok, err := handlers[int(which)%len(handlers)](t.Context(), data)
+		if !ok || err == nil || status.Code(err) == codes.NotFound {
+			return
+		}
+		if cerr := vt.CheckEdge(err); cerr != nil || status.Code(err) == codes.Unimplemented {
+			t.Fatalf("unexpected error: %v", err)
+		}
 	})
 }

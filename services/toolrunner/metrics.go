@@ -1,0 +1,77 @@
+package toolrunner
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// unknownTool labels calls of tools that do not exist, so that names the
+// model invents cannot grow the label set.
+const unknownTool = "unknown"
+
+// metrics are the service's Prometheus collectors.
+type metrics struct {
+	calls         *prometheus.CounterVec // tool, outcome
+	duration      *prometheus.HistogramVec
+	errors        *prometheus.CounterVec // tool, type
+	retries       *prometheus.CounterVec
+	cacheHits     *prometheus.CounterVec
+	artifactBytes prometheus.Counter
+	artifactsGone prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer, storeStats func() (int, int64)) (*metrics, error) {
+	m := &metrics{
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "baagent", Subsystem: "toolrunner", Name: "calls_total",
+			Help: "Tool invocations by tool and outcome (success, error, cached, approval_required).",
+		}, []string{"tool", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "baagent", Subsystem: "toolrunner", Name: "call_duration_seconds",
+			Help:    "Wall time of tool invocations, retries included.",
+			Buckets: []float64{.0005, .001, .005, .01, .05, .1, .5, 1, 5, 15, 60, 300},
+		}, []string{"tool"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "baagent", Subsystem: "toolrunner", Name: "errors_total",
+			Help: "Failed tool invocations by tool and ToolErrorType.",
+		}, []string{"tool", "type"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "baagent", Subsystem: "toolrunner", Name: "retries_total",
+			Help: "Retried attempts by tool.",
+		}, []string{"tool"}),
+		cacheHits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "baagent", Subsystem: "toolrunner", Name: "cache_hits_total",
+			Help: "Invocations answered from the idempotency cache, by tool.",
+		}, []string{"tool"}),
+		artifactBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "baagent", Subsystem: "toolrunner", Name: "artifact_bytes_written_total",
+			Help: "Bytes written to the artifact store.",
+		}),
+		artifactsGone: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "baagent", Subsystem: "toolrunner", Name: "artifact_bytes_removed_total",
+			Help: "Bytes removed from the artifact store (age, size, conversation end).",
+		}),
+	}
+	stored := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "baagent", Subsystem: "toolrunner", Name: "artifact_bytes",
+		Help: "Bytes held in the artifact store.",
+	}, func() float64 { _, b := storeStats(); return float64(b) })
+	count := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "baagent", Subsystem: "toolrunner", Name: "artifacts",
+		Help: "Artifacts held in the artifact store.",
+	}, func() float64 { n, _ := storeStats(); return float64(n) })
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.calls, m.duration, m.errors, m.retries, m.cacheHits, m.artifactBytes, m.artifactsGone, stored, count} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				return nil, errors.New("toolrunner: metrics already registered on this registerer (one Server per registry)")
+			}
+			return nil, err
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,338 @@
+package toolrunner
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/toolrunner/artifact"
+	"github.com/baagent/baagent/services/toolrunner/tool"
+	"github.com/baagent/baagent/services/toolrunner/truncate"
+)
+
+// DefaultLargeDataBytes is the size above which a result is always stored
+// as an artifact (seed: 1 MB).
+const DefaultLargeDataBytes = 1 << 20
+
+const defaultPermissionLevel = "default"
+
+// invoke is the pipeline: find the tool → validate the arguments →
+// permission (allowed tools, allow/deny/ask) → idempotency cache → execute
+// with timeout and retries → format at the output level → store large data
+// as an artifact → truncate → metrics. Tool failures are results; an error
+// return means the caller went away.
+func (s *Server) invoke(ctx context.Context, req *baagentv1.ToolInvocationRequest) (*baagentv1.ToolExecutionResult, error) {
+	start := time.Now()
+	res := &baagentv1.ToolExecutionResult{ToolCallId: req.GetToolCallId()}
+	label := unknownTool
+	finish := func() (*baagentv1.ToolExecutionResult, error) {
+		s.record(label, res, start)
+		return res, nil
+	}
+
+	t, ok := s.tools.lookup(req.GetToolName())
+	if !ok {
+		fail(res, tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_NOT_FOUND, "TOOL_NOT_FOUND",
+			"there is no tool named %q; use one of the tools you were given", req.GetToolName()))
+		return finish()
+	}
+	spec := t.Spec()
+	label = spec.Name
+	pol := s.policies.resolve(spec)
+	level := outputLevel(req.GetOutputLevel(), pol.toolLevel, req.GetContextUsage(), pol.globalLevel)
+	res.OutputLevel = level
+
+	args := req.GetParameters().AsMap()
+	if schema, err := s.tools.schemas.get(spec.Parameters); err != nil {
+		s.log.DebugContext(ctx, "tool schema unusable; arguments not validated", "tool", spec.Name, "error", err)
+	} else if schema != nil {
+		if err := schema.Validate(args); err != nil {
+			fail(res, tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_INVALID_PARAMETERS, "INVALID_ARGUMENTS", "%s: %v", spec.Name, err))
+			return finish()
+		}
+	}
+
+	if !allowedBy(req.GetAllowedTools(), spec.Name) {
+		fail(res, tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_PERMISSION_DENIED, "TOOL_NOT_ALLOWED",
+			"%s is not among the tools allowed in this context", spec.Name))
+		return finish()
+	}
+	switch pol.permission {
+	case baagentv1.ToolPermission_TOOL_PERMISSION_DENY:
+		fail(res, tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_PERMISSION_DENIED, "TOOL_DENIED",
+			"%s is disabled by the operator's policy", spec.Name))
+		return finish()
+	case baagentv1.ToolPermission_TOOL_PERMISSION_ASK:
+		if !req.GetApproved() {
+			res.ApprovalRequired = true
+			fail(res, tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_PERMISSION_DENIED, "APPROVAL_REQUIRED",
+				"%s needs the user's approval before it runs; nothing was executed", spec.Name))
+			return finish()
+		}
+	}
+
+	owner := artifact.Owner{Tenant: req.GetTenant(), ConversationID: req.GetConversationId()}
+	fingerprint := derivedKey(req, spec, args)
+	cacheKey, ttl := "", time.Duration(0)
+	policy := pol.cache
+	if p := req.GetCachePolicy(); p != baagentv1.ToolCachePolicy_TOOL_CACHE_POLICY_UNSPECIFIED {
+		policy = p
+	}
+	if explicit := req.GetIdempotencyKey(); explicit != "" {
+		// The caller's key wins and covers writes too, so that a request
+		// retried after a crash does not run a write twice.
+		res.IdempotencyKey = explicit
+		cacheKey = "explicit\x00" + req.GetTenant() + "\x00" + explicit
+		ttl = idempotencyTTL
+		if spec.ReadOnly {
+			ttl = max(ttl, cacheTTL(policy))
+		}
+	} else {
+		res.IdempotencyKey = fingerprint
+		if spec.ReadOnly && cacheTTL(policy) > 0 { // writes are never cached
+			cacheKey, ttl = "derived\x00"+fingerprint, cacheTTL(policy)
+		}
+	}
+	if cacheKey != "" {
+		entry, release, err := s.cache.acquire(ctx, cacheKey)
+		if err != nil {
+			return nil, status.FromContextError(err).Err()
+		}
+		if entry != nil {
+			if entry.fingerprint != fingerprint {
+				fail(res, tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_INVALID_PARAMETERS, "IDEMPOTENCY_KEY_REUSED",
+					"idempotency key %q was used for a different call (another tool, caller or arguments)", req.GetIdempotencyKey()))
+				return finish()
+			}
+			hit := proto.Clone(entry.result).(*baagentv1.ToolExecutionResult)
+			hit.ToolCallId = req.GetToolCallId()
+			hit.Cached = true
+			hit.RetryCount, hit.LastError = 0, ""
+			hit.IdempotencyKey = res.IdempotencyKey
+			res = hit
+			s.metrics.cacheHits.WithLabelValues(label).Inc()
+			return finish()
+		}
+		defer release()
+	}
+
+	ws, err := s.workspaces.open(req.GetTenant(), req.GetConversationId())
+	if err != nil {
+		s.log.ErrorContext(ctx, "workspace unavailable", "tenant", req.GetTenant(), "conversation_id", req.GetConversationId(), "error", scrubPath(err))
+		fail(res, tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_INTERNAL_ERROR, "WORKSPACE_UNAVAILABLE", "the conversation's workspace could not be opened"))
+		return finish()
+	}
+	defer ws.Close()
+
+	call := tool.Call{
+		ToolCallID: req.GetToolCallId(), Tenant: req.GetTenant(), ConversationID: req.GetConversationId(),
+		RunID: req.GetRunId(), CallerID: req.GetCallerId(), Args: args,
+		IdempotencyKey: res.IdempotencyKey, Workspace: ws,
+	}
+	data, err := s.execute(ctx, t, call, pol, req, res)
+	if ctx.Err() != nil {
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	if err != nil {
+		fail(res, tool.Classify(err))
+		return finish()
+	}
+	s.present(ctx, res, spec.Name, data, level, owner, req)
+	if cacheKey != "" {
+		s.cache.put(cacheKey, owner, fingerprint, res, ttl)
+	}
+	return finish()
+}
+
+// execute runs attempts until one succeeds, the failure is not retryable,
+// or the retries are spent, waiting the backoff delay between attempts and
+// growing the timeout by the timeout multiplier. It records retry_count and
+// last_error in res.
+func (s *Server) execute(ctx context.Context, t tool.Tool, call tool.Call, pol effective, req *baagentv1.ToolInvocationRequest, res *baagentv1.ToolExecutionResult) (any, error) {
+	rp := pol.retry.overlay(req.GetRetryPolicy())
+	if req.RetryOnTimeout != nil && !req.GetRetryOnTimeout() {
+		rp.RetryOn = slices.DeleteFunc(slices.Clone(rp.RetryOn), func(t baagentv1.ToolErrorType) bool {
+			return t == baagentv1.ToolErrorType_TOOL_ERROR_TYPE_TIMEOUT
+		})
+	}
+	base := pol.timeout
+	if ms := req.GetTimeoutMs(); ms > 0 {
+		base = time.Duration(ms) * time.Millisecond
+	}
+	for attempt := 0; ; attempt++ {
+		call.Attempt = attempt
+		res.RetryCount = int32(attempt)
+		data, err := s.attempt(ctx, t, call, rp.Timeout(base, attempt))
+		if err == nil {
+			return data, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		te := tool.Classify(err)
+		res.LastError = te.Error()
+		if !rp.ShouldRetry(te.Type, attempt) {
+			return nil, te
+		}
+		s.metrics.retries.WithLabelValues(t.Spec().Name).Inc()
+		s.log.DebugContext(ctx, "tool call retried", "tool", t.Spec().Name, "tool_call_id", call.ToolCallID,
+			"attempt", attempt+1, "error_type", te.Type.String(), "delay", rp.Delay(attempt))
+		if err := s.clock.Sleep(ctx, rp.Delay(attempt)); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// attempt runs one attempt with its timeout. The tool runs in its own
+// goroutine so that the call returns at the deadline even if a tool is slow
+// to notice its context; that goroutine ends when the tool returns. A
+// panicking tool becomes an INTERNAL_ERROR.
+func (s *Server) attempt(ctx context.Context, t tool.Tool, call tool.Call, timeout time.Duration) (any, error) {
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	type outcome struct {
+		data any
+		err  error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				s.log.Error("tool panicked", "tool", t.Spec().Name, "panic", fmt.Sprint(p))
+				done <- outcome{err: tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_INTERNAL_ERROR, "TOOL_PANIC", "the tool failed unexpectedly")}
+			}
+		}()
+		r, err := t.Execute(actx, call)
+		done <- outcome{r.Data, err}
+	}()
+	timedOut := tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_TIMEOUT, "TIMEOUT", "the tool did not finish within %s", timeout)
+	select {
+	case o := <-done:
+		if o.err != nil && ctx.Err() == nil && actx.Err() != nil {
+			return nil, timedOut // whatever the tool said, it was cut off by the deadline
+		}
+		return o.data, o.err
+	case <-actx.Done():
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, timedOut
+	}
+}
+
+// present formats a successful result at level, stores it as an artifact
+// when it is FULL, large, or only partly shown, and truncates the
+// observation to truncate.MaxOutputBytes.
+func (s *Server) present(ctx context.Context, res *baagentv1.ToolExecutionResult, name string, data any, level baagentv1.OutputLevel, owner artifact.Owner, req *baagentv1.ToolInvocationRequest) {
+	r := render(data, level)
+	res.Success = true
+	res.DataSizeBytes = int64(len(r.content))
+	res.DataHash = artifact.DataHash(r.content)
+	large := len(r.content) > s.largeDataBytes
+	full := level == baagentv1.OutputLevel_OUTPUT_LEVEL_FULL
+	obs := r.observation
+
+	store := func() string {
+		if res.ArtifactId != "" {
+			return res.ArtifactId
+		}
+		m, err := s.artifacts.Put(owner, req.GetStorageDir(), req.GetToolCallId(), r.summary, r.content)
+		if err != nil {
+			s.log.WarnContext(ctx, "tool result not stored as an artifact", "tool", name, "tool_call_id", req.GetToolCallId(), "error", err)
+			return ""
+		}
+		s.metrics.artifactBytes.Add(float64(m.Size))
+		s.log.DebugContext(ctx, "tool result stored", "tool", name, "tool_call_id", req.GetToolCallId(), "artifact_id", m.ID, "bytes", m.Size)
+		res.ArtifactId, res.DataSummary = m.ID, r.summary
+		return m.ID
+	}
+	switch {
+	case full || large:
+		if id := store(); id != "" {
+			obs = artifactObservation(id, r.summary)
+		}
+	case !r.complete:
+		if id := store(); id != "" {
+			obs += "\n\n(Preview only. The complete data is " + id + "; read it with artifact_read.)"
+			res.Truncated = true
+		}
+	}
+	if len(obs) > truncate.MaxOutputBytes {
+		hint := fmt.Sprintf("\n\n(Output truncated at %d bytes.)", truncate.MaxOutputBytes)
+		if id := store(); id != "" {
+			hint = fmt.Sprintf("\n\n(Output truncated at %d bytes. The complete output is %s; read it with artifact_read using offset, limit or pattern.)", truncate.MaxOutputBytes, id)
+		}
+		obs, _ = truncate.Bytes(obs, truncate.MaxOutputBytes-len(hint))
+		obs += hint
+		res.Truncated = true
+	}
+	res.Observation = strings.ToValidUTF8(obs, "\uFFFD")
+}
+
+// fail turns res into the seed's failure result.
+func fail(res *baagentv1.ToolExecutionResult, te *tool.Error) {
+	res.Success = false
+	res.ErrorType = te.Type
+	if res.ErrorType == baagentv1.ToolErrorType_TOOL_ERROR_TYPE_UNSPECIFIED {
+		res.ErrorType = baagentv1.ToolErrorType_TOOL_ERROR_TYPE_EXECUTION_ERROR
+	}
+	res.ErrorCode = te.Code
+	if res.ErrorCode == "" {
+		res.ErrorCode = strings.TrimPrefix(res.ErrorType.String(), "TOOL_ERROR_TYPE_")
+	}
+	res.ErrorMessage = strings.ToValidUTF8(te.Error(), "\uFFFD")
+	res.LastError = strings.ToValidUTF8(res.LastError, "\uFFFD")
+	res.Observation = errorObservation(res)
+}
+
+// derivedKey is the idempotency key of seed 003: tool name + version +
+// canonical JSON of the parameters + caller + permission level, never the
+// tool_call_id. It also covers tenant and conversation, because the tools
+// work in per-conversation workspaces: the same call in another
+// conversation reads other files.
+func derivedKey(req *baagentv1.ToolInvocationRequest, spec tool.Spec, args map[string]any) string {
+	canonical, _ := json.Marshal(args) // encoding/json sorts map keys
+	version := spec.Version
+	if version == "" {
+		version = req.GetToolVersion()
+	}
+	perm := req.GetPermissionLevel()
+	if perm == "" {
+		perm = defaultPermissionLevel
+	}
+	parts, _ := json.Marshal([]string{req.GetTenant(), req.GetConversationId(), spec.Name, version, string(canonical), req.GetCallerId(), perm})
+	sum := sha256.Sum256(parts)
+	return hex.EncodeToString(sum[:16])
+}
+
+// record logs the call and updates the metrics.
+func (s *Server) record(label string, res *baagentv1.ToolExecutionResult, start time.Time) {
+	elapsed := time.Since(start)
+	res.DurationMs = float64(elapsed.Microseconds()) / 1000
+	outcome := "success"
+	switch {
+	case res.GetCached():
+		outcome = "cached"
+	case res.GetApprovalRequired():
+		outcome = "approval_required"
+	case !res.GetSuccess():
+		outcome = "error"
+		s.metrics.errors.WithLabelValues(label, strings.ToLower(strings.TrimPrefix(res.GetErrorType().String(), "TOOL_ERROR_TYPE_"))).Inc()
+	}
+	s.metrics.calls.WithLabelValues(label, outcome).Inc()
+	s.metrics.duration.WithLabelValues(label).Observe(elapsed.Seconds())
+	if s.log.Enabled(context.Background(), slog.LevelDebug) {
+		s.log.Debug("tool call", "tool", label, "tool_call_id", res.GetToolCallId(), "outcome", outcome,
+			"error_code", res.GetErrorCode(), "retries", res.GetRetryCount(), "artifact_id", res.GetArtifactId(), "duration_ms", res.GetDurationMs())
+	}
+}

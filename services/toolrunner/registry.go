@@ -1,0 +1,150 @@
+package toolrunner
+
+import (
+	"container/list"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/baagent/baagent/internal/validate"
+	"github.com/baagent/baagent/services/toolrunner/tool"
+)
+
+// registry finds tools: the built-in ones, fixed at start, then those the
+// sources offer at the moment of the call. A name is served by the first
+// tool that claims it, built-ins first, then sources in order.
+type registry struct {
+	log      *slog.Logger
+	builtins map[string]tool.Tool
+	order    []tool.Tool
+	sources  []tool.Source
+	schemas  *schemaCache
+}
+
+func newRegistry(log *slog.Logger, builtins []tool.Tool, sources []tool.Source) (*registry, error) {
+	r := &registry{log: log, builtins: map[string]tool.Tool{}, sources: sources, schemas: newSchemaCache(schemaCacheEntries)}
+	for _, t := range builtins {
+		s := t.Spec()
+		if _, dup := r.builtins[s.Name]; dup {
+			return nil, fmt.Errorf("tool %s registered twice", s.Name)
+		}
+		if _, err := r.schemas.get(s.Parameters); err != nil {
+			return nil, fmt.Errorf("tool %s: %w", s.Name, err)
+		}
+		r.builtins[s.Name] = t
+		r.order = append(r.order, t)
+	}
+	return r, nil
+}
+
+// usable reports whether a source's tool may be offered: a valid name not
+// taken by a built-in.
+func (r *registry) usable(s tool.Spec) bool {
+	var e validate.Errors
+	validate.ToolName(&e, "name", s.Name)
+	if e.Len() > 0 {
+		return false
+	}
+	_, builtin := r.builtins[s.Name]
+	return !builtin
+}
+
+// lookup finds the tool called name.
+func (r *registry) lookup(name string) (tool.Tool, bool) {
+	if t, ok := r.builtins[name]; ok {
+		return t, true
+	}
+	for _, src := range r.sources {
+		for _, t := range src.Tools() {
+			if s := t.Spec(); s.Name == name && r.usable(s) {
+				return t, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// all lists every tool, sorted by name, the first claim of a name winning.
+func (r *registry) all() []tool.Tool {
+	out := slices.Clone(r.order)
+	seen := map[string]bool{}
+	for n := range r.builtins {
+		seen[n] = true
+	}
+	for _, src := range r.sources {
+		for _, t := range src.Tools() {
+			s := t.Spec()
+			if seen[s.Name] || !r.usable(s) {
+				continue
+			}
+			seen[s.Name] = true
+			out = append(out, t)
+		}
+	}
+	slices.SortFunc(out, func(a, b tool.Tool) int { return strings.Compare(a.Spec().Name, b.Spec().Name) })
+	return out
+}
+
+// schemaCacheEntries bounds the resolved schemas kept (one per distinct
+// schema of every tool offered).
+const schemaCacheEntries = 1024
+
+// schemaCache keeps resolved JSON Schemas by the hash of their text, so
+// that a source's tools, rebuilt on every listing, are not re-resolved on
+// every call.
+type schemaCache struct {
+	mu    sync.Mutex
+	max   int
+	order *list.List
+	byKey map[[32]byte]*list.Element
+}
+
+type schemaEntry struct {
+	key      [32]byte
+	resolved *jsonschema.Resolved
+	err      error
+}
+
+func newSchemaCache(max int) *schemaCache {
+	return &schemaCache{max: max, order: list.New(), byKey: map[[32]byte]*list.Element{}}
+}
+
+// get resolves a schema (nil or empty: no validation, nil result).
+func (c *schemaCache) get(raw json.RawMessage) (*jsonschema.Resolved, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	key := sha256.Sum256(raw)
+	c.mu.Lock()
+	if el, ok := c.byKey[key]; ok {
+		c.order.MoveToFront(el)
+		e := el.Value.(*schemaEntry)
+		c.mu.Unlock()
+		return e.resolved, e.err
+	}
+	c.mu.Unlock()
+
+	e := &schemaEntry{key: key}
+	var s jsonschema.Schema
+	if err := json.Unmarshal(raw, &s); err != nil {
+		e.err = fmt.Errorf("parameters schema: %w", err)
+	} else if e.resolved, err = s.Resolve(nil); err != nil {
+		e.err = fmt.Errorf("parameters schema: %w", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.byKey[key]; !ok {
+		c.byKey[key] = c.order.PushFront(e)
+		for c.order.Len() > c.max {
+			old := c.order.Remove(c.order.Back()).(*schemaEntry)
+			delete(c.byKey, old.key)
+		}
+	}
+	return e.resolved, e.err
+}

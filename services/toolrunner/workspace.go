@@ -1,0 +1,129 @@
+package toolrunner
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+)
+
+// workspaces manages the per-conversation workspace directories
+// (<WorkspaceDir>/<tenant>/<conversation>), each created on first use as a
+// copy of the seed directory.
+type workspaces struct {
+	root *os.Root
+	seed string // "" = none
+}
+
+func openWorkspaces(dir, seed string) (*workspaces, error) {
+	if dir == "" {
+		return nil, errors.New("setting workspace-dir: required")
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("setting workspace-dir: %w", err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("setting workspace-dir: %w", err)
+	}
+	if seed != "" {
+		fi, err := os.Stat(seed)
+		if err != nil {
+			root.Close()
+			return nil, fmt.Errorf("setting workspace-seed-dir: %w", err)
+		}
+		if !fi.IsDir() {
+			root.Close()
+			return nil, fmt.Errorf("setting workspace-seed-dir: %s is not a directory", seed)
+		}
+	}
+	return &workspaces{root: root, seed: seed}, nil
+}
+
+func (w *workspaces) close() error { return w.root.Close() }
+
+// open returns the workspace of (tenant, conversation), creating and
+// seeding it first if needed. tenant and conversation are validated ids
+// (no separators, not starting with a dot). The caller closes the Root.
+func (w *workspaces) open(tenant, conversation string) (*os.Root, error) {
+	rel := path.Join(tenant, conversation)
+	if r, err := w.root.OpenRoot(rel); err == nil {
+		return r, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	if err := w.root.MkdirAll(tenant, 0o750); err != nil {
+		return nil, err
+	}
+	// Build the workspace under a temporary name and rename it into place,
+	// so that concurrent first calls never see a half-seeded workspace.
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := path.Join(tenant, ".new-"+hex.EncodeToString(rnd[:]))
+	if err := w.root.Mkdir(tmp, 0o750); err != nil {
+		return nil, err
+	}
+	if w.seed != "" {
+		if err := w.copySeed(tmp); err != nil {
+			_ = w.root.RemoveAll(tmp)
+			return nil, fmt.Errorf("seed workspace: %w", err)
+		}
+	}
+	if err := w.root.Rename(tmp, rel); err != nil {
+		_ = w.root.RemoveAll(tmp) // another call created it first
+	}
+	return w.root.OpenRoot(rel)
+}
+
+// copySeed copies the regular files and directories of the seed directory
+// into dir; symlinks and special files are skipped.
+func (w *workspaces) copySeed(dir string) error {
+	seed := os.DirFS(w.seed)
+	return fs.WalkDir(seed, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		target := path.Join(dir, p)
+		switch {
+		case p == ".":
+			return nil
+		case d.IsDir():
+			return w.root.Mkdir(target, 0o750)
+		case !d.Type().IsRegular():
+			return nil
+		}
+		src, err := seed.Open(p)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		dst, err := w.root.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
+		if err != nil {
+			return err
+		}
+		_, cerr := io.Copy(dst, src)
+		return errors.Join(cerr, dst.Close())
+	})
+}
+
+// remove deletes a conversation's workspace and reports the bytes freed.
+func (w *workspaces) remove(tenant, conversation string) (int64, error) {
+	rel := path.Join(tenant, conversation)
+	var size int64
+	_ = fs.WalkDir(w.root.FS(), rel, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				size += fi.Size()
+			}
+		}
+		return nil
+	})
+	if err := w.root.RemoveAll(rel); err != nil {
+		return 0, err
+	}
+	return size, nil
+}
