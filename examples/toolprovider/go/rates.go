@@ -26,7 +26,7 @@ func defaultRates() rateTable {
 	return rateTable{
 		Base:   "EUR",
 		AsOf:   "2025-01-02",
-		Source: "built-in sample table (approximate, not market data; use -rates-file for real rates)",
+		Source: "built-in sample table (approximate, not market data; pass a rates file for real rates)",
 		Rates: map[string]float64{
 			"EUR": 1,
 			"USD": 1.04,

@@ -140,7 +140,13 @@ func buildToolProvider(t *testing.T) string {
 // crash) and waits for it to exit.
 func startToolProvider(t *testing.T, bin, addr string) (kill func()) {
 	t.Helper()
-	cmd := exec.Command(bin, "-addr", addr)
+	return startServer(t, exec.Command(bin, "-addr", addr))
+}
+
+// startServer starts cmd, a provider that prints `listening on ...` when it
+// serves, and waits for that line.
+func startServer(t *testing.T, cmd *exec.Cmd) (kill func()) {
+	t.Helper()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
