@@ -45,6 +45,9 @@ func resolveBudget(meta *baagentv1.ModelMetadata, b *baagentv1.BudgetOptions) wi
 	if v := b.GetMaxOutputTokens(); v > 0 {
 		maxOut = v
 	}
+	if b == nil {
+		b = &baagentv1.BudgetOptions{}
+	}
 	pct := func(p *float64, def float64) float64 {
 		if p != nil {
 			return *p
