@@ -389,10 +389,10 @@ func TestRepairsInvalidHistory(t *testing.T) {
 // only when at least 20K tokens go; skill outputs and errors stay.
 func TestPruneToolOutputs(t *testing.T) {
 	for _, tc := range []struct {
-		name        string
-		rounds      int
-		wantPruned  bool
-		wantStrat   baagentv1.CompressionStrategy
+		name       string
+		rounds     int
+		wantPruned bool
+		wantStrat  baagentv1.CompressionStrategy
 	}{
 		{"under 20K to prune", 14, false, strategyNone},
 		{"over 20K to prune", 40, true, strategyNone},
