@@ -1,0 +1,98 @@
+package llm
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// clientMetrics are the model-call metrics; a nil *clientMetrics records
+// nothing.
+type clientMetrics struct {
+	requests   *prometheus.CounterVec
+	duration   *prometheus.HistogramVec
+	firstDelta *prometheus.HistogramVec
+	retries    *prometheus.CounterVec
+	tokensVec  *prometheus.CounterVec
+}
+
+func newClientMetrics(reg prometheus.Registerer) (*clientMetrics, error) {
+	if reg == nil {
+		return nil, nil
+	}
+	buckets := []float64{.05, .1, .25, .5, 1, 2, 4, 8, 15, 30, 60, 120, 300}
+	m := &clientMetrics{}
+	var err error
+	if m.requests, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "baagent_llm_requests_total", Help: "Model calls by outcome (ok or the failure kind).",
+	}, []string{"model", "outcome"})); err != nil {
+		return nil, err
+	}
+	if m.duration, err = register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "baagent_llm_request_duration_seconds", Help: "Duration of model calls, retries included.", Buckets: buckets,
+	}, []string{"model", "outcome"})); err != nil {
+		return nil, err
+	}
+	if m.firstDelta, err = register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "baagent_llm_time_to_first_delta_seconds", Help: "Time from a streaming call's start to its first delta.", Buckets: buckets,
+	}, []string{"model"})); err != nil {
+		return nil, err
+	}
+	if m.retries, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "baagent_llm_retries_total", Help: "Model call attempts retried, by the failure that caused the retry.",
+	}, []string{"model", "reason"})); err != nil {
+		return nil, err
+	}
+	if m.tokensVec, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "baagent_llm_tokens_total", Help: "Tokens reported by the endpoint, by direction (prompt, completion).",
+	}, []string{"model", "direction"})); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		var zero C
+		return zero, fmt.Errorf("llm: register metrics: %w", err)
+	}
+	return c, nil
+}
+
+func (m *clientMetrics) observe(model, outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.requests.WithLabelValues(model, outcome).Inc()
+	m.duration.WithLabelValues(model, outcome).Observe(d.Seconds())
+}
+
+func (m *clientMetrics) firstDeltaObserve(model string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.firstDelta.WithLabelValues(model).Observe(d.Seconds())
+}
+
+func (m *clientMetrics) retry(model, reason string) {
+	if m == nil {
+		return
+	}
+	m.retries.WithLabelValues(model, reason).Inc()
+}
+
+func (m *clientMetrics) tokens(model string, u Usage) {
+	if m == nil {
+		return
+	}
+	m.tokensVec.WithLabelValues(model, "prompt").Add(float64(u.PromptTokens))
+	m.tokensVec.WithLabelValues(model, "completion").Add(float64(u.CompletionTokens))
+}
