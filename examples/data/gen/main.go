@@ -152,7 +152,9 @@ func write(dir string) error {
 	return nil
 }
 
-func q3of2026(d time.Time) bool { return d.Year() == 2026 && d.Month() >= time.July && d.Month() <= time.September }
+func q3of2026(d time.Time) bool {
+	return d.Year() == 2026 && d.Month() >= time.July && d.Month() <= time.September
+}
 
 func quantity(rng *rand.Rand, p product, c customer) int {
 	max := 5
