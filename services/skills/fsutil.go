@@ -1,7 +1,6 @@
 package skills
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -55,13 +54,24 @@ func readRegular(r *os.Root, name string, limit int64) ([]byte, fs.FileInfo, err
 		return nil, fi, errTooLarge{fi.Size(), limit}
 	}
 	// Read into a buffer of the stat's size plus one byte, so that a file
-	// of the expected size takes one read and the end of file one more. The
-	// file may grow after the stat: at most limit+1 bytes are read to know.
-	buf := bytes.NewBuffer(make([]byte, 0, fi.Size()+1))
-	if _, err := buf.ReadFrom(io.LimitReader(f, limit+1)); err != nil {
-		return nil, fi, err
+	// of the expected size takes one read and the end of file one more,
+	// with one allocation. The file may grow after the stat: at most
+	// limit+1 bytes are read to know.
+	data := make([]byte, 0, fi.Size()+1)
+	lr := io.LimitReader(f, limit+1)
+	for {
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
+		n, err := lr.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fi, err
+		}
 	}
-	data := buf.Bytes()
 	if int64(len(data)) > limit {
 		return nil, fi, errTooLarge{int64(len(data)), limit}
 	}
