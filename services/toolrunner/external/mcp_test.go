@@ -140,15 +140,22 @@ func TestMCPStdio(t *testing.T) {
 // TestMCPStdioBadCommand checks that a server that cannot start is retried
 // with backoff and counted, and offers nothing.
 func TestMCPStdioBadCommand(t *testing.T) {
-	cfg := Config{MCPServers: []MCPServerConfig{{Name: "broken", Stdio: &StdioConfig{Command: filepath.Join(t.TempDir(), "no-such-server")}}}}
+	cfg := Config{MCPServers: []MCPServerConfig{
+		{Name: "broken", Stdio: &StdioConfig{Command: filepath.Join(t.TempDir(), "no-such-server")}},
+		{Name: "exits", Stdio: &StdioConfig{Command: "/bin/sh", Args: []string{"-c", "echo not an MCP server >&2; exit 3"}}},
+	}}
 	m, err := New(cfg, Options{Logger: testLogger(t), Backoff: fastBackoff})
 	if err != nil {
 		t.Fatal(err)
 	}
 	runManager(t, m)
-	eventually(t, 10*time.Second, "several failed starts", func() bool { return gauge(t, m, "list_failures", "mcp:broken") >= 3 })
-	if len(m.Sources()[0].Tools()) != 0 {
-		t.Fatal("a server that never started offers tools")
+	eventually(t, 10*time.Second, "several failed starts", func() bool {
+		return gauge(t, m, "list_failures", "mcp:broken") >= 3 && gauge(t, m, "list_failures", "mcp:exits") >= 3
+	})
+	for _, src := range m.Sources() {
+		if len(src.Tools()) != 0 {
+			t.Fatalf("%s never started but offers tools", src.Name())
+		}
 	}
 }
 

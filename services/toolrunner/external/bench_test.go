@@ -1,0 +1,71 @@
+package external
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/toolrunner/tool"
+)
+
+// noopProvider serves one tool, `noop`, that returns its arguments.
+type noopProvider struct {
+	baagentv1.UnimplementedToolProviderServiceServer
+}
+
+func (noopProvider) DescribeTools(context.Context, *baagentv1.DescribeToolsRequest) (*baagentv1.DescribeToolsResponse, error) {
+	return &baagentv1.DescribeToolsResponse{Tools: []*baagentv1.ToolDefinition{{
+		Schema:   &baagentv1.ToolSchema{Name: "noop", Description: "Returns its arguments."},
+		ReadOnly: true,
+	}}}, nil
+}
+
+func (noopProvider) ExecuteTool(_ context.Context, req *baagentv1.ExecuteToolRequest) (*baagentv1.ExecuteToolResponse, error) {
+	return &baagentv1.ExecuteToolResponse{Outcome: &baagentv1.ExecuteToolResponse_Data{Data: structpb.NewStructValue(req.GetParameters())}}, nil
+}
+
+// BenchmarkProviderExecute measures one ExecuteTool round trip through a
+// provider tool over gRPC on loopback: the external-tool share of an Invoke.
+func BenchmarkProviderExecute(b *testing.B) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	baagentv1.RegisterToolProviderServiceServer(gs, noopProvider{})
+	go gs.Serve(lis)
+	defer gs.Stop()
+
+	m, err := New(Config{Providers: []ProviderConfig{{Name: "bench", Address: lis.Addr().String()}}}, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	src := m.Sources()[0]
+	deadline := time.Now().Add(10 * time.Second)
+	for len(src.Tools()) == 0 {
+		if time.Now().After(deadline) {
+			b.Fatal("provider not up")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	noop := src.Tools()[0]
+	call := tool.Call{ToolCallID: "call_1", Args: map[string]any{"region": "EMEA", "limit": 10.0}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		actx, acancel := context.WithTimeout(ctx, 5*time.Second)
+		if _, err := noop.Execute(actx, call); err != nil {
+			b.Fatal(err)
+		}
+		acancel()
+	}
+}
