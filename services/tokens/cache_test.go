@@ -3,6 +3,10 @@ package tokens
 import (
 	"fmt"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 )
 
 func errFmt(format string, args ...any) error { return fmt.Errorf(format, args...) }
@@ -46,5 +50,50 @@ func TestApplyMargin(t *testing.T) {
 		if got := applyMargin(c.raw, c.margin); got != c.want {
 			t.Errorf("applyMargin(%d, %v) = %d, want %d", c.raw, c.margin, got, c.want)
 		}
+	}
+}
+
+// TestCountCacheBoundedThroughServer: the cache never holds more than
+// CacheEntries counts, evicted messages are encoded again, and the hit and
+// miss metrics follow.
+func TestCountCacheBoundedThroughServer(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s := newTestServer(t, Options{CacheEntries: 4, Registerer: reg})
+	msgs := make([]*baagentv1.ChatMessage, 10)
+	for i := range msgs {
+		msgs[i] = user(fmt.Sprintf("message number %d", i))
+	}
+	req := &baagentv1.CountMessagesRequest{Model: "gpt-4o", Messages: msgs}
+	first, err := s.CountMessages(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.GetCacheMisses() != 10 || s.cache.len() != 4 {
+		t.Fatalf("first: %d misses, cache holds %d; want 10 and 4", first.GetCacheMisses(), s.cache.len())
+	}
+	// The last four are cached; the first six were evicted and count again,
+	// to the same numbers.
+	again, err := s.CountMessages(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.GetRawCount() != first.GetRawCount() || s.cache.len() != 4 {
+		t.Fatalf("again: raw %d (first %d), cache %d", again.GetRawCount(), first.GetRawCount(), s.cache.len())
+	}
+	// Counting in order with an LRU of 4 evicts each entry before its reuse.
+	if again.GetCacheHits() != 0 || again.GetCacheMisses() != 10 {
+		t.Errorf("again: %d hits %d misses, want 0 and 10", again.GetCacheHits(), again.GetCacheMisses())
+	}
+	last4 := &baagentv1.CountMessagesRequest{Model: "gpt-4o", Messages: msgs[6:]}
+	if r, err := s.CountMessages(t.Context(), last4); err != nil || r.GetCacheHits() != 4 || r.GetCacheMisses() != 0 {
+		t.Fatalf("last four: %v, %v; want 4 hits", r, err)
+	}
+	// Another encoding is another key: no hit across encodings.
+	other := &baagentv1.CountMessagesRequest{Model: "gpt-4", Messages: msgs[6:]}
+	if r, err := s.CountMessages(t.Context(), other); err != nil || r.GetCacheHits() != 0 {
+		t.Fatalf("cl100k_base: %v, %v; want no hits", r, err)
+	}
+	if hits, misses := counterValue(t, reg, "baagent_tokens_cache_hits_total"), counterValue(t, reg, "baagent_tokens_cache_misses_total"); hits != 4 || misses != 24 {
+		t.Errorf("metrics: %v hits, %v misses; want 4 and 24", hits, misses)
 	}
 }
