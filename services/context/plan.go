@@ -194,7 +194,7 @@ func (p *planner) extractPass(z zone, target int64, pred memberPred) error {
 			}
 			if compressible(it) && pred(u, it) {
 				c.members = append(c.members, it)
-				c.forms = append(c.forms, it.src.forms().extract)
+				c.forms = append(c.forms, it.extractForm())
 				continue
 			}
 			all = false
@@ -306,7 +306,7 @@ func (p *planner) omitPass(z zone, target int64) error {
 			if compressible(it) && it.form != formOmitted {
 				its = append(its, it)
 				owners = append(owners, u)
-				batch = append(batch, it.src.forms().omitted)
+				batch = append(batch, it.omittedForm())
 			}
 		}
 	}

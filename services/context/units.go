@@ -1,6 +1,8 @@
 package contextsvc
 
 import (
+	"google.golang.org/protobuf/proto"
+
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 )
 
@@ -19,11 +21,12 @@ type unit struct {
 	recent    bool // in the recent zone (compressed last)
 
 	state    unitState
-	compact  countable // the collapsed form when state == unitCollapsed
-	compactN int64     // its raw count
-	seg      *segment  // when state == unitSummarized
-	segFirst bool      // emits the segment's summary
-	raw      int64     // current raw count of what the unit puts in the window
+	compact  countable       // the collapsed form when state == unitCollapsed
+	compactN int64           // its raw count
+	seg      *segment        // when state == unitSummarized
+	answered map[string]bool // tool calls of the head answered in this unit
+	segFirst bool            // emits the segment's summary
+	raw      int64           // current raw count of what the unit puts in the window
 }
 
 type unitState uint8
@@ -42,6 +45,23 @@ type item struct {
 	form itemForm
 	raw  int64
 	orig int64 // raw count of the message as stored
+
+	repaired bool                  // the head of a unit whose unanswered calls were removed
+	calls    []*baagentv1.ToolCall // its remaining calls
+}
+
+// extractForm and omittedForm are the item's compressed forms, keeping a
+// repair (compressed forms must not bring removed tool calls back).
+func (it *item) extractForm() countable { return it.patched(it.src.forms().extract) }
+func (it *item) omittedForm() countable { return it.patched(it.src.forms().omitted) }
+
+func (it *item) patched(c countable) countable {
+	if !it.repaired {
+		return c
+	}
+	m := proto.Clone(c.msg).(*baagentv1.ChatMessage)
+	m.ToolCalls = it.calls
+	return countable{msg: m, hash: hashContent(m)}
 }
 
 func (it *item) origRaw() int64 { return it.orig }
@@ -100,9 +120,10 @@ func buildUnits(hist []*storedMsg, raw []int64) (units []*unit, repaired []*item
 			}
 			delete(pending, m.GetToolCallId())
 			u.items = append(u.items, it)
+			u.answered[m.GetToolCallId()] = true
 			continue
 		}
-		u := &unit{items: []*item{it}}
+		u := &unit{items: []*item{it}, answered: map[string]bool{}}
 		for _, c := range m.GetToolCalls() {
 			if _, taken := pending[c.GetId()]; !taken {
 				pending[c.GetId()] = u
@@ -110,9 +131,7 @@ func buildUnits(hist []*storedMsg, raw []int64) (units []*unit, repaired []*item
 		}
 		units = append(units, u)
 	}
-	if len(pending) > 0 {
-		units, repaired, rep.unansweredCalls = stripUnanswered(units, pending)
-	}
+	units, repaired, rep.unansweredCalls = stripUnanswered(units)
 	round, lastKey := -1, "\x00"
 	for _, u := range units {
 		first := u.items[0].src.msg
@@ -133,9 +152,10 @@ func buildUnits(hist []*storedMsg, raw []int64) (units []*unit, repaired []*item
 	return units, repaired, rep
 }
 
-// stripUnanswered removes tool calls that have no result from their
-// assistant messages (dropping a message left with nothing to say).
-func stripUnanswered(units []*unit, pending map[string]*unit) ([]*unit, []*item, int) {
+// stripUnanswered removes tool calls that have no result in their unit
+// (never answered, or their id was already waiting for an earlier call)
+// from their assistant messages, dropping a message left with nothing to say.
+func stripUnanswered(units []*unit) ([]*unit, []*item, int) {
 	var repaired []*item
 	n := 0
 	out := units[:0]
@@ -144,7 +164,7 @@ func stripUnanswered(units []*unit, pending map[string]*unit) ([]*unit, []*item,
 		calls := head.src.msg.GetToolCalls()
 		var keep []*baagentv1.ToolCall
 		for _, c := range calls {
-			if pending[c.GetId()] == u {
+			if !u.answered[c.GetId()] {
 				n++
 				continue
 			}
@@ -160,7 +180,7 @@ func stripUnanswered(units []*unit, pending map[string]*unit) ([]*unit, []*item,
 		d := derivedMessage(head.src.msg, head.src.msg.GetContent())
 		d.msg.ToolCalls = keep
 		d.hash = hashContent(d.msg)
-		head.msg, head.form = d, formRepaired
+		head.msg, head.form, head.repaired, head.calls = d, formRepaired, true, keep
 		repaired = append(repaired, head)
 		out = append(out, u)
 	}
