@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/grpc/status"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator"
+)
+
+func runRuns(ctx context.Context, c *cli, args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: want a subcommand: list, get RUN_ID or cancel RUN_ID", errUsage)
+	}
+	switch args[0] {
+	case "list":
+		return runsList(ctx, c, args[1:])
+	case "get":
+		return runsGet(ctx, c, args[1:])
+	case "cancel":
+		return runsCancel(ctx, c, args[1:])
+	}
+	return fmt.Errorf("%w: unknown subcommand %q (want list, get or cancel)", errUsage, args[0])
+}
+
+// orchestratorClient dials the orchestrator; close the returned func.
+func (c *cli) orchestratorClient() (baagentv1.OrchestratorServiceClient, func(), error) {
+	conn, err := c.dial("orchestrator")
+	if err != nil {
+		return nil, nil, err
+	}
+	return baagentv1.NewOrchestratorServiceClient(conn), func() { _ = conn.Close() }, nil
+}
+
+func (c *cli) rpcError(what string, err error) error {
+	return fmt.Errorf("%s at %s: %s", what, c.addrs["orchestrator"], status.Convert(err).Message())
+}
+
+func runsList(ctx context.Context, c *cli, args []string) error {
+	fs := c.flagSet("runs list", "")
+	var rf runFlags
+	c.addRunFlags(fs, &rf)
+	conversation := fs.String("conversation", "", "only runs of this conversation")
+	states := fs.String("state", "", "only runs in these states, comma-separated (queued, running, waiting_input, completed, failed, cancelled)")
+	pageSize := fs.Int("page-size", 0, "runs per page (default 50, at most 500)")
+	pageToken := fs.String("page-token", "", "page token printed by a previous list")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	req := &baagentv1.OrchestratorServiceListRunsRequest{Tenant: rf.tenant, ConversationId: *conversation, PageSize: int32(*pageSize), PageToken: *pageToken}
+	for _, s := range strings.Split(*states, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		v, ok := baagentv1.RunState_value["RUN_STATE_"+strings.ToUpper(s)]
+		if !ok || v == 0 {
+			return fmt.Errorf("%w: unknown state %q", errUsage, s)
+		}
+		req.States = append(req.States, baagentv1.RunState(v))
+	}
+	orch, done, err := c.orchestratorClient()
+	if err != nil {
+		return err
+	}
+	defer done()
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	resp, err := orch.ListRuns(ctx, req)
+	if err != nil {
+		return c.rpcError("list runs", err)
+	}
+	if c.json {
+		return c.printProto(resp)
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN_ID\tSTATE\tSTEPS\tMODEL\tCREATED\tCONVERSATION\tINPUT")
+	for _, r := range resp.GetRuns() {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.GetRunId(), stateName(r.GetState()), r.GetStep(), r.GetModel(),
+			r.GetCreatedAt().AsTime().Local().Format(time.DateTime), r.GetConversationId(), shorten(r.GetInput(), 60))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if t := resp.GetNextPageToken(); t != "" {
+		fmt.Fprintf(c.stdout, "\nmore: baagentctl runs list --page-token %s\n", t)
+	}
+	return nil
+}
+
+func runsGet(ctx context.Context, c *cli, args []string) error {
+	fs := c.flagSet("runs get", "RUN_ID")
+	var rf runFlags
+	c.addRunFlags(fs, &rf)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("%w: %w", errUsage, errNoRun)
+	}
+	orch, done, err := c.orchestratorClient()
+	if err != nil {
+		return err
+	}
+	defer done()
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	resp, err := orch.GetRun(ctx, &baagentv1.OrchestratorServiceGetRunRequest{Tenant: rf.tenant, RunId: fs.Arg(0)})
+	if err != nil {
+		return c.rpcError("get run", err)
+	}
+	if c.json {
+		return c.printProto(resp.GetRun())
+	}
+	c.printRun(resp.GetRun())
+	return nil
+}
+
+func runsCancel(ctx context.Context, c *cli, args []string) error {
+	fs := c.flagSet("runs cancel", "RUN_ID")
+	var rf runFlags
+	c.addRunFlags(fs, &rf)
+	reason := fs.String("reason", "", "reason recorded in the cancelled event")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("%w: %w", errUsage, errNoRun)
+	}
+	orch, done, err := c.orchestratorClient()
+	if err != nil {
+		return err
+	}
+	defer done()
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	resp, err := orch.CancelRun(ctx, &baagentv1.OrchestratorServiceCancelRunRequest{Tenant: rf.tenant, RunId: fs.Arg(0), Reason: *reason})
+	if err != nil {
+		return c.rpcError("cancel run", err)
+	}
+	if c.json {
+		return c.printProto(resp.GetRun())
+	}
+	fmt.Fprintf(c.stdout, "run %s is %s\n", resp.GetRun().GetRunId(), stateName(resp.GetRun().GetState()))
+	return nil
+}
+
+// printRun shows a run record and its metrics report (the seed's
+// ConversationMetrics.to_report).
+func (c *cli) printRun(r *baagentv1.Run) {
+	w := c.stdout
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "%s\t%s\n", k, v)
+		}
+	}
+	ts := func(t interface{ AsTime() time.Time }, ok bool) string {
+		if !ok {
+			return ""
+		}
+		return t.AsTime().Local().Format(time.RFC3339)
+	}
+	model := r.GetModel()
+	if r.GetScriptedModel() {
+		model += " (scripted model)"
+	}
+	row("run", r.GetRunId())
+	row("state", stateName(r.GetState()))
+	row("conversation", r.GetConversationId())
+	row("project", r.GetProject())
+	row("parent run", r.GetParentRunId())
+	row("model", model)
+	row("steps", fmt.Sprintf("%d of at most %d", r.GetStep(), r.GetMaxSteps()))
+	row("events", fmt.Sprint(r.GetLastSeq()))
+	row("created", ts(r.GetCreatedAt(), r.GetCreatedAt() != nil))
+	row("started", ts(r.GetStartedAt(), r.GetStartedAt() != nil))
+	row("finished", ts(r.GetFinishedAt(), r.GetFinishedAt() != nil))
+	row("input", shorten(r.GetInput(), 200))
+	if e := r.GetError(); e != nil {
+		row("error", e.GetMessage()+" ("+e.GetCode()+")")
+	}
+	_ = tw.Flush()
+	if a := r.GetFinalAnswer(); a != "" {
+		fmt.Fprintf(w, "\nanswer:\n%s\n", a)
+	}
+	if m := r.GetMetrics(); m != nil {
+		fmt.Fprintf(w, "\n%s", orchestrator.MetricsReport(m))
+	}
+}
+
+func stateName(s baagentv1.RunState) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "RUN_STATE_"))
+}
