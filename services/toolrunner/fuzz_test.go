@@ -1,0 +1,59 @@
+package toolrunner
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+)
+
+// FuzzToolArguments sends arbitrary JSON arguments (paths, paging
+// parameters, patterns, SQL) to every built-in tool through the pipeline:
+// never an RPC error or a panic, always a result with the request's
+// tool_call_id, a valid UTF-8 observation within the 50 KiB bound, and
+// nothing written outside the conversation's workspace.
+func FuzzToolArguments(f *testing.F) {
+	s, env := newTestServer(f, nil)
+	tools := []string{"file_read", "file_write", "file_edit", "glob", "grep", "sql_query", "artifact_read"}
+	seeds := []string{
+		`{"path":"../../etc/passwd"}`, `{"path":"/etc/passwd","offset":-1,"limit":99999}`,
+		`{"path":"a.txt","content":"x\ny"}`, `{"path":"a.txt","old_string":"x","new_string":"z","replace_all":true}`,
+		`{"pattern":"**/*"}`, `{"pattern":"[","glob":"[!"}`, `{"pattern":"x","path":"..","context_lines":3}`,
+		`{"query":"SELECT 1","max_rows":0}`, `{"query":"ATTACH '/etc/passwd' AS p"}`,
+		`{"artifact_id":"artifact_../x","offset":1e300,"limit":-5,"pattern":"("}`, `{"offset":1.5}`, `[]`, `null`,
+	}
+	for i, sd := range seeds {
+		f.Add(uint8(i), sd)
+	}
+	f.Fuzz(func(t *testing.T, which uint8, args string) {
+		var m map[string]any
+		if json.Unmarshal([]byte(args), &m) != nil {
+			return
+		}
+		p, err := structpb.NewStruct(m)
+		if err != nil {
+			return
+		}
+		r := &baagentv1.ToolInvocationRequest{
+			ToolCallId: "call_fuzz", ToolName: tools[int(which)%len(tools)], Parameters: p,
+			CallerId: "fuzz", Tenant: "acme", ConversationId: "conv-fuzz", TimeoutMs: 2000,
+			RetryPolicy: &baagentv1.ToolRetryPolicy{MaxRetries: new(int32)},
+		}
+		resp, err := s.Invoke(context.Background(), &baagentv1.InvokeRequest{Request: r})
+		if err != nil {
+			t.Fatalf("%s(%s): RPC error %v", r.ToolName, args, err)
+		}
+		res := resp.GetResult()
+		if res.GetToolCallId() != "call_fuzz" || !utf8.ValidString(res.GetObservation()) || len(res.GetObservation()) > 50*1024 {
+			t.Fatalf("%s(%s): %v", r.ToolName, args, res)
+		}
+		if strings.Contains(res.GetObservation(), env.opts.WorkspaceDir) || strings.Contains(res.GetObservation(), env.opts.ArtifactDir) {
+			t.Fatalf("observation names a host path: %s", res.GetObservation())
+		}
+	})
+}
