@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
+
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/services/toolrunner/tool"
 )
@@ -76,6 +78,19 @@ func TestMCPStdio(t *testing.T) {
 	var schema map[string]any
 	if err := json.Unmarshal(echo.Parameters, &schema); err != nil || schema["properties"].(map[string]any)["message"] == nil {
 		t.Fatalf("echo parameters = %s", echo.Parameters)
+	}
+
+	// The toolrunner validates arguments with jsonschema-go: every published
+	// schema (zod's draft-07 output here) must resolve.
+	for _, tl := range src.Tools() {
+		var s jsonschema.Schema
+		err := json.Unmarshal(tl.Spec().Parameters, &s)
+		if err == nil {
+			_, err = s.Resolve(nil)
+		}
+		if err != nil {
+			t.Errorf("%s: parameters %s do not resolve: %v", tl.Spec().Name, tl.Spec().Parameters, err)
+		}
 	}
 
 	res, err := callTool(t, src, "mcp__ev__echo", map[string]any{"message": "hello"})
