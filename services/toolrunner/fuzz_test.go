@@ -3,6 +3,8 @@ package toolrunner
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -51,6 +53,9 @@ func FuzzToolArguments(f *testing.F) {
 		res := resp.GetResult()
 		if res.GetToolCallId() != "call_fuzz" || !utf8.ValidString(res.GetObservation()) || len(res.GetObservation()) > 50*1024 {
 			t.Fatalf("%s(%s): %v", r.ToolName, args, res)
+		}
+		if entries, _ := os.ReadDir(filepath.Dir(env.opts.WorkspaceDir)); len(entries) != 2 {
+			t.Fatalf("%s(%s) wrote beside the workspace root: %v", r.ToolName, args, entries)
 		}
 		if strings.Contains(res.GetObservation(), env.opts.WorkspaceDir) || strings.Contains(res.GetObservation(), env.opts.ArtifactDir) {
 			t.Fatalf("observation names a host path: %s", res.GetObservation())
