@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -93,6 +94,9 @@ type harnessOptions struct {
 	context    baagentv1.ContextServiceServer    // default: a fakeContext
 	toolrunner baagentv1.ToolRunnerServiceServer // default: h.tools
 	mutate     func(*Options)
+	// real, when set, builds the context and toolrunner services to use
+	// instead of the fakes.
+	real func(t testing.TB, js jetstream.JetStream, tokens baagentv1.TokensServiceClient) (baagentv1.ContextServiceServer, baagentv1.ToolRunnerServiceServer)
 }
 
 func newHarness(t testing.TB, turns turnFunc, ho harnessOptions) *harness {
@@ -111,6 +115,10 @@ func newHarness(t testing.TB, turns turnFunc, ho harnessOptions) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	base := vt.Serve(t, func(gs grpc.ServiceRegistrar) {
+		tok.Register(gs)
+		sk.Register(gs)
+	})
 	var ctxSvc baagentv1.ContextServiceServer = h.ctxSvc
 	if ho.context != nil {
 		ctxSvc = ho.context
@@ -119,9 +127,10 @@ func newHarness(t testing.TB, turns turnFunc, ho harnessOptions) *harness {
 	if ho.toolrunner != nil {
 		trSvc = ho.toolrunner
 	}
+	if ho.real != nil {
+		ctxSvc, trSvc = ho.real(t, js, baagentv1.NewTokensServiceClient(base))
+	}
 	peers := vt.Serve(t, func(gs grpc.ServiceRegistrar) {
-		tok.Register(gs)
-		sk.Register(gs)
 		baagentv1.RegisterContextServiceServer(gs, ctxSvc)
 		baagentv1.RegisterToolRunnerServiceServer(gs, trSvc)
 	})
@@ -130,9 +139,9 @@ func newHarness(t testing.TB, turns turnFunc, ho harnessOptions) *harness {
 		Registerer:        h.reg,
 		JetStream:         js,
 		Context:           baagentv1.NewContextServiceClient(peers),
-		Skills:            baagentv1.NewSkillsServiceClient(peers),
+		Skills:            baagentv1.NewSkillsServiceClient(base),
 		ToolRunner:        baagentv1.NewToolRunnerServiceClient(peers),
-		Tokens:            baagentv1.NewTokensServiceClient(peers),
+		Tokens:            baagentv1.NewTokensServiceClient(base),
 		Model:             h.model,
 		ScriptedModel:     true,
 		DefaultModel:      "gpt-4o",
@@ -468,4 +477,13 @@ func contains(s string, parts ...string) bool {
 		}
 	}
 	return true
+}
+
+func mustJSON(t testing.TB, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
