@@ -2,6 +2,7 @@ package external
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -108,16 +109,18 @@ func (m *Manager) Sources() []tool.Source {
 	return out
 }
 
+// ErrRunTwice is returned by a second call of Run.
+var ErrRunTwice = errors.New("external tools: Manager.Run called twice")
+
 // Run connects every server and keeps them connected, reconnecting
-// providers and restarting MCP servers with backoff, until ctx ends. It then
-// closes every connection, stops every child process and returns nil once
-// all are gone. A Manager runs once; a second Run returns at once.
+// providers and restarting MCP servers with backoff, until ctx ends (also
+// with no server configured). It then closes every connection, stops every
+// child process and returns nil once all are gone. A Manager runs once.
 func (m *Manager) Run(ctx context.Context) error {
 	m.mu.Lock()
 	if m.running {
 		m.mu.Unlock()
-		m.log.Error("external tools manager: Run called twice; ignoring the second call")
-		return nil
+		return ErrRunTwice
 	}
 	m.running = true
 	m.mu.Unlock()
@@ -130,6 +133,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	for _, s := range m.mcps {
 		wg.Go(func() { s.run(ctx) })
 	}
+	<-ctx.Done()
 	wg.Wait()
 	m.log.Info("external tools stopped")
 	return nil
