@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -596,3 +597,95 @@ func TestNewErrors(t *testing.T) {
 }
 
 func structValue(s string) *structpb.Value { return structpb.NewStringValue(s) }
+
+func TestConcurrentFirstCallsShareOneWorkspace(t *testing.T) {
+	for _, seeded := range []bool{false, true} {
+		seed := ""
+		if seeded {
+			seed = t.TempDir()
+			if err := os.WriteFile(filepath.Join(seed, "s.csv"), []byte("a\n1\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s, _ := newTestServer(t, func(o *Options) { o.WorkspaceSeedDir = seed })
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				name := "f" + string(rune('a'+i)) + ".txt"
+				if res := mustInvoke(t, s, req("file_write", map[string]any{"path": name, "content": "x"})); !res.Success {
+					t.Errorf("%v", res)
+				}
+			}()
+		}
+		wg.Wait()
+		res := mustInvoke(t, s, req("glob", map[string]any{"pattern": "*"}))
+		want := 8
+		if seeded {
+			want = 9
+		}
+		if got := strings.Count(res.Observation, "\n") + 1; got != want {
+			t.Fatalf("seeded=%v: %d files survived, want %d:\n%s", seeded, got, want, res.Observation)
+		}
+	}
+}
+
+func TestMetricsAndLogsNamePaths(t *testing.T) {
+	var logs strings.Builder
+	var mu sync.Mutex
+	s, env := newTestServer(t, func(o *Options) {
+		o.Logger = slog.New(slog.NewJSONHandler(syncWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		o.LargeDataBytes = 10
+	})
+	env.source.set(&funcTool{spec: echoSpec("big"), fn: ok(strings.Repeat("x", 100))},
+		&funcTool{spec: echoSpec("flaky"), fn: func(_ context.Context, c tool.Call) (tool.Result, error) {
+			if c.Attempt == 0 {
+				return tool.Result{}, tool.Errorf(errTransient, "BLIP", "blip")
+			}
+			return tool.Result{}, tool.Errorf(errInvalid, "BAD", "bad")
+		}})
+	mustInvoke(t, s, req("big", nil))
+	mustInvoke(t, s, req("flaky", nil))
+	mustInvoke(t, s, req("nope", nil))
+	for _, c := range []struct {
+		got  float64
+		want float64
+		what string
+	}{
+		{testutil.ToFloat64(s.metrics.calls.WithLabelValues("big", "success")), 1, "calls big"},
+		{testutil.ToFloat64(s.metrics.calls.WithLabelValues("flaky", "error")), 1, "calls flaky"},
+		{testutil.ToFloat64(s.metrics.calls.WithLabelValues(unknownTool, "error")), 1, "calls unknown"},
+		{testutil.ToFloat64(s.metrics.errors.WithLabelValues("flaky", "invalid_parameters")), 1, "errors by type"},
+		{testutil.ToFloat64(s.metrics.retries.WithLabelValues("flaky")), 1, "retries"},
+		{testutil.ToFloat64(s.metrics.artifactBytes), 100, "artifact bytes"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.what, c.got, c.want)
+		}
+	}
+	if n, err := testutil.GatherAndCount(env.reg, "baagent_toolrunner_call_duration_seconds"); err != nil || n != 3 {
+		t.Errorf("duration histograms: %d %v", n, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logs.String(), `"artifact_id":"artifact_`) {
+		t.Errorf("the artifact is not logged by id: %s", logs.String())
+	}
+	for _, dir := range []string{env.opts.ArtifactDir, env.opts.WorkspaceDir} {
+		if strings.Contains(logs.String(), dir) {
+			t.Fatalf("logs name a path: %s", logs.String())
+		}
+	}
+}
+
+type syncWriter struct {
+	mu *sync.Mutex
+	b  *strings.Builder
+}
+
+func (w syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}

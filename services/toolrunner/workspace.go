@@ -60,30 +60,41 @@ func (w *workspaces) open(tenant, conversation string) (*os.Root, error) {
 		return nil, err
 	}
 	// Build the workspace under a temporary name and rename it into place,
-	// so that concurrent first calls never see a half-seeded workspace.
+	// so that concurrent first calls never see a half-seeded workspace. An
+	// empty workspace is made with Mkdir instead: rename(2) would silently
+	// replace an empty directory another call has just created and opened.
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	tmp := path.Join(tenant, ".new-"+hex.EncodeToString(rnd[:]))
 	if err := w.root.Mkdir(tmp, 0o750); err != nil {
 		return nil, err
 	}
+	copied := 0
 	if w.seed != "" {
-		if err := w.copySeed(tmp); err != nil {
+		var err error
+		if copied, err = w.copySeed(tmp); err != nil {
 			_ = w.root.RemoveAll(tmp)
 			return nil, fmt.Errorf("seed workspace: %w", err)
 		}
 	}
-	if err := w.root.Rename(tmp, rel); err != nil {
+	if copied == 0 {
+		_ = w.root.RemoveAll(tmp)
+		if err := w.root.Mkdir(rel, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, err
+		}
+	} else if err := w.root.Rename(tmp, rel); err != nil {
 		_ = w.root.RemoveAll(tmp) // another call created it first
 	}
 	return w.root.OpenRoot(rel)
 }
 
 // copySeed copies the regular files and directories of the seed directory
-// into dir; symlinks and special files are skipped.
-func (w *workspaces) copySeed(dir string) error {
+// into dir and reports how many files it copied; symlinks and special files
+// are skipped.
+func (w *workspaces) copySeed(dir string) (int, error) {
 	seed := os.DirFS(w.seed)
-	return fs.WalkDir(seed, ".", func(p string, d fs.DirEntry, err error) error {
+	files := 0
+	err := fs.WalkDir(seed, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -106,8 +117,10 @@ func (w *workspaces) copySeed(dir string) error {
 			return err
 		}
 		_, cerr := io.Copy(dst, src)
+		files++
 		return errors.Join(cerr, dst.Close())
 	})
+	return files, err
 }
 
 // remove deletes a conversation's workspace and reports the bytes freed.
