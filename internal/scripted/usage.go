@@ -1,0 +1,85 @@
+package scripted
+
+import (
+	"encoding/json"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// TokenCounter counts the tokens of a text. The encoders of
+// services/tokens/encoding satisfy it; internal/app passes one in (this
+// package does not import services).
+type TokenCounter interface {
+	Name() string
+	Count(text string, allowSpecial bool) (int, error)
+}
+
+// usageCounter counts usage the way OpenAI's chat format is documented to
+// (the cookbook rule services/tokens also uses): every message costs 3
+// tokens plus its role, content and name (+1 for a name), and the reply is
+// primed with 3 more. Tool calls in the prompt count their name and
+// argument text; the tool definitions count as their JSON text, an
+// approximation since providers do not document how they render them.
+// Completion tokens are the reasoning, content, tool names and arguments.
+//
+// Without a TokenCounter, texts are counted as ceil(bytes/4), the usual
+// rule of thumb for English; responses then carry the header
+// X-Scripted-Usage: approximate.
+type usageCounter struct {
+	counter TokenCounter
+}
+
+const (
+	tokensPerMessage = 3
+	tokensPerName    = 1
+	tokensReplyPrime = 3
+)
+
+func (u usageCounter) exact() bool { return u.counter != nil }
+
+func (u usageCounter) label() string {
+	if u.counter == nil {
+		return "approximate (bytes/4)"
+	}
+	return "exact (" + u.counter.Name() + ")"
+}
+
+func (u usageCounter) text(s string) int {
+	if s == "" {
+		return 0
+	}
+	if u.counter != nil {
+		if n, err := u.counter.Count(s, false); err == nil {
+			return n
+		}
+	}
+	return (len(s) + 3) / 4
+}
+
+func (u usageCounter) prompt(msgs []openai.ChatCompletionMessage, tools []openai.Tool) int {
+	n := tokensReplyPrime
+	for i := range msgs {
+		m := &msgs[i]
+		n += tokensPerMessage + u.text(m.Role) + u.text(text(m))
+		if m.Name != "" {
+			n += tokensPerName + u.text(m.Name)
+		}
+		for _, tc := range m.ToolCalls {
+			n += u.text(tc.Function.Name) + u.text(tc.Function.Arguments)
+		}
+	}
+	if len(tools) > 0 {
+		if b, err := json.Marshal(tools); err == nil {
+			n += u.text(string(b))
+		}
+	}
+	return n
+}
+
+func (u usageCounter) completion(r *reply) int {
+	n := u.text(r.reasoning) + u.text(r.text)
+	for _, c := range r.calls {
+		n += u.text(c.name) + u.text(c.arguments)
+	}
+	return n
+}
