@@ -22,7 +22,7 @@ func TestParseTableShapes(t *testing.T) {
 			[]string{"category", "revenue"}, []string{"Hardware", "125000.50"}, 2},
 		"csv with caption": {"Query returned 2 rows:\ncategory,revenue,orders\nHardware,125000.50,812\n\"Soft, ware\",9,1",
 			[]string{"category", "revenue", "orders"}, []string{"Hardware", "125000.50", "812"}, 2},
-		"tsv": {"category\trevenue\nHardware\t1\n", []string{"category", "revenue"}, []string{"Hardware", "1"}, 1},
+		"tsv":   {"category\trevenue\nHardware\t1\n", []string{"category", "revenue"}, []string{"Hardware", "1"}, 1},
 		"prose": {"No rows matched.", nil, nil, 0},
 		"empty": {"", nil, nil, 0},
 	}
