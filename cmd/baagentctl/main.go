@@ -39,6 +39,11 @@ type command struct {
 var commands = []command{
 	{"health", "check every service's gRPC health; non-zero exit if any is not SERVING", runHealth},
 	{"version", "print the client's version", runVersion},
+	{"ask", "ask a question: start a run and stream it live; exit 0 when it completes", runAsk},
+	{"runs", "list, show or cancel runs (runs list|get RUN_ID|cancel RUN_ID)", runRuns},
+	{"skills", "list skills, or show one at a disclosure level (skills list|show NAME)", runSkills},
+	{"tools", "list tools, or invoke one (tools list|invoke NAME --args JSON)", runTools},
+	{"tokens", "count tokens, show model info, encode and decode (tokens service)", runTokens},
 }
 
 // errUsage marks an invocation error (exit status 2); wrap it with what is

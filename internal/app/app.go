@@ -215,7 +215,20 @@ func (a *App) buildService(svc string, dial map[string]string) (registrar, error
 		a.background = append(a.background, s.Run)
 		return s, nil
 	case config.TargetToolRunner:
-		return toolrunner.New(toolrunner.Options{Logger: log}), nil
+		s, err := toolrunner.New(toolrunner.Options{
+			Logger:           log,
+			Registerer:       a.reg,
+			WorkspaceDir:     a.cfg.WorkspaceDir,
+			WorkspaceSeedDir: a.cfg.WorkspaceSeedDir,
+			ArtifactDir:      a.cfg.ArtifactDir,
+			ConfigFile:       a.cfg.ToolsFile,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("toolrunner (settings workspace-dir, workspace-seed-dir, artifact-dir, tools-file): %w", err)
+		}
+		a.cleanup = append(a.cleanup, func() { _ = s.Close() })
+		a.background = append(a.background, s.Run)
+		return s, nil
 	case config.TargetOrchestrator:
 		return orchestrator.New(orchestrator.Options{Logger: log}), nil
 	case config.TargetGateway:
