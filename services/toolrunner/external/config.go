@@ -13,7 +13,6 @@ package external
 
 import (
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -130,17 +129,3 @@ const (
 	minRefresh        = time.Second
 	maxRefresh        = 24 * time.Hour
 )
-
-func (c MCPServerConfig) transportName() string {
-	switch {
-	case c.Stdio != nil:
-		return "stdio"
-	case c.HTTP != nil:
-		return "http"
-	}
-	return "none"
-}
-
-func (c ProviderConfig) String() string {
-	return fmt.Sprintf("provider %q at %s", c.Name, c.Address)
-}

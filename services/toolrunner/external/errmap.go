@@ -80,8 +80,10 @@ func grpcError(ctx context.Context, provider string, err error) *tool.Error {
 		return mk(typeNotFound, "NOT_FOUND", msg)
 	case codes.PermissionDenied, codes.Unauthenticated:
 		return mk(typePermission, "PERMISSION_DENIED", msg)
-	case codes.FailedPrecondition, codes.AlreadyExists:
-		return mk(typeExecution, st.Code().String(), msg)
+	case codes.FailedPrecondition:
+		return mk(typeExecution, "FAILED_PRECONDITION", msg)
+	case codes.AlreadyExists:
+		return mk(typeExecution, "ALREADY_EXISTS", msg)
 	case codes.Unimplemented:
 		return mk(typeDependency, "PROVIDER_UNIMPLEMENTED", "tool provider "+provider+" does not implement ExecuteTool: "+msg)
 	default: // Internal, Unknown, DataLoss
