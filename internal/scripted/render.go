@@ -314,10 +314,7 @@ func markdownTable(lines []string) Table {
 		if !strings.HasPrefix(l, "|") {
 			break
 		}
-		cells := strings.Split(strings.Trim(l, "|"), "|")
-		for i := range cells {
-			cells[i] = strings.TrimSpace(cells[i])
-		}
+		cells := splitPipes(l)
 		if isSeparator(cells) {
 			continue
 		}
@@ -328,6 +325,30 @@ func markdownTable(lines []string) Table {
 		t.Rows = append(t.Rows, cells)
 	}
 	return t
+}
+
+// splitPipes splits a Markdown table line into trimmed cells; `\|` is a
+// literal pipe inside a cell.
+func splitPipes(l string) []string {
+	l = strings.TrimPrefix(l, "|")
+	var cells []string
+	var cur strings.Builder
+	for i := 0; i < len(l); i++ {
+		switch {
+		case l[i] == '\\' && i+1 < len(l) && l[i+1] == '|':
+			cur.WriteByte('|')
+			i++
+		case l[i] == '|':
+			cells = append(cells, strings.TrimSpace(cur.String()))
+			cur.Reset()
+		default:
+			cur.WriteByte(l[i])
+		}
+	}
+	if rest := strings.TrimSpace(cur.String()); rest != "" {
+		cells = append(cells, rest)
+	}
+	return cells
 }
 
 func isSeparator(cells []string) bool {

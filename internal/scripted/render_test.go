@@ -22,6 +22,8 @@ func TestParseTableShapes(t *testing.T) {
 			[]string{"category", "revenue"}, []string{"Hardware", "125000.50"}, 2},
 		"csv with caption": {"Query returned 2 rows:\ncategory,revenue,orders\nHardware,125000.50,812\n\"Soft, ware\",9,1",
 			[]string{"category", "revenue", "orders"}, []string{"Hardware", "125000.50", "812"}, 2},
+		"toolrunner sql_query": {"| category | note |\n|---|---|\n| Hard\\|ware | a |\n| Software |  |\n\n(2 rows)",
+			[]string{"category", "note"}, []string{"Hard|ware", "a"}, 2},
 		"tsv":   {"category\trevenue\nHardware\t1\n", []string{"category", "revenue"}, []string{"Hardware", "1"}, 1},
 		"prose": {"No rows matched.", nil, nil, 0},
 		"empty": {"", nil, nil, 0},

@@ -83,7 +83,8 @@ func fakeTool(call llm.ToolCall) string {
 	case call.Name == "sql_query" && strings.Contains(q, "order_total"):
 		return "Operation failed.\n\nError Type: EXECUTION_ERROR\nError Code: SQL_ERROR\nError Message: no such column: order_total\n\nTool Call ID: " + call.ID
 	case call.Name == "sql_query" && strings.Contains(q, "p.category AS category"):
-		return "3 rows\n\n| category | revenue | orders |\n|---|---|---|\n| Hardware | 412345.67 | 1203 |\n| Software | 298765.43 | 987 |\n| Services | 120456.78 | 455 |"
+		// The toolrunner's sql_query format (STANDARD level).
+		return "| category | revenue | orders |\n|---|---|---|\n| Hardware | 412345.67 | 1203 |\n| Software | 298765.43 | 987 |\n| Services | 120456.78 | 455 |\n\n(3 rows)"
 	case call.Name == "sql_query" && strings.Contains(q, "avg_order_value"):
 		return "region,avg_order_value,orders\nWest,512.3,880\nNorth,498.1,870"
 	case call.Name == "sql_query" && strings.Contains(q, "growth_pct"):
