@@ -268,6 +268,17 @@ func (h *harness) waitRun(ctx context.Context, runID string) *baagentv1.Run {
 	}
 }
 
+// waitRunQuiet waits for a run to finish, for benchmarks: it polls the
+// run's in-process state rather than the run store.
+func (h *harness) waitRunQuiet(ctx context.Context, runID string) {
+	if r := h.srv.local(runID); r != nil {
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+		}
+	}
+}
+
 // ---- scripted test model ----
 
 // turnFunc returns the model's answer to its n-th call (from 0).

@@ -136,14 +136,13 @@ func (r *run) step(ctx context.Context, system []*baagentv1.ChatMessage, tools *
 			return "", false, err
 		}
 	}
-	if err := r.appendMessages(ctx, msg); err != nil {
-		return "", false, err
-	}
 	results, toolTime, err := r.runTools(ctx, msg.GetToolCalls(), tools, win.GetContextUsage())
 	if err != nil {
 		return "", false, err
 	}
-	if err := r.appendMessages(ctx, results...); err != nil {
+	// One append: the assistant's tool calls and their results enter the
+	// history together, never one without the other.
+	if err := r.appendMessages(ctx, append([]*baagentv1.ChatMessage{msg}, results...)...); err != nil {
 		return "", false, err
 	}
 	return "", false, r.endStep(began, modelTime, toolTime, true)

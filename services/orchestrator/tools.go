@@ -249,7 +249,11 @@ func (r *run) failedCall(c *baagentv1.ToolCall, began time.Time, t baagentv1.Too
 // result builds the tool message and the seed's ToolMetrics of a call.
 func (r *run) result(c *baagentv1.ToolCall, began time.Time, obs *baagentv1.ObservePayload) *callResult {
 	end := began.Add(time.Duration(obs.GetDurationMs() * float64(time.Millisecond)))
-	in, out := r.countTokens(c.GetArguments()), r.countTokens(obs.GetObservation())
+	var in, out int64
+	var wg sync.WaitGroup
+	wg.Go(func() { in = r.countTokens(c.GetArguments()) })
+	out = r.countTokens(obs.GetObservation())
+	wg.Wait()
 	return &callResult{
 		msg: &baagentv1.ChatMessage{
 			Role:       baagentv1.Role_ROLE_TOOL,
