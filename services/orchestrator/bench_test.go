@@ -106,7 +106,10 @@ func BenchmarkReActStep(b *testing.B) {
 			b.ReportMetric(float64(elapsed.Nanoseconds())/float64(len(steps)), "ns/step")
 			// A finished run holds no memory in the orchestrator (it is
 			// forgotten when it ends); what remains is its KV record.
-			if n := len(h.srv.runs); n != 0 {
+			h.srv.mu.Lock()
+			n := len(h.srv.runs)
+			h.srv.mu.Unlock()
+			if n != 0 {
 				b.Fatalf("%d finished runs still held in memory", n)
 			}
 			store, err := h.srv.runStore(ctx)
