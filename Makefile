@@ -22,7 +22,7 @@ BENCH      ?= .
 BENCHCOUNT ?= 6
 BENCHPKGS  ?= ./...
 
-.PHONY: all tools benchstat grpcurl generate check-generated lint build test run bench clean
+.PHONY: all tools node-deps benchstat grpcurl generate check-generated lint build test run bench clean
 
 all: lint build test
 
@@ -78,8 +78,17 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
-test:
-	$(GO) test -race -count=1 -timeout 20m ./...
+# Node packages the tests run against: a real MCP server nobody here wrote
+# (test/mcp) and the Node.js ToolProvider example. npm ci reinstalls only
+# when a lock file changes.
+NODE_DIRS := test/mcp examples/toolprovider/node
+node-deps: $(addsuffix /node_modules/.package-lock.json,$(NODE_DIRS))
+%/node_modules/.package-lock.json: %/package-lock.json
+	npm ci --prefix $* --no-audit --no-fund
+
+test: node-deps
+	BAAGENT_REQUIRE_MCP=1 BAAGENT_REQUIRE_NODE_PROVIDER=1 $(GO) test -race -count=1 -timeout 30m ./...
+	npm test --prefix examples/toolprovider/node
 
 run: build
 	$(BIN)/baagent -target=all $(ARGS)

@@ -21,8 +21,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/buildinfo"
 	"github.com/baagent/baagent/internal/config"
+	"github.com/baagent/baagent/internal/grpcclient"
 	"github.com/baagent/baagent/internal/grpcserver"
 	"github.com/baagent/baagent/internal/metrics"
 	"github.com/baagent/baagent/internal/natsx"
@@ -32,6 +34,8 @@ import (
 	"github.com/baagent/baagent/services/skills"
 	"github.com/baagent/baagent/services/tokens"
 	"github.com/baagent/baagent/services/toolrunner"
+	"github.com/baagent/baagent/services/toolrunner/external"
+	"github.com/baagent/baagent/services/toolrunner/tool"
 )
 
 // natsStartupTimeout bounds the first connection to an external NATS and
@@ -60,6 +64,11 @@ type App struct {
 	// background are loops the services need besides their gRPC server
 	// (reloaders, consumers); each runs until the context passed to Run ends.
 	background []func(context.Context) error
+
+	// dial is where each peer service answers; peers caches one client
+	// connection per peer, shared by the services of this process.
+	dial  map[string]string
+	peers map[string]*grpc.ClientConn
 
 	// cleanup undoes New in reverse order; Run calls it on exit.
 	cleanup []func()
@@ -122,6 +131,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *App, err
 			dial[svc] = s.Addr().String()
 		}
 	}
+
+	a.dial = dial
+	a.peers = make(map[string]*grpc.ClientConn)
 
 	if err := a.startNATS(ctx); err != nil {
 		return nil, err
@@ -204,10 +216,15 @@ func (a *App) buildService(svc string, dial map[string]string) (registrar, error
 	case config.TargetContext:
 		return contextsvc.New(contextsvc.Options{Logger: log}), nil
 	case config.TargetSkills:
+		tokensConn, err := a.peer(config.TargetTokens)
+		if err != nil {
+			return nil, err
+		}
 		s, err := skills.New(skills.Options{
 			Logger:     log,
 			Registerer: a.reg,
 			Root:       a.cfg.SkillsDir,
+			Counter:    skills.NewTokensServiceCounter(baagentv1.NewTokensServiceClient(tokensConn), 0),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("setting skills-dir: %w", err)
@@ -215,6 +232,10 @@ func (a *App) buildService(svc string, dial map[string]string) (registrar, error
 		a.background = append(a.background, s.Run)
 		return s, nil
 	case config.TargetToolRunner:
+		sources, err := a.externalTools()
+		if err != nil {
+			return nil, err
+		}
 		s, err := toolrunner.New(toolrunner.Options{
 			Logger:           log,
 			Registerer:       a.reg,
@@ -222,6 +243,7 @@ func (a *App) buildService(svc string, dial map[string]string) (registrar, error
 			WorkspaceSeedDir: a.cfg.WorkspaceSeedDir,
 			ArtifactDir:      a.cfg.ArtifactDir,
 			ConfigFile:       a.cfg.ToolsFile,
+			Sources:          sources,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("toolrunner (settings workspace-dir, workspace-seed-dir, artifact-dir, tools-file): %w", err)
@@ -235,6 +257,41 @@ func (a *App) buildService(svc string, dial map[string]string) (registrar, error
 		return gateway.New(gateway.Options{Logger: log}), nil
 	}
 	return nil, fmt.Errorf("unknown service %q", svc)
+}
+
+// peer returns the shared client connection to a peer service, dialled
+// lazily: a peer that is down shows up as Unavailable on the first call,
+// not as a start-up failure.
+func (a *App) peer(svc string) (*grpc.ClientConn, error) {
+	if conn, ok := a.peers[svc]; ok {
+		return conn, nil
+	}
+	conn, err := grpcclient.Dial(a.dial[svc], grpcclient.Options{MaxMsgBytes: a.cfg.MaxMsgBytes})
+	if err != nil {
+		return nil, fmt.Errorf("setting %s-addr: %w", svc, err)
+	}
+	a.peers[svc] = conn
+	a.cleanup = append(a.cleanup, func() { _ = conn.Close() })
+	return conn, nil
+}
+
+// externalTools starts the MCP and ToolProvider connections configured in
+// -tools-file; their manager runs as a background loop, so it stops after
+// the toolrunner's gRPC server has drained.
+func (a *App) externalTools() ([]tool.Source, error) {
+	if a.cfg.ToolsFile == "" {
+		return nil, nil
+	}
+	cfg, err := external.LoadFile(a.cfg.ToolsFile)
+	if err != nil {
+		return nil, fmt.Errorf("setting tools-file: %w", err)
+	}
+	mgr, err := external.New(cfg, external.Options{Logger: a.log, Registerer: a.reg})
+	if err != nil {
+		return nil, fmt.Errorf("setting tools-file: %w", err)
+	}
+	a.background = append(a.background, mgr.Run)
+	return mgr.Sources(), nil
 }
 
 // Addr is the bound gRPC address of svc, or nil if this process does not
