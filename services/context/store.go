@@ -191,11 +191,13 @@ func (h *historyStore) fetch(ctx context.Context, st jetstream.Stream, c *conver
 	if err != nil {
 		return fmt.Errorf("read history: %w", err)
 	}
-	for c.lastSeq < target {
+	for empty := 0; c.lastSeq < target; {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		batch, err := cons.Fetch(fetchBatch, jetstream.FetchMaxWait(2*time.Second))
+		// Everything up to target is stored: take what is there without
+		// waiting for a full batch.
+		batch, err := cons.FetchNoWait(fetchBatch)
 		if err != nil {
 			return fmt.Errorf("read history: %w", err)
 		}
@@ -208,11 +210,20 @@ func (h *historyStore) fetch(ctx context.Context, st jetstream.Stream, c *conver
 			}
 			h.add(c, meta.Sequence.Stream, m.Headers(), m.Data())
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
 			return fmt.Errorf("read history: %w", err)
 		}
-		if got == 0 {
+		if got > 0 {
+			empty = 0
+			continue
+		}
+		if empty++; empty > 50 {
 			return fmt.Errorf("read history: stream returned no records before sequence %d", target)
+		}
+		select { // the consumer may not have caught up yet: brief backoff
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(empty) * time.Millisecond):
 		}
 	}
 	return nil
