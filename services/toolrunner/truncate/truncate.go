@@ -117,6 +117,11 @@ func Format(window []string, first, total, maxBytes int) Page {
 		line := fmt.Sprintf("%6d\t%s\n", first+i+1, Line(strings.TrimSuffix(l, "\r")))
 		if b.Len()+len(line) > maxBytes {
 			p.CutByBytes = true
+			if p.Shown == 0 { // never an empty page: show what fits of the line
+				line, _ = Bytes(line, maxBytes)
+				b.WriteString(line)
+				p.Shown++
+			}
 			break
 		}
 		b.WriteString(line)
