@@ -86,7 +86,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, log: log.With("component", "scripted-model"), scenarios: scenarios, usage: usageCounter{opts.Counter}}
+	s := &Server{opts: opts, log: log.With("component", "scripted-model"), scenarios: scenarios, usage: usageCounter{counter: opts.Counter, cache: newCountCache()}}
 	if opts.Registerer != nil {
 		s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "baagent_scripted_requests_total",

@@ -2,6 +2,8 @@ package scripted
 
 import (
 	"encoding/json"
+	"hash/maphash"
+	"sync"
 
 	openai "github.com/sashabaranov/go-openai"
 )
@@ -27,6 +29,7 @@ type TokenCounter interface {
 // X-Scripted-Usage: approximate.
 type usageCounter struct {
 	counter TokenCounter
+	cache   *countCache
 }
 
 const (
@@ -48,12 +51,18 @@ func (u usageCounter) text(s string) int {
 	if s == "" {
 		return 0
 	}
-	if u.counter != nil {
-		if n, err := u.counter.Count(s, false); err == nil {
-			return n
-		}
+	if u.counter == nil {
+		return (len(s) + 3) / 4
 	}
-	return (len(s) + 3) / 4
+	if n, ok := u.cache.get(s); ok {
+		return n
+	}
+	n, err := u.counter.Count(s, false)
+	if err != nil {
+		return (len(s) + 3) / 4
+	}
+	u.cache.put(s, n)
+	return n
 }
 
 func (u usageCounter) prompt(msgs []openai.ChatCompletionMessage, tools []openai.Tool) int {
@@ -82,4 +91,47 @@ func (u usageCounter) completion(r *reply) int {
 		n += u.text(c.name) + u.text(c.arguments)
 	}
 	return n
+}
+
+// countCache remembers the counts of recent texts: the prompts of one
+// conversation repeat every earlier message at each step. Bounded: when
+// full it is emptied and refills with what is in use.
+type countCache struct {
+	mu   sync.Mutex
+	seed maphash.Seed
+	m    map[uint64]int
+	max  int
+}
+
+// countCacheEntries bounds countCache (about 100 KiB).
+const countCacheEntries = 8192
+
+func newCountCache() *countCache {
+	return &countCache{seed: maphash.MakeSeed(), m: make(map[uint64]int), max: countCacheEntries}
+}
+
+func (c *countCache) key(s string) uint64 { return maphash.String(c.seed, s) }
+
+func (c *countCache) get(s string) (int, bool) {
+	if c == nil {
+		return 0, false
+	}
+	k := c.key(s)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, ok := c.m[k]
+	return n, ok
+}
+
+func (c *countCache) put(s string, n int) {
+	if c == nil {
+		return
+	}
+	k := c.key(s)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= c.max {
+		clear(c.m)
+	}
+	c.m[k] = n
 }

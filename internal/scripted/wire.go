@@ -129,16 +129,17 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, id string, r
 		if err != nil {
 			return false
 		}
-		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
+		_, err = fmt.Fprintf(w, "data: %s\n\n", b)
+		return err == nil
 	}
 	delta := func(d wireDelta) bool {
 		return send(wireChunk{Choices: []wireChunkChoice{{Delta: d}}})
 	}
+	// The answer is ready at once, so the fragments are written back to
+	// back and reach the client as the transport's buffer fills; only the
+	// first chunk is flushed at once, so the client sees the stream open.
 	empty := ""
-	if !delta(wireDelta{Role: "assistant", Content: &empty}) {
+	if !delta(wireDelta{Role: "assistant", Content: &empty}) || rc.Flush() != nil {
 		return
 	}
 	for _, piece := range split(r.reasoning, s.opts.ChunkBytes) {
