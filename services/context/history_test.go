@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	vt "github.com/baagent/baagent/internal/validate/validatetest"
 )
 
 func appendAll(t testing.TB, c baagentv1.ContextServiceClient, tenant, conv string, msgs []*baagentv1.ChatMessage) {
@@ -276,3 +277,28 @@ func ids(msgs []*baagentv1.ChatMessage) []string {
 }
 
 func itoa(i int) string { return string(rune('a'+i/26)) + string(rune('a'+i%26)) }
+
+func TestAppendRecordTooLarge(t *testing.T) {
+	e := newEnv(t, Options{MaxRecordBytes: 1000})
+	_, err := e.client.Append(t.Context(), &baagentv1.AppendRequest{Tenant: "t", ConversationId: "c", Messages: []*baagentv1.ChatMessage{
+		{Id: "ok", Role: roleUser, Content: "fits"},
+		{Id: "big", Role: roleTool, ToolCallId: "c1", Content: string(make([]byte, 2000))},
+	}})
+	vt.WantInvalid(t, err, "messages[1]")
+	if h := readAll(t, e.client, "t", "c", 0); len(h) != 0 {
+		t.Fatalf("a refused append stored %d messages", len(h))
+	}
+}
+
+func TestBuildWindowEmptyConversation(t *testing.T) {
+	e := newEnv(t, Options{})
+	req := buildReqFor("gpt-4o", strategyAuto)
+	resp, err := e.client.BuildWindow(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	windowCheck{model: "gpt-4o"}.check(t, e, req, resp)
+	if len(resp.GetMessages()) != len(testSystem) || resp.GetStrategy() != strategyNone {
+		t.Fatalf("empty conversation: %d messages, %v", len(resp.GetMessages()), resp.GetStrategy())
+	}
+}

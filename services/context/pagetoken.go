@@ -29,8 +29,8 @@ func parsePageToken(tok string) (uint64, error) {
 		return 0, errBadPageToken
 	}
 	seq, n := binary.Uvarint(b[len(pageTokenPrefix):])
-	if n <= 0 || len(pageTokenPrefix)+n != len(b) || seq == 0 {
-		return 0, errBadPageToken
+	if n <= 0 || len(pageTokenPrefix)+n != len(b) || seq == 0 || encodePageToken(seq) != tok {
+		return 0, errBadPageToken // only the canonical form, so a token names one position
 	}
 	return seq, nil
 }

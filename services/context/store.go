@@ -49,7 +49,7 @@ type conversation struct {
 
 	msgs     []*storedMsg // oldest first, unique ids
 	ids      map[string]int
-	firstSeq uint64 // stream sequence of msgs[0]
+	firstSeq uint64 // stream sequence of the subject's first record
 	lastSeq  uint64 // stream sequence of the subject's last record seen
 	loaded   bool
 	bytes    int64
@@ -151,7 +151,7 @@ func (h *historyStore) refresh(ctx context.Context, c *conversation) error {
 	if c.loaded && last.Sequence == c.lastSeq {
 		return nil
 	}
-	if c.loaded && len(c.msgs) > 0 {
+	if c.loaded && c.firstSeq > 0 {
 		first, err := st.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(c.subject))
 		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 			return fmt.Errorf("read history: %w", err)
@@ -236,6 +236,9 @@ func (h *historyStore) add(c *conversation, seq uint64, hdr nats.Header, data []
 	if seq > c.lastSeq {
 		c.lastSeq = seq
 	}
+	if c.firstSeq == 0 {
+		c.firstSeq = seq
+	}
 	m, err := decodeRecord(hdr.Get(formatHeader), data)
 	if err != nil {
 		h.log.Warn("skipping history record", "tenant", c.key.tenant, "conversation_id", c.key.id, "seq", seq, "err", err)
@@ -248,7 +251,7 @@ func (h *historyStore) add(c *conversation, seq uint64, hdr nats.Header, data []
 }
 
 func (h *historyStore) store(c *conversation, m *baagentv1.ChatMessage, seq uint64, size int) {
-	if len(c.msgs) == 0 {
+	if c.firstSeq == 0 {
 		c.firstSeq = seq
 	}
 	c.ids[m.GetId()] = len(c.msgs)

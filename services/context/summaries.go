@@ -123,7 +123,7 @@ func segmentKey(conv convKey, cfg compressionConfig, msgs []*storedMsg) contentH
 
 // request queues the summaries of segments a window wanted. pending is
 // true when at least one is being computed; notes say why others are not.
-func (s *summaries) request(conv convKey, cfg compressionConfig, segs []*segment, _ *counter, _ string) (pending bool, notes []string) {
+func (s *summaries) request(conv convKey, cfg compressionConfig, segs []*segment) (pending bool, notes []string) {
 	noted := map[string]bool{}
 	note := func(n string) {
 		if !noted[n] {

@@ -184,10 +184,8 @@ func (s *Server) buildWindow(ctx context.Context, req *baagentv1.BuildWindowRequ
 	triggered := mg.apply(original) >= b.trigger
 	if triggered && cfg.strategy != baagentv1.CompressionStrategy_COMPRESSION_STRATEGY_NONE {
 		chosen, notes = s.chooseStrategy(cfg, len(hist), mg.apply(original))
-		segKeys := map[*segment]contentHash{}
 		p.summary = func(seg *segment) (string, bool) {
 			k := segmentKey(key, cfg, seg.msgs)
-			segKeys[seg] = k
 			seg.key = k
 			text, ok := s.summaries.get(k)
 			if ok {
@@ -211,7 +209,7 @@ func (s *Server) buildWindow(ctx context.Context, req *baagentv1.BuildWindowRequ
 	pending := false
 	if len(p.wanted) > 0 {
 		var n []string
-		pending, n = s.summaries.request(key, cfg, p.wanted, s.counter, req.GetModel())
+		pending, n = s.summaries.request(key, cfg, p.wanted)
 		notes = append(notes, n...)
 	}
 	applied := appliedStrategy(chosen, stats, p, pending)
