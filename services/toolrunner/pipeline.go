@@ -126,13 +126,13 @@ func (s *Server) invoke(ctx context.Context, req *baagentv1.ToolInvocationReques
 		defer release()
 	}
 
-	ws, err := s.workspaces.open(req.GetTenant(), req.GetConversationId())
+	ws, release, err := s.workspaces.acquire(req.GetTenant(), req.GetConversationId())
 	if err != nil {
 		s.log.ErrorContext(ctx, "workspace unavailable", "tenant", req.GetTenant(), "conversation_id", req.GetConversationId(), "error", scrubPath(err))
 		fail(res, tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_INTERNAL_ERROR, "WORKSPACE_UNAVAILABLE", "the conversation's workspace could not be opened"))
 		return finish()
 	}
-	defer ws.Close()
+	defer release()
 
 	call := tool.Call{
 		ToolCallID: req.GetToolCallId(), Tenant: req.GetTenant(), ConversationID: req.GetConversationId(),
@@ -215,18 +215,20 @@ func (s *Server) attempt(ctx context.Context, t tool.Tool, call tool.Call, timeo
 		r, err := t.Execute(actx, call)
 		done <- outcome{r.Data, err}
 	}()
-	timedOut := tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_TIMEOUT, "TIMEOUT", "the tool did not finish within %s", timeout)
+	timedOut := func() error {
+		return tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_TIMEOUT, "TIMEOUT", "the tool did not finish within %s", timeout)
+	}
 	select {
 	case o := <-done:
 		if o.err != nil && ctx.Err() == nil && actx.Err() != nil {
-			return nil, timedOut // whatever the tool said, it was cut off by the deadline
+			return nil, timedOut() // whatever the tool said, it was cut off by the deadline
 		}
 		return o.data, o.err
 	case <-actx.Done():
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, timedOut
+		return nil, timedOut()
 	}
 }
 

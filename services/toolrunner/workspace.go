@@ -1,6 +1,7 @@
 package toolrunner
 
 import (
+	"container/list"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -9,14 +10,32 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"sync"
 )
+
+// maxOpenWorkspaces bounds the workspace handles kept open between calls.
+const maxOpenWorkspaces = 256
 
 // workspaces manages the per-conversation workspace directories
 // (<WorkspaceDir>/<tenant>/<conversation>), each created on first use as a
-// copy of the seed directory.
+// copy of the seed directory. Recently used workspaces stay open (opening
+// one through the root costs several system calls per call); a handle is
+// closed when it is both evicted and no longer in use.
 type workspaces struct {
 	root *os.Root
 	seed string // "" = none
+
+	mu    sync.Mutex
+	open  map[string]*wsHandle
+	order *list.List // idle and busy handles, front = most recently used
+}
+
+type wsHandle struct {
+	key     string
+	root    *os.Root
+	refs    int
+	evicted bool
+	el      *list.Element
 }
 
 func openWorkspaces(dir, seed string) (*workspaces, error) {
@@ -41,15 +60,84 @@ func openWorkspaces(dir, seed string) (*workspaces, error) {
 			return nil, fmt.Errorf("setting workspace-seed-dir: %s is not a directory", seed)
 		}
 	}
-	return &workspaces{root: root, seed: seed}, nil
+	return &workspaces{root: root, seed: seed, open: map[string]*wsHandle{}, order: list.New()}, nil
 }
 
-func (w *workspaces) close() error { return w.root.Close() }
+// close closes the idle handles and the root; call it when no call runs.
+func (w *workspaces) close() error {
+	w.mu.Lock()
+	for _, h := range w.open {
+		h.root.Close()
+	}
+	w.open = map[string]*wsHandle{}
+	w.order.Init()
+	w.mu.Unlock()
+	return w.root.Close()
+}
 
-// open returns the workspace of (tenant, conversation), creating and
-// seeding it first if needed. tenant and conversation are validated ids
-// (no separators, not starting with a dot). The caller closes the Root.
-func (w *workspaces) open(tenant, conversation string) (*os.Root, error) {
+// acquire returns the workspace of (tenant, conversation) and a release
+// function the caller must call when done with it. tenant and conversation
+// are validated ids (no separators, not starting with a dot).
+func (w *workspaces) acquire(tenant, conversation string) (*os.Root, func(), error) {
+	key := path.Join(tenant, conversation)
+	w.mu.Lock()
+	if h, ok := w.open[key]; ok {
+		h.refs++
+		w.order.MoveToFront(h.el)
+		w.mu.Unlock()
+		return h.root, func() { w.release(h) }, nil
+	}
+	w.mu.Unlock()
+
+	r, err := w.openDir(tenant, conversation)
+	if err != nil {
+		return nil, nil, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if h, ok := w.open[key]; ok { // a concurrent call opened it first
+		r.Close()
+		h.refs++
+		w.order.MoveToFront(h.el)
+		return h.root, func() { w.release(h) }, nil
+	}
+	h := &wsHandle{key: key, root: r, refs: 1}
+	h.el = w.order.PushFront(h)
+	w.open[key] = h
+	for el := w.order.Back(); w.order.Len() > maxOpenWorkspaces && el != nil; {
+		prev := el.Prev()
+		if old := el.Value.(*wsHandle); old.refs == 0 {
+			w.forgetLocked(old)
+			old.root.Close()
+		}
+		el = prev
+	}
+	return h.root, func() { w.release(h) }, nil
+}
+
+func (w *workspaces) release(h *wsHandle) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h.refs--
+	if h.refs == 0 && h.evicted {
+		h.root.Close()
+	}
+}
+
+// forgetLocked drops h from the open set; its root is closed by whoever
+// sees it unused.
+func (w *workspaces) forgetLocked(h *wsHandle) {
+	if h.evicted {
+		return
+	}
+	h.evicted = true
+	delete(w.open, h.key)
+	w.order.Remove(h.el)
+}
+
+// openDir opens the workspace directory, creating and seeding it first if
+// needed.
+func (w *workspaces) openDir(tenant, conversation string) (*os.Root, error) {
 	rel := path.Join(tenant, conversation)
 	if r, err := w.root.OpenRoot(rel); err == nil {
 		return r, nil
@@ -126,6 +214,14 @@ func (w *workspaces) copySeed(dir string) (int, error) {
 // remove deletes a conversation's workspace and reports the bytes freed.
 func (w *workspaces) remove(tenant, conversation string) (int64, error) {
 	rel := path.Join(tenant, conversation)
+	w.mu.Lock()
+	if h, ok := w.open[rel]; ok {
+		w.forgetLocked(h)
+		if h.refs == 0 {
+			h.root.Close()
+		}
+	}
+	w.mu.Unlock()
 	var size int64
 	_ = fs.WalkDir(w.root.FS(), rel, func(_ string, d fs.DirEntry, err error) error {
 		if err == nil && d.Type().IsRegular() {

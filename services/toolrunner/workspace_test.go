@@ -1,0 +1,58 @@
+package toolrunner
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestWorkspaceHandles(t *testing.T) {
+	dir := t.TempDir()
+	w, err := openWorkspaces(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	for i := range maxOpenWorkspaces + 50 {
+		r, release, err := w.acquire("acme", fmt.Sprintf("c%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.WriteFile("f.txt", []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		release()
+	}
+	w.mu.Lock()
+	n := len(w.open)
+	w.mu.Unlock()
+	if n > maxOpenWorkspaces {
+		t.Fatalf("%d handles open, bound %d", n, maxOpenWorkspaces)
+	}
+
+	// Releasing a conversation while a call holds its workspace: the call
+	// keeps a working handle, the directory goes, the next call starts anew.
+	r, release, err := w.acquire("acme", "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WriteFile("a.txt", []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.remove("acme", "busy"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "acme", "busy")); !os.IsNotExist(err) {
+		t.Fatal("workspace not removed")
+	}
+	release()
+	r2, release2, err := w.acquire("acme", "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release2()
+	if _, err := r2.Stat("a.txt"); !os.IsNotExist(err) {
+		t.Fatal("the new workspace has the old file")
+	}
+}
