@@ -57,7 +57,7 @@ func TestHelpExitsZero(t *testing.T) {
 func TestSIGTERMExitsZeroWithinFiveSeconds(t *testing.T) {
 	args := []string{
 		"-data-dir=" + t.TempDir(),
-		"-skills-dir=../../examples/skills", "-workspace-seed-dir=../../examples/data",
+		"-skills-dir=../../examples/skills", "-workspace-seed-dir=../../examples/data", "-scenarios-dir=../../examples/scenarios",
 		"-metrics-addr=127.0.0.1:0",
 		"-embedded-nats-addr=127.0.0.1:0",
 		"-gateway-http-listen=127.0.0.1:0",

@@ -19,7 +19,7 @@ import (
 func startSuite(t *testing.T) []string {
 	t.Helper()
 	args := []string{
-		"-data-dir=" + t.TempDir(), "-skills-dir=../../examples/skills", "-workspace-seed-dir=../../examples/data",
+		"-data-dir=" + t.TempDir(), "-skills-dir=../../examples/skills", "-workspace-seed-dir=../../examples/data", "-scenarios-dir=../../examples/scenarios",
 		"-metrics-addr=127.0.0.1:0", "-embedded-nats-addr=127.0.0.1:0", "-gateway-http-listen=127.0.0.1:0",
 		"-log-level=error",
 	}

@@ -26,13 +26,16 @@ import (
 	"github.com/baagent/baagent/internal/config"
 	"github.com/baagent/baagent/internal/grpcclient"
 	"github.com/baagent/baagent/internal/grpcserver"
+	"github.com/baagent/baagent/internal/llm"
 	"github.com/baagent/baagent/internal/metrics"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/internal/scripted"
 	contextsvc "github.com/baagent/baagent/services/context"
 	"github.com/baagent/baagent/services/gateway"
 	"github.com/baagent/baagent/services/orchestrator"
 	"github.com/baagent/baagent/services/skills"
 	"github.com/baagent/baagent/services/tokens"
+	"github.com/baagent/baagent/services/tokens/encoding"
 	"github.com/baagent/baagent/services/toolrunner"
 	"github.com/baagent/baagent/services/toolrunner/external"
 	"github.com/baagent/baagent/services/toolrunner/tool"
@@ -69,6 +72,8 @@ type App struct {
 	// connection per peer, shared by the services of this process.
 	dial  map[string]string
 	peers map[string]*grpc.ClientConn
+	// scriptedURL is the scripted model's base URL once started.
+	scriptedURL string
 
 	// cleanup undoes New in reverse order; Run calls it on exit.
 	cleanup []func()
@@ -214,7 +219,33 @@ func (a *App) buildService(svc string, dial map[string]string) (registrar, error
 			EncodersFile: a.cfg.TokenEncodersFile,
 		})
 	case config.TargetContext:
-		return contextsvc.New(contextsvc.Options{Logger: log}), nil
+		tokensConn, err := a.peer(config.TargetTokens)
+		if err != nil {
+			return nil, err
+		}
+		js, err := a.jetStream()
+		if err != nil {
+			return nil, err
+		}
+		opts := contextsvc.Options{
+			Logger:     log,
+			Registerer: a.reg,
+			JetStream:  js,
+			Tokens:     baagentv1.NewTokensServiceClient(tokensConn),
+		}
+		// Summaries need a real model: the scripted one replays scenarios
+		// and would return nonsense, so without an endpoint SUMMARIZE falls
+		// back to EXTRACT (and the window says so).
+		if a.cfg.ModelBaseURL != "" {
+			sum, err := contextsvc.NewOpenAISummarizer(contextsvc.OpenAISummarizerOptions{BaseURL: a.cfg.ModelBaseURL, APIKey: a.cfg.ModelAPIKey})
+			if err != nil {
+				return nil, fmt.Errorf("setting model-base-url: %w", err)
+			}
+			opts.Summarizer, opts.SummarizerModel = sum, a.cfg.Model
+		}
+		s := contextsvc.New(opts)
+		a.background = append(a.background, s.Run)
+		return s, nil
 	case config.TargetSkills:
 		tokensConn, err := a.peer(config.TargetTokens)
 		if err != nil {
@@ -252,11 +283,101 @@ func (a *App) buildService(svc string, dial map[string]string) (registrar, error
 		a.background = append(a.background, s.Run)
 		return s, nil
 	case config.TargetOrchestrator:
-		return orchestrator.New(orchestrator.Options{Logger: log}), nil
+		return a.buildOrchestrator()
 	case config.TargetGateway:
 		return gateway.New(gateway.Options{Logger: log}), nil
 	}
 	return nil, fmt.Errorf("unknown service %q", svc)
+}
+
+// buildOrchestrator connects the ReAct loop to its peers, JetStream and
+// the model endpoint (the scripted model when none is configured).
+func (a *App) buildOrchestrator() (registrar, error) {
+	conns := make(map[string]*grpc.ClientConn, 4)
+	for _, svc := range []string{config.TargetContext, config.TargetSkills, config.TargetToolRunner, config.TargetTokens} {
+		conn, err := a.peer(svc)
+		if err != nil {
+			return nil, err
+		}
+		conns[svc] = conn
+	}
+	js, err := a.jetStream()
+	if err != nil {
+		return nil, err
+	}
+	ep, err := a.modelEndpoint()
+	if err != nil {
+		return nil, err
+	}
+	client, err := llm.New(llm.Config{BaseURL: ep.baseURL, APIKey: ep.apiKey, Model: ep.model, Logger: a.log, Registerer: a.reg})
+	if err != nil {
+		return nil, fmt.Errorf("setting model-base-url: %w", err)
+	}
+	s := orchestrator.New(orchestrator.Options{
+		Logger:        a.log,
+		Registerer:    a.reg,
+		JetStream:     js,
+		Context:       baagentv1.NewContextServiceClient(conns[config.TargetContext]),
+		Skills:        baagentv1.NewSkillsServiceClient(conns[config.TargetSkills]),
+		ToolRunner:    baagentv1.NewToolRunnerServiceClient(conns[config.TargetToolRunner]),
+		Tokens:        baagentv1.NewTokensServiceClient(conns[config.TargetTokens]),
+		Model:         orchestrator.LLM(client),
+		ScriptedModel: ep.scripted,
+		DefaultModel:  ep.model,
+	})
+	a.background = append(a.background, s.Run)
+	return s, nil
+}
+
+// modelEndpoint is the OpenAI-compatible endpoint the orchestrator talks to.
+type modelEndpoint struct {
+	baseURL, apiKey, model string
+	scripted               bool
+}
+
+// modelEndpoint returns the configured model endpoint, or starts the
+// scripted model on a loopback port when -model-base-url is empty. The
+// scripted model is a background loop, so it outlives the gRPC servers'
+// drain and in-flight runs can finish their turn.
+func (a *App) modelEndpoint() (modelEndpoint, error) {
+	if a.cfg.ModelBaseURL != "" {
+		return modelEndpoint{baseURL: a.cfg.ModelBaseURL, apiKey: a.cfg.ModelAPIKey, model: a.cfg.Model}, nil
+	}
+	if a.scriptedURL == "" {
+		encs, err := encoding.NewSet()
+		if err != nil {
+			return modelEndpoint{}, err
+		}
+		counter, err := encs.Get("o200k_base")
+		if err != nil {
+			return modelEndpoint{}, err
+		}
+		srv, err := scripted.New(scripted.Options{Dir: a.cfg.ScenariosDir, Logger: a.log, Registerer: a.reg, Counter: counter})
+		if err != nil {
+			return modelEndpoint{}, fmt.Errorf("setting scenarios-dir: %w", err)
+		}
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return modelEndpoint{}, fmt.Errorf("scripted model: %w", err)
+		}
+		a.cleanup = append(a.cleanup, func() { _ = lis.Close() })
+		a.background = append(a.background, func(ctx context.Context) error { return srv.Serve(ctx, lis) })
+		a.scriptedURL = "http://" + lis.Addr().String() + "/v1"
+		a.log.Info("no model endpoint configured: serving the scripted model", "url", a.scriptedURL, "scenarios_dir", a.cfg.ScenariosDir)
+	}
+	return modelEndpoint{baseURL: a.scriptedURL, model: scripted.ModelName, scripted: true}, nil
+}
+
+// jetStream is the JetStream handle on the process's NATS connection.
+func (a *App) jetStream() (jetstream.JetStream, error) {
+	if a.nc == nil {
+		return nil, errors.New("no NATS connection (setting nats-url)")
+	}
+	js, err := jetstream.New(a.nc)
+	if err != nil {
+		return nil, fmt.Errorf("JetStream: %w", err)
+	}
+	return js, nil
 }
 
 // peer returns the shared client connection to a peer service, dialled
