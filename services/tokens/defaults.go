@@ -85,5 +85,9 @@ func defaultModelMetadata() map[string]ModelMetadata {
 		"deepseek-chat":       meta(64_000, 8_192),
 		"claude-3-5-sonnet":   meta(200_000, 8_192),
 		"claude-3-5-sonnet-*": meta(200_000, 8_192),
+		// The built-in scripted model (internal/scripted) has a deliberately
+		// small window so that its long-conversation scenario exercises
+		// context compression on the sample data.
+		"scripted": meta(16_384, 2_048),
 	}
 }
