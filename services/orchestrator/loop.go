@@ -27,6 +27,9 @@ func (r *run) loop() (string, error) {
 	}}}); err != nil {
 		return "", err
 	}
+	if err := r.flush(); err != nil {
+		return "", err
+	}
 	r.save(ctx)
 
 	if err := r.appendMessages(ctx, &baagentv1.ChatMessage{
@@ -157,6 +160,9 @@ func (r *run) endStep(began time.Time, modelTime, toolTime time.Duration, ok boo
 	if err := r.emit(&baagentv1.Event{Payload: &baagentv1.Event_StepEnd{StepEnd: &baagentv1.StepEndPayload{
 		StepNumber: r.rec.GetStep(), Success: ok, DurationMs: float64(took.Microseconds()) / 1000,
 	}}}); err != nil {
+		return err
+	}
+	if err := r.flush(); err != nil {
 		return err
 	}
 	r.rec.Metrics = r.metrics.snapshot(time.Now(), false)

@@ -199,7 +199,7 @@ func (s *Server) cancelOrphan(ctx context.Context, store *runStore, tenant, runI
 	if err != nil {
 		return status.Errorf(codes.Internal, "run %s: %v", runID, err)
 	}
-	if err := pub.emit(ctx, &baagentv1.Event{Step: rec.GetStep(), Payload: &baagentv1.Event_Cancelled{Cancelled: &baagentv1.CancelledPayload{Reason: reason}}}); err != nil {
+	if err := pub.emitNow(ctx, &baagentv1.Event{Step: rec.GetStep(), Payload: &baagentv1.Event_Cancelled{Cancelled: &baagentv1.CancelledPayload{Reason: reason}}}); err != nil {
 		return status.Errorf(codes.Unavailable, "publish the cancelled event: %v", err)
 	}
 	now := time.Now()

@@ -110,7 +110,7 @@ func (r *run) finish(answer string, err error) {
 		ev.Payload = &baagentv1.Event_Error{Error: &baagentv1.ErrorPayload{Code: re.code, Message: re.message}}
 		r.log.Warn("run failed", "code", re.code, "error", re.message)
 	}
-	if perr := r.pub.emit(ctx, ev); perr != nil {
+	if perr := r.pub.emitNow(ctx, ev); perr != nil {
 		r.s.metrics.eventFailures.Inc()
 		r.log.Error("terminal event not published", "type", EventType(ev), "error", perr)
 	}
@@ -122,8 +122,9 @@ func (r *run) finish(answer string, err error) {
 	r.log.Info("run ended", "state", r.rec.GetState().String(), "steps", r.rec.GetStep(), "events", r.rec.GetLastSeq(), "duration", now.Sub(metrics.GetStartTime().AsTime()))
 }
 
-// save stores the current record; a failure is logged, not fatal (events
-// remain the source of truth for clients watching the run).
+// save stores the current record with the seq of the last acknowledged
+// event; a failure is logged, not fatal (events remain the source of truth
+// for clients watching the run).
 func (r *run) save(ctx context.Context) {
 	r.rec.LastSeq = r.pub.lastSeq()
 	store, err := r.s.runStore(ctx)
@@ -135,16 +136,26 @@ func (r *run) save(ctx context.Context) {
 	}
 }
 
-// emit publishes an event of the current step. A publish that fails after
-// retries ends the run: clients could no longer follow it.
+// emit publishes an event of the current step (pipelined: its ack is
+// awaited by the next flush). A publish that fails after retries ends the
+// run: clients could no longer follow it.
 func (r *run) emit(ev *baagentv1.Event) error {
 	ev.Step = r.rec.GetStep()
-	if err := r.pub.emit(r.ctx, ev); err != nil {
-		if r.ctx.Err() != nil {
-			return context.Cause(r.ctx)
-		}
-		r.s.metrics.eventFailures.Inc()
-		return newRunError(CodeEventsUnavailable, err, "run events cannot be published: %v", err)
+	return r.eventsErr(r.pub.emit(r.ctx, ev))
+}
+
+// flush waits until every event emitted so far is stored.
+func (r *run) flush() error {
+	return r.eventsErr(r.pub.flush(r.ctx))
+}
+
+func (r *run) eventsErr(err error) error {
+	if err == nil {
+		return nil
 	}
-	return nil
+	if r.ctx.Err() != nil {
+		return context.Cause(r.ctx)
+	}
+	r.s.metrics.eventFailures.Inc()
+	return newRunError(CodeEventsUnavailable, err, "run events cannot be published: %v", err)
 }

@@ -1,0 +1,304 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/natsx"
+)
+
+// Pipelining. emit publishes asynchronously and returns; flush waits for
+// the acks of everything emitted since the last flush. The run flushes
+// before anything records a seq (run records, checkpoints) and after the
+// terminal event, so a stored last_seq always names acknowledged events.
+//
+// A failed publish must not leave a gap: JetStream may have stored event
+// k+1 while event k failed (a rejected or lost message on a reconnect). The
+// repair republishes, synchronously and in order, every event from the
+// first unconfirmed one with its own Nats-Msg-Id: those already stored are
+// dropped as duplicates and their ack names where they are, the missing
+// ones are appended. If that leaves an event stored before one with a lower
+// seq, the events stored too early are deleted from the stream and
+// published again after it under a fresh Nats-Msg-Id (<run_id>:<seq>:<gen>,
+// since the old id is still in the duplicate window), so the stream holds
+// each seq exactly once and in seq order.
+
+const (
+	// maxPipelined bounds the events in flight; emit flushes beyond it.
+	maxPipelined = 64
+	// ackWait bounds waiting for one pipelined ack before the event is
+	// treated as unconfirmed and republished (a dedup makes that safe).
+	ackWait = 5 * time.Second
+	// maxRepairRounds bounds the delete-and-republish rounds of a repair.
+	maxRepairRounds = 3
+)
+
+// eventSink is what the publisher needs of JetStream; jetstream.JetStream
+// implements it (tests wrap it to inject failures).
+type eventSink interface {
+	PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
+	PublishMsgAsync(msg *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error)
+	Stream(ctx context.Context, name string) (jetstream.Stream, error)
+}
+
+// inflight is one pipelined event.
+type inflight struct {
+	seq    uint64
+	typ    string
+	msg    *nats.Msg
+	future jetstream.PubAckFuture // nil when the async publish was refused
+	pos    uint64                 // stream sequence once confirmed
+}
+
+// publisher publishes one run's events in order. It is safe for concurrent
+// use (parallel tool calls emit act and observe events).
+type publisher struct {
+	sink    eventSink
+	subject string
+	base    *baagentv1.Event // run_id, conversation_id, tenant, parent_run_id
+	// sync disables pipelining: every emit waits for its ack.
+	sync bool
+
+	mu       sync.Mutex
+	seq      uint64 // last emitted
+	acked    uint64 // last confirmed: every seq up to it is stored in order
+	lastPos  uint64 // stream sequence of the event acked
+	pending  []*inflight
+	terminal bool
+	broken   error // a repair failed: no further event can be trusted
+	gen      int   // fresh Nats-Msg-Id generation for repaired events
+}
+
+func newPublisher(sink eventSink, run *baagentv1.Run) (*publisher, error) {
+	subject, err := natsx.EventSubject(run.GetTenant(), run.GetRunId())
+	if err != nil {
+		return nil, err
+	}
+	return &publisher{
+		sink:    sink,
+		subject: subject,
+		seq:     run.GetLastSeq(),
+		acked:   run.GetLastSeq(),
+		base: &baagentv1.Event{
+			RunId:          run.GetRunId(),
+			ConversationId: run.GetConversationId(),
+			Tenant:         run.GetTenant(),
+			ParentRunId:    run.GetParentRunId(),
+		},
+	}, nil
+}
+
+// emit fills ev's envelope (ids, seq, cursor, ts, type) and publishes it
+// without waiting for the ack (unless pipelining is off). After a terminal
+// event every further emit fails with errTerminalSent, so a run has exactly
+// one terminal event.
+func (p *publisher) emit(ctx context.Context, ev *baagentv1.Event) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.terminal {
+		return errTerminalSent
+	}
+	if p.broken != nil {
+		return p.broken
+	}
+	seq := p.seq + 1
+	ev.RunId = p.base.RunId
+	ev.ConversationId = p.base.ConversationId
+	ev.Tenant = p.base.Tenant
+	ev.ParentRunId = p.base.ParentRunId
+	ev.Seq = seq
+	ev.Cursor = strconv.FormatUint(seq, 10)
+	ev.Ts = timestamppb.Now()
+	ev.Type = EventType(ev)
+	data, err := proto.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("encode %s event: %w", ev.Type, err)
+	}
+	msg := &nats.Msg{Subject: p.subject, Data: data, Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, MsgID(ev.RunId, seq))
+	f := &inflight{seq: seq, typ: ev.Type, msg: msg}
+	if !p.sync {
+		// A refused async publish (stalled, disconnected) is left for the
+		// flush to republish.
+		f.future, _ = p.sink.PublishMsgAsync(msg)
+	}
+	p.seq = seq
+	p.terminal = IsTerminal(ev)
+	p.pending = append(p.pending, f)
+	if p.sync || len(p.pending) >= maxPipelined {
+		return p.flushLocked(ctx)
+	}
+	return nil
+}
+
+// emitNow emits ev and waits until every event up to it is stored.
+func (p *publisher) emitNow(ctx context.Context, ev *baagentv1.Event) error {
+	if err := p.emit(ctx, ev); err != nil {
+		return err
+	}
+	return p.flush(ctx)
+}
+
+// flush waits until every emitted event is stored, in seq order.
+func (p *publisher) flush(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.flushLocked(ctx)
+}
+
+func (p *publisher) flushLocked(ctx context.Context) error {
+	if p.broken != nil {
+		return p.broken
+	}
+	if len(p.pending) == 0 {
+		return nil
+	}
+	batch := p.pending
+	if err := p.confirm(ctx, batch); err != nil {
+		if ctx.Err() == nil {
+			p.broken = err
+		}
+		return err
+	}
+	last := batch[len(batch)-1]
+	p.acked, p.lastPos = last.seq, last.pos
+	p.pending = p.pending[:0]
+	return nil
+}
+
+// confirm gives every event of batch its stream position: the pipelined
+// ack, or else a synchronous republish (a stored event is deduped and its
+// ack names where it is, a missing one is appended). Then, if some event
+// was stored ahead of an earlier one, the events stored too early are
+// deleted and published again after it.
+func (p *publisher) confirm(ctx context.Context, batch []*inflight) error {
+	for _, f := range batch {
+		if f.pos != 0 {
+			continue // confirmed by an earlier, interrupted flush
+		}
+		if f.future != nil {
+			pos, err := awaitAck(ctx, f.future)
+			if err == nil {
+				f.pos = pos
+				continue
+			}
+			if ctx.Err() != nil {
+				return err
+			}
+			f.future = nil // its answer was consumed (or never came)
+		}
+		if err := p.publishSync(ctx, f); err != nil {
+			return err
+		}
+	}
+	for range maxRepairRounds {
+		bad := firstStoredEarly(p.lastPos, batch)
+		if bad < 0 {
+			return nil
+		}
+		stream, err := p.sink.Stream(ctx, natsx.StreamEvents)
+		if err != nil {
+			return fmt.Errorf("reorder events from %d: %w", batch[bad].seq, err)
+		}
+		for _, f := range batch[bad:] {
+			if err := stream.DeleteMsg(ctx, f.pos); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+				return fmt.Errorf("reorder events: delete event %d: %w", f.seq, err)
+			}
+			f.pos = 0
+		}
+		p.gen++
+		for _, f := range batch[bad:] {
+			f.msg.Header.Set(jetstream.MsgIDHeader, MsgID(p.base.RunId, f.seq)+":"+strconv.Itoa(p.gen))
+			if err := p.publishSync(ctx, f); err != nil {
+				return err
+			}
+		}
+	}
+	if bad := firstStoredEarly(p.lastPos, batch); bad >= 0 {
+		return fmt.Errorf("events from %d could not be stored in order", batch[bad].seq)
+	}
+	return nil
+}
+
+// awaitAck returns the stream sequence an async publish was stored at.
+func awaitAck(ctx context.Context, f jetstream.PubAckFuture) (uint64, error) {
+	t := time.NewTimer(ackWait)
+	defer t.Stop()
+	select {
+	case ack := <-f.Ok():
+		return ack.Sequence, nil
+	case err := <-f.Err():
+		return 0, err
+	case <-t.C:
+		return 0, errors.New("no acknowledgement")
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// firstStoredEarly returns the index of the first event of batch stored at
+// a stream position after a later event's, or -1 when positions increase.
+func firstStoredEarly(prev uint64, batch []*inflight) int {
+	for k, f := range batch {
+		if f.pos > prev {
+			prev = f.pos
+			continue
+		}
+		for j := range k {
+			if batch[j].pos > f.pos {
+				return j
+			}
+		}
+		return k // positioned before the previous batch: republish from it
+	}
+	return -1
+}
+
+// publishSync publishes one event and waits for its ack, retrying with
+// backoff; JetStream dedupes the retries by Nats-Msg-Id.
+func (p *publisher) publishSync(ctx context.Context, f *inflight) error {
+	var lastErr error
+	for attempt := range publishAttempts {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("publish %s event %d: %w (last error: %v)", f.typ, f.seq, ctx.Err(), lastErr)
+			case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
+			}
+		}
+		ack, err := p.sink.PublishMsg(ctx, f.msg)
+		if err == nil {
+			f.pos = ack.Sequence
+			return nil
+		}
+		lastErr = err
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return fmt.Errorf("publish %s event %d to %s: %w", f.typ, f.seq, p.subject, lastErr)
+}
+
+// lastSeq returns the seq of the last acknowledged event.
+func (p *publisher) lastSeq() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.acked
+}
+
+// ended reports whether the terminal event was emitted.
+func (p *publisher) ended() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.terminal
+}

@@ -1,0 +1,122 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+)
+
+// faultySink wraps JetStream and makes chosen events' pipelined publishes
+// fail: dropped ones are never sent (so later events are stored before
+// them: a hole), lostAck ones are stored but reported as failed, and
+// refused ones are refused by PublishMsgAsync itself.
+type faultySink struct {
+	jetstream.JetStream
+	mu      sync.Mutex
+	dropped map[uint64]bool
+	lostAck map[uint64]bool
+	refused map[uint64]bool
+}
+
+func eventSeqOf(msg *nats.Msg) uint64 {
+	id := msg.Header.Get(jetstream.MsgIDHeader)
+	parts := strings.Split(id, ":")
+	n, _ := strconv.ParseUint(parts[1], 10, 64)
+	return n
+}
+
+type failedFuture struct {
+	msg *nats.Msg
+	err chan error
+}
+
+func (f *failedFuture) Ok() <-chan *jetstream.PubAck { return nil }
+func (f *failedFuture) Err() <-chan error            { return f.err }
+func (f *failedFuture) Msg() *nats.Msg               { return f.msg }
+
+func (s *faultySink) PublishMsgAsync(msg *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+	seq := eventSeqOf(msg)
+	s.mu.Lock()
+	drop, lost, refuse := s.dropped[seq], s.lostAck[seq], s.refused[seq]
+	s.mu.Unlock()
+	fail := func() jetstream.PubAckFuture {
+		f := &failedFuture{msg: msg, err: make(chan error, 1)}
+		f.err <- errors.New("injected failure")
+		return f
+	}
+	switch {
+	case refuse:
+		return nil, errors.New("injected refusal")
+	case drop:
+		return fail(), nil
+	case lost:
+		if _, err := s.JetStream.PublishMsg(context.Background(), msg); err != nil {
+			return nil, err
+		}
+		return fail(), nil
+	}
+	return s.JetStream.PublishMsgAsync(msg, opts...)
+}
+
+func TestPublisherPipelinedEventsStayContiguousAfterFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name                      string
+		dropped, lostAck, refused []uint64
+	}{
+		{name: "no failure"},
+		{name: "hole: a middle event lost, later ones stored", dropped: []uint64{3}},
+		{name: "two holes", dropped: []uint64{2, 5}},
+		{name: "ack lost after storing", lostAck: []uint64{2, 3}},
+		{name: "async publish refused", refused: []uint64{1, 4}},
+		{name: "mixed", dropped: []uint64{4}, lostAck: []uint64{2}, refused: []uint64{6}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			_, js := startJetStream(t)
+			set := func(seqs []uint64) map[uint64]bool {
+				m := map[uint64]bool{}
+				for _, s := range seqs {
+					m[s] = true
+				}
+				return m
+			}
+			sink := &faultySink{JetStream: js, dropped: set(tc.dropped), lostAck: set(tc.lostAck), refused: set(tc.refused)}
+			run := &baagentv1.Run{RunId: "run_pub", ConversationId: "conv_pub", Tenant: testTenant}
+			pub, err := newPublisher(sink, run)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 8
+			for i := range n {
+				if err := pub.emit(ctx, &baagentv1.Event{Step: int32(i), Payload: &baagentv1.Event_StepStart{StepStart: &baagentv1.StepStartPayload{StepNumber: int32(i)}}}); err != nil {
+					t.Fatalf("emit %d: %v", i+1, err)
+				}
+			}
+			if err := pub.flush(ctx); err != nil {
+				t.Fatalf("flush: %v", err)
+			}
+			if got := pub.lastSeq(); got != n {
+				t.Fatalf("lastSeq = %d, want %d", got, n)
+			}
+			if err := pub.emitNow(ctx, &baagentv1.Event{Payload: &baagentv1.Event_Complete{Complete: &baagentv1.CompletePayload{Content: "ok"}}}); err != nil {
+				t.Fatal(err)
+			}
+			evs := readEvents(ctx, t, js, testTenant, run.GetRunId())
+			checkEnvelope(t, run, evs)
+			if len(evs) != n+1 {
+				t.Fatalf("%d events stored, want %d: %v", len(evs), n+1, types(evs))
+			}
+			if err := pub.emit(ctx, &baagentv1.Event{Payload: &baagentv1.Event_StepStart{StepStart: &baagentv1.StepStartPayload{}}}); !errors.Is(err, errTerminalSent) {
+				t.Fatalf("emit after terminal: %v", err)
+			}
+		})
+	}
+}
