@@ -1,0 +1,143 @@
+package hub
+
+import (
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+)
+
+// JSONOptions is the one JSON mapping every client transport shows: the
+// protobuf JSON mapping with the .proto field names (run_id, tool_call_id).
+var JSONOptions = protojson.MarshalOptions{UseProtoNames: true}
+
+// TypeStreamReset is the type of the transport-only reset event.
+const TypeStreamReset = "stream_reset"
+
+// Entry is one decoded event, shared read-only by every viewer of its run:
+// it is decoded and rendered to JSON once, however many clients receive it.
+type Entry struct {
+	// Seq is the per-run seq (0 for a stream_reset).
+	Seq uint64
+	// Type is the lowercase event type (the SSE `event:` line).
+	Type string
+	// Cursor resumes after this entry.
+	Cursor string
+	// Event is the envelope; it must not be modified.
+	Event *baagentv1.Event
+	// JSON is Event in the protobuf JSON mapping with proto field names, on
+	// one line.
+	JSON []byte
+	// Published is when JetStream stored the event (zero for a reset).
+	Published time.Time
+	// Terminal is true for complete, error and cancelled.
+	Terminal bool
+
+	streamSeq uint64 // JetStream stream sequence
+	size      uint64 // bytes charged to queues and buffers
+	cum       uint64 // cumulative size through this entry within its feed
+}
+
+// Item is what a subscription yields: an entry and whether it arrived
+// after the subscription started (live), which is when publish-to-write
+// lag is meaningful.
+type Item struct {
+	*Entry
+	Live bool
+}
+
+// entryOverhead approximates the memory of an Entry besides its JSON and
+// decoded message, so tiny events are not charged as free.
+const entryOverhead = 256
+
+// decodeEntry decodes a stored event of run runID of tenant and renders it.
+// An event whose envelope does not match the subject it came from is
+// refused: it cannot be shown to this run's viewers.
+func decodeEntry(tenant, runID string, data []byte, streamSeq uint64, published time.Time) (*Entry, error) {
+	ev := &baagentv1.Event{}
+	if err := proto.Unmarshal(data, ev); err != nil {
+		return nil, fmt.Errorf("decode event at stream seq %d: %w", streamSeq, err)
+	}
+	switch {
+	case ev.GetSeq() == 0:
+		return nil, fmt.Errorf("event at stream seq %d has no seq", streamSeq)
+	case ev.GetRunId() != runID || ev.GetTenant() != tenant:
+		return nil, fmt.Errorf("event at stream seq %d is for run %q of tenant %q, not %q of %q", streamSeq, ev.GetRunId(), ev.GetTenant(), runID, tenant)
+	}
+	if ev.Cursor == "" {
+		ev.Cursor = FormatCursor(ev.GetSeq())
+	}
+	if ev.Type == "" {
+		ev.Type = payloadType(ev)
+	}
+	js, err := JSONOptions.Marshal(ev)
+	if err != nil {
+		return nil, fmt.Errorf("render event %d as JSON: %w", ev.GetSeq(), err)
+	}
+	return &Entry{
+		Seq:       ev.GetSeq(),
+		Type:      ev.GetType(),
+		Cursor:    ev.GetCursor(),
+		Event:     ev,
+		JSON:      js,
+		Published: published,
+		Terminal:  isTerminal(ev),
+		streamSeq: streamSeq,
+		size:      uint64(len(js)+len(data)) + entryOverhead,
+	}, nil
+}
+
+// resetEntry is the stream_reset a client gets when its cursor cannot be
+// honoured: the stream continues with the event of seq earliestSeq (0 when
+// nothing is retained). Its cursor resumes from that event.
+func resetEntry(tenant, runID, conversationID, requested, reason string, earliestSeq uint64) *Entry {
+	resume := ""
+	if earliestSeq > 0 {
+		resume = FormatCursor(earliestSeq - 1)
+	}
+	ev := &baagentv1.Event{
+		RunId:          runID,
+		ConversationId: conversationID,
+		Tenant:         tenant,
+		Cursor:         resume,
+		Ts:             timestamppb.Now(),
+		Type:           TypeStreamReset,
+		Payload: &baagentv1.Event_StreamReset{StreamReset: &baagentv1.StreamResetPayload{
+			RequestedCursor: requested,
+			EarliestCursor:  resume,
+			EarliestSeq:     earliestSeq,
+			Reason:          reason,
+		}},
+	}
+	js, err := JSONOptions.Marshal(ev)
+	if err != nil {
+		// A message built here from valid strings always renders; keep the
+		// stream honest anyway with a minimal body.
+		js = fmt.Appendf(nil, `{"run_id":%q,"type":"stream_reset"}`, runID)
+	}
+	return &Entry{Type: TypeStreamReset, Cursor: resume, Event: ev, JSON: js, size: uint64(len(js)) + entryOverhead}
+}
+
+var payloadOneof = (&baagentv1.Event{}).ProtoReflect().Descriptor().Oneofs().ByName("payload")
+
+// payloadType derives the type from the payload for events published
+// without it.
+func payloadType(ev *baagentv1.Event) string {
+	fd := ev.ProtoReflect().WhichOneof(payloadOneof)
+	if fd == nil {
+		return ""
+	}
+	return string(fd.Name())
+}
+
+func isTerminal(ev *baagentv1.Event) bool {
+	switch ev.GetPayload().(type) {
+	case *baagentv1.Event_Complete, *baagentv1.Event_Error, *baagentv1.Event_Cancelled:
+		return true
+	}
+	return false
+}

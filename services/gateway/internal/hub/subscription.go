@@ -1,0 +1,301 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Subscription is one client's position in a run's feed. Next and Close
+// are called by the one goroutine that owns it (the client's writer).
+type Subscription struct {
+	f         *feed
+	transport string
+	wake      chan struct{}
+
+	// Guarded by f.mu.
+	next        uint64 // seq wanted next
+	attachSeq   uint64 // entries after this seq are live for this client
+	attachCum   uint64 // f.cum when attached: replay is not charged to the queue
+	consumedCum uint64 // cum of the last buffered entry read
+	noResetOnce bool   // earliest: the first retained event needs no reset
+	resetReason string // invalid cursor: reset before the first event
+	requested   string // the cursor asked for, echoed in a reset
+	finished    bool   // the terminal event (or final reset) was read
+	err         error  // set when the feed cuts the client
+
+	// Owned by the Next caller.
+	closed    bool
+	catchup   jetstream.MessagesContext // replay from JetStream, when behind the buffer
+	catchNext *Entry                    // entry read from catchup, held behind a reset
+}
+
+// attach registers a subscription at its starting position.
+func (f *feed) attach(req Request) *Subscription {
+	c := parseCursor(req.Cursor)
+	s := &Subscription{f: f, transport: req.Transport, wake: make(chan struct{}, 1), requested: c.raw}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s.attachSeq = max(f.lastSeq, f.initialLast)
+	s.attachCum = f.cum
+	switch c.kind {
+	case cursorLive:
+		s.next = s.attachSeq + 1
+	case cursorEarliest:
+		s.next, s.noResetOnce = 1, true
+		f.h.m.replays.WithLabelValues("earliest").Inc()
+	case cursorAfter:
+		s.next = c.after + 1
+		if c.after < s.attachSeq {
+			f.h.m.replays.WithLabelValues("cursor").Inc()
+		}
+	case cursorInvalid:
+		s.next, s.resetReason = 1, ReasonInvalid
+	}
+	if req.RunEnded && f.initialLast == 0 && f.lastSeq == 0 {
+		// The run is over and nothing of it is retained: say so and end.
+		s.resetReason, s.finished = ReasonEventsExpired, false
+		s.next = 0
+	}
+	f.subs[s] = struct{}{}
+	return s
+}
+
+// notify wakes the owner without blocking; called under f.mu.
+func (s *Subscription) notify() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// failLocked ends the subscription with err; called under f.mu.
+func (s *Subscription) failLocked(err error) {
+	if s.err == nil {
+		s.err = err
+	}
+	s.notify()
+}
+
+// Next returns the next item: replayed and live events in seq order, a
+// stream_reset where a cursor could not be honoured, then io.EOF after the
+// terminal event. It fails with ErrSlowConsumer when the client fell
+// behind, ErrClosed when the hub stops, or ctx's error.
+func (s *Subscription) Next(ctx context.Context) (Item, error) {
+	if s.closed {
+		return Item{}, ErrClosed
+	}
+	f := s.f
+	for {
+		if s.catchup != nil || s.catchNext != nil {
+			it, ok, err := s.nextFromJetStream(ctx)
+			if err != nil || ok {
+				return it, err
+			}
+			continue // the buffer reaches back far enough again
+		}
+		f.mu.Lock()
+		it, ok, err := s.nextLocked()
+		needCatchup := !ok && err == nil && s.next <= f.trimmedThrough
+		f.mu.Unlock()
+		if err != nil || ok {
+			return it, err
+		}
+		if needCatchup {
+			if err := s.openCatchup(ctx); err != nil {
+				return Item{}, err
+			}
+			continue
+		}
+		select {
+		case <-s.wake:
+		case <-ctx.Done():
+			return Item{}, ctx.Err()
+		}
+	}
+}
+
+// nextLocked serves the next item from the buffer if it can; ok is false
+// when the caller must wait (or catch up from JetStream).
+func (s *Subscription) nextLocked() (Item, bool, error) {
+	f := s.f
+	if s.err != nil {
+		return Item{}, false, s.err
+	}
+	if s.finished {
+		return Item{}, false, io.EOF
+	}
+	if s.next == 0 { // run ended with nothing retained
+		s.finished = true
+		return Item{Entry: resetEntry(f.key.tenant, f.key.runID, "", s.requested, s.resetReason, 0)}, true, nil
+	}
+	if s.next <= f.trimmedThrough {
+		return Item{}, false, nil
+	}
+	i := f.searchLocked(s.next)
+	if i == len(f.buf) {
+		switch {
+		case f.terminal:
+			s.finished = true
+			return Item{}, false, io.EOF
+		case f.err != nil:
+			return Item{}, false, f.err
+		}
+		return Item{}, false, nil
+	}
+	e := f.buf[i]
+	if r := s.resetBefore(e); r != nil {
+		return Item{Entry: r}, true, nil
+	}
+	s.next = e.Seq + 1
+	s.consumedCum = e.cum
+	s.finished = e.Terminal
+	return Item{Entry: e, Live: e.Seq > s.attachSeq}, true, nil
+}
+
+// resetBefore returns the stream_reset due before e, if any, and moves the
+// position to e. A reset is due when e is not the seq asked for (the events
+// in between are no longer retained) or the cursor was invalid.
+func (s *Subscription) resetBefore(e *Entry) *Entry {
+	f := s.f
+	reason := s.resetReason
+	if reason == "" && e.Seq > s.next && !s.noResetOnce {
+		reason = ReasonExpired
+	}
+	s.noResetOnce, s.resetReason = false, ""
+	if reason == "" {
+		return nil
+	}
+	s.next = e.Seq
+	f.h.m.replays.WithLabelValues("reset").Inc()
+	return resetEntry(f.key.tenant, f.key.runID, e.Event.GetConversationId(), s.requested, reason, e.Seq)
+}
+
+// openCatchup starts reading the run's events from JetStream, for a client
+// whose position is older than the buffer.
+func (s *Subscription) openCatchup(ctx context.Context) error {
+	f := s.f
+	st, err := f.h.eventStream(ctx)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	start := f.firstStreamSeq
+	f.mu.Unlock()
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{f.subject}, DeliverPolicy: jetstream.DeliverAllPolicy}
+	if start > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, start
+	}
+	cons, err := st.OrderedConsumer(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(feedPullMessages))
+	if err != nil {
+		return err
+	}
+	s.catchup = it
+	f.h.m.replays.WithLabelValues("jetstream_catchup").Inc()
+	return nil
+}
+
+// nextFromJetStream serves the next item from the catch-up consumer; ok is
+// false once the buffer covers the position again (the consumer is then
+// closed).
+func (s *Subscription) nextFromJetStream(ctx context.Context) (Item, bool, error) {
+	f := s.f
+	for {
+		e := s.catchNext
+		s.catchNext = nil
+		if e == nil {
+			f.mu.Lock()
+			covered := s.next > f.trimmedThrough
+			err := s.err
+			f.mu.Unlock()
+			if err != nil {
+				return Item{}, false, err
+			}
+			if covered {
+				s.stopCatchup()
+				return Item{}, false, nil
+			}
+			msg, err := s.catchup.Next(jetstream.NextContext(ctx))
+			if err != nil {
+				if ctx.Err() != nil {
+					return Item{}, false, ctx.Err()
+				}
+				return Item{}, false, err
+			}
+			meta, err := msg.Metadata()
+			if err != nil {
+				continue
+			}
+			e, err = decodeEntry(f.key.tenant, f.key.runID, msg.Data(), meta.Sequence.Stream, meta.Timestamp)
+			if err != nil {
+				continue
+			}
+		}
+		f.mu.Lock()
+		if e.Seq < s.next {
+			f.mu.Unlock()
+			continue
+		}
+		if r := s.resetBefore(e); r != nil {
+			s.catchNext = e
+			f.mu.Unlock()
+			return Item{Entry: r}, true, nil
+		}
+		s.next = e.Seq + 1
+		s.finished = e.Terminal
+		f.mu.Unlock()
+		if e.Terminal {
+			s.stopCatchup()
+		}
+		return Item{Entry: e}, true, nil
+	}
+}
+
+func (s *Subscription) stopCatchup() {
+	if s.catchup != nil {
+		s.catchup.Stop()
+		s.catchup = nil
+	}
+}
+
+// Delivered records that the transport wrote it to the client.
+func (s *Subscription) Delivered(it Item) {
+	m := s.f.h.m
+	m.delivered.WithLabelValues(s.transport).Inc()
+	if it.Live && !it.Published.IsZero() {
+		m.lag.WithLabelValues(s.transport).Observe(time.Since(it.Published).Seconds())
+	}
+}
+
+// WriteTimedOut records that the client was cut because a write exceeded
+// its deadline.
+func (s *Subscription) WriteTimedOut() {
+	s.f.h.m.slow.WithLabelValues(s.transport, SlowDeadline).Inc()
+}
+
+// Close ends the subscription and releases its share of the feed. It is
+// idempotent.
+func (s *Subscription) Close() {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	s.stopCatchup()
+	f := s.f
+	f.mu.Lock()
+	delete(f.subs, s)
+	f.mu.Unlock()
+	f.h.release(f)
+	f.h.m.clients.WithLabelValues(s.transport).Dec()
+}
+
+// IsSlowConsumer reports whether err means the client was cut for falling
+// behind.
+func IsSlowConsumer(err error) bool { return errors.Is(err, ErrSlowConsumer) }
