@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
@@ -79,8 +81,17 @@ func (f *feed) run() {
 	close(f.ready)
 	defer context.AfterFunc(ctx, it.Stop)()
 
+	var r reorder
 	for {
-		msg, err := it.Next()
+		var opts []jetstream.NextOpt
+		if len(r.held) > 0 {
+			opts = append(opts, jetstream.NextMaxWait(max(time.Until(r.since.Add(f.h.opts.ReorderWait)), time.Millisecond)))
+		}
+		msg, err := it.Next(opts...)
+		if errors.Is(err, nats.ErrTimeout) {
+			f.flushHeld(&r) // the missing events are not coming: accept the gap
+			continue
+		}
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 				err = ErrClosed
@@ -100,8 +111,71 @@ func (f *feed) run() {
 			f.h.log.Warn("skipping event", "tenant", f.key.tenant, "run_id", f.key.runID, "err", err)
 			continue
 		}
-		f.append(e)
+		f.offer(e, &r)
 	}
+}
+
+// maxHeld bounds the events held back while waiting for a missing seq.
+const maxHeld = 1024
+
+// reorder holds events that arrived ahead of a missing seq. The
+// orchestrator repairs a failed publish by re-appending events stored too
+// early, so for a short while the stream can hold seq k+1 before k; the
+// feed waits up to ReorderWait for k before accepting the gap. It is owned
+// by the feed's goroutine.
+type reorder struct {
+	held  map[uint64]*Entry
+	since time.Time
+}
+
+// offer appends e in seq order, holding it back if an earlier seq is
+// missing.
+func (f *feed) offer(e *Entry, r *reorder) {
+	f.mu.Lock()
+	last := f.lastSeq
+	f.mu.Unlock()
+	switch {
+	case e.Seq <= last:
+		return // duplicate
+	case last == 0 || e.Seq == last+1:
+		// The first event may be past 1 when older ones expired.
+		f.append(e)
+		for last = e.Seq; r.held[last+1] != nil; last++ {
+			f.append(r.held[last+1])
+			delete(r.held, last+1)
+		}
+		if len(r.held) == 0 {
+			r.since = time.Time{}
+		}
+		return
+	}
+	if r.held == nil {
+		r.held = map[uint64]*Entry{}
+	}
+	if len(r.held) >= maxHeld {
+		f.flushHeld(r)
+		f.append(e)
+		return
+	}
+	if len(r.held) == 0 {
+		r.since = time.Now()
+	}
+	r.held[e.Seq] = e
+}
+
+// flushHeld appends every held event in seq order, accepting the gap
+// before them (subscribers that needed the missing seqs get a reset).
+func (f *feed) flushHeld(r *reorder) {
+	seqs := make([]uint64, 0, len(r.held))
+	for s := range r.held {
+		seqs = append(seqs, s)
+	}
+	slices.Sort(seqs)
+	for _, s := range seqs {
+		f.append(r.held[s])
+	}
+	clear(r.held)
+	r.since = time.Time{}
 }
 
 // start reads where the run's events end now (so live subscribers know

@@ -31,6 +31,9 @@ const (
 	DefaultFeedBufferBytes = 4 << 20 // 4 MiB of replay buffer per run
 	DefaultMaxFeeds        = 1024
 	DefaultIdleTimeout     = 30 * time.Second
+	// DefaultReorderWait covers the orchestrator's repair of a failed
+	// publish (an ack wait of 5 s, then a republish in order).
+	DefaultReorderWait = 10 * time.Second
 	// RetryAfter is the hint given to a client cut as a slow consumer.
 	RetryAfter = time.Second
 )
@@ -68,6 +71,10 @@ type Options struct {
 	MaxFeeds int
 	// IdleTimeout is how long a feed nobody watches is kept (default 30 s).
 	IdleTimeout time.Duration
+	// ReorderWait is how long an event that arrives ahead of a missing seq
+	// is held back waiting for it (default 10 s); after that the gap is
+	// accepted and clients that needed it get a stream_reset.
+	ReorderWait time.Duration
 }
 
 // Request is one subscription.
@@ -132,6 +139,9 @@ func New(opts Options) (*Hub, error) {
 	}
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if opts.ReorderWait <= 0 {
+		opts.ReorderWait = DefaultReorderWait
 	}
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {

@@ -379,3 +379,49 @@ func TestMaxFeedsAndClose(t *testing.T) {
 		t.Fatalf("Subscribe after Close: %v", err)
 	}
 }
+
+func textEvent(s string) *baagentv1.Event {
+	return &baagentv1.Event{Payload: &baagentv1.Event_TextDelta{TextDelta: &baagentv1.TextDeltaPayload{Delta: s}}}
+}
+
+func TestEventStoredAheadOfAMissingOneIsHeldBack(t *testing.T) {
+	ctx := testCtx(t)
+	js, _ := natstest.JetStream(t)
+	h := newHub(t, js, Options{ReorderWait: 20 * time.Second})
+	r := natstest.NewRun(js, "acme", "run-reorder")
+	publishTexts(t, ctx, r, 1)
+	s := subscribe(t, ctx, h, r, Earliest)
+	if it, err := s.Next(ctx); err != nil || it.Seq != 1 {
+		t.Fatalf("first: %v %v", it.Entry, err)
+	}
+	// As during the orchestrator's repair: 3 is stored before 2, then
+	// deleted and stored again after it.
+	for _, seq := range []uint64{3, 2, 3} {
+		if _, err := r.PublishAt(ctx, seq, textEvent(fmt.Sprint(seq))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publishTexts(t, ctx, r, 3) // seq 2..4 under the run's own counter: 2 and 3 are deduped
+	if _, err := r.Complete(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	wantSeq(t, collect(t, ctx, s), seqs(2, 5))
+}
+
+func TestGapIsAcceptedAfterReorderWait(t *testing.T) {
+	ctx := testCtx(t)
+	js, _ := natstest.JetStream(t)
+	h := newHub(t, js, Options{ReorderWait: 50 * time.Millisecond})
+	r := natstest.NewRun(js, "acme", "run-gap")
+	publishTexts(t, ctx, r, 1)
+	s := subscribe(t, ctx, h, r, "0")
+	for _, seq := range []uint64{3, 4} {
+		if _, err := r.PublishAt(ctx, seq, textEvent("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.PublishAt(ctx, 5, &baagentv1.Event{Payload: &baagentv1.Event_Complete{Complete: &baagentv1.CompletePayload{}}}); err != nil {
+		t.Fatal(err)
+	}
+	wantSeq(t, collect(t, ctx, s), []string{"1", "reset:3:cursor expired", "3", "4", "5"})
+}

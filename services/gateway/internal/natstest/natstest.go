@@ -74,11 +74,26 @@ func (r *Run) Seq() uint64 {
 func (r *Run) Publish(ctx context.Context, ev *baagentv1.Event) (uint64, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	pos, err := r.publishAt(ctx, r.seq+1, ev)
+	if err == nil {
+		r.seq++
+	}
+	return pos, err
+}
+
+// PublishAt publishes ev with the given seq, out of the run's order (to
+// test reordering and gaps); it does not move Seq.
+func (r *Run) PublishAt(ctx context.Context, seq uint64, ev *baagentv1.Event) (uint64, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.publishAt(ctx, seq, ev)
+}
+
+func (r *Run) publishAt(ctx context.Context, seq uint64, ev *baagentv1.Event) (uint64, error) {
 	subject, err := natsx.EventSubject(r.Tenant, r.RunID)
 	if err != nil {
 		return 0, err
 	}
-	seq := r.seq + 1
 	ev.RunId, ev.Tenant, ev.ConversationId = r.RunID, r.Tenant, r.ConversationID
 	ev.Seq, ev.Cursor, ev.Ts = seq, strconv.FormatUint(seq, 10), timestamppb.Now()
 	ev.Type = TypeOf(ev)
@@ -92,7 +107,6 @@ func (r *Run) Publish(ctx context.Context, ev *baagentv1.Event) (uint64, error) 
 	if err != nil {
 		return 0, err
 	}
-	r.seq = seq
 	return ack.Sequence, nil
 }
 
