@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/baagent/baagent/internal/metrics"
 	"strings"
 	"time"
 
@@ -68,15 +69,9 @@ func NewServerMetrics(reg prometheus.Registerer) (*ServerMetrics, error) {
 }
 
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		var zero C
-		return zero, fmt.Errorf("grpcserver: register metrics: %w", err)
+	c, err := metrics.RegisterShared(reg, c)
+	if err != nil {
+		return c, fmt.Errorf("grpcserver: %w", err)
 	}
 	return c, nil
 }

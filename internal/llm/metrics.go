@@ -1,8 +1,8 @@
 package llm
 
 import (
-	"errors"
 	"fmt"
+	"github.com/baagent/baagent/internal/metrics"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,15 +54,9 @@ func newClientMetrics(reg prometheus.Registerer) (*clientMetrics, error) {
 }
 
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		var zero C
-		return zero, fmt.Errorf("llm: register metrics: %w", err)
+	c, err := metrics.RegisterShared(reg, c)
+	if err != nil {
+		return c, fmt.Errorf("llm: %w", err)
 	}
 	return c, nil
 }

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/baagent/baagent/internal/metrics"
 	"io"
 	"log/slog"
 	"net"
@@ -92,13 +93,11 @@ func New(opts Options) (*Server, error) {
 			Name: "baagent_scripted_requests_total",
 			Help: "Requests answered by the scripted model, by scenario (or fallback, end_of_script, bad_request).",
 		}, []string{"scenario"})
-		if err := opts.Registerer.Register(s.requests); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				return nil, fmt.Errorf("scripted: register metrics: %w", err)
-			}
-			s.requests = are.ExistingCollector.(*prometheus.CounterVec)
+		requests, err := metrics.RegisterShared(opts.Registerer, s.requests)
+		if err != nil {
+			return nil, fmt.Errorf("scripted: %w", err)
 		}
+		s.requests = requests
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.chatCompletions)

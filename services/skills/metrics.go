@@ -1,7 +1,7 @@
 package skills
 
 import (
-	"errors"
+	basemetrics "github.com/baagent/baagent/internal/metrics"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -54,20 +54,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	cs := m.collectors()
-	for i, c := range cs {
-		if err := reg.Register(c); err != nil {
-			// Two servers on one registry would otherwise double count
-			// silently; undo what this call registered.
-			for _, done := range cs[:i] {
-				reg.Unregister(done)
-			}
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) {
-				return nil, errors.New("skills: metrics already registered on this registry (one Server per registry)")
-			}
-			return nil, err
-		}
+	if err := basemetrics.RegisterExclusive(reg, "skills", m.collectors()...); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -1,7 +1,7 @@
 package tokens
 
 import (
-	"errors"
+	basemetrics "github.com/baagent/baagent/internal/metrics"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -33,14 +33,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.cacheHits, m.cacheMisses, m.exactFallbacks} {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) {
-				return nil, errors.New("tokens: metrics already registered on this registerer (one Server per registry)")
-			}
-			return nil, err
-		}
+	if err := basemetrics.RegisterExclusive(reg, "tokens", m.cacheHits, m.cacheMisses, m.exactFallbacks); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -1,7 +1,7 @@
 package toolrunner
 
 import (
-	"errors"
+	basemetrics "github.com/baagent/baagent/internal/metrics"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -64,14 +64,8 @@ func newMetrics(reg prometheus.Registerer, storeStats func() (int, int64)) (*met
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.calls, m.duration, m.errors, m.retries, m.cacheHits, m.artifactBytes, m.artifactsGone, stored, count} {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) {
-				return nil, errors.New("toolrunner: metrics already registered on this registerer (one Server per registry)")
-			}
-			return nil, err
-		}
+	if err := basemetrics.RegisterExclusive(reg, "toolrunner", m.calls, m.duration, m.errors, m.retries, m.cacheHits, m.artifactBytes, m.artifactsGone, stored, count); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
