@@ -2,105 +2,170 @@ package encoding
 
 import (
 	"fmt"
-	"reflect"
-	"strings"
-	"unsafe"
+	"runtime"
+	"unicode/utf8"
 
-	"github.com/dlclark/regexp2/v2"
-	"github.com/tiktoken-go/tokenizer"
+	"github.com/baagent/baagent/services/tokens/encoding/bpe"
+	"github.com/baagent/baagent/services/tokens/encoding/pretok"
 )
 
-// The pre-tokenizer patterns, verbatim from tiktoken_ext/openai_public.py
-// (the form shipped with tiktoken's registry, which is also the one
-// github.com/tiktoken-go/tokenizer uses).
-var patterns = map[string]string{
-	O200kBase:  `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`,
-	Cl100kBase: `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`,
-	P50kBase:   `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`,
-	R50kBase:   `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`,
+// engine is tiktoken's CoreBPE: special tokens found first (only when
+// allowed), each ordinary stretch cut by the encoding's pre-tokenizer, each
+// piece looked up whole and otherwise merged by byte-pair encoding.
+type engine struct {
+	name     string
+	vocab    *bpe.Vocabulary
+	split    pretok.Splitter
+	specials specials
+	// states holds idle per-call states (merge buffers, piece cache), so
+	// that Count does not allocate once warm. Bounded: a state finding it
+	// full is dropped.
+	states chan *state
 }
 
-// compilePattern compiles name's pre-tokenizer for regexp2's interpreter.
-//
-// Why not the engine's own, generated matcher: in tokenizer v0.10.0 (regexp2
-// v2.5.1 generated code) it splits "\n \n" into "\n", " \n" where tiktoken's
-// `\s*[\r\n]+` backtracks to one piece "\n \n", so blank lines holding spaces,
-// common in code, count wrong. The interpreter backtracks correctly. Passing
-// any compile option changes regexp2's engine cache key, which is what keeps
-// the generated matcher out; the one chosen, no backtracking-stack limit,
-// is also needed: the default limit fails on multi-megabyte whitespace runs.
-//
-// The pattern is first widened to tiktoken's Unicode version (see
-// widenToUnicode16).
-func compilePattern(name string) *regexp2.Regexp {
-	return regexp2.MustCompile(widenToUnicode16(patterns[name]), regexp2.None, regexp2.OptionMaxBacktrackingStackSize(-1))
+// patternOf maps each encoding to its split pattern.
+var patternOf = map[string]pretok.Pattern{
+	O200kBase: pretok.O200k, Cl100kBase: pretok.Cl100k, P50kBase: pretok.GPT2, R50kBase: pretok.GPT2,
 }
 
-// widenToUnicode16 adds to every \p{X} of pattern the characters that
-// Unicode 16.0, the version of tiktoken's regular-expression engine, puts in
-// category X and Go's older unicode tables do not (unicodeAdditions), so that
-// a letter new in Unicode 15.1 or 16.0 splits as in tiktoken. Inside a
-// bracket class the characters are appended to it; outside, \p{X} becomes a
-// class of its own. A character new only in a later Unicode version stays
-// unassigned, as it is in tiktoken.
-func widenToUnicode16(pattern string) string {
-	var b strings.Builder
-	inClass := false
-	for i := 0; i < len(pattern); i++ {
-		c := pattern[i]
-		switch {
-		case c == '\\' && strings.HasPrefix(pattern[i:], `\p{`):
-			end := strings.IndexByte(pattern[i:], '}')
-			prop := pattern[i : i+end+1]
-			extra := unicodeAdditions[prop[3:len(prop)-1]]
-			switch {
-			case extra == "":
-				b.WriteString(prop)
-			case inClass:
-				b.WriteString(prop + extra)
-			default:
-				b.WriteString("[" + prop + extra + "]")
+func newEngine(name string, classes *pretok.Classes) (*engine, error) {
+	p, ok := patternOf[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownEncoding, name)
+	}
+	v, err := bpe.Load(name)
+	if err != nil {
+		return nil, err
+	}
+	return &engine{
+		name:     name,
+		vocab:    v,
+		split:    pretok.New(classes, p),
+		specials: newSpecials(name),
+		states:   make(chan *state, 2*runtime.GOMAXPROCS(0)),
+	}, nil
+}
+
+func (e *engine) Name() string { return e.name }
+
+func (e *engine) Encode(text string, allowSpecial bool) ([]uint32, error) {
+	st := e.getState()
+	defer e.putState(st)
+	ids := make([]uint32, 0, len(text)/4+1)
+	_, ids = e.run(text, allowSpecial, st, ids, false)
+	return ids, nil
+}
+
+func (e *engine) Count(text string, allowSpecial bool) (int, error) {
+	st := e.getState()
+	defer e.putState(st)
+	n, _ := e.run(text, allowSpecial, st, nil, true)
+	return n, nil
+}
+
+// run counts the tokens of text (count) or appends them to ids.
+func (e *engine) run(text string, allowSpecial bool, st *state, ids []uint32, count bool) (int, []uint32) {
+	if !utf8.ValidString(text) {
+		text = replaceInvalid(text)
+	}
+	n := 0
+	for allowSpecial {
+		at, length, id := e.specials.next(text)
+		if at < 0 {
+			break
+		}
+		var k int
+		k, ids = e.ordinary(text[:at], st, ids, count)
+		n += k + 1
+		if !count {
+			ids = append(ids, id)
+		}
+		text = text[at+length:]
+	}
+	k, ids := e.ordinary(text, st, ids, count)
+	return n + k, ids
+}
+
+// ordinary counts or encodes text, valid UTF-8 without special tokens.
+func (e *engine) ordinary(text string, st *state, ids []uint32, count bool) (int, []uint32) {
+	n := 0
+	for i := 0; i < len(text); {
+		j := e.split.Next(text, i)
+		piece := text[i:j]
+		i = j
+		if len(piece) <= 2 { // one or two bytes: the merge's tables answer
+			st.ids = e.vocab.Merge(piece, &st.scratch, st.ids[:0])
+			n += len(st.ids)
+			if !count {
+				ids = append(ids, st.ids...)
 			}
-			i += end
-		case c == '\\' && i+1 < len(pattern):
-			b.WriteString(pattern[i : i+2])
-			i++
-		case c == '[':
-			inClass = true
-			b.WriteByte(c)
-		case c == ']':
-			inClass = false
-			b.WriteByte(c)
-		default:
-			b.WriteByte(c)
+			continue
+		}
+		h := e.vocab.Hash(piece)
+		if r, ok := e.vocab.RankHashed(piece, h); ok { // most pieces of real text
+			n++
+			if !count {
+				ids = append(ids, r)
+			}
+			continue
+		}
+		toks, hit := st.cache.get(piece, h)
+		if !hit {
+			st.ids = e.vocab.Merge(piece, &st.scratch, st.ids[:0])
+			toks = st.ids
+			st.cache.put(piece, h, toks)
+		}
+		n += len(toks)
+		if !count {
+			ids = append(ids, toks...)
 		}
 	}
-	return b.String()
+	return n, ids
 }
 
-// ranksOf returns the BPE rank table (token bytes -> id) compiled into the
-// engine for codec c. The engine does not export it, but its split is wrong
-// (see compilePattern) and the only entry point that merges one piece also
-// re-splits it; so we read the table, which the engine fills once before
-// returning the codec and never writes again, and merge ourselves. The field
-// is checked by reflection before the read, so an engine upgrade that changes
-// it fails loudly at start-up (and in tests) instead of misbehaving.
-//
-// This goes away with our own engine and embedded vocabularies.
-func ranksOf(c tokenizer.Codec) (map[string]uint, error) {
-	v := reflect.ValueOf(c)
-	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
-		return nil, fmt.Errorf("encoding: unexpected engine codec type %T", c)
+func (e *engine) Decode(ids []uint32) ([]byte, error) {
+	out := make([]byte, 0, len(ids)*4)
+	for i, id := range ids {
+		if e.vocab.Valid(id) {
+			out = append(out, e.vocab.Token(id)...)
+			continue
+		}
+		text, ok := e.specials.byID[id]
+		if !ok {
+			return nil, fmt.Errorf("%w %d at index %d for %s", ErrInvalidToken, id, i, e.name)
+		}
+		out = append(out, text...)
 	}
-	f := v.Elem().FieldByName("vocabulary")
-	want := reflect.TypeFor[map[string]uint]()
-	if !f.IsValid() || !f.Type().ConvertibleTo(want) || f.Type().Kind() != reflect.Map ||
-		f.Type().Key().Kind() != reflect.String || f.Type().Elem().Kind() != reflect.Uint {
-		return nil, fmt.Errorf("encoding: engine codec %T has no vocabulary map[string]uint field", c)
+	return out, nil
+}
+
+// state is one call's working memory.
+type state struct {
+	scratch bpe.Scratch
+	ids     []uint32
+	cache   pieceCache
+}
+
+// maxPooledPiece bounds the merge buffers a pooled state keeps: a state that
+// merged a longer piece (megabytes without a space) gives them back.
+const maxPooledPiece = 64 << 10
+
+func (e *engine) getState() *state {
+	select {
+	case st := <-e.states:
+		return st
+	default:
+		return &state{cache: newPieceCache()}
 	}
-	ranks := *(*map[string]uint)(unsafe.Pointer(f.UnsafeAddr()))
-	if len(ranks) == 0 {
-		return nil, fmt.Errorf("encoding: engine codec %T has an empty vocabulary", c)
+}
+
+func (e *engine) putState(st *state) {
+	if cap(st.ids) > maxPooledPiece {
+		st.ids = nil
 	}
-	return ranks, nil
+	st.scratch.Shrink(maxPooledPiece)
+	select {
+	case e.states <- st:
+	default:
+	}
 }

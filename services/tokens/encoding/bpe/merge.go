@@ -222,3 +222,11 @@ func down(h []uint64, i int) {
 	}
 	h[i] = x
 }
+
+// Shrink drops buffers grown past n entries, so that a pooled Scratch does
+// not keep the memory of one huge piece.
+func (s *Scratch) Shrink(n int) {
+	if cap(s.next) > n {
+		*s = Scratch{}
+	}
+}
