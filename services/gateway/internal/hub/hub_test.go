@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,9 +71,17 @@ func collect(t *testing.T, ctx context.Context, s *Subscription) []string {
 
 // drain is collect for goroutines other than the test's.
 func drain(ctx context.Context, s *Subscription) ([]string, error) {
+	return drainProgress(ctx, s, nil)
+}
+
+// drainProgress is drain that publishes the last seq read to progress.
+func drainProgress(ctx context.Context, s *Subscription, progress *atomic.Uint64) ([]string, error) {
 	var got []string
 	for {
 		it, err := s.Next(ctx)
+		if err == nil && progress != nil && it.Seq > 0 {
+			progress.Store(it.Seq)
+		}
 		if errors.Is(err, io.EOF) {
 			return got, nil
 		}
@@ -88,13 +97,33 @@ func drain(ctx context.Context, s *Subscription) ([]string, error) {
 }
 
 // drainAsync drains s in a goroutine; the result is checked with wantAsync.
-func drainAsync(ctx context.Context, s *Subscription) <-chan result {
+func drainAsync(ctx context.Context, s *Subscription, progress *atomic.Uint64) <-chan result {
 	c := make(chan result, 1)
 	go func() {
-		got, err := drain(ctx, s)
+		got, err := drainProgress(ctx, s, progress)
 		c <- result{got, err}
 	}()
 	return c
+}
+
+// publishPaced publishes n text events of size bytes, never more than
+// ahead events past what the reader has read (progress), so that a reader
+// on a loaded machine is not itself a slow consumer.
+func publishPaced(t *testing.T, ctx context.Context, r *natstest.Run, n, size int, progress *atomic.Uint64, ahead uint64) {
+	t.Helper()
+	body := strings.Repeat("x", size)
+	for range n {
+		for r.Seq() > progress.Load()+ahead {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("reader stuck at %d", progress.Load())
+			case <-time.After(time.Millisecond):
+			}
+		}
+		if _, err := r.Text(ctx, body); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 type result struct {
@@ -256,13 +285,9 @@ func TestSlowConsumerIsCutOthersUnaffected(t *testing.T) {
 	stalled := subscribe(t, ctx, h, r, "")
 	reader := subscribe(t, ctx, h, r, "")
 
-	done := drainAsync(ctx, reader)
-	big := strings.Repeat("x", 1000)
-	for range 200 {
-		if _, err := r.Text(ctx, big); err != nil {
-			t.Fatal(err)
-		}
-	}
+	var progress atomic.Uint64
+	done := drainAsync(ctx, reader, &progress)
+	publishPaced(t, ctx, r, 200, 1000, &progress, 5)
 	if _, err := r.Complete(ctx, "done"); err != nil {
 		t.Fatal(err)
 	}
@@ -289,12 +314,9 @@ func TestOldEventsReplayFromJetStreamBeyondTheBuffer(t *testing.T) {
 	h := newHub(t, js, Options{SendQueueBytes: 32 << 10, FeedBufferBytes: 64 << 10})
 	r := natstest.NewRun(js, "acme", "run-long")
 	live := subscribe(t, ctx, h, r, Earliest)
-	done := drainAsync(ctx, live)
-	for i := range 300 {
-		if _, err := r.Text(ctx, fmt.Sprintf("%03d %s", i, strings.Repeat("y", 100))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	var progress atomic.Uint64
+	done := drainAsync(ctx, live, &progress)
+	publishPaced(t, ctx, r, 300, 100, &progress, 5)
 	if _, err := r.Complete(ctx, "done"); err != nil {
 		t.Fatal(err)
 	}

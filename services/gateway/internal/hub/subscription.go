@@ -85,6 +85,23 @@ func (s *Subscription) failLocked(err error) {
 // terminal event. It fails with ErrSlowConsumer when the client fell
 // behind, ErrClosed when the hub stops, or ctx's error.
 func (s *Subscription) Next(ctx context.Context) (Item, error) {
+	it, _, err := s.NextOrTick(ctx, nil)
+	return it, err
+}
+
+// NextOrTick is Next that also returns, with ticked set, when tick fires
+// while it waits, so a transport can send heartbeats from the same loop.
+func (s *Subscription) NextOrTick(ctx context.Context, tick <-chan time.Time) (Item, bool, error) {
+	it, err := s.wait(ctx, tick)
+	if errors.Is(err, errTicked) {
+		return Item{}, true, nil
+	}
+	return it, false, err
+}
+
+var errTicked = errors.New("ticked")
+
+func (s *Subscription) wait(ctx context.Context, tick <-chan time.Time) (Item, error) {
 	if s.closed {
 		return Item{}, ErrClosed
 	}
@@ -112,6 +129,8 @@ func (s *Subscription) Next(ctx context.Context) (Item, error) {
 		}
 		select {
 		case <-s.wake:
+		case <-tick:
+			return Item{}, errTicked
 		case <-ctx.Done():
 			return Item{}, ctx.Err()
 		}

@@ -1,0 +1,324 @@
+// Package wsock is the small server side of RFC 6455 the gateway needs to
+// stream events: the opening handshake, unfragmented text frames and pings
+// from the server, and a reader that answers the client's pings and close
+// and discards its data frames. No extensions, no subprotocols.
+package wsock
+
+import (
+	"bufio"
+	"crypto/sha1"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Opcodes (RFC 6455 §5.2).
+const (
+	OpContinuation = 0x0
+	OpText         = 0x1
+	OpBinary       = 0x2
+	OpClose        = 0x8
+	OpPing         = 0x9
+	OpPong         = 0xA
+)
+
+// Close codes used by the gateway (RFC 6455 §7.4.1).
+const (
+	CloseNormal     = 1000
+	CloseGoingAway  = 1001
+	CloseProtocol   = 1002
+	ClosePolicy     = 1008
+	CloseTooBig     = 1009
+	CloseInternal   = 1011
+	CloseTryAgain   = 1013
+	maxControlBytes = 125
+)
+
+// MaxClientFrame bounds a frame the client may send; clients only need to
+// send control frames, so this is small.
+const MaxClientFrame = 64 << 10
+
+const handshakeGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+// ErrClosed is returned by writes after the connection closed.
+var ErrClosed = errors.New("websocket closed")
+
+// Conn is a server-side WebSocket connection. Writes are serialised; one
+// internal goroutine reads the client's frames until the connection closes.
+type Conn struct {
+	nc net.Conn
+	br *bufio.Reader
+
+	wmu     sync.Mutex
+	wbuf    []byte
+	closing bool // a close frame was sent
+
+	done    chan struct{} // closed when the reader stops
+	readErr error         // why the reader stopped, set before done closes
+	once    sync.Once
+}
+
+// Accept computes Sec-WebSocket-Accept for a client key.
+func Accept(key string) string {
+	h := sha1.Sum([]byte(key + handshakeGUID))
+	return base64.StdEncoding.EncodeToString(h[:])
+}
+
+// HandshakeError is a refused upgrade; Status is the HTTP status to answer.
+type HandshakeError struct {
+	Status int
+	Reason string
+}
+
+func (e *HandshakeError) Error() string { return "websocket handshake: " + e.Reason }
+
+// Check validates an upgrade request without answering it.
+func Check(r *http.Request) error {
+	switch {
+	case r.Method != http.MethodGet:
+		return &HandshakeError{http.StatusMethodNotAllowed, "method must be GET"}
+	case !headerHasToken(r.Header, "Connection", "upgrade"):
+		return &HandshakeError{http.StatusBadRequest, "missing Connection: Upgrade"}
+	case !headerHasToken(r.Header, "Upgrade", "websocket"):
+		return &HandshakeError{http.StatusBadRequest, "missing Upgrade: websocket"}
+	case r.Header.Get("Sec-WebSocket-Version") != "13":
+		return &HandshakeError{http.StatusUpgradeRequired, "Sec-WebSocket-Version must be 13"}
+	}
+	key := r.Header.Get("Sec-WebSocket-Key")
+	if b, err := base64.StdEncoding.DecodeString(key); err != nil || len(b) != 16 {
+		return &HandshakeError{http.StatusBadRequest, "Sec-WebSocket-Key must be 16 bytes in base64"}
+	}
+	return nil
+}
+
+// Upgrade completes the handshake of a request that passed Check and takes
+// over its connection.
+func Upgrade(w http.ResponseWriter, r *http.Request) (*Conn, error) {
+	if err := Check(r); err != nil {
+		return nil, err
+	}
+	nc, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return nil, fmt.Errorf("websocket: take over the connection: %w", err)
+	}
+	resp := "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " +
+		Accept(r.Header.Get("Sec-WebSocket-Key")) + "\r\n\r\n"
+	_ = nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(nc, resp); err != nil {
+		_ = nc.Close()
+		return nil, fmt.Errorf("websocket: write handshake: %w", err)
+	}
+	_ = nc.SetDeadline(time.Time{})
+	return newConn(nc, brw.Reader), nil
+}
+
+func newConn(nc net.Conn, br *bufio.Reader) *Conn {
+	c := &Conn{nc: nc, br: br, done: make(chan struct{})}
+	go c.readLoop()
+	return c
+}
+
+// Done is closed when the client has closed the connection or it failed.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err is why the connection ended, once Done is closed.
+func (c *Conn) Err() error {
+	<-c.done
+	return c.readErr
+}
+
+// WriteText sends one text frame within timeout.
+func (c *Conn) WriteText(p []byte, timeout time.Duration) error {
+	return c.write(OpText, p, timeout)
+}
+
+// Ping sends a ping within timeout.
+func (c *Conn) Ping(timeout time.Duration) error { return c.write(OpPing, nil, timeout) }
+
+// Close sends a close frame with code and reason (cut to fit a control
+// frame), waits briefly for the client's answer, and closes the socket.
+func (c *Conn) Close(code int, reason string, timeout time.Duration) error {
+	p := make([]byte, 2, 2+len(reason))
+	binary.BigEndian.PutUint16(p, uint16(code))
+	p = append(p, reason...)
+	if len(p) > maxControlBytes {
+		p = p[:maxControlBytes]
+	}
+	err := c.write(OpClose, p, timeout)
+	c.wmu.Lock()
+	c.closing = true
+	c.wmu.Unlock()
+	if err == nil {
+		select {
+		case <-c.done:
+		case <-time.After(timeout):
+		}
+	}
+	c.shutdown()
+	<-c.done
+	return err
+}
+
+func (c *Conn) shutdown() { c.once.Do(func() { _ = c.nc.Close() }) }
+
+func (c *Conn) write(op byte, p []byte, timeout time.Duration) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closing {
+		return ErrClosed
+	}
+	c.wbuf = AppendFrame(c.wbuf[:0], op, p)
+	_ = c.nc.SetWriteDeadline(time.Now().Add(timeout))
+	_, err := c.nc.Write(c.wbuf)
+	if err != nil {
+		c.closing = true
+		c.shutdown()
+	}
+	if cap(c.wbuf) > 256<<10 {
+		c.wbuf = nil // do not pin a large event's buffer for the connection's life
+	}
+	return err
+}
+
+// AppendFrame appends an unmasked, final frame (as a server sends).
+func AppendFrame(b []byte, op byte, p []byte) []byte {
+	b = append(b, 0x80|op)
+	switch n := len(p); {
+	case n <= 125:
+		b = append(b, byte(n))
+	case n <= 0xFFFF:
+		b = append(b, 126, byte(n>>8), byte(n))
+	default:
+		b = append(b, 127)
+		b = binary.BigEndian.AppendUint64(b, uint64(n))
+	}
+	return append(b, p...)
+}
+
+// readLoop answers pings and the close handshake and discards data frames,
+// until the client closes or the connection fails.
+func (c *Conn) readLoop() {
+	defer close(c.done)
+	defer c.shutdown()
+	buf := make([]byte, 0, 256)
+	for {
+		f, err := ReadFrame(c.br, buf[:0], MaxClientFrame)
+		if err != nil {
+			c.readErr = err
+			return
+		}
+		switch f.Op {
+		case OpPing:
+			_ = c.write(OpPong, f.Payload, 5*time.Second)
+		case OpClose:
+			c.wmu.Lock()
+			answered := c.closing
+			c.wmu.Unlock()
+			if !answered {
+				// Echo the status code, as §5.5.1 asks.
+				code := f.Payload
+				if len(code) > 2 {
+					code = code[:2]
+				}
+				_ = c.write(OpClose, code, 5*time.Second)
+			}
+			c.readErr = io.EOF
+			return
+		}
+	}
+}
+
+// Frame is one frame read from a client, unmasked.
+type Frame struct {
+	Fin     bool
+	Op      byte
+	Payload []byte
+}
+
+// ReadFrame reads one client frame into buf (reused when large enough).
+// Client frames must be masked (§5.1); control frames must be final and at
+// most 125 bytes; reserved bits must be zero (no extension is negotiated).
+func ReadFrame(r io.Reader, buf []byte, maxPayload int) (Frame, error) {
+	var h [14]byte
+	if _, err := io.ReadFull(r, h[:2]); err != nil {
+		return Frame{}, err
+	}
+	f := Frame{Fin: h[0]&0x80 != 0, Op: h[0] & 0x0F}
+	if h[0]&0x70 != 0 {
+		return Frame{}, errors.New("websocket: reserved bits set")
+	}
+	switch f.Op {
+	case OpContinuation, OpText, OpBinary:
+	case OpClose, OpPing, OpPong:
+		if !f.Fin {
+			return Frame{}, errors.New("websocket: fragmented control frame")
+		}
+	default:
+		return Frame{}, fmt.Errorf("websocket: unknown opcode %#x", f.Op)
+	}
+	if h[1]&0x80 == 0 {
+		return Frame{}, errors.New("websocket: client frame not masked")
+	}
+	n := uint64(h[1] & 0x7F)
+	switch n {
+	case 126:
+		if _, err := io.ReadFull(r, h[2:4]); err != nil {
+			return Frame{}, unexpected(err)
+		}
+		n = uint64(binary.BigEndian.Uint16(h[2:4]))
+	case 127:
+		if _, err := io.ReadFull(r, h[2:10]); err != nil {
+			return Frame{}, unexpected(err)
+		}
+		n = binary.BigEndian.Uint64(h[2:10])
+	}
+	if f.Op >= OpClose && n > maxControlBytes {
+		return Frame{}, errors.New("websocket: control frame over 125 bytes")
+	}
+	if n > uint64(maxPayload) {
+		return Frame{}, fmt.Errorf("websocket: frame of %d bytes exceeds %d", n, maxPayload)
+	}
+	var mask [4]byte
+	if _, err := io.ReadFull(r, mask[:]); err != nil {
+		return Frame{}, unexpected(err)
+	}
+	if uint64(cap(buf)) < n {
+		buf = make([]byte, n)
+	}
+	p := buf[:n]
+	if _, err := io.ReadFull(r, p); err != nil {
+		return Frame{}, unexpected(err)
+	}
+	for i := range p {
+		p[i] ^= mask[i&3]
+	}
+	f.Payload = p
+	return f, nil
+}
+
+func unexpected(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// headerHasToken reports whether a comma-separated header holds token
+// (case-insensitively), e.g. "Connection: keep-alive, Upgrade".
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
