@@ -3,7 +3,10 @@ package bpe
 // smallPiece is the longest piece merged by scanning its parts for the best
 // pair (quadratic in the piece but bounded, and fastest on the short pieces
 // of ordinary text); longer pieces use a heap, O(n log n).
-const smallPiece = 24
+const smallPiece = 48
+
+// pairBits sizes Scratch's cache of pair ranks (2^pairBits slots).
+const pairBits = 15
 
 // Scratch holds the buffers of the heap merge, reused across calls so that
 // merging does not allocate once they have grown. Not safe for concurrent
@@ -12,6 +15,34 @@ type Scratch struct {
 	next, prev []int32
 	rank, tok  []uint32
 	heap       []uint64
+	// pairs caches the rank of two adjacent tokens merged (NoRank for
+	// none): a part is always a token, so the pair of tokens names the byte
+	// string, and text repeats its pairs (CJK above all) far more often than
+	// a hash lookup of the bytes is cheap.
+	pairs []pairSlot
+}
+
+type pairSlot struct {
+	key  uint64 // a<<32 | b, plus one so that the zero slot is empty
+	rank uint32
+}
+
+// mergedRank returns the rank of tokens a and b merged, whose bytes are span.
+func (v *Vocabulary) mergedRank(s *Scratch, a, b uint32, span string) uint32 {
+	if len(span) > v.maxLen {
+		return NoRank
+	}
+	if s.pairs == nil {
+		s.pairs = make([]pairSlot, 1<<pairBits)
+	}
+	k := uint64(a)<<32 | uint64(b) + 1
+	slot := &s.pairs[(k*0x9E3779B97F4A7C15)>>(64-pairBits)]
+	if slot.key == k {
+		return slot.rank
+	}
+	r := v.Rank(span)
+	slot.key, slot.rank = k, r
+	return r
 }
 
 // Merge appends to ids the tokens of piece merged by byte-pair encoding, as
@@ -31,14 +62,14 @@ func (v *Vocabulary) Merge(piece string, s *Scratch, ids []uint32) []uint32 {
 		}
 		return append(ids, v.byteRank[piece[0]], v.byteRank[piece[1]])
 	case n <= smallPiece:
-		return v.mergeSmall(piece, ids)
+		return v.mergeSmall(piece, s, ids)
 	}
 	return v.mergeHeap(piece, s, ids)
 }
 
 // mergeSmall keeps the parts in arrays on the stack and scans them for the
 // best pair after each merge.
-func (v *Vocabulary) mergeSmall(piece string, ids []uint32) []uint32 {
+func (v *Vocabulary) mergeSmall(piece string, s *Scratch, ids []uint32) []uint32 {
 	var (
 		start [smallPiece + 1]uint8 // start[i]: where part i starts; start[parts] = len(piece)
 		rank  [smallPiece]uint32    // rank[i]: of parts i and i+1 merged
@@ -72,10 +103,10 @@ func (v *Vocabulary) mergeSmall(piece string, ids []uint32) []uint32 {
 		parts--
 		rank[at] = NoRank
 		if at+1 < parts {
-			rank[at] = v.Rank(piece[start[at]:start[at+2]])
+			rank[at] = v.mergedRank(s, best, tok[at+1], piece[start[at]:start[at+2]])
 		}
 		if at > 0 {
-			rank[at-1] = v.Rank(piece[start[at-1]:start[at+1]])
+			rank[at-1] = v.mergedRank(s, tok[at-1], best, piece[start[at-1]:start[at+1]])
 		}
 	}
 	return append(ids, tok[:parts]...)
@@ -118,7 +149,7 @@ func (v *Vocabulary) mergeHeap(piece string, s *Scratch, ids []uint32) []uint32 
 		next[i] = k
 		if k < n {
 			prev[k] = i
-			rank[i] = v.Rank(piece[i:next[k]])
+			rank[i] = v.mergedRank(s, r, tok[k], piece[i:next[k]])
 			if rank[i] != NoRank {
 				h = push(h, uint64(rank[i])<<32|uint64(i))
 			}
@@ -126,7 +157,7 @@ func (v *Vocabulary) mergeHeap(piece string, s *Scratch, ids []uint32) []uint32 
 			rank[i] = NoRank
 		}
 		if p := prev[i]; p >= 0 {
-			rank[p] = v.Rank(piece[p:k])
+			rank[p] = v.mergedRank(s, tok[p], r, piece[p:k])
 			if rank[p] != NoRank {
 				h = push(h, uint64(rank[p])<<32|uint64(p))
 			}
@@ -227,6 +258,6 @@ func down(h []uint64, i int) {
 // not keep the memory of one huge piece.
 func (s *Scratch) Shrink(n int) {
 	if cap(s.next) > n {
-		*s = Scratch{}
+		*s = Scratch{pairs: s.pairs}
 	}
 }
