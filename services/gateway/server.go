@@ -1,52 +1,131 @@
 // Package gateway is the GatewayService, the public edge: runs, their event
-// streams, skills, tools and token counts for the caller's tenant. The tenant
-// comes from the caller's API key, never from the request.
+// streams, skills, tools and token counts for the caller's tenant, over
+// gRPC, HTTP/JSON, Server-Sent Events, WebSocket and a live dashboard. The
+// tenant comes from the caller's API key, never from the request.
 //
-// At this stage every RPC validates its request at the edge and then answers
-// codes.Unimplemented; the behaviour arrives in later changes.
+// Run operations are forwarded to the orchestrator, catalog reads to the
+// skills, toolrunner and tokens services, all through their gRPC contracts.
+// Event streams come from one in-process hub (internal/hub) that shares one
+// JetStream consumer per run among all of the run's viewers.
 package gateway
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/gateway/internal/hub"
 )
 
 // ServiceName is the fully qualified gRPC service name, equal to
 // baagentv1.GatewayService_ServiceDesc.ServiceName.
 const ServiceName = "baagent.v1.GatewayService"
 
-// MaxPageSize is the largest ListRuns page (the contract's maximum).
-const MaxPageSize = 500
+// Limits and defaults.
+const (
+	// MaxPageSize is the largest ListRuns page (the contract's maximum).
+	MaxPageSize = 500
+	// DefaultMaxTextBytes bounds the text of CountTokens (16 MiB, as the
+	// tokens service).
+	DefaultMaxTextBytes = 16 << 20
+	// DefaultWriteTimeout bounds one write to a streaming client; a client
+	// that does not take an event within it is cut as a slow consumer.
+	DefaultWriteTimeout = 5 * time.Second
+	// DefaultHeartbeat is the interval of SSE comments and WebSocket pings.
+	DefaultHeartbeat = 15 * time.Second
+	// DefaultTokenTTL is the lifetime of a browser stream token.
+	DefaultTokenTTL = 10 * time.Minute
+	// DefaultMaxBodyBytes bounds an HTTP/JSON request body.
+	DefaultMaxBodyBytes = 4 << 20
+	// DefaultShutdownTimeout bounds draining the HTTP server.
+	DefaultShutdownTimeout = 10 * time.Second
+	// DefaultTenant serves every caller when no API keys are configured
+	// (loopback clients only).
+	DefaultTenant = "default"
+)
 
-// DefaultMaxTextBytes bounds the text of CountTokens (16 MiB, as the tokens
-// service).
-const DefaultMaxTextBytes = 16 << 20
-
-// Options configures a [Server]. Zero values take the defaults.
+// Options configures a [Server]. Zero values take the defaults. Without
+// JetStream the event streams answer Unavailable; without a peer client the
+// RPCs that need it answer Unavailable naming it.
 type Options struct {
 	// Logger receives the service's logs; nil uses slog.Default().
 	Logger *slog.Logger
+	// Registerer receives the baagent_gateway_* collectors; nil registers
+	// none.
+	Registerer prometheus.Registerer
+
+	// JetStream reads run events (natsx.StreamEvents, provisioned).
+	JetStream jetstream.JetStream
+	// Peers, by their gRPC contracts.
+	Orchestrator baagentv1.OrchestratorServiceClient
+	Skills       baagentv1.SkillsServiceClient
+	ToolRunner   baagentv1.ToolRunnerServiceClient
+	Tokens       baagentv1.TokensServiceClient
+
+	// APIKeys maps API keys to tenants (config api-keys / api-keys-file).
+	// Empty serves the single tenant "default" to loopback clients only.
+	APIKeys map[string]string
+	// TokenSecret signs browser stream tokens (?token=). Nil derives it
+	// from APIKeys, so replicas configured with the same keys accept each
+	// other's tokens; with no keys a random secret is used.
+	TokenSecret []byte
+	// TokenTTL is the lifetime of a stream token (default 10 min).
+	TokenTTL time.Duration
+
+	// HTTPListener serves HTTP/JSON, SSE, WebSocket and the dashboard
+	// (config gateway-http-listen); nil serves no HTTP (see Handler).
+	HTTPListener net.Listener
+	// ShutdownTimeout bounds draining HTTP at shutdown (default 10 s).
+	ShutdownTimeout time.Duration
+
 	// MaxTextBytes bounds GatewayServiceCountTokensRequest.text (default 16 MiB).
 	MaxTextBytes int
+	// MaxBodyBytes bounds an HTTP request body (default 4 MiB).
+	MaxBodyBytes int64
+	// SendQueueBytes bounds a streaming client's unread live events
+	// (default 1 MiB).
+	SendQueueBytes int
+	// WriteTimeout bounds one write to a streaming client (default 5 s).
+	WriteTimeout time.Duration
+	// Heartbeat is the SSE comment / WebSocket ping interval (default 15 s).
+	Heartbeat time.Duration
+	// FeedIdleTimeout is how long a run's consumer is kept after its last
+	// viewer leaves (default 30 s).
+	FeedIdleTimeout time.Duration
+	// MaxFeeds bounds the runs watched at once (default 1024).
+	MaxFeeds int
 }
 
-// Server implements baagentv1.GatewayServiceServer.
+// Server implements baagentv1.GatewayServiceServer and the HTTP edge.
 type Server struct {
 	baagentv1.UnimplementedGatewayServiceServer
 
-	opts Options
-	log  *slog.Logger
+	opts    Options
+	log     *slog.Logger
+	auth    *authenticator
+	hub     *hub.Hub // nil without JetStream
+	initErr error    // a construction failure, reported by Run and the RPCs
+	handler http.Handler
+
+	runOnce sync.Once
 }
 
 var _ baagentv1.GatewayServiceServer = (*Server)(nil)
 
-// New returns a Server configured by opts.
+// New returns a Server configured by opts. A configuration problem (such as
+// metrics already registered) is returned by Run and by every RPC.
 func New(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -54,7 +133,42 @@ func New(opts Options) *Server {
 	if opts.MaxTextBytes <= 0 {
 		opts.MaxTextBytes = DefaultMaxTextBytes
 	}
-	return &Server{opts: opts, log: opts.Logger.With("service", ServiceName)}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = DefaultWriteTimeout
+	}
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = DefaultHeartbeat
+	}
+	if opts.TokenTTL <= 0 {
+		opts.TokenTTL = DefaultTokenTTL
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	s := &Server{opts: opts, log: opts.Logger.With("service", ServiceName)}
+	var err error
+	s.auth, err = newAuthenticator(opts.APIKeys, opts.TokenSecret, opts.TokenTTL)
+	if err != nil {
+		s.initErr = err
+	}
+	if opts.JetStream != nil && s.initErr == nil {
+		s.hub, err = hub.New(hub.Options{
+			JetStream:      opts.JetStream,
+			Logger:         s.log,
+			Registerer:     opts.Registerer,
+			SendQueueBytes: opts.SendQueueBytes,
+			MaxFeeds:       opts.MaxFeeds,
+			IdleTimeout:    opts.FeedIdleTimeout,
+		})
+		if err != nil {
+			s.initErr = err
+		}
+	}
+	s.handler = s.routes()
+	return s
 }
 
 // Register registers the GatewayService on gs.
@@ -62,94 +176,57 @@ func (s *Server) Register(gs grpc.ServiceRegistrar) {
 	baagentv1.RegisterGatewayServiceServer(gs, s)
 }
 
-// StartRun starts a run.
-func (s *Server) StartRun(ctx context.Context, req *baagentv1.StartRunRequest) (*baagentv1.StartRunResponse, error) {
-	if err := validateStartRun(req); err != nil {
-		return nil, s.rejected(ctx, "StartRun", err)
+// Handler is the HTTP edge (HTTP/JSON API, SSE, WebSocket, dashboard), for
+// callers that serve HTTP themselves instead of passing HTTPListener.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Run serves HTTP on Options.HTTPListener (if set) and runs the event hub
+// until ctx ends, then drains HTTP and stops the hub. It may be called once.
+func (s *Server) Run(ctx context.Context) error {
+	if s.initErr != nil {
+		return fmt.Errorf("gateway: %w", s.initErr)
 	}
-	return nil, notImplemented("StartRun")
+	err := errors.New("gateway: Run called twice")
+	s.runOnce.Do(func() { err = s.run(ctx) })
+	return err
 }
 
-// GetRun reads a run.
-func (s *Server) GetRun(ctx context.Context, req *baagentv1.GetRunRequest) (*baagentv1.GetRunResponse, error) {
-	if err := validateGetRun(req); err != nil {
-		return nil, s.rejected(ctx, "GetRun", err)
+func (s *Server) run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	if s.hub != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = s.hub.Run(ctx) }()
+		defer s.hub.Close()
 	}
-	return nil, notImplemented("GetRun")
-}
-
-// ListRuns lists the caller's runs.
-func (s *Server) ListRuns(ctx context.Context, req *baagentv1.ListRunsRequest) (*baagentv1.ListRunsResponse, error) {
-	if err := validateListRuns(req); err != nil {
-		return nil, s.rejected(ctx, "ListRuns", err)
+	defer wg.Wait()
+	if s.opts.HTTPListener == nil {
+		<-ctx.Done()
+		return nil
 	}
-	return nil, notImplemented("ListRuns")
-}
-
-// CancelRun cancels a run.
-func (s *Server) CancelRun(ctx context.Context, req *baagentv1.CancelRunRequest) (*baagentv1.CancelRunResponse, error) {
-	if err := validateCancelRun(req); err != nil {
-		return nil, s.rejected(ctx, "CancelRun", err)
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
-	return nil, notImplemented("CancelRun")
-}
-
-// SubmitInput answers a waiting run.
-func (s *Server) SubmitInput(ctx context.Context, req *baagentv1.SubmitInputRequest) (*baagentv1.SubmitInputResponse, error) {
-	if err := validateSubmitInput(req); err != nil {
-		return nil, s.rejected(ctx, "SubmitInput", err)
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(s.opts.HTTPListener) }()
+	s.log.Info("gateway HTTP serving", "addr", s.opts.HTTPListener.Addr().String(), "auth", s.auth.mode())
+	select {
+	case err := <-served:
+		return fmt.Errorf("gateway HTTP on %s: %w", s.opts.HTTPListener.Addr(), err)
+	case <-ctx.Done():
 	}
-	return nil, notImplemented("SubmitInput")
-}
-
-// StreamRunEvents streams a run's events: replay after a cursor, then live.
-func (s *Server) StreamRunEvents(req *baagentv1.StreamRunEventsRequest, stream grpc.ServerStreamingServer[baagentv1.StreamRunEventsResponse]) error {
-	if err := validateStreamRunEvents(req); err != nil {
-		ctx := context.Background()
-		if stream != nil {
-			ctx = stream.Context()
-		}
-		return s.rejected(ctx, "StreamRunEvents", err)
+	// Streams end when ctx (their base context) ends; Shutdown waits for
+	// them and for in-flight JSON calls.
+	sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		_ = hs.Close()
 	}
-	return notImplemented("StreamRunEvents")
-}
-
-// ListSkills lists the caller's skills.
-func (s *Server) ListSkills(ctx context.Context, req *baagentv1.GatewayServiceListSkillsRequest) (*baagentv1.GatewayServiceListSkillsResponse, error) {
-	if err := validateListSkills(req); err != nil {
-		return nil, s.rejected(ctx, "ListSkills", err)
-	}
-	return nil, notImplemented("ListSkills")
-}
-
-// GetSkill reads one skill at a disclosure level.
-func (s *Server) GetSkill(ctx context.Context, req *baagentv1.GatewayServiceGetSkillRequest) (*baagentv1.GatewayServiceGetSkillResponse, error) {
-	if err := validateGetSkill(req); err != nil {
-		return nil, s.rejected(ctx, "GetSkill", err)
-	}
-	return nil, notImplemented("GetSkill")
-}
-
-// ListTools lists the tools the caller may use.
-func (s *Server) ListTools(context.Context, *baagentv1.GatewayServiceListToolsRequest) (*baagentv1.GatewayServiceListToolsResponse, error) {
-	// GatewayServiceListToolsRequest has no fields to validate.
-	return nil, notImplemented("ListTools")
-}
-
-// InvokeTool invokes a tool directly, outside a run.
-func (s *Server) InvokeTool(ctx context.Context, req *baagentv1.InvokeToolRequest) (*baagentv1.InvokeToolResponse, error) {
-	if err := validateInvokeTool(req); err != nil {
-		return nil, s.rejected(ctx, "InvokeTool", err)
-	}
-	return nil, notImplemented("InvokeTool")
-}
-
-// CountTokens counts the tokens of a text for a model.
-func (s *Server) CountTokens(ctx context.Context, req *baagentv1.GatewayServiceCountTokensRequest) (*baagentv1.GatewayServiceCountTokensResponse, error) {
-	if err := s.validateCountTokens(req); err != nil {
-		return nil, s.rejected(ctx, "CountTokens", err)
-	}
-	return nil, notImplemented("CountTokens")
+	<-served
+	return nil
 }
 
 // rejected logs a refused request at debug level and returns its error.
@@ -158,6 +235,10 @@ func (s *Server) rejected(ctx context.Context, rpc string, err error) error {
 	return err
 }
 
-func notImplemented(rpc string) error {
-	return status.Errorf(codes.Unimplemented, "GatewayService.%s is not implemented yet", rpc)
+// ready reports a construction failure as Unavailable.
+func (s *Server) ready() error {
+	if s.initErr != nil {
+		return status.Errorf(codes.Unavailable, "gateway misconfigured: %v", s.initErr)
+	}
+	return nil
 }

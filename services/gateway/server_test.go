@@ -2,16 +2,21 @@ package gateway
 
 import (
 	"context"
+	"log/slog"
+	"net"
 	"math"
 	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	vt "github.com/baagent/baagent/internal/validate/validatetest"
+	"github.com/baagent/baagent/services/gateway/internal/natstest"
 )
 
 type (
@@ -71,9 +76,42 @@ func TestServiceName(t *testing.T) {
 	}
 }
 
+// unimplementedPeers returns Options whose peers are a gRPC server with no
+// services (every call answers Unimplemented) and a real JetStream.
+func unimplementedPeers(tb testing.TB, opts Options) Options {
+	conn := vt.Serve(tb, func(grpc.ServiceRegistrar) {})
+	opts.Orchestrator = baagentv1.NewOrchestratorServiceClient(conn)
+	opts.Skills = baagentv1.NewSkillsServiceClient(conn)
+	opts.ToolRunner = baagentv1.NewToolRunnerServiceClient(conn)
+	opts.Tokens = baagentv1.NewTokensServiceClient(conn)
+	opts.JetStream, _ = natstest.JetStream(tb)
+	opts.Logger = slog.New(slog.DiscardHandler)
+	return opts
+}
+
+// loopback is the context of a call from a loopback client.
+func loopback(ctx context.Context) context.Context {
+	return peer.NewContext(ctx, &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5000}})
+}
+
+// fakeStream is a server stream for calling StreamRunEvents directly.
+type fakeStream struct {
+	grpc.ServerStreamingServer[baagentv1.StreamRunEventsResponse]
+	ctx context.Context
+}
+
+func (f fakeStream) Context() context.Context                       { return f.ctx }
+func (f fakeStream) Send(*baagentv1.StreamRunEventsResponse) error { return nil }
+
+// TestRPCs checks edge validation on every RPC and that a valid request
+// reaching a peer that answers Unimplemented gets Unimplemented naming it.
 func TestRPCs(t *testing.T) {
-	srv := New(Options{MaxTextBytes: 16})
+	srv := New(unimplementedPeers(t, Options{MaxTextBytes: 16}))
 	c := baagentv1.NewGatewayServiceClient(vt.Serve(t, func(gs grpc.ServiceRegistrar) { srv.Register(gs) }))
+	_, err := c.GetRun(t.Context(), validGet)
+	if !strings.Contains(status.Convert(err).Message(), "orchestrator service does not implement GetRun") {
+		t.Errorf("Unimplemented peer error does not name it: %v", err)
+	}
 
 	vt.Run(t, []vt.Case{
 		{Name: "StartRun/valid", Call: vt.Call(c.StartRun, validStart)},
@@ -148,8 +186,8 @@ func TestRPCs(t *testing.T) {
 }
 
 func TestNilRequests(t *testing.T) {
-	s := New(Options{})
-	ctx := t.Context()
+	s := New(unimplementedPeers(t, Options{}))
+	ctx := loopback(t.Context())
 	_, err := s.StartRun(ctx, nil)
 	vt.WantInvalid(t, err, "spec")
 	_, err = s.GetRun(ctx, nil)
@@ -176,9 +214,9 @@ func TestNilRequests(t *testing.T) {
 // FuzzHandlers feeds arbitrary bytes, decoded as each request type, to the
 // handlers: never a panic, always InvalidArgument or Unimplemented.
 func FuzzHandlers(f *testing.F) {
-	s := New(Options{})
-	stream := func(_ context.Context, req *streamReq) (struct{}, error) {
-		return struct{}{}, s.StreamRunEvents(req, nil) // validation never touches the stream
+	s := New(unimplementedPeers(f, Options{}))
+	stream := func(ctx context.Context, req *streamReq) (struct{}, error) {
+		return struct{}{}, s.StreamRunEvents(req, fakeStream{ctx: ctx})
 	}
 	handlers := []func(context.Context, []byte) (bool, error){
 		vt.Handler(s.StartRun),
@@ -197,6 +235,9 @@ func FuzzHandlers(f *testing.F) {
 		validSkills, validSkill, &baagentv1.GatewayServiceListToolsRequest{}, validInvoke, validCount}
 	for i, m := range seeds {
 		f.Add(uint8(i), vt.Marshal(f, m))
+	}
+	for i, h := range handlers {
+		handlers[i] = func(ctx context.Context, data []byte) (bool, error) { return h(loopback(ctx), data) }
 	}
 	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
 		vt.Fuzz(t, handlers, which, data)

@@ -1,0 +1,227 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/validate"
+	"github.com/baagent/baagent/services/gateway/internal/hub"
+)
+
+// The HTTP/JSON API mirrors the gRPC API; bodies are the protobuf JSON
+// mapping with the .proto field names. Errors are
+// {"error":{"code":"NOT_FOUND","message":"…","fields":[{"field":"run_id","description":"required"}]}}
+// with the HTTP status of the gRPC code.
+
+var unmarshalJSON = protojson.UnmarshalOptions{}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/runs", s.httpStartRun)
+	mux.HandleFunc("GET /v1/runs", s.httpListRuns)
+	mux.HandleFunc("GET /v1/runs/{run_id}", s.httpGetRun)
+	mux.HandleFunc("POST /v1/runs/{run_id}/cancel", s.httpCancelRun)
+	mux.HandleFunc("POST /v1/runs/{run_id}/input", s.httpSubmitInput)
+	mux.HandleFunc("GET /v1/runs/{run_id}/events", s.httpSSE)
+	mux.HandleFunc("GET /v1/runs/{run_id}/ws", s.httpWebSocket)
+	mux.HandleFunc("GET /v1/skills", s.httpListSkills)
+	mux.HandleFunc("GET /v1/tools", s.httpListTools)
+	mux.HandleFunc("POST /v1/tokens/count", s.httpCountTokens)
+	mux.HandleFunc("POST /v1/auth/stream-token", s.httpStreamToken)
+	mux.HandleFunc("GET /v1/whoami", s.httpWhoAmI)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.Handle("GET /", dashboardHandler())
+	return securityHeaders(mux)
+}
+
+// securityHeaders applies the headers every response carries.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// readBody decodes a JSON body into m; an empty body leaves m empty.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, m proto.Message) error {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return fieldError("body", "must be at most "+strconv.FormatInt(mbe.Limit, 10)+" bytes")
+		}
+		return status.Errorf(codes.InvalidArgument, "read body: %v", err)
+	}
+	if len(strings.TrimSpace(string(data))) == 0 {
+		return nil
+	}
+	if err := unmarshalJSON.Unmarshal(data, m); err != nil {
+		return fieldError("body", "invalid JSON for "+string(m.ProtoReflect().Descriptor().Name())+": "+err.Error())
+	}
+	return nil
+}
+
+func fieldError(field, desc string) error {
+	var e validate.Errors
+	e.Add(field, desc)
+	return e.Err()
+}
+
+// writeProto writes m as JSON with the proto field names.
+func writeProto(w http.ResponseWriter, code int, m proto.Message) {
+	data, err := hub.JSONOptions.Marshal(m)
+	if err != nil {
+		writeError(w, status.Errorf(codes.Internal, "render response: %v", err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(data, '\n'))
+}
+
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string       `json:"code"`
+	Message string       `json:"message"`
+	Fields  []fieldIssue `json:"fields,omitempty"`
+}
+
+type fieldIssue struct {
+	Field       string `json:"field"`
+	Description string `json:"description"`
+}
+
+// writeError writes a gRPC status as an HTTP error.
+func writeError(w http.ResponseWriter, err error) {
+	st := status.Convert(err)
+	body := errorBody{Error: errorDetail{Code: st.Code().String(), Message: st.Message()}}
+	body.Error.Code = codeName(st.Code())
+	for _, d := range st.Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok {
+			for _, v := range br.GetFieldViolations() {
+				body.Error.Fields = append(body.Error.Fields, fieldIssue{v.GetField(), v.GetDescription()})
+			}
+		}
+		if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay() != nil {
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(ri.GetRetryDelay().AsDuration().Seconds()))))
+		}
+	}
+	if st.Code() == codes.Unauthenticated {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="baagent"`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(httpStatus(st.Code()))
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// codeName is the upper snake case name of a code (NOT_FOUND), as in the
+// gRPC spec and google.rpc.Code.
+func codeName(c codes.Code) string {
+	switch c {
+	case codes.OK:
+		return "OK"
+	case codes.Canceled:
+		return "CANCELLED"
+	}
+	var b strings.Builder
+	for i, r := range c.String() {
+		if i > 0 && r >= 'A' && r <= 'Z' {
+			b.WriteByte('_')
+		}
+		b.WriteRune(r)
+	}
+	return strings.ToUpper(b.String())
+}
+
+// httpStatus maps a gRPC code to an HTTP status (as grpc-gateway does).
+func httpStatus(c codes.Code) int {
+	switch c {
+	case codes.OK:
+		return http.StatusOK
+	case codes.Canceled:
+		return 499
+	case codes.InvalidArgument, codes.OutOfRange:
+		return http.StatusBadRequest
+	case codes.DeadlineExceeded:
+		return http.StatusGatewayTimeout
+	case codes.NotFound:
+		return http.StatusNotFound
+	case codes.AlreadyExists, codes.Aborted:
+		return http.StatusConflict
+	case codes.PermissionDenied:
+		return http.StatusForbidden
+	case codes.Unauthenticated:
+		return http.StatusUnauthorized
+	case codes.ResourceExhausted:
+		return http.StatusTooManyRequests
+	case codes.FailedPrecondition:
+		return http.StatusBadRequest
+	case codes.Unimplemented:
+		return http.StatusNotImplemented
+	case codes.Unavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// runState parses a state filter: the enum name (RUN_STATE_RUNNING) or its
+// short lowercase form (running).
+func runState(v string) (baagentv1.RunState, bool) {
+	if n, ok := baagentv1.RunState_value[v]; ok {
+		return baagentv1.RunState(n), true
+	}
+	if n, ok := baagentv1.RunState_value["RUN_STATE_"+strings.ToUpper(v)]; ok && v == strings.ToLower(v) {
+		return baagentv1.RunState(n), true
+	}
+	return 0, false
+}
+
+// serveJSON authenticates, reports invalid (the edge validation result)
+// and otherwise writes what call returns: a proto message in the proto JSON
+// mapping, anything else with encoding/json.
+func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request, code int, invalid error, call func(tenant string) (any, error)) {
+	tenant, err := s.httpTenant(r, false)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if invalid != nil {
+		writeError(w, invalid)
+		return
+	}
+	if err := s.ready(); err != nil {
+		writeError(w, err)
+		return
+	}
+	out, err := call(tenant)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if m, ok := out.(proto.Message); ok {
+		writeProto(w, code, m)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(out)
+}

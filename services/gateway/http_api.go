@@ -1,0 +1,134 @@
+package gateway
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+)
+
+// HTTP/JSON handlers: decode, validate with the gRPC edge rules,
+// authenticate, and call the same code as the gRPC methods.
+
+func (s *Server) httpStartRun(w http.ResponseWriter, r *http.Request) {
+	req := &baagentv1.StartRunRequest{}
+	if err := s.readBody(w, r, req); err != nil {
+		writeError(w, err)
+		return
+	}
+	s.serveJSON(w, r, http.StatusOK, validateStartRun(req), func(tenant string) (any, error) {
+		return s.startRun(r.Context(), tenant, req)
+	})
+}
+
+func (s *Server) httpGetRun(w http.ResponseWriter, r *http.Request) {
+	req := &baagentv1.GetRunRequest{RunId: r.PathValue("run_id")}
+	s.serveJSON(w, r, http.StatusOK, validateGetRun(req), func(tenant string) (any, error) {
+		return s.getRun(r.Context(), tenant, req)
+	})
+}
+
+func (s *Server) httpListRuns(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	req := &baagentv1.ListRunsRequest{ConversationId: q.Get("conversation_id"), PageToken: q.Get("page_token")}
+	if v := q.Get("page_size"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			writeError(w, fieldError("page_size", "must be an integer"))
+			return
+		}
+		req.PageSize = int32(n)
+	}
+	for i, v := range q["states"] {
+		st, ok := runState(v)
+		if !ok {
+			writeError(w, fieldError("states["+strconv.Itoa(i)+"]", "unknown run state "+strconv.Quote(v)))
+			return
+		}
+		req.States = append(req.States, st)
+	}
+	s.serveJSON(w, r, http.StatusOK, validateListRuns(req), func(tenant string) (any, error) {
+		return s.listRuns(r.Context(), tenant, req)
+	})
+}
+
+func (s *Server) httpCancelRun(w http.ResponseWriter, r *http.Request) {
+	req := &baagentv1.CancelRunRequest{}
+	if err := s.readBody(w, r, req); err != nil {
+		writeError(w, err)
+		return
+	}
+	req.RunId = r.PathValue("run_id")
+	s.serveJSON(w, r, http.StatusOK, validateCancelRun(req), func(tenant string) (any, error) {
+		return s.cancelRun(r.Context(), tenant, req)
+	})
+}
+
+func (s *Server) httpSubmitInput(w http.ResponseWriter, r *http.Request) {
+	req := &baagentv1.SubmitInputRequest{}
+	if err := s.readBody(w, r, req); err != nil {
+		writeError(w, err)
+		return
+	}
+	req.RunId = r.PathValue("run_id")
+	s.serveJSON(w, r, http.StatusOK, validateSubmitInput(req), func(tenant string) (any, error) {
+		return s.submitInput(r.Context(), tenant, req)
+	})
+}
+
+func (s *Server) httpListSkills(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	req := &baagentv1.GatewayServiceListSkillsRequest{Project: q.Get("project"), IncludeInvalid: q.Get("include_invalid") == "true"}
+	s.serveJSON(w, r, http.StatusOK, validateListSkills(req), func(tenant string) (any, error) {
+		return s.listSkills(r.Context(), tenant, req)
+	})
+}
+
+func (s *Server) httpListTools(w http.ResponseWriter, r *http.Request) {
+	s.serveJSON(w, r, http.StatusOK, nil, func(tenant string) (any, error) {
+		return s.listTools(r.Context(), tenant)
+	})
+}
+
+func (s *Server) httpCountTokens(w http.ResponseWriter, r *http.Request) {
+	req := &baagentv1.GatewayServiceCountTokensRequest{}
+	if err := s.readBody(w, r, req); err != nil {
+		writeError(w, err)
+		return
+	}
+	s.serveJSON(w, r, http.StatusOK, s.validateCountTokens(req), func(string) (any, error) {
+		return s.countTokens(r.Context(), req)
+	})
+}
+
+// streamToken is the body of POST /v1/auth/stream-token.
+type streamToken struct {
+	Token     string    `json:"token"`
+	Tenant    string    `json:"tenant"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// httpStreamToken gives an authenticated caller a short-lived token for
+// ?token= on the event streams, for browsers (EventSource and WebSocket
+// cannot send headers).
+func (s *Server) httpStreamToken(w http.ResponseWriter, r *http.Request) {
+	s.serveJSON(w, r, http.StatusOK, nil, func(tenant string) (any, error) {
+		tok, exp := s.auth.issue(tenant)
+		return streamToken{Token: tok, Tenant: tenant, ExpiresAt: exp.UTC()}, nil
+	})
+}
+
+// whoAmI is the body of GET /v1/whoami.
+type whoAmI struct {
+	Tenant string `json:"tenant"`
+	// KeysRequired is false when no API keys are configured (loopback,
+	// tenant default).
+	KeysRequired bool `json:"keys_required"`
+}
+
+func (s *Server) httpWhoAmI(w http.ResponseWriter, r *http.Request) {
+	s.serveJSON(w, r, http.StatusOK, nil, func(tenant string) (any, error) {
+		return whoAmI{Tenant: tenant, KeysRequired: !s.auth.open()}, nil
+	})
+}

@@ -1,0 +1,158 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/gateway/internal/hub"
+)
+
+// SlowConsumerReason is the reason a client is cut for falling behind: the
+// ErrorInfo reason of the gRPC status, the SSE `slow_consumer` event and
+// the WebSocket close reason.
+const SlowConsumerReason = "slow_consumer"
+
+// openStream checks that tenant owns the run and subscribes to its events
+// from cursor. A run of another tenant is NotFound, like a run that does
+// not exist.
+func (s *Server) openStream(ctx context.Context, tenant, runID, cursor, transport string) (*hub.Subscription, error) {
+	if err := s.ready(); err != nil {
+		return nil, err
+	}
+	if s.hub == nil {
+		return nil, status.Error(codes.Unavailable, "event streaming needs NATS JetStream, which this gateway is not connected to")
+	}
+	ended := false
+	// A feed that has received events on the tenant's own subject proves
+	// the run is the tenant's; otherwise ask the orchestrator.
+	if !s.hub.Watching(tenant, runID) {
+		resp, err := s.getRun(ctx, tenant, &baagentv1.GetRunRequest{RunId: runID})
+		if err != nil {
+			return nil, err
+		}
+		switch resp.GetRun().GetState() {
+		case baagentv1.RunState_RUN_STATE_COMPLETED, baagentv1.RunState_RUN_STATE_FAILED, baagentv1.RunState_RUN_STATE_CANCELLED:
+			ended = true
+		}
+	}
+	sub, err := s.hub.Subscribe(ctx, hub.Request{Tenant: tenant, RunID: runID, Cursor: cursor, Transport: transport, RunEnded: ended})
+	switch {
+	case err == nil:
+		return sub, nil
+	case errors.Is(err, hub.ErrTooManyFeeds):
+		return nil, status.Error(codes.ResourceExhausted, err.Error())
+	case ctx.Err() != nil:
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	return nil, status.Errorf(codes.Unavailable, "subscribe to run %s: %v", runID, err)
+}
+
+// StreamRunEvents streams a run's events: replay after a cursor, then live,
+// ending after the terminal event.
+func (s *Server) StreamRunEvents(req *baagentv1.StreamRunEventsRequest, stream grpc.ServerStreamingServer[baagentv1.StreamRunEventsResponse]) error {
+	ctx := context.Background()
+	if stream != nil {
+		ctx = stream.Context()
+	}
+	if err := validateStreamRunEvents(req); err != nil {
+		return s.rejected(ctx, "StreamRunEvents", err)
+	}
+	tenant, err := s.grpcTenant(ctx)
+	if err != nil {
+		return err
+	}
+	sub, err := s.openStream(ctx, tenant, req.GetRunId(), req.GetAfter(), hub.TransportGRPC)
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	return s.pumpGRPC(ctx, sub, stream, req.GetAfter())
+}
+
+// pumpGRPC writes the subscription to the stream. Sends happen on a helper
+// goroutine so a client that does not take an event within WriteTimeout
+// can be cut: returning ends the RPC, which unblocks the pending send.
+func (s *Server) pumpGRPC(ctx context.Context, sub *hub.Subscription, stream grpc.ServerStreamingServer[baagentv1.StreamRunEventsResponse], cursor string) error {
+	sends := make(chan *baagentv1.StreamRunEventsResponse)
+	sent := make(chan error, 1)
+	go func() {
+		for m := range sends {
+			err := stream.Send(m)
+			sent <- err
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer close(sends)
+	timer := time.NewTimer(s.opts.WriteTimeout)
+	defer timer.Stop()
+	for {
+		it, err := sub.Next(ctx)
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case hub.IsSlowConsumer(err):
+			return slowConsumerStatus(cursor)
+		case errors.Is(err, hub.ErrClosed):
+			return status.Error(codes.Unavailable, "the gateway is shutting down; resume from the last cursor received")
+		case err != nil:
+			if ctx.Err() != nil {
+				return status.FromContextError(ctx.Err()).Err()
+			}
+			return status.Errorf(codes.Unavailable, "event stream failed: %v; resume from the last cursor received", err)
+		}
+		sends <- &baagentv1.StreamRunEventsResponse{Event: it.Event}
+		timer.Reset(s.opts.WriteTimeout)
+		select {
+		case err := <-sent:
+			if err != nil {
+				return err
+			}
+		case <-timer.C:
+			sub.WriteTimedOut()
+			return slowConsumerStatus(cursor)
+		}
+		sub.Delivered(it)
+		if it.Cursor != "" {
+			cursor = it.Cursor
+		}
+	}
+}
+
+// slowConsumerStatus tells a gRPC client it was cut for falling behind,
+// when to retry and from which cursor.
+func slowConsumerStatus(cursor string) error {
+	st := status.New(codes.ResourceExhausted, "slow_consumer: the client fell too far behind; resume with after="+quoteCursor(cursor))
+	if d, err := st.WithDetails(
+		&errdetails.ErrorInfo{Reason: "SLOW_CONSUMER", Domain: "baagent.dev", Metadata: map[string]string{"cursor": cursor}},
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(hub.RetryAfter)},
+	); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+func quoteCursor(c string) string {
+	if c == "" {
+		return `"" (live)`
+	}
+	return c
+}
+
+// errUnavailable reports a stream that failed before it started.
+func errUnavailable(err error) error {
+	if errors.Is(err, hub.ErrClosed) {
+		return status.Error(codes.Unavailable, "the gateway is shutting down; retry")
+	}
+	return status.Errorf(codes.Unavailable, "event stream failed: %v", err)
+}

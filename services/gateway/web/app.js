@@ -1,0 +1,283 @@
+// BA-Agent dashboard: runs list, live run timeline over SSE with resume,
+// usage and cost, start form, answers to clarification/decision questions.
+// Plain browser JavaScript, no build step. Untrusted text is only ever set
+// with textContent.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const TERMINAL = new Set(["complete", "error", "cancelled"]);
+const state = {
+  key: sessionStorage.getItem("baagent.key") || "",
+  keysRequired: false,
+  runId: "",
+  es: null,
+  lastSeq: 0,
+  cursor: "",
+  seen: new Set(),
+  answer: "",
+  pending: null,
+  ended: false,
+};
+
+function headers(extra) {
+  const h = Object.assign({}, extra || {});
+  if (state.key) h["Authorization"] = "Bearer " + state.key;
+  return h;
+}
+
+async function api(method, path, body) {
+  const init = { method, headers: headers(body ? { "Content-Type": "application/json" } : {}) };
+  if (body) init.body = JSON.stringify(body);
+  const r = await fetch(path, init);
+  const text = await r.text();
+  const data = text ? JSON.parse(text) : {};
+  if (!r.ok) {
+    const e = new Error((data.error && data.error.message) || r.statusText);
+    e.status = r.status;
+    throw e;
+  }
+  return data;
+}
+
+function setConn(text) { $("conn").textContent = text; }
+
+function shortState(s) { return (s || "").replace("RUN_STATE_", ""); }
+
+function setPill(el, s) {
+  el.textContent = shortState(s).toLowerCase();
+  el.className = "pill state-" + shortState(s);
+}
+
+async function whoami() {
+  try {
+    const w = await api("GET", "/v1/whoami");
+    state.keysRequired = w.keys_required;
+    $("tenant").textContent = "tenant " + w.tenant;
+    $("key-form").hidden = !w.keys_required;
+    return true;
+  } catch (e) {
+    $("key-form").hidden = false;
+    $("tenant").textContent = e.status === 401 ? "API key required" : e.message;
+    return false;
+  }
+}
+
+async function refreshRuns() {
+  let data;
+  try { data = await api("GET", "/v1/runs?page_size=50"); } catch (e) { return; }
+  const ul = $("runs");
+  ul.replaceChildren();
+  for (const run of data.runs || []) {
+    const li = document.createElement("li");
+    li.dataset.runId = run.run_id;
+    if (run.run_id === state.runId) li.classList.add("selected");
+    const input = document.createElement("span");
+    input.className = "input";
+    input.textContent = run.input || run.run_id;
+    const pill = document.createElement("span");
+    setPill(pill, run.state);
+    li.append(input, pill);
+    li.addEventListener("click", () => selectRun(run.run_id));
+    ul.append(li);
+    if (run.run_id === state.runId) setPill($("run-state"), run.state);
+  }
+}
+
+function resetTimeline() {
+  $("timeline").replaceChildren();
+  $("final").textContent = "";
+  $("answer-box").hidden = true;
+  $("question").hidden = true;
+  for (const id of ["u-in", "u-out", "u-cost", "u-events"]) $(id).textContent = "0";
+  state.lastSeq = 0; state.cursor = ""; state.seen = new Set(); state.answer = ""; state.ended = false;
+}
+
+function selectRun(runId) {
+  if (state.es) { state.es.close(); state.es = null; }
+  state.runId = runId;
+  location.hash = runId;
+  resetTimeline();
+  $("run-head").hidden = false;
+  $("run-title").textContent = runId;
+  document.querySelectorAll("#runs li").forEach((li) => li.classList.toggle("selected", li.dataset.runId === runId));
+  api("GET", "/v1/runs/" + encodeURIComponent(runId)).then((d) => setPill($("run-state"), d.run.state)).catch(() => {});
+  // A fresh view replays everything retained, so a reload misses nothing.
+  connect("earliest");
+}
+
+async function streamURL(cursor) {
+  let url = "/v1/runs/" + encodeURIComponent(state.runId) + "/events?cursor=" + encodeURIComponent(cursor);
+  if (state.keysRequired) {
+    const t = await api("POST", "/v1/auth/stream-token");
+    url += "&token=" + encodeURIComponent(t.token);
+  }
+  return url;
+}
+
+async function connect(cursor) {
+  const runId = state.runId;
+  let url;
+  try { url = await streamURL(cursor); } catch (e) { setConn("auth failed"); return; }
+  if (runId !== state.runId || state.ended) return;
+  const es = new EventSource(url);
+  state.es = es;
+  setConn("connecting");
+  es.onopen = () => setConn("live");
+  es.onmessage = () => {};
+  const types = ["start", "thought", "thought_delta", "text_delta", "act", "observe", "skill_activated",
+    "context_compressed", "clarification_asked", "clarification_answered", "decision_asked",
+    "decision_answered", "doom_loop_detected", "cost_update", "step_start", "step_end", "complete",
+    "error", "cancelled", "stream_reset"];
+  for (const t of types) es.addEventListener(t, (m) => onEvent(JSON.parse(m.data)));
+  es.addEventListener("slow_consumer", () => setConn("catching up"));
+  es.onerror = () => {
+    if (state.ended) return;
+    if (es.readyState === EventSource.CLOSED) {
+      // Not retried by the browser (e.g. an expired token): reconnect
+      // ourselves from the last cursor.
+      setConn("reconnecting");
+      setTimeout(() => { if (state.es === es) connect(state.cursor || "earliest"); }, 1000);
+    } else {
+      setConn("reconnecting");
+    }
+  };
+}
+
+function item(type, title, detail) {
+  const li = document.createElement("li");
+  li.className = "ev-" + type;
+  const t = document.createElement("span");
+  t.className = "t";
+  t.textContent = type;
+  li.append(t, document.createTextNode(title || ""));
+  if (detail) {
+    const pre = document.createElement("pre");
+    pre.textContent = detail;
+    li.append(pre);
+  }
+  $("timeline").append(li);
+  return li;
+}
+
+function onEvent(ev) {
+  if (ev.type !== "stream_reset") {
+    const seq = Number(ev.seq || 0);
+    if (state.seen.has(seq)) return; // never show an event twice
+    state.seen.add(seq);
+    state.lastSeq = Math.max(state.lastSeq, seq);
+  }
+  if (ev.cursor) state.cursor = ev.cursor;
+  $("u-events").textContent = String(state.seen.size);
+  const p = ev[ev.type] || {};
+  switch (ev.type) {
+    case "start":
+      item("start", " " + (p.model || "") + (p.scripted_model ? " (scripted model)" : ""), p.input);
+      setPill($("run-state"), "RUN_STATE_RUNNING");
+      break;
+    case "thought": item("thought", "", p.thought); break;
+    case "thought_delta": break;
+    case "text_delta":
+      state.answer += p.delta || "";
+      $("final").textContent = state.answer;
+      $("answer-box").hidden = false;
+      break;
+    case "act":
+      item("act", " " + p.tool_name + " #" + p.tool_call_id, JSON.stringify(p.tool_input || p.raw_arguments || {}, null, 2));
+      break;
+    case "observe":
+      item("observe", " " + p.tool_name + " " + (p.success ? "ok" : "failed " + (p.error_code || "")) + " in " + Math.round(p.duration_ms || 0) + " ms", p.observation);
+      break;
+    case "skill_activated": item("skill_activated", " " + p.skill_name); break;
+    case "context_compressed":
+      item("context_compressed", " " + (p.compression_strategy || "") + " " + (p.original_message_count || 0) + " → " + (p.final_message_count || 0) + " messages");
+      break;
+    case "clarification_asked": askQuestion(p.question_id, p.question, (p.options || []).map((o) => o.label)); item("clarification_asked", " " + p.question); break;
+    case "decision_asked": askQuestion(p.decision_id, p.context, (p.options || []).map((o) => o.label)); item("decision_asked", " " + p.context); break;
+    case "clarification_answered": case "decision_answered":
+      $("question").hidden = true; item(ev.type, " " + (p.answer || (p.timed_out ? "timed out" : ""))); break;
+    case "doom_loop_detected": item("doom_loop_detected", " " + p.tool_name + " ×" + p.repeat_count); break;
+    case "cost_update":
+      $("u-in").textContent = String(p.total_input_tokens || 0);
+      $("u-out").textContent = String(p.total_output_tokens || 0);
+      $("u-cost").textContent = Number(p.total_cost_usd || 0).toFixed(4);
+      break;
+    case "step_start": item("step_start", " step " + p.step_number); break;
+    case "step_end": item("step_end", " step " + p.step_number + " " + Math.round(p.duration_ms || 0) + " ms"); break;
+    case "complete":
+      $("final").textContent = p.content || state.answer;
+      $("answer-box").hidden = false;
+      item("complete", " final answer");
+      break;
+    case "error": item("error", " " + (p.code || ""), p.message); break;
+    case "cancelled": item("cancelled", " " + (p.reason || "")); break;
+    case "stream_reset":
+      item("stream_reset", " events before seq " + p.earliest_seq + " are no longer retained (" + p.reason + ")");
+      break;
+  }
+  if (TERMINAL.has(ev.type)) {
+    state.ended = true;
+    if (state.es) { state.es.close(); state.es = null; }
+    setConn("ended");
+    setPill($("run-state"), { complete: "RUN_STATE_COMPLETED", error: "RUN_STATE_FAILED", cancelled: "RUN_STATE_CANCELLED" }[ev.type]);
+    refreshRuns();
+  }
+}
+
+function askQuestion(id, text, options) {
+  state.pending = id;
+  $("q-text").textContent = text || "";
+  const box = $("q-options");
+  box.replaceChildren();
+  for (const label of options) {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.textContent = label;
+    b.addEventListener("click", () => submitAnswer(label));
+    box.append(b);
+  }
+  $("question").hidden = false;
+}
+
+async function submitAnswer(answer) {
+  if (!state.pending) return;
+  try {
+    await api("POST", "/v1/runs/" + encodeURIComponent(state.runId) + "/input", { input: { input_id: state.pending, answer } });
+    $("question").hidden = true;
+  } catch (e) { alert(e.message); }
+}
+
+$("answer-form").addEventListener("submit", (e) => { e.preventDefault(); submitAnswer($("answer").value); });
+
+$("start-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const spec = { input: $("input").value };
+  if ($("model").value) spec.model = $("model").value;
+  if ($("max-steps").value) spec.max_steps = Number($("max-steps").value);
+  $("start-error").hidden = true;
+  try {
+    const d = await api("POST", "/v1/runs", { spec });
+    await refreshRuns();
+    selectRun(d.run.run_id);
+  } catch (err) {
+    $("start-error").textContent = err.message;
+    $("start-error").hidden = false;
+  }
+});
+
+$("cancel").addEventListener("click", () => {
+  if (state.runId) api("POST", "/v1/runs/" + encodeURIComponent(state.runId) + "/cancel", { reason: "cancelled from the dashboard" }).catch((e) => alert(e.message));
+});
+
+$("key-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  state.key = $("api-key").value;
+  sessionStorage.setItem("baagent.key", state.key);
+  if (await whoami()) { refreshRuns(); if (state.runId) selectRun(state.runId); }
+});
+
+(async function main() {
+  if (await whoami()) await refreshRuns();
+  const fromHash = decodeURIComponent(location.hash.slice(1));
+  if (fromHash) selectRun(fromHash);
+  setInterval(refreshRuns, 3000);
+})();

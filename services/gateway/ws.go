@@ -1,0 +1,103 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/baagent/baagent/services/gateway/internal/hub"
+	"github.com/baagent/baagent/services/gateway/internal/wsock"
+)
+
+// WebSocket: GET /v1/runs/{run_id}/ws. Each event is one text message
+// holding the JSON envelope (its `cursor` is the resume position). Resume
+// with ?cursor= (browsers cannot set headers; authenticate with ?token=).
+// Pings every Heartbeat. After the terminal event the server closes with
+// 1000; a client cut for falling behind gets 1013 (try again later) with
+// reason "slow_consumer retry_after_ms=1000 cursor=<cursor>".
+
+func (s *Server) httpWebSocket(w http.ResponseWriter, r *http.Request) {
+	tenant, err := s.httpTenant(r, true)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	runID, cursor, err := streamParams(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var he *wsock.HandshakeError
+	if err := wsock.Check(r); errors.As(err, &he) {
+		http.Error(w, he.Error(), he.Status)
+		return
+	}
+	sub, err := s.openStream(r.Context(), tenant, runID, cursor, hub.TransportWS)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer sub.Close()
+	conn, err := wsock.Upgrade(w, r)
+	if err != nil {
+		s.log.Debug("websocket upgrade failed", "err", err)
+		return
+	}
+	s.pumpWS(r.Context(), conn, sub, cursor)
+}
+
+func (s *Server) pumpWS(ctx context.Context, conn *wsock.Conn, sub *hub.Subscription, cursor string) {
+	// The stream also ends when the client closes the socket.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-conn.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	heartbeat := time.NewTicker(s.opts.Heartbeat)
+	defer heartbeat.Stop()
+	timeout := s.opts.WriteTimeout
+	for {
+		it, ticked, err := sub.NextOrTick(ctx, heartbeat.C)
+		switch {
+		case ticked:
+			if conn.Ping(timeout) != nil {
+				_ = conn.Close(wsock.CloseGoingAway, "", timeout)
+				return
+			}
+			continue
+		case errors.Is(err, io.EOF):
+			_ = conn.Close(wsock.CloseNormal, "run ended", timeout)
+			return
+		case hub.IsSlowConsumer(err):
+			_ = conn.Close(wsock.CloseTryAgain, slowReason(cursor), timeout)
+			return
+		case errors.Is(err, hub.ErrClosed):
+			_ = conn.Close(wsock.CloseGoingAway, "gateway shutting down", timeout)
+			return
+		case err != nil:
+			_ = conn.Close(wsock.CloseGoingAway, "", timeout)
+			return
+		}
+		if err := conn.WriteText(it.JSON, timeout); err != nil {
+			if isTimeout(err) {
+				sub.WriteTimedOut()
+			}
+			_ = conn.Close(wsock.CloseTryAgain, slowReason(cursor), timeout)
+			return
+		}
+		sub.Delivered(it)
+		if it.Cursor != "" {
+			cursor = it.Cursor
+		}
+	}
+}
+
+func slowReason(cursor string) string {
+	return SlowConsumerReason + " retry_after_ms=" + sseRetryMillis + " cursor=" + cursor
+}
