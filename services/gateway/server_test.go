@@ -3,8 +3,8 @@ package gateway
 import (
 	"context"
 	"log/slog"
-	"net"
 	"math"
+	"net"
 	"strings"
 	"testing"
 
@@ -100,7 +100,7 @@ type fakeStream struct {
 	ctx context.Context
 }
 
-func (f fakeStream) Context() context.Context                       { return f.ctx }
+func (f fakeStream) Context() context.Context                      { return f.ctx }
 func (f fakeStream) Send(*baagentv1.StreamRunEventsResponse) error { return nil }
 
 // TestRPCs checks edge validation on every RPC and that a valid request

@@ -99,3 +99,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	return m, nil
 }
+
+// SlowCounter is the slow-consumer disconnect counter of a transport and
+// reason, for tests and diagnostics.
+func (h *Hub) SlowCounter(transport, reason string) prometheus.Counter {
+	return h.m.slow.WithLabelValues(transport, reason)
+}

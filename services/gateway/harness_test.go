@@ -1,0 +1,212 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	vt "github.com/baagent/baagent/internal/validate/validatetest"
+	"github.com/baagent/baagent/services/gateway/internal/natstest"
+)
+
+// Test keys (16+ bytes, as the configuration requires).
+const (
+	keyAcme    = "acme-key-0123456789"
+	keyInitech = "initech-key-0123456789"
+)
+
+// fakeOrchestrator is an in-memory OrchestratorService keyed by tenant, as
+// the real one is; tests publish the run's events themselves.
+type fakeOrchestrator struct {
+	baagentv1.UnimplementedOrchestratorServiceServer
+	mu   sync.Mutex
+	runs map[string]*baagentv1.Run // tenant/run_id
+	n    int
+}
+
+func (f *fakeOrchestrator) put(run *baagentv1.Run) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.runs[run.Tenant+"/"+run.RunId] = run
+}
+
+func (f *fakeOrchestrator) StartRun(_ context.Context, req *baagentv1.OrchestratorServiceStartRunRequest) (*baagentv1.OrchestratorServiceStartRunResponse, error) {
+	f.mu.Lock()
+	f.n++
+	id := fmt.Sprintf("run-%d", f.n)
+	f.mu.Unlock()
+	run := &baagentv1.Run{RunId: id, Tenant: req.Tenant, Input: req.GetSpec().GetInput(), State: baagentv1.RunState_RUN_STATE_QUEUED, CreatedAt: timestamppb.Now()}
+	f.put(run)
+	return &baagentv1.OrchestratorServiceStartRunResponse{Run: run}, nil
+}
+
+func (f *fakeOrchestrator) GetRun(_ context.Context, req *baagentv1.OrchestratorServiceGetRunRequest) (*baagentv1.OrchestratorServiceGetRunResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	run, ok := f.runs[req.Tenant+"/"+req.RunId]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "run %s not found", req.RunId)
+	}
+	return &baagentv1.OrchestratorServiceGetRunResponse{Run: run}, nil
+}
+
+func (f *fakeOrchestrator) ListRuns(_ context.Context, req *baagentv1.OrchestratorServiceListRunsRequest) (*baagentv1.OrchestratorServiceListRunsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := &baagentv1.OrchestratorServiceListRunsResponse{}
+	for _, r := range f.runs {
+		if r.Tenant == req.Tenant {
+			out.Runs = append(out.Runs, r)
+		}
+	}
+	return out, nil
+}
+
+// env is a gateway on loopback with JetStream and the fake orchestrator.
+type env struct {
+	t      *testing.T
+	js     jetstream.JetStream
+	orch   *fakeOrchestrator
+	srv    *Server
+	reg    *prometheus.Registry
+	base   string // http://127.0.0.1:port
+	client baagentv1.GatewayServiceClient
+}
+
+func newEnv(t *testing.T, opts Options) *env {
+	t.Helper()
+	js, _ := natstest.JetStream(t)
+	orch := &fakeOrchestrator{runs: map[string]*baagentv1.Run{}}
+	oconn := vt.Serve(t, func(gs grpc.ServiceRegistrar) { baagentv1.RegisterOrchestratorServiceServer(gs, orch) })
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	opts.Logger = slog.New(slog.DiscardHandler)
+	opts.Registerer = reg
+	opts.JetStream = js
+	opts.Orchestrator = baagentv1.NewOrchestratorServiceClient(oconn)
+	opts.HTTPListener = lis
+	if opts.APIKeys == nil {
+		opts.APIKeys = map[string]string{keyAcme: "acme", keyInitech: "initech"}
+	}
+	srv := New(opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	gconn := vt.Serve(t, func(gs grpc.ServiceRegistrar) { srv.Register(gs) })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return &env{t: t, js: js, orch: orch, srv: srv, reg: reg, base: "http://" + lis.Addr().String(), client: baagentv1.NewGatewayServiceClient(gconn)}
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// run registers a run of tenant with the orchestrator and returns its
+// event publisher.
+func (e *env) run(tenant, id string) *natstest.Run {
+	e.orch.put(&baagentv1.Run{RunId: id, Tenant: tenant, State: baagentv1.RunState_RUN_STATE_RUNNING})
+	return natstest.NewRun(e.js, tenant, id)
+}
+
+func withKey(ctx context.Context, key string) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+key)
+}
+
+// sseEvent is one parsed SSE event.
+type sseEvent struct{ id, event, data string }
+
+// sseClient reads an SSE response.
+type sseClient struct {
+	resp *http.Response
+	br   *bufio.Reader
+}
+
+func (e *env) sse(ctx context.Context, path string, header http.Header) (*sseClient, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.base+path, nil)
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, body)
+	}
+	return &sseClient{resp: resp, br: bufio.NewReader(resp.Body)}, nil
+}
+
+// next returns the next event (comments and retry lines skipped).
+func (c *sseClient) next() (sseEvent, error) {
+	var ev sseEvent
+	for {
+		line, err := c.br.ReadString('\n')
+		if err != nil {
+			return ev, err
+		}
+		line = strings.TrimRight(line, "\n")
+		switch {
+		case line == "":
+			if ev.event != "" {
+				return ev, nil
+			}
+		case strings.HasPrefix(line, "id: "):
+			ev.id = line[4:]
+		case strings.HasPrefix(line, "event: "):
+			ev.event = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			ev.data = line[6:]
+		}
+	}
+}
+
+// all reads events until the stream ends.
+func (c *sseClient) all() ([]sseEvent, error) {
+	defer c.close()
+	var out []sseEvent
+	for {
+		ev, err := c.next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, ev)
+	}
+}
+
+func (c *sseClient) close() { _ = c.resp.Body.Close() }
+
+func bearerHeader(key string) http.Header {
+	return http.Header{"Authorization": {"Bearer " + key}}
+}
