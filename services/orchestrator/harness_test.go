@@ -87,6 +87,7 @@ type harness struct {
 	tools  *fakeToolRunner
 	model  *scriptedModel
 	reg    *prometheus.Registry
+	opts   Options
 	stop   func() // stops Run and waits for it; idempotent
 }
 
@@ -151,19 +152,37 @@ func newHarness(t testing.TB, turns turnFunc, ho harnessOptions) *harness {
 	if ho.mutate != nil {
 		ho.mutate(&opts)
 	}
-	h.srv = New(opts)
+	h.opts = opts
+	h.srv, h.stop = runReplica(t, opts)
+	h.client = baagentv1.NewOrchestratorServiceClient(vt.Serve(t, func(gs grpc.ServiceRegistrar) { h.srv.Register(gs) }))
+	return h
+}
+
+// runReplica starts a Server with opts and its Run loop; the returned
+// function stops it and waits (idempotent, also run at cleanup).
+func runReplica(t testing.TB, opts Options) (*Server, func()) {
+	srv := New(opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- h.srv.Run(ctx) }()
-	h.stop = sync.OnceFunc(func() {
+	go func() { done <- srv.Run(ctx) }()
+	stop := sync.OnceFunc(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	t.Cleanup(h.stop)
-	h.client = baagentv1.NewOrchestratorServiceClient(vt.Serve(t, func(gs grpc.ServiceRegistrar) { h.srv.Register(gs) }))
-	return h
+	t.Cleanup(stop)
+	return srv, stop
+}
+
+// replica starts another orchestrator replica on the harness's JetStream
+// and peers, with its own gRPC client.
+func (h *harness) replica(name string) (*Server, baagentv1.OrchestratorServiceClient, func()) {
+	opts := h.opts
+	opts.Replica = name
+	opts.Registerer = nil
+	srv, stop := runReplica(h.t, opts)
+	return srv, baagentv1.NewOrchestratorServiceClient(vt.Serve(h.t, func(gs grpc.ServiceRegistrar) { srv.Register(gs) })), stop
 }
 
 // start starts a run and returns it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -114,52 +115,91 @@ func TestCancelQueuedAndOrphanedRuns(t *testing.T) {
 	}
 }
 
-func TestShutdownEndsRunsWithError(t *testing.T) {
+func TestShutdownHandsRunsBackToAnotherReplica(t *testing.T) {
 	ctx := testCtx(t)
 	started := make(chan struct{}, 1)
-	h := newHarness(t, blockingModel(started), harnessOptions{mutate: func(o *Options) { o.MaxConcurrentRuns = 1 }})
-	running := h.start(ctx, &baagentv1.RunSpec{Input: "one"})
-	<-started
-	queued := h.start(ctx, &baagentv1.RunSpec{Input: "two"})
-
-	h.stop()
-
-	for _, r := range []*baagentv1.Run{running, queued} {
-		evs := h.events(ctx, r.GetRunId())
-		checkEnvelope(t, r, evs)
-		if e := evs[len(evs)-1].GetError(); e.GetCode() != CodeShutdown {
-			t.Errorf("run %s: events %v, last %v", r.GetInput(), types(evs), evs[len(evs)-1])
+	var mu sync.Mutex
+	calls := 0
+	// The first model call blocks until the replica stops it; the next
+	// ones answer.
+	h := newHarness(t, func(ctx context.Context, _ int, _ ModelRequest) (*ModelResponse, error) {
+		mu.Lock()
+		calls++
+		first := calls == 1
+		mu.Unlock()
+		if first {
+			started <- struct{}{}
+			<-ctx.Done()
+			return nil, ctx.Err()
 		}
-	}
-	final := h.waitRun(ctx, queued.GetRunId())
-	if final.GetState() != baagentv1.RunState_RUN_STATE_FAILED || final.GetError().GetCode() != CodeShutdown {
-		t.Errorf("queued run record = %v", final)
-	}
-	_, err := h.client.StartRun(ctx, &baagentv1.OrchestratorServiceStartRunRequest{Tenant: testTenant, Spec: &baagentv1.RunSpec{Input: "late"}})
-	if status.Code(err) != codes.Unavailable {
+		return answer("answered after the hand-over"), nil
+	}, harnessOptions{mutate: func(o *Options) { o.MaxConcurrentRuns = 1 }})
+	run := h.start(ctx, &baagentv1.RunSpec{Input: "one"})
+	<-started
+	h.stop()
+	if _, err := h.client.StartRun(ctx, &baagentv1.OrchestratorServiceStartRunRequest{Tenant: testTenant, Spec: &baagentv1.RunSpec{Input: "late"}}); status.Code(err) != codes.Unavailable {
 		t.Errorf("StartRun while closing = %v", err)
+	}
+
+	_, other, _ := h.replica("replica-b")
+	evs := h.events(ctx, run.GetRunId())
+	checkEnvelope(t, run, evs)
+	if c := evs[len(evs)-1].GetComplete(); c.GetContent() != "answered after the hand-over" {
+		t.Fatalf("events %v, last %v", types(evs), evs[len(evs)-1])
+	}
+	resumed := false
+	for _, e := range evs {
+		resumed = resumed || strings.Contains(e.GetStepStart().GetDescription(), "replica-b")
+	}
+	if got := types(evs); got[0] != "start" || slices.Index(got[1:], "start") >= 0 || resumed {
+		// One start event; the step had not reached its checkpoint, so
+		// replica-b runs it afresh (not as a resumed step).
+		t.Errorf("events %v", got)
+	}
+	final, err := other.GetRun(ctx, &baagentv1.OrchestratorServiceGetRunRequest{Tenant: testTenant, RunId: run.GetRunId()})
+	if err != nil || final.GetRun().GetState() != baagentv1.RunState_RUN_STATE_COMPLETED || final.GetRun().GetLastSeq() != uint64(len(evs)) {
+		t.Errorf("record %v, %v", final.GetRun(), err)
 	}
 }
 
 func TestStartRunLimitsAndIdempotency(t *testing.T) {
 	ctx := testCtx(t)
 	started := make(chan struct{}, 8)
-	h := newHarness(t, blockingModel(started), harnessOptions{mutate: func(o *Options) { o.MaxConcurrentRuns, o.MaxQueuedRuns = 1, 1 }})
+	h := newHarness(t, blockingModel(started), harnessOptions{mutate: func(o *Options) { o.MaxConcurrentRuns, o.MaxRunsPerTenant, o.MaxQueuedRuns = 1, 2, 3 }})
 	spec := &baagentv1.RunSpec{Input: "same", IdempotencyKey: "req-42"}
 	first := h.start(ctx, spec)
 	second := h.start(ctx, spec)
 	if first.GetRunId() != second.GetRunId() {
 		t.Fatalf("idempotency key gave runs %s and %s", first.GetRunId(), second.GetRunId())
 	}
-	h.start(ctx, &baagentv1.RunSpec{Input: "fills the queue"})
+	h.start(ctx, &baagentv1.RunSpec{Input: "reaches the tenant's limit"})
 	_, err := h.client.StartRun(ctx, &baagentv1.OrchestratorServiceStartRunRequest{Tenant: testTenant, Spec: &baagentv1.RunSpec{Input: "one too many"}})
-	if status.Code(err) != codes.ResourceExhausted {
-		t.Fatalf("StartRun over capacity = %v", err)
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(status.Convert(err).Message(), "tenant") {
+		t.Fatalf("StartRun over the tenant's limit = %v", err)
 	}
-	// The same key in another tenant is another run.
+	// The same key in another tenant is another run; a fourth run overall
+	// exceeds the queue's limit.
 	other, err := h.client.StartRun(ctx, &baagentv1.OrchestratorServiceStartRunRequest{Tenant: "other", Spec: spec})
-	if status.Code(err) != codes.ResourceExhausted && (err != nil || other.GetRun().GetRunId() == first.GetRunId()) {
+	if err != nil || other.GetRun().GetRunId() == first.GetRunId() {
 		t.Errorf("other tenant: %v, %v", other, err)
+	}
+	_, err = h.client.StartRun(ctx, &baagentv1.OrchestratorServiceStartRunRequest{Tenant: "third", Spec: &baagentv1.RunSpec{Input: "x"}})
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(status.Convert(err).Message(), "queue") {
+		t.Fatalf("StartRun over the queue's limit = %v", err)
+	}
+	// Cancelling a run frees its place.
+	if _, err := h.client.CancelRun(ctx, &baagentv1.OrchestratorServiceCancelRunRequest{Tenant: testTenant, RunId: first.GetRunId()}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		_, err = h.client.StartRun(ctx, &baagentv1.OrchestratorServiceStartRunRequest{Tenant: testTenant, Spec: &baagentv1.RunSpec{Input: "fits again"}})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("StartRun after a cancel = %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

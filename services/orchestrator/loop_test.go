@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -262,7 +263,9 @@ func TestUnimplementedPeersEndRunWithClearError(t *testing.T) {
 func TestMaxSteps(t *testing.T) {
 	ctx := testCtx(t)
 	h := newHarness(t, func(_ context.Context, n int, _ ModelRequest) (*ModelResponse, error) {
-		return callTools("again", "call_"+string(rune('a'+n)), "noop", `{}`), nil
+		// Different arguments each time: a loop the doom-loop detector
+		// does not catch, only the step limit.
+		return callTools("again", "call_"+string(rune('a'+n)), "noop", fmt.Sprintf(`{"n": %d}`, n)), nil
 	}, harnessOptions{})
 	run := h.start(ctx, &baagentv1.RunSpec{Input: "loop forever", MaxSteps: 3})
 	evs := h.events(ctx, run.GetRunId())

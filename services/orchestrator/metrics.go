@@ -12,7 +12,8 @@ import (
 type metrics struct {
 	runs          *prometheus.CounterVec // by outcome
 	runsActive    prometheus.Gauge
-	runsQueued    prometheus.Gauge
+	waits         *prometheus.CounterVec // by kind
+	resumed       prometheus.Counter
 	steps         prometheus.Counter
 	stepOverhead  prometheus.Histogram
 	modelLatency  prometheus.Histogram
@@ -41,9 +42,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: ns, Subsystem: sub, Name: "runs_active",
 			Help: "Runs executing on this replica.",
 		}),
-		runsQueued: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: ns, Subsystem: sub, Name: "runs_queued",
-			Help: "Runs accepted by this replica and waiting for an execution slot.",
+		waits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "input_waits_total",
+			Help: "Runs paused for the user's input, by kind (clarification, decision, doom_loop, permission).",
+		}, []string{"kind"}),
+		resumed: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "runs_resumed_total",
+			Help: "Runs resumed from a checkpoint (after a crash, a shutdown or the user's input).",
 		}),
 		steps: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "steps_total",
@@ -102,5 +107,5 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.runs, m.runsActive, m.runsQueued, m.steps, m.stepOverhead, m.modelLatency, m.modelTokens, m.toolCalls, m.toolDuration, m.eventFailures}
+	return []prometheus.Collector{m.runs, m.runsActive, m.waits, m.resumed, m.steps, m.stepOverhead, m.modelLatency, m.modelTokens, m.toolCalls, m.toolDuration, m.eventFailures}
 }

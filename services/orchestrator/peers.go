@@ -11,15 +11,17 @@ import (
 
 // Machine-readable codes of a failed run (RunError.code, ErrorPayload.code).
 const (
-	CodePeerUnimplemented = "PEER_UNIMPLEMENTED"
-	CodePeerUnavailable   = "PEER_UNAVAILABLE"
-	CodePeerError         = "PEER_ERROR"
-	CodeModelUnavailable  = "MODEL_UNAVAILABLE"
-	CodeModelProtocol     = "MODEL_PROTOCOL_ERROR"
-	CodeMaxSteps          = "MAX_STEPS"
-	CodeEventsUnavailable = "EVENTS_UNAVAILABLE"
-	CodeShutdown          = "ORCHESTRATOR_SHUTDOWN"
-	CodeInternal          = "INTERNAL"
+	CodePeerUnimplemented     = "PEER_UNIMPLEMENTED"
+	CodePeerUnavailable       = "PEER_UNAVAILABLE"
+	CodePeerError             = "PEER_ERROR"
+	CodeModelUnavailable      = "MODEL_UNAVAILABLE"
+	CodeModelProtocol         = "MODEL_PROTOCOL_ERROR"
+	CodeMaxSteps              = "MAX_STEPS"
+	CodeEventsUnavailable     = "EVENTS_UNAVAILABLE"
+	CodeShutdown              = "ORCHESTRATOR_SHUTDOWN"
+	CodeCheckpointUnavailable = "CHECKPOINT_UNAVAILABLE"
+	CodeQueueUnavailable      = "QUEUE_UNAVAILABLE"
+	CodeInternal              = "INTERNAL"
 )
 
 // runError ends a run with a code and a message a user can act on.

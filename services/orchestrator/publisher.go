@@ -77,6 +77,10 @@ type publisher struct {
 	terminal bool
 	broken   error // a repair failed: no further event can be trusted
 	gen      int   // fresh Nats-Msg-Id generation for repaired events
+	// idSuffix distinguishes the Nats-Msg-Ids of a resumed execution from
+	// those of the execution it replaces (whose unconfirmed events may have
+	// been deleted but are still in the duplicate window).
+	idSuffix string
 }
 
 func newPublisher(sink eventSink, run *baagentv1.Run) (*publisher, error) {
@@ -125,7 +129,7 @@ func (p *publisher) emit(ctx context.Context, ev *baagentv1.Event) error {
 		return fmt.Errorf("encode %s event: %w", ev.Type, err)
 	}
 	msg := &nats.Msg{Subject: p.subject, Data: data, Header: nats.Header{}}
-	msg.Header.Set(jetstream.MsgIDHeader, MsgID(ev.RunId, seq))
+	msg.Header.Set(jetstream.MsgIDHeader, MsgID(ev.RunId, seq)+p.idSuffix)
 	f := &inflight{seq: seq, typ: ev.Type, msg: msg}
 	if !p.sync {
 		// A refused async publish (stalled, disconnected) is left for the
@@ -218,7 +222,7 @@ func (p *publisher) confirm(ctx context.Context, batch []*inflight) error {
 		}
 		p.gen++
 		for _, f := range batch[bad:] {
-			f.msg.Header.Set(jetstream.MsgIDHeader, MsgID(p.base.RunId, f.seq)+":"+strconv.Itoa(p.gen))
+			f.msg.Header.Set(jetstream.MsgIDHeader, MsgID(p.base.RunId, f.seq)+p.idSuffix+":"+strconv.Itoa(p.gen))
 			if err := p.publishSync(ctx, f); err != nil {
 				return err
 			}
@@ -287,6 +291,21 @@ func (p *publisher) publishSync(ctx context.Context, f *inflight) error {
 		}
 	}
 	return fmt.Errorf("publish %s event %d to %s: %w", f.typ, f.seq, p.subject, lastErr)
+}
+
+// position returns the last acknowledged event's seq and stream sequence.
+func (p *publisher) position() (seq, pos uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.acked, p.lastPos
+}
+
+// continueAfter makes the next event seq+1, after the event stored at
+// stream sequence pos, with Nats-Msg-Ids marked by suffix.
+func (p *publisher) continueAfter(seq, pos uint64, suffix string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seq, p.acked, p.lastPos, p.idSuffix = seq, seq, pos, suffix
 }
 
 // lastSeq returns the seq of the last acknowledged event.

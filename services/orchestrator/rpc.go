@@ -64,40 +64,41 @@ func (s *Server) StartRun(ctx context.Context, req *baagentv1.OrchestratorServic
 		}
 	}
 
-	r, err := s.accept(ctx, store, rec, proto.Clone(spec).(*baagentv1.RunSpec))
-	if err != nil {
+	if err := s.accept(ctx, store, rec, spec); err != nil {
 		return nil, err
 	}
 	s.log.InfoContext(ctx, "run accepted", "tenant", rec.Tenant, "run_id", rec.RunId, "conversation_id", rec.ConversationId, "model", rec.Model)
-	return &baagentv1.OrchestratorServiceStartRunResponse{Run: r.initial}, nil
+	return &baagentv1.OrchestratorServiceStartRunResponse{Run: rec}, nil
 }
 
-// accept stores the QUEUED record and hands the run to the workers. The
-// capacity check, the record and the enqueue happen in that order so that a
-// refused run leaves nothing behind and a queued run is always readable.
-func (s *Server) accept(ctx context.Context, store *runStore, rec *baagentv1.Run, spec *baagentv1.RunSpec) (*run, error) {
+// accept checks the limits, stores the QUEUED record and publishes the
+// run's work item, in that order, so that a refused run leaves nothing
+// behind and a queued run is always readable.
+func (s *Server) accept(ctx context.Context, store *runStore, rec *baagentv1.Run, spec *baagentv1.RunSpec) error {
 	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
-		return nil, status.Error(codes.Unavailable, "the orchestrator is shutting down; retry on another replica")
-	}
-	if len(s.runs) >= cap(s.queue) {
-		s.mu.Unlock()
-		return nil, status.Errorf(codes.ResourceExhausted,
-			"this orchestrator already holds %d runs (%d executing at most, the rest queued); retry later", len(s.runs), s.opts.MaxConcurrentRuns)
-	}
-	r := newRun(s, rec, spec)
-	s.runs[rec.RunId] = r
+	closing := s.closing
 	s.mu.Unlock()
-
-	if err := store.put(ctx, rec); err != nil {
-		s.forget(rec.RunId)
-		r.cancel(errors.New("not accepted"))
-		return nil, status.Errorf(codes.Unavailable, "run store: %v", err)
+	if closing {
+		return status.Error(codes.Unavailable, "the orchestrator is shutting down; retry on another replica")
 	}
-	s.metrics.runsQueued.Inc()
-	s.queue <- r // never blocks: len(s.runs) < cap(s.queue)
-	return r, nil
+	if err := s.admit(ctx, rec.GetTenant()); err != nil {
+		return err
+	}
+	if err := store.put(ctx, rec); err != nil {
+		return status.Errorf(codes.Unavailable, "run store: %v", err)
+	}
+	if err := s.enqueue(ctx, rec, spec); err != nil {
+		// The record must not claim a queued run nobody will execute.
+		failed := proto.Clone(rec).(*baagentv1.Run)
+		failed.State = baagentv1.RunState_RUN_STATE_FAILED
+		failed.FinishedAt = timestamppb.Now()
+		failed.Error = &baagentv1.RunError{Code: CodeQueueUnavailable, Message: "the run could not be queued: " + err.Error()}
+		if perr := store.put(context.WithoutCancel(ctx), failed); perr != nil {
+			s.log.ErrorContext(ctx, "run neither queued nor marked failed", "run_id", rec.GetRunId(), "error", perr)
+		}
+		return status.Errorf(codes.Unavailable, "run queue: %v", err)
+	}
+	return nil
 }
 
 // GetRun returns a run.
@@ -161,20 +162,24 @@ func (s *Server) CancelRun(ctx context.Context, req *baagentv1.OrchestratorServi
 	if err != nil {
 		return nil, err
 	}
-	reason := req.GetReason()
-	if reason == "" {
-		reason = "cancelled by the client"
+	reason := cancelReason(req)
+	rec, _, err := store.get(ctx, req.GetTenant(), req.GetRunId())
+	if err != nil {
+		return nil, storeStatus(err, req.GetRunId())
 	}
-	if r := s.local(req.GetRunId()); r != nil && r.initial.GetTenant() == req.GetTenant() {
-		r.cancel(&cancelCause{reason: reason})
-		wait, stop := context.WithTimeout(ctx, DefaultCancelWait)
-		defer stop()
-		select {
-		case <-r.done:
-		case <-wait.Done():
+	switch {
+	case isFinished(rec.GetState()):
+	case s.cancelLocal(ctx, req.GetTenant(), req.GetRunId(), reason):
+	case rec.GetState() == baagentv1.RunState_RUN_STATE_RUNNING && s.cancelRemote(ctx, req):
+		// The executing replica ends the run; wait for its record.
+		s.waitFinished(ctx, store, req.GetTenant(), req.GetRunId())
+	default:
+		// Queued, waiting for input, or orphaned by a replica that died:
+		// no goroutine executes it. Its work item, when delivered, finds
+		// the run finished.
+		if err := s.cancelOrphan(ctx, store, req.GetTenant(), req.GetRunId(), reason); err != nil {
+			return nil, err
 		}
-	} else if err := s.cancelOrphan(ctx, store, req.GetTenant(), req.GetRunId(), reason); err != nil {
-		return nil, err
 	}
 	run, _, err := store.get(ctx, req.GetTenant(), req.GetRunId())
 	if err != nil {
@@ -199,27 +204,31 @@ func (s *Server) cancelOrphan(ctx context.Context, store *runStore, tenant, runI
 	if err != nil {
 		return status.Errorf(codes.Internal, "run %s: %v", runID, err)
 	}
+	// Continue after the last stored event (the record may lag behind a
+	// replica that died).
+	if last, err := s.lastEvent(ctx, tenant, runID); err != nil {
+		return status.Errorf(codes.Unavailable, "read the run's events: %v", err)
+	} else if last.GetSeq() > rec.GetLastSeq() {
+		pub.continueAfter(last.GetSeq(), 0, "")
+	}
 	if err := pub.emitNow(ctx, &baagentv1.Event{Step: rec.GetStep(), Payload: &baagentv1.Event_Cancelled{Cancelled: &baagentv1.CancelledPayload{Reason: reason}}}); err != nil {
 		return status.Errorf(codes.Unavailable, "publish the cancelled event: %v", err)
 	}
 	now := time.Now()
 	rec.State = baagentv1.RunState_RUN_STATE_CANCELLED
+	rec.PendingInput = nil
 	rec.FinishedAt = timestamppb.New(now)
 	rec.LastSeq = pub.lastSeq()
 	if err := store.update(ctx, rec, rev); err != nil {
 		return status.Errorf(codes.Aborted, "run %s changed while being cancelled; retry: %v", runID, err)
 	}
 	s.metrics.runs.WithLabelValues("cancelled").Inc()
-	return nil
-}
-
-// SubmitInput answers the question a WAITING_INPUT run waits on. Runs do not
-// ask questions yet (human in the loop comes with durable runs).
-func (s *Server) SubmitInput(ctx context.Context, req *baagentv1.OrchestratorServiceSubmitInputRequest) (*baagentv1.OrchestratorServiceSubmitInputResponse, error) {
-	if err := validateSubmitInput(req); err != nil {
-		return nil, s.rejected(ctx, "SubmitInput", err)
+	if cps, err := s.checkpoints(ctx); err == nil {
+		if err := cps.delete(ctx, tenant, runID); err != nil {
+			s.log.WarnContext(ctx, "checkpoint of a cancelled run not deleted (it expires with the bucket's TTL)", "run_id", runID, "error", err)
+		}
 	}
-	return nil, notImplemented("SubmitInput")
+	return nil
 }
 
 func isFinished(st baagentv1.RunState) bool {

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
@@ -17,14 +17,30 @@ type cancelCause struct{ reason string }
 
 func (c *cancelCause) Error() string { return "cancelled: " + c.reason }
 
-// run is one accepted run on this replica. Its record and state are owned by
-// the worker goroutine executing it; other goroutines only cancel it and
-// wait on done.
+// outcome is how an execution of a run ended on this replica.
+type outcome int
+
+const (
+	// outcomeEnded: the run reached its terminal event.
+	outcomeEnded outcome = iota
+	// outcomeHandedBack: the replica stops (shutdown) or cannot go on now;
+	// the run goes back to the queue and resumes from its checkpoint.
+	outcomeHandedBack
+	// outcomeLost: another replica took the run over.
+	outcomeLost
+	// outcomeWaiting: the run waits for the user's input (holding no
+	// goroutine); its work item comes back at the wait's deadline.
+	outcomeWaiting
+)
+
+// run is one execution of a run on this replica. Its record and state are
+// owned by the worker goroutine executing it; other goroutines only cancel
+// it and wait on done.
 type run struct {
 	s       *Server
 	log     *slog.Logger
-	initial *baagentv1.Run // the QUEUED record, as returned by StartRun
 	spec    *baagentv1.RunSpec
+	attempt int // delivery of the work item (1 for the first)
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -36,6 +52,22 @@ type run struct {
 	metrics *convMetrics
 	skills  skillStack
 	models  map[string]*baagentv1.ModelInfo // GetModelInfo answers, by model
+	doom    doomDetector
+
+	// Checkpoint state; cpMu serialises writes from parallel tool calls.
+	cpMu   sync.Mutex
+	cps    *checkpointStore
+	cpRev  uint64
+	cp     *checkpoint // the last state written
+	resume *checkpoint // the checkpoint this execution resumed from
+	// cur is the step in progress once the model has answered.
+	cur *stepState
+	// wait is the question the run waits on or has just had answered;
+	// paused says the run stops here to wait (outcomeWaiting).
+	wait   *waitState
+	paused bool
+	// workSeq is the stream sequence of the work item being executed.
+	workSeq uint64
 }
 
 func newRun(s *Server, rec *baagentv1.Run, spec *baagentv1.RunSpec) *run {
@@ -43,8 +75,8 @@ func newRun(s *Server, rec *baagentv1.Run, spec *baagentv1.RunSpec) *run {
 	return &run{
 		s:       s,
 		log:     s.log.With("tenant", rec.GetTenant(), "run_id", rec.GetRunId()),
-		initial: proto.Clone(rec).(*baagentv1.Run),
 		spec:    spec,
+		attempt: 1,
 		ctx:     ctx,
 		cancel:  cancel,
 		done:    make(chan struct{}),
@@ -53,22 +85,32 @@ func newRun(s *Server, rec *baagentv1.Run, spec *baagentv1.RunSpec) *run {
 	}
 }
 
-// execute runs the loop to its end and publishes the terminal event.
-func (r *run) execute() {
+// execute runs the loop from the run's checkpoint to its end (or to a wait
+// for input, a shutdown or the loss of the run to another replica).
+func (r *run) execute() outcome {
 	defer close(r.done)
 	defer r.s.forget(r.rec.GetRunId())
 	defer r.cancel(nil)
 
-	pub, err := newPublisher(r.s.opts.JetStream, r.rec)
-	if err != nil { // the ids were validated at the edge; this is a bug
-		r.log.Error("run cannot publish events", "error", err)
-		return
-	}
-	r.pub = pub
-	start := time.Now()
-	r.metrics = newConvMetrics(r.rec.GetConversationId(), start)
 	r.s.metrics.runsActive.Inc()
 	defer r.s.metrics.runsActive.Dec()
+
+	terminal, err := r.prepare()
+	switch {
+	case errors.Is(err, errLostRun):
+		r.log.Info("run taken over by another replica")
+		return outcomeLost
+	case err != nil && r.ctx.Err() == nil:
+		r.log.Warn("run cannot be resumed now; handed back to the queue", "error", err)
+		return outcomeHandedBack
+	case err != nil:
+		return r.interrupted(err)
+	case terminal != nil:
+		// The run had ended (its terminal event is stored) before the
+		// replica that ended it could record it.
+		r.record(terminal)
+		return outcomeEnded
+	}
 
 	var answer string
 	if r.ctx.Err() == nil {
@@ -76,7 +118,193 @@ func (r *run) execute() {
 	} else {
 		err = context.Cause(r.ctx)
 	}
+	if err == nil && r.paused {
+		return outcomeWaiting
+	}
+	if o, ok := r.stopsHere(err); ok {
+		return o
+	}
 	r.finish(answer, err)
+	return outcomeEnded
+}
+
+// stopsHere reports whether err ends this execution without ending the
+// run: the run was lost to another replica, or the replica shuts down (the
+// run is handed back and resumes elsewhere from its checkpoint).
+func (r *run) stopsHere(err error) (outcome, bool) {
+	cause := context.Cause(r.ctx)
+	switch {
+	case errors.Is(err, errLostRun) || errors.Is(cause, errLostRun):
+		r.log.Info("run taken over by another replica; stopping here")
+		return outcomeLost, true
+	case errors.Is(err, errShutdown) || errors.Is(cause, errShutdown):
+		r.log.Info("replica shutting down; run handed back to the queue", "step", r.rec.GetStep())
+		r.flushQuietly()
+		return outcomeHandedBack, true
+	}
+	return 0, false
+}
+
+// interrupted handles a run stopped while it was being prepared.
+func (r *run) interrupted(err error) outcome {
+	if o, ok := r.stopsHere(err); ok {
+		return o
+	}
+	r.finish("", err)
+	return outcomeEnded
+}
+
+func (r *run) flushQuietly() {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), finalizeTimeout)
+	defer cancel()
+	_ = r.pub.flush(ctx)
+}
+
+// prepare opens the publisher and the checkpoint, repairs the event tail a
+// dead replica may have left, and claims the run with a fenced checkpoint
+// write. It returns the terminal event when the run had already ended.
+func (r *run) prepare() (*baagentv1.Event, error) {
+	ctx := r.ctx
+	pub, err := newPublisher(r.s.opts.JetStream, r.rec)
+	if err != nil { // the ids were validated at the edge; this is a bug
+		return nil, err
+	}
+	r.pub = pub
+	cps, err := r.s.checkpoints(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.cps = cps
+	cp, rev, err := cps.load(ctx, r.rec.GetTenant(), r.rec.GetRunId())
+	if err != nil {
+		return nil, err
+	}
+	r.cpRev = rev
+	r.metrics = newConvMetrics(r.rec.GetConversationId(), time.Now())
+	if cp != nil || r.attempt > 1 || r.rec.GetState() != baagentv1.RunState_RUN_STATE_QUEUED {
+		terminal, err := r.resumeEvents(ctx, cp)
+		if err != nil || terminal != nil {
+			return terminal, err
+		}
+	}
+	if cp == nil {
+		cp = &checkpoint{Kind: cpStart}
+	} else if err := r.restore(cp); err != nil {
+		return nil, err
+	}
+	r.resume = cp
+	if cp.Kind != cpStart || cp.Started {
+		r.s.metrics.resumed.Inc()
+	}
+	// Claim: a fenced write of the same state under this replica's name.
+	return nil, r.claim(cp)
+}
+
+// restore loads the run's state from cp.
+func (r *run) restore(cp *checkpoint) error {
+	r.rec.Step = cp.Step
+	if len(cp.Metrics) > 0 {
+		m, err := unmarshalProto[baagentv1.ConversationMetrics](cp.Metrics)
+		if err != nil {
+			return err
+		}
+		r.metrics = &convMetrics{m: m}
+	}
+	for _, f := range cp.Skills {
+		mod, err := unmarshalProto[baagentv1.ContextModifier](f.Modifier)
+		if err != nil {
+			return err
+		}
+		r.skills.push(activation{name: f.Name, id: f.ID, modifier: mod})
+	}
+	r.doom.restore(cp.Calls)
+	r.log.Info("resuming run from its checkpoint", "checkpoint", cp.Kind, "step", cp.Step, "last_seq", r.pub.lastSeq(), "previous_owner", cp.Owner, "attempt", r.attempt)
+	return nil
+}
+
+// claim rewrites cp under this replica's name (fenced): from here on a
+// replica that executed the run before fails its next checkpoint write.
+func (r *run) claim(cp *checkpoint) error {
+	c := *cp
+	c.Owner, c.Attempt, c.At = r.s.opts.Replica, r.attempt, time.Now()
+	return r.store(&c)
+}
+
+// checkpoint stores the run's state as kind: step, skills, metrics,
+// doom-loop window, the step in progress (model response, tool records)
+// and the wait. Events emitted so far are flushed first, so the stored
+// last_seq names stored events. It fails with errLostRun when another
+// replica wrote since.
+func (r *run) checkpoint(kind string) error {
+	r.cpMu.Lock()
+	defer r.cpMu.Unlock()
+	if err := r.flush(); err != nil {
+		return err
+	}
+	cp := &checkpoint{
+		Kind:    kind,
+		Owner:   r.s.opts.Replica,
+		Attempt: r.attempt,
+		At:      time.Now(),
+		Step:    r.rec.GetStep(),
+		Started: true,
+		Metrics: marshalProto(r.metrics.snapshot(time.Now(), false)),
+		Calls:   r.doom.window(),
+		Wait:    r.wait,
+	}
+	cp.LastSeq, cp.LastPos = r.pub.position()
+	for _, f := range r.skills.frames {
+		cp.Skills = append(cp.Skills, skillFrame{Name: f.name, ID: f.id, Modifier: marshalProto(f.modifier)})
+	}
+	if st := r.cur; st != nil {
+		cp.Assistant, cp.ModelMs = marshalProto(st.msg), st.modelMs
+		st.mu.Lock()
+		cp.Tools = append([]toolRecord(nil), st.records...)
+		st.mu.Unlock()
+	}
+	return r.store(cp)
+}
+
+// store writes cp at the revision this replica last wrote.
+func (r *run) store(cp *checkpoint) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), finalizeTimeout)
+	defer cancel()
+	rev, err := r.cps.write(ctx, r.rec.GetTenant(), r.rec.GetRunId(), cp, r.cpRev)
+	if err != nil {
+		if errors.Is(err, errLostRun) {
+			r.cancel(errLostRun)
+			return errLostRun
+		}
+		return newRunError(CodeCheckpointUnavailable, err, "the run's checkpoint cannot be stored: %v", err)
+	}
+	r.cpRev, r.cp = rev, cp
+	return nil
+}
+
+// record stores the final state a stored terminal event describes.
+func (r *run) record(ev *baagentv1.Event) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), finalizeTimeout)
+	defer cancel()
+	switch p := ev.GetPayload().(type) {
+	case *baagentv1.Event_Complete:
+		r.rec.State = baagentv1.RunState_RUN_STATE_COMPLETED
+		r.rec.FinalAnswer = p.Complete.GetContent()
+		r.rec.Metrics = p.Complete.GetMetrics()
+	case *baagentv1.Event_Cancelled:
+		r.rec.State = baagentv1.RunState_RUN_STATE_CANCELLED
+	case *baagentv1.Event_Error:
+		r.rec.State = baagentv1.RunState_RUN_STATE_FAILED
+		r.rec.Error = &baagentv1.RunError{Code: p.Error.GetCode(), Message: p.Error.GetMessage()}
+	}
+	r.rec.PendingInput = nil
+	r.rec.FinishedAt = ev.GetTs()
+	if r.rec.FinishedAt == nil { // the terminal event was not published
+		r.rec.FinishedAt = timestamppb.Now()
+	}
+	r.save(ctx)
+	if err := r.cps.delete(ctx, r.rec.GetTenant(), r.rec.GetRunId()); err != nil {
+		r.log.Warn("checkpoint of a finished run not deleted (it expires with the bucket's TTL)", "error", err)
+	}
 }
 
 // finish publishes the one terminal event and stores the final record. It
@@ -92,21 +320,13 @@ func (r *run) finish(answer string, err error) {
 	var cc *cancelCause
 	switch {
 	case err == nil:
-		r.rec.State = baagentv1.RunState_RUN_STATE_COMPLETED
-		r.rec.FinalAnswer = answer
 		ev.Payload = &baagentv1.Event_Complete{Complete: &baagentv1.CompletePayload{Content: answer, Format: "markdown", Metrics: metrics}}
 	case errors.As(err, &cc) || errors.As(context.Cause(r.ctx), &cc):
 		outcome = "cancelled"
-		r.rec.State = baagentv1.RunState_RUN_STATE_CANCELLED
 		ev.Payload = &baagentv1.Event_Cancelled{Cancelled: &baagentv1.CancelledPayload{Reason: cc.reason}}
 	default:
 		outcome = "failed"
 		re := asRunError(err)
-		if errors.Is(err, errShutdown) || errors.Is(context.Cause(r.ctx), errShutdown) {
-			re = newRunError(CodeShutdown, errShutdown, "the orchestrator shut down before the run finished; start it again")
-		}
-		r.rec.State = baagentv1.RunState_RUN_STATE_FAILED
-		r.rec.Error = &baagentv1.RunError{Code: re.code, Message: re.message}
 		ev.Payload = &baagentv1.Event_Error{Error: &baagentv1.ErrorPayload{Code: re.code, Message: re.message}}
 		r.log.Warn("run failed", "code", re.code, "error", re.message)
 	}
@@ -114,10 +334,8 @@ func (r *run) finish(answer string, err error) {
 		r.s.metrics.eventFailures.Inc()
 		r.log.Error("terminal event not published", "type", EventType(ev), "error", perr)
 	}
-	r.rec.FinishedAt = timestamppb.New(now)
 	r.rec.Metrics = metrics
-	r.rec.LastSeq = r.pub.lastSeq()
-	r.save(ctx)
+	r.record(ev)
 	r.s.metrics.runs.WithLabelValues(outcome).Inc()
 	r.log.Info("run ended", "state", r.rec.GetState().String(), "steps", r.rec.GetStep(), "events", r.rec.GetLastSeq(), "duration", now.Sub(metrics.GetStartTime().AsTime()))
 }

@@ -43,9 +43,11 @@ const (
 	DefaultPageSize = 50
 	// DefaultMaxSteps is the step limit of a run that sets none.
 	DefaultMaxSteps = 50
-	// DefaultMaxConcurrentRuns bounds the runs executing at once.
+	// DefaultMaxConcurrentRuns bounds the runs executing at once on a
+	// replica.
 	DefaultMaxConcurrentRuns = 64
-	// DefaultMaxQueuedRuns bounds the runs accepted but waiting for a slot.
+	// DefaultMaxQueuedRuns bounds the runs in the shared run queue (queued
+	// or in progress, all tenants).
 	DefaultMaxQueuedRuns = 1024
 	// DefaultCatalogTokenBudget bounds the level-1 skills catalog.
 	DefaultCatalogTokenBudget = 2000
@@ -88,11 +90,20 @@ type Options struct {
 	SystemPrompt string
 	// DefaultMaxSteps is the step limit of runs that set none (default 50).
 	DefaultMaxSteps int
-	// MaxConcurrentRuns bounds the runs executing at once (default 64).
+	// MaxConcurrentRuns bounds the runs executing at once on this replica
+	// (default 64): the number of run-queue workers.
 	MaxConcurrentRuns int
-	// MaxQueuedRuns bounds the runs waiting for a slot (default 1024);
-	// StartRun beyond it answers ResourceExhausted.
+	// MaxQueuedRuns bounds the runs in the shared run queue, queued or in
+	// progress on any replica (default 1024); StartRun beyond it answers
+	// ResourceExhausted.
 	MaxQueuedRuns int
+	// MaxRunsPerTenant bounds one tenant's runs queued or in progress on
+	// any replica (default 32); StartRun beyond it answers
+	// ResourceExhausted.
+	MaxRunsPerTenant int
+	// RunAckWait is how long a run stays with a replica that stopped
+	// heartbeating before another replica takes it over (default 6 s).
+	RunAckWait time.Duration
 	// CatalogTokenBudget bounds the skills catalog in tokens (default 2000).
 	CatalogTokenBudget int64
 	// Replica names this process in `start` events (default: the host name).
@@ -114,6 +125,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxQueuedRuns <= 0 {
 		o.MaxQueuedRuns = DefaultMaxQueuedRuns
+	}
+	if o.MaxRunsPerTenant <= 0 {
+		o.MaxRunsPerTenant = DefaultMaxRunsPerTenant
+	}
+	if o.RunAckWait <= 0 {
+		o.RunAckWait = DefaultRunAckWait
 	}
 	if o.CatalogTokenBudget <= 0 {
 		o.CatalogTokenBudget = DefaultCatalogTokenBudget
@@ -147,7 +164,7 @@ func (o Options) missing() error {
 }
 
 // Server implements baagentv1.OrchestratorServiceServer. Runs execute on
-// goroutines owned by [Server.Run].
+// the run-queue workers owned by [Server.Run].
 type Server struct {
 	baagentv1.UnimplementedOrchestratorServiceServer
 
@@ -157,18 +174,16 @@ type Server struct {
 	configErr error // why the server cannot run runs, if it cannot
 
 	storeMu sync.Mutex
-	store   *runStore // opened on first use
+	store   *runStore        // opened on first use
+	cps     *checkpointStore // opened on first use
 
-	// queue feeds the workers; its capacity is the total of accepted runs,
-	// so an enqueue under mu never blocks.
-	queue chan *run
 	// base is the parent context of every run; cancelled (cause
 	// errShutdown) when Run stops.
 	base     context.Context
 	stopRuns context.CancelCauseFunc
 
 	mu      sync.Mutex
-	runs    map[string]*run // accepted and not finished on this replica
+	runs    map[string]*run // executing on this replica
 	closing bool
 }
 
@@ -184,10 +199,9 @@ var errShutdown = errors.New("the orchestrator is shutting down")
 func New(opts Options) *Server {
 	opts = opts.withDefaults()
 	s := &Server{
-		opts:  opts,
-		log:   opts.Logger.With("service", ServiceName),
-		queue: make(chan *run, opts.MaxConcurrentRuns+opts.MaxQueuedRuns),
-		runs:  map[string]*run{},
+		opts: opts,
+		log:  opts.Logger.With("service", ServiceName),
+		runs: map[string]*run{},
 	}
 	s.base, s.stopRuns = context.WithCancelCause(context.Background())
 	m, err := newMetrics(opts.Registerer)
@@ -210,43 +224,50 @@ func (s *Server) Register(gs grpc.ServiceRegistrar) {
 	baagentv1.RegisterOrchestratorServiceServer(gs, s)
 }
 
-// Run executes accepted runs on MaxConcurrentRuns workers until ctx is done.
-// On shutdown it cancels the runs in progress and fails the queued ones,
-// each with an `error` event (code ORCHESTRATOR_SHUTDOWN), waits for them to
-// publish their terminal event, and returns nil.
+// Run pulls runs from the shared run queue on MaxConcurrentRuns workers and
+// executes them until ctx is done. On shutdown it stops the runs in
+// progress at their next checkpoint boundary and hands them back to the
+// queue (another replica, or this one restarted, resumes them), and
+// returns nil.
 func (s *Server) Run(ctx context.Context) error {
+	if s.configErr != nil {
+		<-ctx.Done()
+		return nil
+	}
+	var cons jetstream.Consumer
+	for {
+		c, err := s.ensureConsumer(ctx)
+		if err == nil {
+			cons = c
+			break
+		}
+		s.log.Warn("run queue consumer unavailable; retrying", "error", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+	stopControl, err := s.listenControl()
+	if err != nil {
+		s.log.Error("cross-replica cancellation unavailable", "error", err)
+	}
+	work, stopWork := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for range s.opts.MaxConcurrentRuns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-s.base.Done():
-					return
-				case r := <-s.queue:
-					s.metrics.runsQueued.Dec()
-					r.execute()
-				}
-			}
-		}()
+		wg.Go(func() { s.consume(work, cons) })
 	}
 	<-ctx.Done()
 	s.mu.Lock()
 	s.closing = true
 	s.mu.Unlock()
+	stopWork()
 	s.stopRuns(errShutdown)
 	wg.Wait()
-	// Runs still queued never started; end them so no client waits forever.
-	for {
-		select {
-		case r := <-s.queue:
-			s.metrics.runsQueued.Dec()
-			r.execute() // its context is already cancelled: it only finalizes
-		default:
-			return nil
-		}
+	if stopControl != nil {
+		stopControl()
 	}
+	return nil
 }
 
 // runStore returns the run store, opening the KV bucket on first use (a
@@ -265,6 +286,21 @@ func (s *Server) runStore(ctx context.Context) (*runStore, error) {
 		s.store = &runStore{kv: kv}
 	}
 	return s.store, nil
+}
+
+// checkpoints returns the checkpoint store, opening the KV bucket on first
+// use.
+func (s *Server) checkpoints(ctx context.Context) (*checkpointStore, error) {
+	s.storeMu.Lock()
+	defer s.storeMu.Unlock()
+	if s.cps == nil {
+		kv, err := s.opts.JetStream.KeyValue(ctx, natsx.BucketCheckpoints)
+		if err != nil {
+			return nil, fmt.Errorf("open KV bucket %s (is JetStream provisioned?): %w", natsx.BucketCheckpoints, err)
+		}
+		s.cps = &checkpointStore{kv: kv}
+	}
+	return s.cps, nil
 }
 
 // local returns the run if it was accepted by this replica and has not

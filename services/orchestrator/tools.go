@@ -25,7 +25,8 @@ type toolset struct {
 	// allow is passed to Invoke so the toolrunner enforces the same
 	// restriction; nil when nothing restricts the run.
 	allow *baagentv1.ToolAllowList
-	skill bool // whether the skill meta-tool is offered
+	skill bool     // whether the skill meta-tool is offered
+	ask   []string // the ask tools offered
 }
 
 // listTools asks the toolrunner for the tools the active context modifier
@@ -44,7 +45,7 @@ func (r *run) listTools(ctx context.Context, withSkill bool) (*toolset, error) {
 	ts := &toolset{defs: map[string]*baagentv1.ToolDefinition{}, skill: withSkill}
 	for _, d := range resp.GetTools() {
 		name := d.GetSchema().GetName()
-		if name == "" || name == SkillToolName || !allowedBy(lists, name) || ts.defs[name] != nil {
+		if name == "" || isBuiltin(name) || !allowedBy(lists, name) || ts.defs[name] != nil {
 			continue
 		}
 		ts.defs[name] = d
@@ -58,6 +59,12 @@ func (r *run) listTools(ctx context.Context, withSkill bool) (*toolset, error) {
 	if withSkill {
 		ts.schemas = append(ts.schemas, skillToolSchema())
 	}
+	for _, sc := range askToolSchemas() {
+		if allowedBy(lists, sc.GetName()) {
+			ts.schemas = append(ts.schemas, sc)
+			ts.ask = append(ts.ask, sc.GetName())
+		}
+	}
 	return ts, nil
 }
 
@@ -67,79 +74,9 @@ type callResult struct {
 	inject  []*baagentv1.ChatMessage // messages a skill activation injects
 	observe *baagentv1.ObservePayload
 	metrics *baagentv1.ToolMetrics
-}
-
-// runTools executes one response's tool calls: act events in the model's
-// order, toolrunner calls in parallel, skill activations one at a time (each
-// nests in the previous), observe events as results arrive. It returns the
-// tool messages in the model's order followed by any injected skill
-// messages, and the longest tool duration the toolrunner reported. A fatal
-// error (a peer down or unimplemented, cancellation) stops the other calls.
-func (r *run) runTools(ctx context.Context, calls []*baagentv1.ToolCall, ts *toolset, usage float64) ([]*baagentv1.ChatMessage, time.Duration, error) {
-	for _, c := range calls {
-		act := &baagentv1.ActPayload{ToolCallId: c.GetId(), ToolName: c.GetName()}
-		if args, err := parseArgs(c.GetArguments()); err == nil {
-			act.ToolInput = args
-		} else {
-			act.RawArguments = c.GetArguments()
-		}
-		if err := r.emit(&baagentv1.Event{Payload: &baagentv1.Event_Act{Act: act}}); err != nil {
-			return nil, 0, err
-		}
-	}
-
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	results := make([]*callResult, len(calls))
-	caller := r.skills.callerID()
-	finish := func(i int, res *callResult, err error) {
-		if err == nil {
-			err = r.observed(res)
-		}
-		if err != nil {
-			cancel(err)
-			return
-		}
-		results[i] = res
-	}
-	var wg sync.WaitGroup
-	for i, c := range calls {
-		if ts.skill && c.GetName() == SkillToolName {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res, err := r.invoke(ctx, c, ts, caller, usage)
-			finish(i, res, err)
-		}()
-	}
-	for i, c := range calls {
-		if ts.skill && c.GetName() == SkillToolName && ctx.Err() == nil {
-			res, err := r.activateSkill(ctx, i, c)
-			finish(i, res, err)
-		}
-	}
-	wg.Wait()
-	if err := context.Cause(ctx); err != nil {
-		return nil, 0, err
-	}
-
-	var longest time.Duration
-	msgs := make([]*baagentv1.ChatMessage, 0, len(calls))
-	var injected []*baagentv1.ChatMessage
-	for i, res := range results {
-		// Ids derive from position, not from the model's tool_call_id,
-		// which need not be a valid message id.
-		res.msg.Id = fmt.Sprintf("%s:s%d:tool:%d", r.rec.GetRunId(), r.rec.GetStep(), i)
-		for j, m := range res.inject {
-			m.Id = fmt.Sprintf("%s:s%d:skill:%d:%d", r.rec.GetRunId(), r.rec.GetStep(), i, j)
-		}
-		msgs = append(msgs, res.msg)
-		injected = append(injected, res.inject...)
-		longest = max(longest, time.Duration(res.observe.GetDurationMs()*float64(time.Millisecond)))
-	}
-	return append(msgs, injected...), longest, nil
+	// approval: the toolrunner refused to run the call until the user
+	// approves it (permission ASK); nothing ran.
+	approval bool
 }
 
 // observed publishes a result's observe event and records its metrics.
@@ -173,13 +110,16 @@ const (
 // invoke runs one tool call on the toolrunner. Malformed arguments, unknown
 // tools and refused requests become error observations the model sees; only
 // a toolrunner that is down or unimplemented is fatal.
-func (r *run) invoke(ctx context.Context, c *baagentv1.ToolCall, ts *toolset, caller string, usage float64) (*callResult, error) {
+// The call carries the record's idempotency key, so a call re-invoked after
+// a crash is answered from the toolrunner's record if it had completed.
+func (r *run) invoke(ctx context.Context, c *baagentv1.ToolCall, ts *toolset, caller string, usage float64, idemKey string, approved bool) (*callResult, error) {
 	began := time.Now()
 	if ts.defs[c.GetName()] == nil {
 		avail := slices.Clone(ts.names)
 		if ts.skill {
 			avail = append(avail, SkillToolName)
 		}
+		avail = append(avail, ts.ask...)
 		return r.failedCall(c, began, baagentv1.ToolErrorType_TOOL_ERROR_TYPE_NOT_FOUND, codeUnknownTool,
 			fmt.Sprintf("There is no tool named %q available now. Available tools: %s.", c.GetName(), strings.Join(avail, ", "))), nil
 	}
@@ -198,6 +138,8 @@ func (r *run) invoke(ctx context.Context, c *baagentv1.ToolCall, ts *toolset, ca
 		RunId:          r.rec.GetRunId(),
 		ContextUsage:   usage,
 		AllowedTools:   ts.allow,
+		IdempotencyKey: idemKey,
+		Approved:       approved,
 	}})
 	if err != nil {
 		switch status.Code(err) {
@@ -210,6 +152,9 @@ func (r *run) invoke(ctx context.Context, c *baagentv1.ToolCall, ts *toolset, ca
 		return nil, peerError(ctx, "toolrunner", "Invoke", err)
 	}
 	res := resp.GetResult()
+	if res.GetApprovalRequired() && !approved {
+		return &callResult{approval: true}, nil
+	}
 	obs := res.GetObservation()
 	if !res.GetSuccess() && obs == "" {
 		obs = errorObservation(c.GetId(), res.GetErrorType(), res.GetErrorCode(), res.GetErrorMessage())
@@ -321,4 +266,9 @@ func errorObservation(callID string, t baagentv1.ToolErrorType, code, msg string
 		msg = "An unknown error occurred"
 	}
 	return fmt.Sprintf("Operation failed.\n\nError Type: %s\nError Code: %s\nError Message: %s\n\nTool Call ID: %s", typ, code, msg, callID)
+}
+
+// isBuiltin reports whether name is a tool the orchestrator answers itself.
+func isBuiltin(name string) bool {
+	return name == SkillToolName || name == AskClarificationTool || name == AskDecisionTool
 }

@@ -1,0 +1,247 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+)
+
+// stepState is the step in progress: the model's response and one record
+// per tool call. It is what LLM_COMPLETE / TOOL_COMPLETE checkpoints hold.
+type stepState struct {
+	msg     *baagentv1.ChatMessage
+	modelMs float64
+	usage   float64 // context usage of the step's window
+	mu      sync.Mutex
+	records []toolRecord
+}
+
+// loop is the ReAct loop of one run, from its checkpoint. It returns the
+// final answer, or the error that ended the run (a *runError, or the run's
+// cancellation cause); with r.paused set it returns ("", nil): the run
+// waits for input.
+func (r *run) loop() (string, error) {
+	ctx := r.ctx
+	cp := r.resume
+	if w := cp.Wait; w != nil && !w.due(time.Now()) {
+		// Delivered again before its question was answered or due.
+		r.wait, r.paused = w, true
+		return "", nil
+	}
+	r.rec.State = baagentv1.RunState_RUN_STATE_RUNNING
+	r.rec.PendingInput = nil
+	if !cp.Started {
+		r.rec.StartedAt = timestamppb.Now()
+		if err := r.emit(&baagentv1.Event{Payload: &baagentv1.Event_Start{Start: &baagentv1.StartPayload{
+			Input:         r.rec.GetInput(),
+			Model:         r.rec.GetModel(),
+			ScriptedModel: r.rec.GetScriptedModel(),
+			MaxSteps:      r.rec.GetMaxSteps(),
+			Project:       r.rec.GetProject(),
+			Replica:       r.s.opts.Replica,
+		}}}); err != nil {
+			return "", err
+		}
+		if err := r.appendMessages(ctx, &baagentv1.ChatMessage{
+			Id:      r.rec.GetRunId() + ":user",
+			Role:    baagentv1.Role_ROLE_USER,
+			Content: r.rec.GetInput(),
+		}); err != nil {
+			return "", err
+		}
+		if err := r.checkpoint(cpStart); err != nil {
+			return "", err
+		}
+	}
+	r.save(ctx)
+
+	catalog, err := r.catalog(ctx)
+	if err != nil {
+		return "", err
+	}
+	system := systemMessages(r.s.opts.SystemPrompt, r.spec.GetSystemPrompt(), catalog.GetText())
+	if len(cp.Assistant) > 0 {
+		msg, err := unmarshalProto[baagentv1.ChatMessage](cp.Assistant)
+		if err != nil {
+			return "", newRunError(CodeInternal, err, "the run's checkpoint cannot be read: %v", err)
+		}
+		r.cur = &stepState{msg: msg, modelMs: cp.ModelMs, records: cp.Tools}
+		r.wait = cp.Wait
+	}
+
+	var tools *toolset
+	toolsFor := -1 // stack depth the toolset was listed for
+	for {
+		if r.cur == nil {
+			if r.rec.GetStep() >= r.rec.GetMaxSteps() {
+				return "", newRunError(CodeMaxSteps, nil,
+					"the run reached its limit of %d steps without a final answer; raise max_steps or narrow the request", r.rec.GetMaxSteps())
+			}
+			r.rec.Step++
+		}
+		if toolsFor != len(r.skills.frames) {
+			if tools, err = r.listTools(ctx, catalog.GetSkillCount() > 0); err != nil {
+				return "", err
+			}
+			toolsFor = len(r.skills.frames)
+		}
+		answer, final, err := r.step(ctx, system, tools)
+		switch {
+		case err != nil:
+			return "", err
+		case r.paused:
+			return "", nil
+		case final:
+			return answer, nil
+		}
+	}
+}
+
+// step runs one ReAct step (window, model, tools), or the rest of a step
+// resumed from its checkpoint. It returns the answer and final=true when
+// the model answered without tool calls.
+func (r *run) step(ctx context.Context, system []*baagentv1.ChatMessage, tools *toolset) (string, bool, error) {
+	step := r.rec.GetStep()
+	began := time.Now()
+	start := &baagentv1.StepStartPayload{StepNumber: step}
+	if r.cur != nil {
+		start.Description = fmt.Sprintf("step %d resumed on replica %s", step, r.s.opts.Replica)
+		if r.wait != nil {
+			start.Description += " after the user's input"
+		}
+	}
+	if err := r.emit(&baagentv1.Event{Payload: &baagentv1.Event_StepStart{StepStart: start}}); err != nil {
+		return "", false, err
+	}
+	if r.cur == nil {
+		if err := r.think(ctx, step, system, tools); err != nil {
+			return "", false, err
+		}
+	}
+	st := r.cur
+	modelTime := time.Duration(st.modelMs * float64(time.Millisecond))
+	if len(st.msg.GetToolCalls()) == 0 {
+		if err := r.appendMessages(ctx, st.msg); err != nil {
+			return "", false, err
+		}
+		return st.msg.GetContent(), true, r.endStep(began, modelTime, 0, true)
+	}
+	results, toolTime, err := r.runTools(ctx, st, tools)
+	if err != nil || r.paused {
+		return "", false, err
+	}
+	// One append: the assistant's tool calls and their results enter the
+	// history together, never one without the other.
+	if err := r.appendMessages(ctx, append([]*baagentv1.ChatMessage{st.msg}, results...)...); err != nil {
+		return "", false, err
+	}
+	return "", false, r.endStep(began, modelTime, toolTime, true)
+}
+
+// think builds the window, calls the model and checkpoints its response
+// (LLM_COMPLETE) before any tool runs.
+func (r *run) think(ctx context.Context, step int32, system []*baagentv1.ChatMessage, tools *toolset) error {
+	model := r.skills.model(r.rec.GetModel())
+	info := r.modelInfo(ctx, model)
+	win, err := r.s.opts.Context.BuildWindow(ctx, &baagentv1.BuildWindowRequest{
+		Tenant:         r.rec.GetTenant(),
+		ConversationId: r.rec.GetConversationId(),
+		Model:          model,
+		SystemMessages: system,
+		Tools:          tools.schemas,
+		Budget: &baagentv1.BudgetOptions{
+			MaxContextTokens: info.GetMetadata().GetContextLength(),
+			MaxOutputTokens:  info.GetMetadata().GetMaxOutputTokens(),
+		},
+		RunId: r.rec.GetRunId(),
+	})
+	if err != nil {
+		return peerError(ctx, "context", "BuildWindow", err)
+	}
+	compressed := win.GetCompression().GetWasCompressed() || win.GetCompression().GetPrunedToolOutputCount() > 0
+	r.metrics.recordWindow(len(win.GetMessages()), compressed)
+	if compressed {
+		if err := r.emit(&baagentv1.Event{Payload: &baagentv1.Event_ContextCompressed{ContextCompressed: win.GetCompression()}}); err != nil {
+			return err
+		}
+	}
+	msgs := make([]*baagentv1.ChatMessage, len(win.GetMessages()))
+	for i, m := range win.GetMessages() {
+		msgs[i] = m.GetMessage()
+	}
+	resp, modelTime, err := r.callModel(ctx, model, msgs, tools.schemas)
+	if err != nil {
+		return err
+	}
+	if err := r.account(model, info, resp.Usage); err != nil {
+		return err
+	}
+	msg := resp.Message
+	msg.Id = fmt.Sprintf("%s:s%d:assistant", r.rec.GetRunId(), step)
+	msg.Role = baagentv1.Role_ROLE_ASSISTANT
+	st := &stepState{msg: msg, modelMs: float64(modelTime.Microseconds()) / 1000, usage: win.GetContextUsage()}
+	if len(msg.GetToolCalls()) == 0 {
+		if strings.TrimSpace(msg.GetContent()) == "" {
+			return newRunError(CodeModelProtocol, nil,
+				"the model %s returned neither an answer nor a tool call (finish reason %q)", model, resp.FinishReason)
+		}
+		r.cur = st
+		return r.checkpoint(cpLLMComplete)
+	}
+	if err := checkToolCalls(msg.GetToolCalls()); err != nil {
+		return newRunError(CodeModelProtocol, err, "the model %s returned malformed tool calls: %v", model, err)
+	}
+	for _, t := range []string{msg.GetReasoningContent(), msg.GetContent()} {
+		if strings.TrimSpace(t) == "" {
+			continue
+		}
+		if err := r.emit(&baagentv1.Event{Payload: &baagentv1.Event_Thought{Thought: &baagentv1.ThoughtPayload{Thought: t, ThoughtLevel: "task"}}}); err != nil {
+			return err
+		}
+	}
+	now := time.Now()
+	for i, c := range msg.GetToolCalls() {
+		act := &baagentv1.ActPayload{ToolCallId: c.GetId(), ToolName: c.GetName()}
+		if args, err := parseArgs(c.GetArguments()); err == nil {
+			act.ToolInput = args
+		} else {
+			act.RawArguments = c.GetArguments()
+		}
+		if err := r.emit(&baagentv1.Event{Payload: &baagentv1.Event_Act{Act: act}}); err != nil {
+			return err
+		}
+		st.records = append(st.records, toolRecord{
+			CallID: c.GetId(), ToolName: c.GetName(), Status: toolRunning, StepNumber: step, SequenceNumber: i,
+			IdempotencyKey: fmt.Sprintf("%s:s%d:c%d", r.rec.GetRunId(), step, i), StartedAt: now,
+			Doom: r.doom.observe(c.GetName(), c.GetArguments(), now),
+		})
+	}
+	r.cur = st
+	return r.checkpoint(cpLLMComplete)
+}
+
+// endStep publishes step_end, checkpoints the completed step, observes its
+// platform overhead and saves the record.
+func (r *run) endStep(began time.Time, modelTime, toolTime time.Duration, ok bool) error {
+	took := time.Since(began)
+	r.s.metrics.steps.Inc()
+	r.s.metrics.stepOverhead.Observe(max(0, took-modelTime-toolTime).Seconds())
+	if err := r.emit(&baagentv1.Event{Payload: &baagentv1.Event_StepEnd{StepEnd: &baagentv1.StepEndPayload{
+		StepNumber: r.rec.GetStep(), Success: ok, DurationMs: float64(took.Microseconds()) / 1000,
+	}}}); err != nil {
+		return err
+	}
+	r.cur, r.wait = nil, nil
+	if err := r.checkpoint(cpStepComplete); err != nil {
+		return err
+	}
+	r.rec.Metrics = r.metrics.snapshot(time.Now(), false)
+	r.save(r.ctx)
+	return nil
+}
