@@ -31,7 +31,7 @@ func BenchmarkCount(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Run("lib/"+name, func(b *testing.B) {
+		b.Run("impl=lib/enc="+name, func(b *testing.B) {
 			b.SetBytes(size)
 			for b.Loop() {
 				for _, c := range chunks {
@@ -42,7 +42,7 @@ func BenchmarkCount(b *testing.B) {
 			}
 		})
 		e, _ := set.Get(name)
-		b.Run("ours/"+name, func(b *testing.B) {
+		b.Run("impl=ours/enc="+name, func(b *testing.B) {
 			b.SetBytes(size)
 			b.ReportAllocs()
 			for b.Loop() {
@@ -62,7 +62,7 @@ func BenchmarkEncode(b *testing.B) {
 	set := newTestSet(b)
 	for _, name := range []string{Cl100kBase, O200kBase} {
 		lib, _ := tokenizer.Get(tokenizer.Encoding(name))
-		b.Run("lib/"+name, func(b *testing.B) {
+		b.Run("impl=lib/enc="+name, func(b *testing.B) {
 			b.SetBytes(size)
 			for b.Loop() {
 				for _, c := range chunks {
@@ -73,7 +73,7 @@ func BenchmarkEncode(b *testing.B) {
 			}
 		})
 		e, _ := set.Get(name)
-		b.Run("ours/"+name, func(b *testing.B) {
+		b.Run("impl=ours/enc="+name, func(b *testing.B) {
 			b.SetBytes(size)
 			for b.Loop() {
 				for _, c := range chunks {
@@ -126,7 +126,7 @@ func BenchmarkCount64KiB(b *testing.B) {
 }
 
 // BenchmarkNewSet is the start-up cost: all four vocabularies loaded and
-// indexed, the character classes built. heap-MB is what the Set keeps.
+// indexed, the character classes built. heap-B is what the Set keeps.
 func BenchmarkNewSet(b *testing.B) {
 	var keep *Set
 	var heap uint64
@@ -143,6 +143,6 @@ func BenchmarkNewSet(b *testing.B) {
 		heap = after.HeapAlloc - before.HeapAlloc
 		keep = s
 	}
-	b.ReportMetric(float64(heap)/(1<<20), "heap-MB")
+	b.ReportMetric(float64(heap), "heap-B")
 	runtime.KeepAlive(keep)
 }
