@@ -291,3 +291,33 @@ func TestContextCompressedEvent(t *testing.T) {
 		}
 	}
 }
+
+func TestCancelReachesTheExecutingReplicaWithinASecond(t *testing.T) {
+	ctx := testCtx(t)
+	started := make(chan struct{}, 1)
+	h := newHarness(t, blockingModel(started), harnessOptions{})
+	otherSrv, other, _ := h.replica("replica-b")
+	run := h.start(ctx, &baagentv1.RunSpec{Input: "take your time"})
+	<-started
+	// Cancel through the replica that does not execute the run.
+	client := h.client
+	if h.srv.local(run.GetRunId()) != nil {
+		client = other
+	} else if otherSrv.local(run.GetRunId()) == nil {
+		t.Fatal("no replica executes the run")
+	}
+	began := time.Now()
+	resp, err := client.CancelRun(ctx, &baagentv1.OrchestratorServiceCancelRunRequest{Tenant: testTenant, RunId: run.GetRunId(), Reason: "from elsewhere"})
+	took := time.Since(began)
+	if err != nil || resp.GetRun().GetState() != baagentv1.RunState_RUN_STATE_CANCELLED {
+		t.Fatalf("CancelRun = %v, %v", resp.GetRun(), err)
+	}
+	if took > time.Second {
+		t.Errorf("cross-replica cancel took %s", took)
+	}
+	evs := h.events(ctx, run.GetRunId())
+	checkEnvelope(t, run, evs)
+	if evs[len(evs)-1].GetCancelled().GetReason() != "from elsewhere" {
+		t.Errorf("events %v", types(evs))
+	}
+}
