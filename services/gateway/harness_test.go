@@ -81,7 +81,7 @@ func (f *fakeOrchestrator) ListRuns(_ context.Context, req *baagentv1.Orchestrat
 
 // env is a gateway on loopback with JetStream and the fake orchestrator.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	js     jetstream.JetStream
 	orch   *fakeOrchestrator
 	srv    *Server
@@ -91,6 +91,13 @@ type env struct {
 }
 
 func newEnv(t *testing.T, opts Options) *env {
+	t.Helper()
+	e := newEnvTB(t, opts)
+	e.t = t
+	return e
+}
+
+func newEnvTB(t testing.TB, opts Options) *env {
 	t.Helper()
 	js, _ := natstest.JetStream(t)
 	orch := &fakeOrchestrator{runs: map[string]*baagentv1.Run{}}
