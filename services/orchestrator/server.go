@@ -106,7 +106,8 @@ type Options struct {
 	RunAckWait time.Duration
 	// CatalogTokenBudget bounds the skills catalog in tokens (default 2000).
 	CatalogTokenBudget int64
-	// Replica names this process in `start` events (default: the host name).
+	// Replica names this process in `start` events and checkpoints
+	// (default: <host name>-<pid>).
 	Replica string
 }
 
@@ -136,7 +137,9 @@ func (o Options) withDefaults() Options {
 		o.CatalogTokenBudget = DefaultCatalogTokenBudget
 	}
 	if o.Replica == "" {
-		o.Replica, _ = os.Hostname()
+		// Host and process: unique even for replicas on one host.
+		host, _ := os.Hostname()
+		o.Replica = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
 	return o
 }

@@ -1,0 +1,311 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/services/skills"
+	"github.com/baagent/baagent/services/tokens"
+)
+
+// The fault test: two orchestrator replicas as separate processes
+// (cmd/baagent -target=orchestrator) against an embedded NATS and the
+// other services in this process; the replica executing runs is killed
+// with SIGKILL at random points (between steps, during model and tool
+// calls) and restarted, until at least faultKills runs have lost their
+// replica. Every run must complete on the surviving replica with the
+// scripted answer, each file_write must have run once, and every event
+// stream must be contiguous with one terminal event.
+
+const faultKills = 20
+
+// faultScenario writes two files and runs a slow query (so kills land
+// during tool calls too), then answers quoting the query's result.
+const faultScenario = `name: fault-writes
+match:
+  contains: [ "fault test" ]
+turns:
+  - text: Writing the first report.
+    tool_calls:
+      - name: file_write
+        arguments: { path: reports/one.md, content: "first" }
+  - tool_calls:
+      - name: sql_query
+        arguments:
+          query: "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 300000) SELECT count(*) AS n FROM c"
+  - tool_calls:
+      - name: file_write
+        arguments: { path: reports/two.md, content: "second" }
+      - name: sql_query
+        arguments:
+          query: "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 200000) SELECT count(*) AS n FROM c"
+  - text: "Done: {{ .LastToolResult | firstRow | cell 0 }} rows counted."
+`
+
+// countingToolRunner counts the completed (not cached) executions of each
+// idempotency key of file_write.
+type countingToolRunner struct {
+	baagentv1.ToolRunnerServiceServer
+	mu     sync.Mutex
+	writes map[string]int
+}
+
+func (c *countingToolRunner) Invoke(ctx context.Context, req *baagentv1.InvokeRequest) (*baagentv1.InvokeResponse, error) {
+	resp, err := c.ToolRunnerServiceServer.Invoke(ctx, req)
+	if err == nil && req.GetRequest().GetToolName() == "file_write" && resp.GetResult().GetSuccess() && !resp.GetResult().GetCached() {
+		c.mu.Lock()
+		c.writes[req.GetRequest().GetIdempotencyKey()]++
+		c.mu.Unlock()
+	}
+	return resp, err
+}
+
+func serveTCP(t *testing.T, register func(grpc.ServiceRegistrar)) string {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	register(srv)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return lis.Addr().String()
+}
+
+func freePort(t *testing.T) string {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	return lis.Addr().String()
+}
+
+// replicaProc is one orchestrator process.
+type replicaProc struct {
+	cmd  *exec.Cmd
+	addr string
+	done chan struct{}
+}
+
+func TestFaultKillReplicaMidRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cmd/baagent and runs processes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "baagent")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/baagent/baagent/cmd/baagent")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	scenarios := filepath.Join(dir, "scenarios")
+	if err := os.MkdirAll(scenarios, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(scenarios, "fault.yaml"), []byte(faultScenario), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	srvNATS, err := natsx.StartEmbedded(natsx.EmbeddedOptions{Port: -1, StoreDir: filepath.Join(dir, "nats")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srvNATS.Shutdown)
+	nc, err := nats.Connect(srvNATS.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := natsx.Provision(ctx, js, natsx.ProvisionConfig{}); err != nil {
+		t.Fatal(err)
+	}
+
+	discard := slog.New(slog.DiscardHandler)
+	tok, err := tokens.New(tokens.Options{Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, err := skills.New(skills.Options{Logger: discard, Root: "../../examples/skills"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokAddr := serveTCP(t, func(gs grpc.ServiceRegistrar) { tok.Register(gs) })
+	skAddr := serveTCP(t, func(gs grpc.ServiceRegistrar) { sk.Register(gs) })
+	tokConn, err := grpc.NewClient(tokAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tokConn.Close() })
+	cs, tr := realPeers(t, js, baagentv1.NewTokensServiceClient(tokConn))
+	counting := &countingToolRunner{ToolRunnerServiceServer: tr, writes: map[string]int{}}
+	peerAddr := serveTCP(t, func(gs grpc.ServiceRegistrar) {
+		baagentv1.RegisterContextServiceServer(gs, cs)
+		baagentv1.RegisterToolRunnerServiceServer(gs, counting)
+	})
+
+	start := func(name string) *replicaProc {
+		addr := freePort(t)
+		cmd := exec.Command(bin, "-target=orchestrator", "-nats-url", srvNATS.ClientURL(),
+			"-orchestrator-listen", addr, "-metrics-addr", "127.0.0.1:0", "-log-level", "warn",
+			"-tokens-addr", tokAddr, "-skills-addr", skAddr, "-context-addr", peerAddr, "-toolrunner-addr", peerAddr,
+			"-scenarios-dir", scenarios, "-data-dir", filepath.Join(dir, name))
+		cmd.Stderr = &prefixWriter{t: t, prefix: name}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		p := &replicaProc{cmd: cmd, addr: addr, done: make(chan struct{})}
+		go func() { _ = cmd.Wait(); close(p.done) }()
+		t.Cleanup(func() { _ = cmd.Process.Kill(); <-p.done })
+		return p
+	}
+	replicas := []*replicaProc{start("r0"), start("r1")}
+	cps := &checkpointStore{}
+	if cps.kv, err = js.KeyValue(ctx, natsx.BucketCheckpoints); err != nil {
+		t.Fatal(err)
+	}
+	store := &runStore{}
+	if store.kv, err = js.KeyValue(ctx, natsx.BucketRuns); err != nil {
+		t.Fatal(err)
+	}
+	startRun := func(i int) *baagentv1.Run {
+		for {
+			c := baagentv1.NewOrchestratorServiceClient(dial(t, replicas[i%2].addr))
+			resp, err := c.StartRun(ctx, &baagentv1.OrchestratorServiceStartRunRequest{Tenant: testTenant, Spec: &baagentv1.RunSpec{Input: fmt.Sprintf("fault test %d", i)}})
+			if err == nil {
+				return resp.GetRun()
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("StartRun: %v", err)
+			}
+			time.Sleep(50 * time.Millisecond) // the replica is starting
+		}
+	}
+
+	kills, lost, iter := 0, 0, 0
+	var all []*baagentv1.Run
+	for lost < faultKills {
+		iter++
+		batch := []*baagentv1.Run{startRun(iter * 3), startRun(iter*3 + 1), startRun(iter*3 + 2)}
+		all = append(all, batch...)
+		time.Sleep(time.Duration(rand.IntN(1500)) * time.Millisecond)
+		// Kill the replica executing the most unfinished runs.
+		owners := map[string]int{}
+		for _, r := range batch {
+			rec, _, err := store.get(ctx, testTenant, r.GetRunId())
+			if err != nil || isFinished(rec.GetState()) {
+				continue
+			}
+			if cp, _, err := cps.load(ctx, testTenant, r.GetRunId()); err == nil && cp != nil {
+				owners[cp.Owner]++
+			}
+		}
+		victim, most := -1, 0
+		for i, p := range replicas {
+			if n := owners[replicaName(p)]; n > most {
+				victim, most = i, n
+			}
+		}
+		if victim >= 0 {
+			_ = replicas[victim].cmd.Process.Signal(syscall.SIGKILL)
+			<-replicas[victim].done
+			kills++
+			lost += most
+			replicas[victim] = start(fmt.Sprintf("r%d-%d", victim, kills))
+		}
+		for _, r := range batch {
+			waitFinishedRecord(ctx, t, store, r.GetRunId())
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("out of time after %d kills (%d runs lost a replica)", kills, lost)
+		}
+	}
+	t.Logf("%d iterations, %d kills, %d runs lost their replica mid-run", iter, kills, lost)
+
+	for _, r := range all {
+		rec, _, err := store.get(ctx, testTenant, r.GetRunId())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.GetState() != baagentv1.RunState_RUN_STATE_COMPLETED || rec.GetFinalAnswer() != "Done: 200000 rows counted." {
+			t.Errorf("run %s: %s %q %v", r.GetRunId(), rec.GetState(), rec.GetFinalAnswer(), rec.GetError())
+		}
+		evs := readEvents(ctx, t, js, testTenant, r.GetRunId())
+		checkEnvelope(t, r, evs)
+		if uint64(len(evs)) != rec.GetLastSeq() {
+			t.Errorf("run %s: %d events, record last_seq %d", r.GetRunId(), len(evs), rec.GetLastSeq())
+		}
+		for _, key := range []string{r.GetRunId() + ":s1:c0", r.GetRunId() + ":s3:c0"} {
+			counting.mu.Lock()
+			n := counting.writes[key]
+			counting.mu.Unlock()
+			if n != 1 {
+				t.Errorf("run %s: file_write %s ran %d times", r.GetRunId(), key, n)
+			}
+		}
+	}
+}
+
+// replicaName is the default Replica of a process: <host>-<pid>.
+func replicaName(p *replicaProc) string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d", host, p.cmd.Process.Pid)
+}
+
+func dial(t *testing.T, addr string) *grpc.ClientConn {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+func waitFinishedRecord(ctx context.Context, t *testing.T, store *runStore, runID string) {
+	for {
+		rec, _, err := store.get(ctx, testTenant, runID)
+		if err == nil && isFinished(rec.GetState()) {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("run %s did not finish (%v, %v)", runID, rec.GetState(), err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// prefixWriter logs a process's stderr lines in the test log.
+type prefixWriter struct {
+	t      *testing.T
+	prefix string
+}
+
+func (w *prefixWriter) Write(b []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		w.t.Log(w.prefix + ": " + line)
+	}
+	return len(b), nil
+}
