@@ -107,7 +107,7 @@ func TestBrokenManifestsFail(t *testing.T) {
 			old: "    nats://nats-2.nats-headless:6222\n", new: "", overlay: "prod",
 			want: "StatefulSet nats: no route to nats-2.nats-headless:6222"},
 		{name: "NATS JetStream off the volume", file: "overlays/dev/nats.conf",
-			old: "store_dir: /data/jetstream", new: "store_dir: /tmp/jetstream",
+			old: "store_dir: /data ", new: "store_dir: /tmp/jetstream ",
 			want: "JetStream must be enabled with store_dir under /data"},
 		{name: "NATS option the server refuses", file: "overlays/dev/nats.conf",
 			old: "lame_duck_duration: 30s", new: "lame_duck_duration: 5s",

@@ -132,7 +132,7 @@ func checkNATS(t *testing.T, m *render.Manifest, o overlay) []error {
 	if err != nil {
 		return append(errs, fmt.Errorf("StatefulSet nats: the NATS server refuses its config: %w", err))
 	}
-	if !opts.JetStream || !strings.HasPrefix(opts.StoreDir, storeMount+"/") {
+	if !opts.JetStream || (opts.StoreDir != storeMount && !strings.HasPrefix(opts.StoreDir, storeMount+"/")) {
 		errs = append(errs, fmt.Errorf("StatefulSet nats: JetStream must be enabled with store_dir under %s, got enabled=%v store_dir=%q", storeMount, opts.JetStream, opts.StoreDir))
 	}
 	if want := containerPort(c, "client"); int32(opts.Port) != want {
