@@ -74,6 +74,8 @@ type App struct {
 	peers map[string]*grpc.ClientConn
 	// scriptedURL is the scripted model's base URL once started.
 	scriptedURL string
+	// httpAddr is the gateway's bound HTTP address, if it runs here.
+	httpAddr net.Addr
 
 	// cleanup undoes New in reverse order; Run calls it on exit.
 	cleanup []func()
@@ -285,7 +287,7 @@ func (a *App) buildService(svc string, dial map[string]string) (registrar, error
 	case config.TargetOrchestrator:
 		return a.buildOrchestrator()
 	case config.TargetGateway:
-		return gateway.New(gateway.Options{Logger: log}), nil
+		return a.buildGateway()
 	}
 	return nil, fmt.Errorf("unknown service %q", svc)
 }
@@ -326,6 +328,44 @@ func (a *App) buildOrchestrator() (registrar, error) {
 		DefaultModel:  ep.model,
 	})
 	a.background = append(a.background, s.Run)
+	return s, nil
+}
+
+// buildGateway binds the public HTTP listener and connects the gateway to
+// JetStream (event streams) and its peers (the run and read-only APIs).
+func (a *App) buildGateway() (registrar, error) {
+	conns := make(map[string]*grpc.ClientConn, 4)
+	for _, svc := range []string{config.TargetOrchestrator, config.TargetSkills, config.TargetToolRunner, config.TargetTokens} {
+		conn, err := a.peer(svc)
+		if err != nil {
+			return nil, err
+		}
+		conns[svc] = conn
+	}
+	js, err := a.jetStream()
+	if err != nil {
+		return nil, err
+	}
+	lis, err := net.Listen("tcp", a.cfg.GatewayHTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("setting gateway-http-listen: %w", err)
+	}
+	a.cleanup = append(a.cleanup, func() { _ = lis.Close() })
+	a.httpAddr = lis.Addr()
+	s := gateway.New(gateway.Options{
+		Logger:          a.log,
+		Registerer:      a.reg,
+		JetStream:       js,
+		Orchestrator:    baagentv1.NewOrchestratorServiceClient(conns[config.TargetOrchestrator]),
+		Skills:          baagentv1.NewSkillsServiceClient(conns[config.TargetSkills]),
+		ToolRunner:      baagentv1.NewToolRunnerServiceClient(conns[config.TargetToolRunner]),
+		Tokens:          baagentv1.NewTokensServiceClient(conns[config.TargetTokens]),
+		APIKeys:         a.cfg.APIKeys,
+		HTTPListener:    lis,
+		ShutdownTimeout: a.cfg.ShutdownTimeout,
+	})
+	a.background = append(a.background, s.Run)
+	a.log.Info("gateway HTTP API and dashboard", "addr", lis.Addr().String(), "api_keys", len(a.cfg.APIKeys))
 	return s, nil
 }
 
@@ -423,6 +463,10 @@ func (a *App) Addr(svc string) net.Addr {
 	}
 	return nil
 }
+
+// GatewayHTTPAddr is the gateway's bound HTTP address (API, SSE,
+// WebSocket, dashboard), or nil if this process does not run the gateway.
+func (a *App) GatewayHTTPAddr() net.Addr { return a.httpAddr }
 
 // MetricsAddr is the bound /metrics address.
 func (a *App) MetricsAddr() net.Addr { return a.metrics.Addr() }
