@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -101,7 +102,28 @@ func runAsk(ctx context.Context, c *cli, args []string) error {
 	}
 	run := resp.GetRun()
 
-	var view eventView = &liveView{w: c.stdout}
+	live := &liveView{w: c.stdout}
+	stdin := bufio.NewReader(c.stdin)
+	live.prompt = func(id string) {
+		// The run is paused on the question: no event comes until it is
+		// answered or times out, so reading here blocks nothing.
+		fmt.Fprint(c.stdout, "your answer (empty: let it time out) > ")
+		line, err := stdin.ReadString('\n')
+		line = strings.TrimSpace(line)
+		if line == "" {
+			if err != nil {
+				fmt.Fprintln(c.stdout)
+			}
+			fmt.Fprintln(c.stdout, "no answer given; the run goes on at the question's deadline (or answer with baagentctl input "+run.GetRunId()+" ANSWER)")
+			return
+		}
+		sctx, cancel := context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+		if _, err := orch.SubmitInput(sctx, &baagentv1.OrchestratorServiceSubmitInputRequest{Tenant: rf.tenant, RunId: run.GetRunId(), Input: inputFor(id, line)}); err != nil {
+			fmt.Fprintf(c.stdout, "answer refused: %s\n(answer with baagentctl input %s ANSWER)\n", status.Convert(err).Message(), run.GetRunId())
+		}
+	}
+	var view eventView = live
 	if c.json {
 		view = &jsonView{w: c.stdout}
 	}
@@ -211,6 +233,8 @@ type liveView struct {
 	// complete thought or answer is not printed twice.
 	text, thought strings.Builder
 	midLine       bool
+	// prompt, when set, asks the user to answer the question id.
+	prompt func(id string)
 }
 
 func (v *liveView) printf(format string, args ...any) {
@@ -312,6 +336,35 @@ func (v *liveView) show(ev *baagentv1.Event) error {
 		v.printf("\nrun failed: %s (%s)\n", p.Error.GetMessage(), p.Error.GetCode())
 	case *baagentv1.Event_Cancelled:
 		v.printf("\nrun cancelled: %s\n", p.Cancelled.GetReason())
+	case *baagentv1.Event_DoomLoopDetected:
+		d := p.DoomLoopDetected
+		v.printf("! possible loop: %s called %d times with the same arguments within %d s\n", d.GetToolName(), d.GetRepeatCount(), d.GetTimeWindowMs()/1000)
+	case *baagentv1.Event_ClarificationAsked:
+		q := p.ClarificationAsked
+		v.printf("\n? %s\n", q.GetQuestion())
+		for _, o := range q.GetOptions() {
+			v.printf("  - %s%s%s\n", o.GetLabel(), recommendedMark(o.GetIsRecommended()), describe(o.GetDescription()))
+		}
+		v.printf("  (or answer in your own words; %d s to answer)\n", q.GetTimeoutSeconds())
+		if v.prompt != nil {
+			v.prompt(q.GetQuestionId())
+		}
+	case *baagentv1.Event_DecisionAsked:
+		d := p.DecisionAsked
+		v.printf("\n? %s\n", d.GetContext())
+		for _, o := range d.GetOptions() {
+			v.printf("  - %s%s%s\n", o.GetLabel(), recommendedMark(o.GetIsRecommended()), describe(o.GetDescription()))
+		}
+		v.printf("  (%d s to answer)\n", d.GetTimeoutSeconds())
+		if v.prompt != nil {
+			v.prompt(d.GetDecisionId())
+		}
+	case *baagentv1.Event_ClarificationAnswered:
+		a := p.ClarificationAnswered
+		v.printf("  answer: %s%s\n", a.GetAnswer(), timedOutMark(a.GetTimedOut()))
+	case *baagentv1.Event_DecisionAnswered:
+		a := p.DecisionAnswered
+		v.printf("  decision: %s%s\n", a.GetAnswer(), timedOutMark(a.GetTimedOut()))
 	default:
 		v.printf("%s\n", ev.GetType())
 	}
@@ -330,3 +383,24 @@ func shorten(s string, n int) string {
 
 // errNoRun marks a missing RUN_ID argument.
 var errNoRun = errors.New("missing RUN_ID")
+
+func recommendedMark(ok bool) string {
+	if ok {
+		return " (recommended)"
+	}
+	return ""
+}
+
+func describe(d string) string {
+	if d == "" {
+		return ""
+	}
+	return ": " + d
+}
+
+func timedOutMark(ok bool) string {
+	if ok {
+		return " (no answer in time; the recommended option was used)"
+	}
+	return ""
+}
