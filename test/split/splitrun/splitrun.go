@@ -73,6 +73,12 @@ func Start(ctx context.Context, opts Options) (_ *Suite, err error) {
 	if opts.ReadyTimeout <= 0 {
 		opts.ReadyTimeout = 60 * time.Second
 	}
+	// Each process runs in its own directory: every path must be absolute.
+	for _, p := range []*string{&opts.RepoRoot, &opts.Baagent, &opts.NATSServer, &opts.Dir} {
+		if *p, err = filepath.Abs(*p); err != nil {
+			return nil, err
+		}
+	}
 	m, err := render.Dir(filepath.Join(opts.RepoRoot, "k8s", "overlays", "dev"))
 	if err != nil {
 		return nil, err
