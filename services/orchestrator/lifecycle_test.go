@@ -156,9 +156,13 @@ func TestShutdownHandsRunsBackToAnotherReplica(t *testing.T) {
 		// replica-b runs it afresh (not as a resumed step).
 		t.Errorf("events %v", got)
 	}
-	final, err := other.GetRun(ctx, &baagentv1.OrchestratorServiceGetRunRequest{Tenant: testTenant, RunId: run.GetRunId()})
-	if err != nil || final.GetRun().GetState() != baagentv1.RunState_RUN_STATE_COMPLETED || final.GetRun().GetLastSeq() != uint64(len(evs)) {
-		t.Errorf("record %v, %v", final.GetRun(), err)
+	// The record is stored after the terminal event: poll it.
+	final := h.waitRun(ctx, run.GetRunId())
+	if final.GetState() != baagentv1.RunState_RUN_STATE_COMPLETED || final.GetLastSeq() != uint64(len(evs)) {
+		t.Errorf("record %v", final)
+	}
+	if _, err := other.GetRun(ctx, &baagentv1.OrchestratorServiceGetRunRequest{Tenant: testTenant, RunId: run.GetRunId()}); err != nil {
+		t.Errorf("GetRun on replica-b: %v", err)
 	}
 }
 
