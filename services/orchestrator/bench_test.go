@@ -28,7 +28,7 @@ func instantModel(_ context.Context, _ int, req ModelRequest) (*ModelResponse, e
 	if calls >= stepsPerRun-1 {
 		return answer("done"), nil
 	}
-	return callTools("", fmt.Sprintf("call_%d", calls), "noop", `{}`), nil
+	return callTools("", fmt.Sprintf("call_%d", calls), "noop", fmt.Sprintf(`{"i":%d}`, calls)), nil // distinct: no doom loop
 }
 
 // BenchmarkReActStep measures the platform's overhead per ReAct step: the
