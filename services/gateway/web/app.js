@@ -6,6 +6,7 @@
 
 const $ = (id) => document.getElementById(id);
 const TERMINAL = new Set(["complete", "error", "cancelled"]);
+const ENDED_STATES = new Set(["RUN_STATE_COMPLETED", "RUN_STATE_FAILED", "RUN_STATE_CANCELLED"]);
 const state = {
   key: sessionStorage.getItem("baagent.key") || "",
   keysRequired: false,
@@ -14,6 +15,8 @@ const state = {
   lastSeq: 0,
   cursor: "",
   seen: new Set(),
+  received: 0,
+  duplicates: 0,
   answer: "",
   pending: null,
   ended: false,
@@ -90,6 +93,19 @@ function resetTimeline() {
   $("question").hidden = true;
   for (const id of ["u-in", "u-out", "u-cost", "u-events"]) $(id).textContent = "0";
   state.lastSeq = 0; state.cursor = ""; state.seen = new Set(); state.answer = ""; state.ended = false;
+  state.received = 0; state.duplicates = 0;
+  showCounts();
+}
+
+// showCounts keeps the delivery counters on the timeline element, where
+// tests (and curious people, in the inspector) can read them.
+function showCounts() {
+  const tl = $("timeline").dataset;
+  tl.received = String(state.received);
+  tl.duplicates = String(state.duplicates);
+  tl.lastSeq = String(state.lastSeq);
+  tl.distinct = String(state.seen.size);
+  $("u-events").textContent = String(state.seen.size);
 }
 
 function selectRun(runId) {
@@ -100,7 +116,11 @@ function selectRun(runId) {
   $("run-head").hidden = false;
   $("run-title").textContent = runId;
   document.querySelectorAll("#runs li").forEach((li) => li.classList.toggle("selected", li.dataset.runId === runId));
-  api("GET", "/v1/runs/" + encodeURIComponent(runId)).then((d) => setPill($("run-state"), d.run.state)).catch(() => {});
+  $("cancel").disabled = false;
+  api("GET", "/v1/runs/" + encodeURIComponent(runId)).then((d) => {
+    setPill($("run-state"), d.run.state);
+    if (ENDED_STATES.has(d.run.state)) $("cancel").disabled = true;
+  }).catch(() => {});
   // A fresh view replays everything retained, so a reload misses nothing.
   connect("earliest");
 }
@@ -143,13 +163,19 @@ async function connect(cursor) {
   };
 }
 
-function item(type, title, detail) {
+function item(ev, title, detail) {
   const li = document.createElement("li");
-  li.className = "ev-" + type;
+  li.className = "ev-" + ev.type;
+  const seq = document.createElement("span");
+  seq.className = "seq";
+  if (ev.seq) {
+    li.dataset.seq = String(ev.seq);
+    seq.textContent = "#" + ev.seq;
+  }
   const t = document.createElement("span");
   t.className = "t";
-  t.textContent = type;
-  li.append(t, document.createTextNode(title || ""));
+  t.textContent = ev.type;
+  li.append(seq, t, document.createTextNode(title || ""));
   if (detail) {
     const pre = document.createElement("pre");
     pre.textContent = detail;
@@ -162,19 +188,24 @@ function item(type, title, detail) {
 function onEvent(ev) {
   if (ev.type !== "stream_reset") {
     const seq = Number(ev.seq || 0);
-    if (state.seen.has(seq)) return; // never show an event twice
+    state.received++;
+    if (state.seen.has(seq)) { // never show an event twice
+      state.duplicates++;
+      showCounts();
+      return;
+    }
     state.seen.add(seq);
     state.lastSeq = Math.max(state.lastSeq, seq);
   }
   if (ev.cursor) state.cursor = ev.cursor;
-  $("u-events").textContent = String(state.seen.size);
+  showCounts();
   const p = ev[ev.type] || {};
   switch (ev.type) {
     case "start":
-      item("start", " " + (p.model || "") + (p.scripted_model ? " (scripted model)" : ""), p.input);
+      item(ev, " " + (p.model || "") + (p.scripted_model ? " (scripted model)" : ""), p.input);
       setPill($("run-state"), "RUN_STATE_RUNNING");
       break;
-    case "thought": item("thought", "", p.thought); break;
+    case "thought": item(ev, "", p.thought); break;
     case "thought_delta": break;
     case "text_delta":
       state.answer += p.delta || "";
@@ -182,40 +213,41 @@ function onEvent(ev) {
       $("answer-box").hidden = false;
       break;
     case "act":
-      item("act", " " + p.tool_name + " #" + p.tool_call_id, JSON.stringify(p.tool_input || p.raw_arguments || {}, null, 2));
+      item(ev, " " + p.tool_name + " #" + p.tool_call_id, JSON.stringify(p.tool_input || p.raw_arguments || {}, null, 2));
       break;
     case "observe":
-      item("observe", " " + p.tool_name + " " + (p.success ? "ok" : "failed " + (p.error_code || "")) + " in " + Math.round(p.duration_ms || 0) + " ms", p.observation);
+      item(ev, " " + p.tool_name + " " + (p.success ? "ok" : "failed " + (p.error_code || "")) + " in " + Math.round(p.duration_ms || 0) + " ms", p.observation);
       break;
-    case "skill_activated": item("skill_activated", " " + p.skill_name); break;
+    case "skill_activated": item(ev, " " + p.skill_name); break;
     case "context_compressed":
-      item("context_compressed", " " + (p.compression_strategy || "") + " " + (p.original_message_count || 0) + " → " + (p.final_message_count || 0) + " messages");
+      item(ev, " " + (p.compression_strategy || "") + " " + (p.original_message_count || 0) + " → " + (p.final_message_count || 0) + " messages");
       break;
-    case "clarification_asked": askQuestion(p.question_id, p.question, (p.options || []).map((o) => o.label)); item("clarification_asked", " " + p.question); break;
-    case "decision_asked": askQuestion(p.decision_id, p.context, (p.options || []).map((o) => o.label)); item("decision_asked", " " + p.context); break;
+    case "clarification_asked": askQuestion(p.question_id, p.question, (p.options || []).map((o) => o.label)); item(ev, " " + p.question); break;
+    case "decision_asked": askQuestion(p.decision_id, p.context, (p.options || []).map((o) => o.label)); item(ev, " " + p.context); break;
     case "clarification_answered": case "decision_answered":
-      $("question").hidden = true; item(ev.type, " " + (p.answer || (p.timed_out ? "timed out" : ""))); break;
-    case "doom_loop_detected": item("doom_loop_detected", " " + p.tool_name + " ×" + p.repeat_count); break;
+      $("question").hidden = true; item(ev, " " + (p.answer || (p.timed_out ? "timed out" : ""))); break;
+    case "doom_loop_detected": item(ev, " " + p.tool_name + " ×" + p.repeat_count); break;
     case "cost_update":
       $("u-in").textContent = String(p.total_input_tokens || 0);
       $("u-out").textContent = String(p.total_output_tokens || 0);
       $("u-cost").textContent = Number(p.total_cost_usd || 0).toFixed(4);
       break;
-    case "step_start": item("step_start", " step " + p.step_number); break;
-    case "step_end": item("step_end", " step " + p.step_number + " " + Math.round(p.duration_ms || 0) + " ms"); break;
+    case "step_start": item(ev, " step " + p.step_number); break;
+    case "step_end": item(ev, " step " + p.step_number + " " + Math.round(p.duration_ms || 0) + " ms"); break;
     case "complete":
       $("final").textContent = p.content || state.answer;
       $("answer-box").hidden = false;
-      item("complete", " final answer");
+      item(ev, " final answer");
       break;
-    case "error": item("error", " " + (p.code || ""), p.message); break;
-    case "cancelled": item("cancelled", " " + (p.reason || "")); break;
+    case "error": item(ev, " " + (p.code || ""), p.message); break;
+    case "cancelled": item(ev, " " + (p.reason || "")); break;
     case "stream_reset":
-      item("stream_reset", " events before seq " + p.earliest_seq + " are no longer retained (" + p.reason + ")");
+      item(ev, " events before seq " + p.earliest_seq + " are no longer retained (" + p.reason + ")");
       break;
   }
   if (TERMINAL.has(ev.type)) {
     state.ended = true;
+    $("cancel").disabled = true;
     if (state.es) { state.es.close(); state.es = null; }
     setConn("ended");
     setPill($("run-state"), { complete: "RUN_STATE_COMPLETED", error: "RUN_STATE_FAILED", cancelled: "RUN_STATE_CANCELLED" }[ev.type]);
