@@ -5,6 +5,9 @@ package bpe
 // of ordinary text); longer pieces use a heap, O(n log n).
 const smallPiece = 48
 
+// segmentedPiece is the shortest piece merged by segments (segment.go).
+const segmentedPiece = 16
+
 // pairBits sizes Scratch's cache of pair ranks (2^pairBits slots).
 const pairBits = 15
 
@@ -20,6 +23,12 @@ type Scratch struct {
 	// string, and text repeats its pairs (CJK above all) far more often than
 	// a hash lookup of the bytes is cheap.
 	pairs []pairSlot
+
+	// The caches and buffers of the merge by segments.
+	segs              []segSlot
+	compat            []uint64
+	segOut, compatOut []uint32
+	pairBuf           []byte
 }
 
 type pairSlot struct {
@@ -51,6 +60,14 @@ func (v *Vocabulary) mergedRank(s *Scratch, a, b uint32, span string) uint32 {
 // until no adjacent pair is a token. It does not first look up the whole
 // piece (tiktoken's encoder does; so does the caller).
 func (v *Vocabulary) Merge(piece string, s *Scratch, ids []uint32) []uint32 {
+	if len(piece) >= segmentedPiece {
+		return v.mergeSegments(piece, s, ids)
+	}
+	return v.mergeDirect(piece, s, ids)
+}
+
+// mergeDirect is [Vocabulary.Merge] without segments.
+func (v *Vocabulary) mergeDirect(piece string, s *Scratch, ids []uint32) []uint32 {
 	switch n := len(piece); {
 	case n == 0:
 		return ids
@@ -258,6 +275,6 @@ func down(h []uint64, i int) {
 // not keep the memory of one huge piece.
 func (s *Scratch) Shrink(n int) {
 	if cap(s.next) > n {
-		*s = Scratch{pairs: s.pairs}
+		*s = Scratch{pairs: s.pairs, segs: s.segs, compat: s.compat}
 	}
 }

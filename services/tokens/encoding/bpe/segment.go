@@ -1,0 +1,153 @@
+package bpe
+
+// Long pieces are merged by segments. The byte-pair encoding E(s) of a
+// string is the only way to write s as tokens in which every two adjacent
+// tokens a, b are compatible: E(a+b) = [a, b]. (If a merge of E(s) crossed a
+// boundary between two such tokens, the same merge, coming first among the
+// merges inside the pair, would cross it in E(a+b); and E(s) itself has the
+// property.) So a piece can be cut into segments anywhere, each segment
+// merged on its own (cached: text repeats its characters and words), and the
+// results joined; where two joined tokens are not compatible the cut was not
+// a token boundary of E(s), and the last tokens are re-merged together with
+// the segment until they are. Every seam is checked, so the result is E(s)
+// exactly, wherever the cuts fall; the cuts only decide the speed. It is
+// linear in the piece: a repair that grows past maxRepair bytes gives up for
+// the heap merge of the whole piece.
+
+const (
+	// asciiSegment is the length of a segment of ASCII bytes (a multiple of
+	// the tokens of a long run of one character, so that such runs join
+	// without repair).
+	asciiSegment = 32
+	// maxRepair bounds the bytes re-merged at one seam.
+	maxRepair = 192
+)
+
+// mergeSegments appends E(piece) to ids, as [Vocabulary.Merge].
+func (v *Vocabulary) mergeSegments(piece string, s *Scratch, ids []uint32) []uint32 {
+	return v.mergeSegmentsUpTo(piece, s, ids, maxRepair)
+}
+
+// mergeSegmentsUpTo is mergeSegments with repairs bounded by limit bytes.
+func (v *Vocabulary) mergeSegmentsUpTo(piece string, s *Scratch, ids []uint32, limit int) []uint32 {
+	base := len(ids)
+	for pos := 0; pos < len(piece); {
+		end := segmentEnd(piece, pos)
+		from := pos // start of the text whose tokens are appended
+		toks := v.cachedMerge(s, piece[from:end])
+		for len(ids) > base && !v.compatible(s, ids[len(ids)-1], toks[0]) {
+			// The cut at from is not a token boundary: give the last token
+			// back and merge it with the segment.
+			last := ids[len(ids)-1]
+			ids = ids[:len(ids)-1]
+			from -= int(v.length[last])
+			if end-from > limit {
+				return v.mergeHeap(piece, s, ids[:base])
+			}
+			toks = v.cachedMerge(s, piece[from:end])
+		}
+		ids = append(ids, toks...)
+		pos = end
+	}
+	return ids
+}
+
+// segmentEnd returns the end of the segment starting at piece[pos]: a
+// character, or a run of up to asciiSegment ASCII bytes.
+func segmentEnd(piece string, pos int) int {
+	c := piece[pos]
+	if c < 0x80 {
+		end := pos + 1
+		for limit := min(pos+asciiSegment, len(piece)); end < limit && piece[end] < 0x80; end++ {
+		}
+		return end
+	}
+	n := 1
+	switch {
+	case c >= 0xF0:
+		n = 4
+	case c >= 0xE0:
+		n = 3
+	case c >= 0xC0:
+		n = 2
+	}
+	end := min(pos+n, len(piece))
+	// Stop early at a byte that cannot continue the character (invalid
+	// UTF-8 is merged too); any cut is correct, this one is only cheaper.
+	for k := pos + 1; k < end; k++ {
+		if piece[k]&0xC0 != 0x80 {
+			return k
+		}
+	}
+	return end
+}
+
+// cachedMerge returns E(text), from Scratch's segment cache when it holds
+// text. The slice is valid until the next call.
+func (v *Vocabulary) cachedMerge(s *Scratch, text string) []uint32 {
+	if len(text) > segKeyMax {
+		s.segOut = v.mergeDirect(text, s, s.segOut[:0])
+		return s.segOut
+	}
+	if s.segs == nil {
+		s.segs = make([]segSlot, 1<<segBits)
+	}
+	h := v.Hash(text)
+	slot := &s.segs[h>>(64-segBits)]
+	if slot.hash == h && int(slot.keyLen) == len(text) && string(slot.key[:slot.keyLen]) == text {
+		return slot.ids[:slot.idsLen]
+	}
+	s.segOut = v.mergeDirect(text, s, s.segOut[:0])
+	if len(s.segOut) <= segIDsMax {
+		slot.hash = h
+		slot.keyLen = uint8(copy(slot.key[:], text))
+		slot.idsLen = uint8(copy(slot.ids[:], s.segOut))
+	}
+	return s.segOut
+}
+
+// Segment cache: segBits selects 2^segBits direct-mapped slots of texts up
+// to segKeyMax bytes merging to at most segIDsMax tokens (about 200 KiB).
+const (
+	segBits   = 11
+	segKeyMax = 64
+	segIDsMax = 16
+)
+
+type segSlot struct {
+	hash   uint64
+	keyLen uint8
+	idsLen uint8
+	key    [segKeyMax]byte
+	ids    [segIDsMax]uint32
+}
+
+// compatible reports whether E(a+b) = [a, b]: whether a and b can be
+// adjacent in a byte-pair encoding. Cached by the pair.
+func (v *Vocabulary) compatible(s *Scratch, a, b uint32) bool {
+	if s.compat == nil {
+		s.compat = make([]uint64, 1<<compatBits)
+	}
+	k := uint64(a)<<32 | uint64(b)
+	slot := &s.compat[((k+1)*0x9E3779B97F4A7C15)>>(64-compatBits)]
+	if *slot&^compatFlags == k && *slot&compatValid != 0 {
+		return *slot&compatYes != 0
+	}
+	s.pairBuf = append(append(s.pairBuf[:0], v.Token(a)...), v.Token(b)...)
+	s.compatOut = v.mergeDirect(string(s.pairBuf), s, s.compatOut[:0])
+	yes := len(s.compatOut) == 2 && s.compatOut[0] == a && s.compatOut[1] == b
+	*slot = k | compatValid
+	if yes {
+		*slot |= compatYes
+	}
+	return yes
+}
+
+// compatBits sizes the cache of compatible pairs; the flags sit above the
+// two ranks (each below 2^31).
+const (
+	compatBits  = 14
+	compatValid = 1 << 63
+	compatYes   = 1 << 62
+	compatFlags = compatValid | compatYes
+)
