@@ -87,7 +87,7 @@ func (s *Server) pumpSSE(ctx context.Context, w http.ResponseWriter, sub *hub.Su
 		started = true
 		return s.sseWrite(rc, w, sub, []byte("retry: "+sseRetryMillis+"\n: stream open\n\n"))
 	}
-	buf := make([]byte, 0, 4096)
+	batch := make([]hub.Item, 0, sseBatchEvents)
 	for {
 		tick := heartbeat.C
 		if !started {
@@ -125,30 +125,39 @@ func (s *Server) pumpSSE(ctx context.Context, w http.ResponseWriter, sub *hub.Su
 		if !started && !start() {
 			return
 		}
-		buf = appendSSE(buf[:0], it.Entry)
-		if !s.sseWrite(rc, w, sub, buf) {
+		// Write every event already available, then flush once: a client
+		// catching up, or a burst, costs one deadline and one flush (and
+		// usually one syscall) instead of one per event. Each frame is the
+		// entry's shared rendering.
+		batch = append(batch[:0], it)
+		size := len(it.SSE)
+		for size < sseBatchBytes && len(batch) < cap(batch) {
+			more, ok := sub.TryNext()
+			if !ok {
+				break
+			}
+			batch = append(batch, more)
+			size += len(more.SSE)
+		}
+		if !s.sseWriteBatch(rc, w, sub, batch) {
 			return
 		}
-		sub.Delivered(it)
-		if it.Cursor != "" {
-			cursor = it.Cursor
+		for _, it := range batch {
+			sub.Delivered(it)
+			if it.Cursor != "" {
+				cursor = it.Cursor
+			}
 		}
+		clear(batch) // do not keep entries the feed has trimmed alive
 	}
 }
 
-// appendSSE renders one event. JSON from protojson is one line.
-func appendSSE(b []byte, e *hub.Entry) []byte {
-	if e.Cursor != "" {
-		b = append(b, "id: "...)
-		b = append(b, e.Cursor...)
-		b = append(b, '\n')
-	}
-	b = append(b, "event: "...)
-	b = append(b, e.Type...)
-	b = append(b, "\ndata: "...)
-	b = append(b, e.JSON...)
-	return append(b, '\n', '\n')
-}
+// Bounds of one SSE write: enough to catch up quickly, small enough that
+// the write deadline stays meaningful.
+const (
+	sseBatchBytes  = 64 << 10
+	sseBatchEvents = 256
+)
 
 // sseWrite writes and flushes within WriteTimeout; false means the client
 // is gone or too slow (counted as a slow consumer).
@@ -158,6 +167,26 @@ func (s *Server) sseWrite(rc *http.ResponseController, w http.ResponseWriter, su
 	if err == nil {
 		err = rc.Flush()
 	}
+	return s.sseWritten(sub, err)
+}
+
+// sseWriteBatch writes the frames of items and flushes once, within one
+// WriteTimeout.
+func (s *Server) sseWriteBatch(rc *http.ResponseController, w http.ResponseWriter, sub *hub.Subscription, items []hub.Item) bool {
+	_ = rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+	var err error
+	for _, it := range items {
+		if _, err = w.Write(it.SSE); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		err = rc.Flush()
+	}
+	return s.sseWritten(sub, err)
+}
+
+func (s *Server) sseWritten(sub *hub.Subscription, err error) bool {
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			sub.WriteTimedOut()

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -32,6 +33,9 @@ type Entry struct {
 	// JSON is Event in the protobuf JSON mapping with proto field names, on
 	// one line.
 	JSON []byte
+	// SSE is the entry as one Server-Sent Events frame (id, event and data
+	// lines and the blank line), rendered once for every SSE viewer.
+	SSE []byte
 	// Published is when JetStream stored the event (zero for a reset).
 	Published time.Time
 	// Terminal is true for complete, error and cancelled.
@@ -68,17 +72,18 @@ func decodeEntry(tenant, runID string, data []byte, streamSeq uint64, published 
 	case ev.GetRunId() != runID || ev.GetTenant() != tenant:
 		return nil, fmt.Errorf("event at stream seq %d is for run %q of tenant %q, not %q of %q", streamSeq, ev.GetRunId(), ev.GetTenant(), runID, tenant)
 	}
-	if ev.Cursor == "" {
-		ev.Cursor = FormatCursor(ev.GetSeq())
-	}
-	if ev.Type == "" {
+	// The cursor is the seq (resume relies on it) and the type names the
+	// payload; a publisher's other values, which could also break an SSE
+	// frame with a newline, are not passed on.
+	ev.Cursor = FormatCursor(ev.GetSeq())
+	if !isEventType(ev.Type) {
 		ev.Type = payloadType(ev)
 	}
 	js, err := JSONOptions.Marshal(ev)
 	if err != nil {
 		return nil, fmt.Errorf("render event %d as JSON: %w", ev.GetSeq(), err)
 	}
-	return &Entry{
+	e := &Entry{
 		Seq:       ev.GetSeq(),
 		Type:      ev.GetType(),
 		Cursor:    ev.GetCursor(),
@@ -87,8 +92,27 @@ func decodeEntry(tenant, runID string, data []byte, streamSeq uint64, published 
 		Published: published,
 		Terminal:  isTerminal(ev),
 		streamSeq: streamSeq,
-		size:      uint64(len(js)+len(data)) + entryOverhead,
-	}, nil
+	}
+	e.SSE = appendSSE(nil, e)
+	e.size = uint64(len(js)+len(e.SSE)+len(data)) + entryOverhead
+	return e, nil
+}
+
+// appendSSE renders e as one SSE frame. JSON from protojson is one line,
+// and a type or cursor never holds a newline (both are validated or built
+// here), so the frame cannot be split.
+func appendSSE(b []byte, e *Entry) []byte {
+	b = slices.Grow(b, len(e.Cursor)+len(e.Type)+len(e.JSON)+24)
+	if e.Cursor != "" {
+		b = append(b, "id: "...)
+		b = append(b, e.Cursor...)
+		b = append(b, '\n')
+	}
+	b = append(b, "event: "...)
+	b = append(b, e.Type...)
+	b = append(b, "\ndata: "...)
+	b = append(b, e.JSON...)
+	return append(b, '\n', '\n')
 }
 
 // resetEntry is the stream_reset a client gets when its cursor cannot be
@@ -119,7 +143,10 @@ func resetEntry(tenant, runID, conversationID, requested, reason string, earlies
 		// stream honest anyway with a minimal body.
 		js = fmt.Appendf(nil, `{"run_id":%q,"type":"stream_reset"}`, runID)
 	}
-	return &Entry{Type: TypeStreamReset, Cursor: resume, Event: ev, JSON: js, size: uint64(len(js)) + entryOverhead}
+	e := &Entry{Type: TypeStreamReset, Cursor: resume, Event: ev, JSON: js}
+	e.SSE = appendSSE(nil, e)
+	e.size = uint64(len(js)+len(e.SSE)) + entryOverhead
+	return e
 }
 
 var payloadOneof = (&baagentv1.Event{}).ProtoReflect().Descriptor().Oneofs().ByName("payload")
@@ -132,6 +159,20 @@ func payloadType(ev *baagentv1.Event) string {
 		return ""
 	}
 	return string(fd.Name())
+}
+
+// isEventType accepts the lowercase snake_case names event types use.
+func isEventType(t string) bool {
+	if t == "" || len(t) > 64 {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
+			return false
+		}
+	}
+	return true
 }
 
 func isTerminal(ev *baagentv1.Event) bool {

@@ -101,6 +101,23 @@ func (s *Subscription) NextOrTick(ctx context.Context, tick <-chan time.Time) (I
 
 var errTicked = errors.New("ticked")
 
+// TryNext returns the next item if it is already buffered, without
+// waiting, so a transport can write every event available before one
+// flush. ok is false when there is none now (or the stream is ending, or
+// must catch up from JetStream): Next then waits or says why.
+func (s *Subscription) TryNext() (Item, bool) {
+	if s.closed || s.catchup != nil || s.catchNext != nil {
+		return Item{}, false
+	}
+	s.f.mu.Lock()
+	it, ok, err := s.nextLocked()
+	s.f.mu.Unlock()
+	if err != nil || !ok {
+		return Item{}, false
+	}
+	return it, true
+}
+
 func (s *Subscription) wait(ctx context.Context, tick <-chan time.Time) (Item, error) {
 	if s.closed {
 		return Item{}, ErrClosed
