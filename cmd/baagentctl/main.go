@@ -41,6 +41,7 @@ var commands = []command{
 	{"version", "print the client's version", runVersion},
 	{"ask", "ask a question: start a run and stream it live; exit 0 when it completes", runAsk},
 	{"runs", "list, show or cancel runs (runs list|get RUN_ID|cancel RUN_ID)", runRuns},
+	{"input", "answer the question a run waits on (input RUN_ID ANSWER)", runInput},
 	{"skills", "list skills, or show one at a disclosure level (skills list|show NAME)", runSkills},
 	{"tools", "list tools, or invoke one (tools list|invoke NAME --args JSON)", runTools},
 	{"tokens", "count tokens, show model info, encode and decode (tokens service)", runTokens},
