@@ -22,7 +22,7 @@ BENCH      ?= .
 BENCHCOUNT ?= 6
 BENCHPKGS  ?= ./...
 
-.PHONY: all tools node-deps benchstat grpcurl generate check-generated lint build test run bench clean
+.PHONY: all run-split tools node-deps benchstat grpcurl generate check-generated lint build test run bench clean
 
 all: lint build test
 
@@ -92,6 +92,13 @@ test: node-deps
 
 run: build
 	$(BIN)/baagent -target=all $(ARGS)
+
+# Microservices mode on this machine: NATS and each service as its own
+# `baagent -target=<service>` process with the flags of k8s/overlays/dev,
+# on loopback; Ctrl-C stops them and checks each exits 0.
+# SPLITARGS=-quiet hides the processes' logs.
+run-split:
+	scripts/run-split.sh $(SPLITARGS)
 
 bench: $(BIN)/benchstat
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(BENCHCOUNT) $(BENCHPKGS) | tee bench.out

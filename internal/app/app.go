@@ -204,7 +204,7 @@ func (a *App) startNATS(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("JetStream: %w", err)
 	}
-	if err := natsx.Provision(ctx, js, natsx.ProvisionConfig{}); err != nil {
+	if err := natsx.Provision(ctx, js, natsx.ProvisionConfig{Replicas: a.cfg.NATSReplicas}); err != nil {
 		return fmt.Errorf("JetStream (is it enabled on %s?): %w", url, err)
 	}
 	return nil

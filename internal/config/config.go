@@ -60,6 +60,9 @@ type Config struct {
 	NATSURL string
 	// EmbeddedNATSAddr is where -target=all runs its embedded NATS.
 	EmbeddedNATSAddr string
+	// NATSReplicas is the replication factor of the JetStream streams and
+	// buckets this process provisions (3 on a three-node NATS cluster).
+	NATSReplicas int
 
 	// Listen maps each service to the gRPC address it listens on when this
 	// process runs it.
@@ -122,6 +125,7 @@ type raw struct {
 	logLevel                                      string
 	shutdownTimeout                               time.Duration
 	maxMsgBytes                                   int
+	natsReplicas                                  int
 	modelBaseURL, modelAPIKey, model              string
 	apiKeys, apiKeysFile                          string
 }
@@ -141,6 +145,7 @@ func newFlagSet(r *raw, output io.Writer) *flag.FlagSet {
 	fs.StringVar(&r.workspaceSeedDir, "workspace-seed-dir", "examples/data", "files copied into every new conversation workspace (empty: none)")
 	fs.StringVar(&r.natsURL, "nats-url", "nats://localhost:4222", "NATS server(s) of a single-target process, comma-separated")
 	fs.StringVar(&r.embeddedNATSAddr, "embedded-nats-addr", "127.0.0.1:4222", "listen address of the embedded NATS in -target=all")
+	fs.IntVar(&r.natsReplicas, "nats-replicas", 1, "replicas of each JetStream stream and KV bucket (1-5; 3 on a three-node cluster)")
 	r.listen = map[string]*string{}
 	r.dial = map[string]*string{}
 	for _, svc := range Services {
@@ -310,6 +315,7 @@ func (r *raw) validate() (*Config, error) {
 		WorkspaceSeedDir:  r.workspaceSeedDir,
 		NATSURL:           r.natsURL,
 		EmbeddedNATSAddr:  r.embeddedNATSAddr,
+		NATSReplicas:      r.natsReplicas,
 		Listen:            map[string]string{},
 		Dial:              map[string]string{},
 		GatewayHTTPAddr:   r.gatewayHTTPAddr,
@@ -400,6 +406,12 @@ func (r *raw) validate() (*Config, error) {
 	}
 	if c.ShutdownTimeout <= 0 {
 		return nil, fmt.Errorf("setting shutdown-timeout: must be positive, got %s", c.ShutdownTimeout)
+	}
+	if c.NATSReplicas < 1 || c.NATSReplicas > 5 {
+		return nil, fmt.Errorf("setting nats-replicas: must be between 1 and 5, got %d", c.NATSReplicas)
+	}
+	if c.Target == TargetAll && c.NATSReplicas != 1 {
+		return nil, fmt.Errorf("setting nats-replicas: the embedded NATS of -target=all is a single node, so it must be 1, got %d", c.NATSReplicas)
 	}
 	if c.MaxMsgBytes < MinMsgBytes || c.MaxMsgBytes > MaxMsgBytes {
 		return nil, fmt.Errorf("setting max-msg-bytes: must be between %d and %d, got %d", MinMsgBytes, MaxMsgBytes, c.MaxMsgBytes)

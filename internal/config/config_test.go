@@ -144,6 +144,8 @@ func TestBadSettingsNameTheSetting(t *testing.T) {
 		{"bad log level", []string{"-log-level=loud"}, nil, "setting log-level"},
 		{"zero shutdown", []string{"-shutdown-timeout=0s"}, nil, "setting shutdown-timeout"},
 		{"tiny messages", []string{"-max-msg-bytes=10"}, nil, "setting max-msg-bytes"},
+		{"zero nats replicas", []string{"-target=context", "-nats-replicas=0"}, nil, "setting nats-replicas: must be between 1 and 5"},
+		{"replicated embedded nats", []string{"-nats-replicas=3"}, nil, "setting nats-replicas: the embedded NATS"},
 		{"bad model url", []string{"-model-base-url=api.openai.com"}, nil, "setting model-base-url"},
 		{"empty model", []string{"-model="}, nil, "setting model"},
 		{"bad api key entry", nil, map[string]string{"BAAGENT_API_KEYS": "justakey"}, "setting api-keys: entry 1: want key=tenant"},
