@@ -1,7 +1,8 @@
 // Package grpcclient dials the suite's peers with the same options
 // everywhere: plaintext inside the cluster (TLS terminates at the mesh or
 // the gateway), message size limits matching the servers', and keepalives
-// that notice a dead peer behind a silent load balancer.
+// that notice a dead peer behind a silent load balancer, and round-robin
+// over every replica a name resolves to.
 package grpcclient
 
 import (
@@ -39,6 +40,10 @@ func Dial(addr string, opts Options) (*grpc.ClientConn, error) {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(size), grpc.MaxCallSendMsgSize(size)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		// Spread calls over every address the name resolves to (the pods
+		// behind a headless Service); servers recycle connections so new
+		// replicas are picked up.
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
 	}
 	dopts = append(dopts, opts.Extra...)
 	conn, err := grpc.NewClient(addr, dopts...)

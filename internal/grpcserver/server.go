@@ -34,6 +34,11 @@ const (
 	keepaliveMinClientPing = 10 * time.Second
 	keepaliveServerPing    = time.Minute
 	keepalivePingTimeout   = 20 * time.Second
+	// Connections are recycled every few minutes so that clients re-resolve
+	// the peer's (headless) Service and spread over new replicas; a long
+	// stream gets a generous grace and then resumes from its cursor.
+	maxConnectionAge      = 5 * time.Minute
+	maxConnectionAgeGrace = 30 * time.Minute
 )
 
 // Options configures a Server.
@@ -113,8 +118,10 @@ func New(opts Options) *Server {
 			PermitWithoutStream: true,
 		}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
-			Time:    keepaliveServerPing,
-			Timeout: keepalivePingTimeout,
+			Time:                  keepaliveServerPing,
+			Timeout:               keepalivePingTimeout,
+			MaxConnectionAge:      maxConnectionAge,
+			MaxConnectionAgeGrace: maxConnectionAgeGrace,
 		}),
 	}
 	sopts = append(sopts, opts.ServerOptions...)
