@@ -1,7 +1,8 @@
 // Package split_test proves microservices mode on loopback: NATS and each
 // service as its own `baagent -target=<service>` process, with the flags of
 // k8s/overlays/dev, answer the revenue scenario exactly as `-target=all`
-// does, and every process exits 0 on SIGTERM.
+// does through the gateway's public API, and every process exits 0 on
+// SIGTERM.
 package split_test
 
 import (
@@ -16,22 +17,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/grpc/metadata"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/app"
 	"github.com/baagent/baagent/internal/config"
 	"github.com/baagent/baagent/internal/logging"
-	"github.com/baagent/baagent/internal/natsx"
 	"github.com/baagent/baagent/services/orchestrator"
 	"github.com/baagent/baagent/test/split/splitrun"
 )
 
 const question = "Which product category had the highest revenue last quarter?"
+
+// devAPIKey is the development key of k8s/overlays/dev (tenant "default").
+const devAPIKey = "dev-only-api-key-0000000000000001"
 
 // outcome is what a run produced, independent of ids and timings.
 type outcome struct {
@@ -71,7 +72,7 @@ func TestSplitModeAnswersAsAllInOne(t *testing.T) {
 			t.Fatalf("%s started with %v", svc, suite.Args[svc])
 		}
 	}
-	split, err := runScenario(ctx, suite.Addr[config.TargetOrchestrator], suite.NATSURL)
+	split, err := runScenario(ctx, suite.Addr[config.TargetGateway], devAPIKey)
 	if err != nil {
 		t.Fatalf("split mode: %v", err)
 	}
@@ -144,62 +145,42 @@ func runAllInOne(ctx context.Context, t *testing.T, repo string) (outcome, error
 			t.Errorf("-target=all: %v", err)
 		}
 	}()
-	return runScenario(ctx, a.Addr(config.TargetOrchestrator).String(), a.NATS().ConnectedUrl())
+	return runScenario(ctx, a.Addr(config.TargetGateway).String(), "")
 }
 
-// runScenario starts a run of question on the orchestrator and reads its
-// events from JetStream until the terminal one, as `baagentctl ask` does.
-// (Through the gateway once its run API lands: issue 9.)
-func runScenario(ctx context.Context, orchAddr, natsURL string) (outcome, error) {
+// runScenario starts a run of question through the gateway's public gRPC
+// API and follows its event stream until the terminal event, as a client in
+// any language would. apiKey is empty when the gateway serves loopback
+// clients without keys (-target=all with none configured).
+func runScenario(ctx context.Context, gatewayAddr, apiKey string) (outcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	nc, err := natsx.Connect(ctx, natsURL, "split-test", nil)
-	if err != nil {
-		return outcome{}, err
+	if apiKey != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+apiKey)
 	}
-	defer nc.Close()
-	conn, err := grpc.NewClient(orchAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(gatewayAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return outcome{}, err
 	}
 	defer conn.Close()
-	orch := baagentv1.NewOrchestratorServiceClient(conn)
-	resp, err := orch.StartRun(ctx, &baagentv1.OrchestratorServiceStartRunRequest{
-		Tenant: "default",
-		Spec:   &baagentv1.RunSpec{Input: question},
-	}, grpc.WaitForReady(true))
+	gw := baagentv1.NewGatewayServiceClient(conn)
+	resp, err := gw.StartRun(ctx, &baagentv1.StartRunRequest{Spec: &baagentv1.RunSpec{Input: question}}, grpc.WaitForReady(true))
 	if err != nil {
 		return outcome{}, fmt.Errorf("StartRun: %w", err)
 	}
-	return follow(ctx, nc, resp.GetRun())
-}
-
-func follow(ctx context.Context, nc *nats.Conn, run *baagentv1.Run) (outcome, error) {
-	js, err := jetstream.New(nc)
+	runID := resp.GetRun().GetRunId()
+	// "earliest": the run may have published before the stream started.
+	stream, err := gw.StreamRunEvents(ctx, &baagentv1.StreamRunEventsRequest{RunId: runID, After: "earliest"})
 	if err != nil {
-		return outcome{}, err
-	}
-	subject, err := natsx.EventSubject(run.GetTenant(), run.GetRunId())
-	if err != nil {
-		return outcome{}, err
-	}
-	cons, err := js.OrderedConsumer(ctx, natsx.StreamEvents, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subject},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-	})
-	if err != nil {
-		return outcome{}, err
+		return outcome{}, fmt.Errorf("StreamRunEvents: %w", err)
 	}
 	var out outcome
 	for {
-		msg, err := cons.Next(jetstream.FetchContext(ctx))
+		msg, err := stream.Recv()
 		if err != nil {
-			return out, fmt.Errorf("run %s after %v: %w", run.GetRunId(), out.events, err)
+			return out, fmt.Errorf("run %s after %v: %w", runID, out.events, err)
 		}
-		ev := &baagentv1.Event{}
-		if err := proto.Unmarshal(msg.Data(), ev); err != nil {
-			return out, err
-		}
+		ev := msg.GetEvent()
 		switch p := ev.GetPayload().(type) {
 		case *baagentv1.Event_TextDelta, *baagentv1.Event_ThoughtDelta:
 			continue // chunking is the transport's business
