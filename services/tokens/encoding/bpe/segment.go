@@ -107,11 +107,11 @@ func (v *Vocabulary) cachedMerge(s *Scratch, text string) []uint32 {
 }
 
 // Segment cache: segBits selects 2^segBits direct-mapped slots of texts up
-// to segKeyMax bytes merging to at most segIDsMax tokens (about 200 KiB).
+// to segKeyMax bytes merging to at most segIDsMax tokens (160 KiB).
 const (
 	segBits   = 11
-	segKeyMax = 64
-	segIDsMax = 16
+	segKeyMax = 32
+	segIDsMax = 8
 )
 
 type segSlot struct {
@@ -121,33 +121,3 @@ type segSlot struct {
 	key    [segKeyMax]byte
 	ids    [segIDsMax]uint32
 }
-
-// compatible reports whether E(a+b) = [a, b]: whether a and b can be
-// adjacent in a byte-pair encoding. Cached by the pair.
-func (v *Vocabulary) compatible(s *Scratch, a, b uint32) bool {
-	if s.compat == nil {
-		s.compat = make([]uint64, 1<<compatBits)
-	}
-	k := uint64(a)<<32 | uint64(b)
-	slot := &s.compat[((k+1)*0x9E3779B97F4A7C15)>>(64-compatBits)]
-	if *slot&^compatFlags == k && *slot&compatValid != 0 {
-		return *slot&compatYes != 0
-	}
-	s.pairBuf = append(append(s.pairBuf[:0], v.Token(a)...), v.Token(b)...)
-	s.compatOut = v.mergeDirect(string(s.pairBuf), s, s.compatOut[:0])
-	yes := len(s.compatOut) == 2 && s.compatOut[0] == a && s.compatOut[1] == b
-	*slot = k | compatValid
-	if yes {
-		*slot |= compatYes
-	}
-	return yes
-}
-
-// compatBits sizes the cache of compatible pairs; the flags sit above the
-// two ranks (each below 2^31).
-const (
-	compatBits  = 14
-	compatValid = 1 << 63
-	compatYes   = 1 << 62
-	compatFlags = compatValid | compatYes
-)

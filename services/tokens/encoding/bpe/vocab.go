@@ -60,6 +60,8 @@ type Vocabulary struct {
 
 	byteRank [256]uint32 // the rank of each single byte
 	pairRank []uint32    // the rank of each two-byte string, indexed by b0<<8|b1
+
+	splits splitTable // per rank, its merge tree's root split, filled on first use
 }
 
 // Load builds the vocabulary of encoding name from its embedded rank file.
@@ -111,6 +113,7 @@ func parse(data string) (*Vocabulary, error) {
 		}
 		v.slots[i] = h&^0xFFFFFFFF | uint64(r+1)
 	}
+	v.splits = make(splitTable, len(v.off))
 	v.pairRank = make([]uint32, 1<<16)
 	for i := range v.pairRank {
 		v.pairRank[i] = v.Rank(string([]byte{byte(i >> 8), byte(i)}))
