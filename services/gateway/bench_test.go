@@ -3,20 +3,22 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"runtime"
 	"slices"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 )
 
-// BenchmarkFanoutSSE is the load generator for the fan-out target: one run
-// publishing at a fixed rate to many SSE clients on loopback, measuring
-// publish-to-client latency (the publish time travels in the event). Run
-// with e.g. -bench FanoutSSE -benchtime 2000x; b.N is the event count.
+// BenchmarkFanoutSSE: one run publishing at a fixed rate to many SSE
+// clients on loopback (in the load generator's process), measuring
+// publish-to-client latency (the publish time travels in the event) and
+// the CPU of the process holding the gateway, its embedded NATS server and
+// the publisher (an upper bound on the gateway's own). b.N is the event
+// count: run with e.g. -bench FanoutSSE -benchtime 3000x.
 func BenchmarkFanoutSSE(b *testing.B) {
-	for _, c := range []struct{ clients, rate int }{{100, 1000}, {1000, 100}} {
+	for _, c := range []struct{ clients, rate int }{{1, 1000}, {100, 1000}, {1000, 100}} {
 		b.Run(fmt.Sprintf("clients=%d/rate=%d", c.clients, c.rate), func(b *testing.B) {
 			benchFanout(b, c.clients, c.rate)
 		})
@@ -24,6 +26,7 @@ func BenchmarkFanoutSSE(b *testing.B) {
 }
 
 func benchFanout(b *testing.B, clients, rate int) {
+	needFDs(b, clients)
 	e := newEnvTB(b, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -31,48 +34,11 @@ func benchFanout(b *testing.B, clients, rate int) {
 	if _, err := r.Text(ctx, "0"); err != nil {
 		b.Fatal(err)
 	}
-	var (
-		mu   sync.Mutex
-		lats []time.Duration
-		wg   sync.WaitGroup
-	)
-	ready := make(chan struct{}, clients)
-	for range clients {
-		c, err := e.sse(ctx, "/v1/runs/run-bench/events", bearerHeader(keyAcme))
-		if err != nil {
-			b.Fatal(err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer c.close()
-			ready <- struct{}{}
-			local := make([]time.Duration, 0, b.N)
-			for {
-				ev, err := c.next()
-				if err != nil || ev.event == "complete" {
-					break
-				}
-				i := strings.Index(ev.data, `"delta":"`)
-				if i < 0 {
-					continue
-				}
-				rest := ev.data[i+9:]
-				ns, err := strconv.ParseInt(rest[:strings.IndexByte(rest, '"')], 10, 64)
-				if err == nil {
-					local = append(local, time.Since(time.Unix(0, ns)))
-				}
-			}
-			mu.Lock()
-			lats = append(lats, local...)
-			mu.Unlock()
-		}()
-	}
-	for range clients {
-		<-ready
-	}
+	lg := startLoadgen(b, "fanout", e.base+"/v1/runs/run-bench/events", clients)
+
 	interval := time.Second / time.Duration(rate)
 	b.ResetTimer()
+	cpu0, wall0 := processCPU(), time.Now()
 	next := time.Now()
 	for range b.N {
 		if d := time.Until(next); d > 0 {
@@ -86,12 +52,154 @@ func benchFanout(b *testing.B, clients, rate int) {
 	if _, err := r.Complete(ctx, "done"); err != nil {
 		b.Fatal(err)
 	}
-	wg.Wait()
+	res := lg.result(b)
+	cores := float64(processCPU()-cpu0) / float64(time.Since(wall0))
+	b.StopTimer()
+	if res.count != b.N*clients {
+		b.Fatalf("clients received %d of %d events", res.count, b.N*clients)
+	}
+	b.ReportMetric(ms(res.p50), "p50_ms")
+	b.ReportMetric(ms(res.p99), "p99_ms")
+	b.ReportMetric(ms(res.max), "max_ms")
+	b.ReportMetric(cores, "server_cores")
+	b.ReportMetric(res.cores, "client_cores")
+	b.ReportMetric(loadAverage(), "loadavg")
+}
+
+// BenchmarkReconnectCatchUp: a client reconnects with a Last-Event-ID
+// 1,000 events behind a live run and reads until it has caught up; the
+// time from the request to the last of those events, p50/p99 over b.N
+// reconnects.
+func BenchmarkReconnectCatchUp(b *testing.B) {
+	const behind, total = 1000, 1100
+	e := newEnvTB(b, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	r := e.run("acme", "run-catchup")
+	for i := range total {
+		if _, err := r.Text(ctx, fmt.Sprintf("event %d of a live run, with a little text as deltas have ", i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	from := strconv.Itoa(total - behind)
+	last := strconv.Itoa(total)
+	catchUp := func() time.Duration {
+		start := time.Now()
+		c, err := e.sse(ctx, "/v1/runs/run-catchup/events", http.Header{"Authorization": {"Bearer " + keyAcme}, "Last-Event-Id": {from}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.close()
+		for n := 0; ; n++ {
+			ev, err := c.next()
+			if err != nil {
+				b.Fatalf("after %d events: %v", n, err)
+			}
+			if ev.id == last {
+				if n+1 != behind {
+					b.Fatalf("caught up after %d events, want %d", n+1, behind)
+				}
+				return time.Since(start)
+			}
+		}
+	}
+	catchUp() // the run's feed is started and filled once, as for any watched run
+	lats := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		lats = append(lats, catchUp())
+	}
 	b.StopTimer()
 	slices.Sort(lats)
-	if len(lats) != b.N*clients {
-		b.Fatalf("received %d of %d events", len(lats), b.N*clients)
-	}
-	b.ReportMetric(float64(lats[len(lats)/2].Microseconds())/1000, "p50_ms")
-	b.ReportMetric(float64(lats[len(lats)*99/100].Microseconds())/1000, "p99_ms")
+	b.ReportMetric(ms(lats[len(lats)/2]), "p50_ms")
+	b.ReportMetric(ms(lats[len(lats)*99/100]), "p99_ms")
+	b.ReportMetric(loadAverage(), "loadavg")
 }
+
+// BenchmarkIdleSSEConnections: 10,000 SSE streams open on one run with no
+// events (the load generator's process holds the client side); the
+// gateway process's memory per connection, as resident set and as Go heap
+// plus goroutine stacks. Run with -benchtime 1x.
+func BenchmarkIdleSSEConnections(b *testing.B) {
+	const conns = 10000
+	needFDs(b, conns)
+	for range b.N {
+		benchIdle(b, conns)
+	}
+}
+
+func benchIdle(b *testing.B, conns int) {
+	b.StopTimer()
+	e := newEnvTB(b, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	r := e.run("acme", "run-idle")
+	if _, err := r.Text(ctx, "the run has started"); err != nil {
+		b.Fatal(err)
+	}
+	// One stream first, so the run's feed and the HTTP server exist before
+	// the baseline.
+	c, err := e.sse(ctx, "/v1/runs/run-idle/events", bearerHeader(keyAcme))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.close()
+	waitClients(ctx, b, e, 1)
+	rss0, heap0 := rssBytes(b), goMemory()
+
+	b.StartTimer()
+	lg := startLoadgen(b, "idle", e.base+"/v1/runs/run-idle/events", conns)
+	waitClients(ctx, b, e, conns+1)
+	b.StopTimer()
+
+	rss, heap := rssBytes(b)-rss0, goMemory()-heap0
+	b.ReportMetric(float64(rss)/float64(conns), "rss_B/conn")
+	b.ReportMetric(float64(heap)/float64(conns), "heap+stack_B/conn")
+	b.ReportMetric(loadAverage(), "loadavg")
+	_ = lg.stdin.Close()
+}
+
+// goMemory is the Go heap in use plus goroutine stacks, after a GC.
+func goMemory() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapInuse + m.StackInuse)
+}
+
+// waitClients waits until the gateway counts n SSE clients.
+func waitClients(ctx context.Context, tb testing.TB, e *env, n int) {
+	tb.Helper()
+	for {
+		if got := streamClients(tb, e, "sse"); got == n {
+			return
+		} else if ctx.Err() != nil {
+			tb.Fatalf("%d SSE clients connected, want %d", got, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// streamClients reads the gateway's connected-clients gauge.
+func streamClients(tb testing.TB, e *env, transport string) int {
+	tb.Helper()
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "baagent_gateway_stream_clients" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "transport" && l.GetValue() == transport {
+					return int(m.GetGauge().GetValue())
+				}
+			}
+		}
+	}
+	return 0
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -87,7 +87,7 @@ func (s *Server) pumpSSE(ctx context.Context, w http.ResponseWriter, sub *hub.Su
 		started = true
 		return s.sseWrite(rc, w, sub, []byte("retry: "+sseRetryMillis+"\n: stream open\n\n"))
 	}
-	batch := make([]hub.Item, 0, sseBatchEvents)
+	var batch []hub.Item // allocated with the first event: idle clients stay small
 	for {
 		tick := heartbeat.C
 		if !started {
@@ -129,6 +129,9 @@ func (s *Server) pumpSSE(ctx context.Context, w http.ResponseWriter, sub *hub.Su
 		// catching up, or a burst, costs one deadline and one flush (and
 		// usually one syscall) instead of one per event. Each frame is the
 		// entry's shared rendering.
+		if batch == nil {
+			batch = make([]hub.Item, 0, sseBatchEvents)
+		}
 		batch = append(batch[:0], it)
 		size := len(it.SSE)
 		for size < sseBatchBytes && len(batch) < cap(batch) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Subscription is one client's position in a run's feed. Next and Close
@@ -15,6 +16,8 @@ type Subscription struct {
 	f         *feed
 	transport string
 	wake      chan struct{}
+	delivered prometheus.Counter  // the transport's, resolved once
+	lag       prometheus.Observer // the transport's, resolved once
 
 	// Guarded by f.mu.
 	next        uint64 // seq wanted next
@@ -36,7 +39,8 @@ type Subscription struct {
 // attach registers a subscription at its starting position.
 func (f *feed) attach(req Request) *Subscription {
 	c := parseCursor(req.Cursor)
-	s := &Subscription{f: f, transport: req.Transport, wake: make(chan struct{}, 1), requested: c.raw}
+	s := &Subscription{f: f, transport: req.Transport, wake: make(chan struct{}, 1), requested: c.raw,
+		delivered: f.h.m.delivered.WithLabelValues(req.Transport), lag: f.h.m.lag.WithLabelValues(req.Transport)}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s.attachSeq = max(f.lastSeq, f.initialLast)
@@ -303,10 +307,9 @@ func (s *Subscription) stopCatchup() {
 
 // Delivered records that the transport wrote it to the client.
 func (s *Subscription) Delivered(it Item) {
-	m := s.f.h.m
-	m.delivered.WithLabelValues(s.transport).Inc()
+	s.delivered.Inc()
 	if it.Live && !it.Published.IsZero() {
-		m.lag.WithLabelValues(s.transport).Observe(time.Since(it.Published).Seconds())
+		s.lag.Observe(time.Since(it.Published).Seconds())
 	}
 }
 

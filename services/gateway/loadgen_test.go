@@ -1,0 +1,320 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The SSE load generator. Its clients run in a separate process (this test
+// binary re-executed as TestLoadgenHelper), so the benchmark process holds
+// only the gateway, its embedded NATS server and the publisher: the CPU
+// and memory measured there are the server side's, not the clients'.
+//
+// The parent and the helper talk over the helper's stdin and stdout:
+// the helper prints "ready" once every client's stream is open, then
+// (fan-out) one "result" line when the run has ended, or (idle) waits for
+// stdin to close.
+
+const (
+	loadgenEnv        = "BAAGENT_GATEWAY_LOADGEN" // "fanout" or "idle"
+	loadgenURLEnv     = "BAAGENT_GATEWAY_LOADGEN_URL"
+	loadgenClientsEnv = "BAAGENT_GATEWAY_LOADGEN_CLIENTS"
+	loadgenKeyEnv     = "BAAGENT_GATEWAY_LOADGEN_KEY"
+)
+
+// loadgen is a running client process.
+type loadgen struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Scanner
+}
+
+// startLoadgen starts clients SSE clients of url in a helper process and
+// waits until all of them are streaming.
+func startLoadgen(tb testing.TB, mode, url string, clients int) *loadgen {
+	tb.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLoadgenHelper$", "-test.count=1")
+	cmd.Env = append(os.Environ(),
+		loadgenEnv+"="+mode, loadgenURLEnv+"="+url,
+		loadgenClientsEnv+"="+strconv.Itoa(clients), loadgenKeyEnv+"="+keyAcme)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	lg := &loadgen{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout)}
+	tb.Cleanup(func() {
+		_ = stdin.Close()
+		_ = cmd.Wait()
+	})
+	if line := lg.line(tb); line != "ready" {
+		tb.Fatalf("load generator: %q, want ready", line)
+	}
+	return lg
+}
+
+// line returns the helper's next protocol line (the test framework's own
+// output, such as PASS, is skipped).
+func (lg *loadgen) line(tb testing.TB) string {
+	tb.Helper()
+	for lg.out.Scan() {
+		l := lg.out.Text()
+		if l == "ready" || strings.HasPrefix(l, "result ") || strings.HasPrefix(l, "error ") {
+			if strings.HasPrefix(l, "error ") {
+				tb.Fatalf("load generator: %s", l)
+			}
+			return l
+		}
+	}
+	tb.Fatalf("load generator ended: %v", lg.out.Err())
+	return ""
+}
+
+// fanoutResult is what the helper reports: how many latencies it measured
+// and their percentiles.
+type fanoutResult struct {
+	count         int
+	p50, p99, max time.Duration
+	cores         float64 // the clients' CPU
+}
+
+func (lg *loadgen) result(tb testing.TB) fanoutResult {
+	tb.Helper()
+	var r fanoutResult
+	var p50, p99, mx int64
+	if _, err := fmt.Sscanf(lg.line(tb), "result count=%d p50=%d p99=%d max=%d cores=%g", &r.count, &p50, &p99, &mx, &r.cores); err != nil {
+		tb.Fatalf("load generator result: %v", err)
+	}
+	r.p50, r.p99, r.max = time.Duration(p50), time.Duration(p99), time.Duration(mx)
+	return r
+}
+
+// TestLoadgenHelper is the client side of the load generator; it only
+// runs when a benchmark starts it.
+func TestLoadgenHelper(t *testing.T) {
+	mode := os.Getenv(loadgenEnv)
+	if mode == "" {
+		t.Skip("the SSE load generator's client process; the fan-out benchmarks start it")
+	}
+	raiseFDLimit(t)
+	n, err := strconv.Atoi(os.Getenv(loadgenClientsEnv))
+	if err != nil || n < 1 {
+		fmt.Printf("error bad %s\n", loadgenClientsEnv)
+		return
+	}
+	if err := runLoadgen(mode, os.Getenv(loadgenURLEnv), os.Getenv(loadgenKeyEnv), n); err != nil {
+		fmt.Printf("error %v\n", err)
+	}
+}
+
+func runLoadgen(mode, url, key string, n int) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { // the parent closing stdin (or dying) ends the clients
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	tr := &http.Transport{
+		MaxIdleConnsPerHost: -1,
+		DisableCompression:  true,
+		DialContext:         (&net.Dialer{Timeout: 30 * time.Second}).DialContext,
+	}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	streams := make([]*http.Response, n)
+	// Open the streams a few hundred at a time, within the listen backlog.
+	sem := make(chan struct{}, 200)
+	var (
+		wg      sync.WaitGroup
+		errOnce sync.Once
+		openErr error
+	)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			req.Header.Set("Authorization", "Bearer "+key)
+			resp, err := client.Do(req)
+			if err == nil && resp.StatusCode != http.StatusOK {
+				resp.Body.Close()
+				err = fmt.Errorf("status %s", resp.Status)
+			}
+			if err != nil {
+				errOnce.Do(func() { openErr = fmt.Errorf("stream %d: %w", i, err) })
+				return
+			}
+			streams[i] = resp
+		}()
+	}
+	wg.Wait()
+	if openErr != nil {
+		return openErr
+	}
+	fmt.Println("ready")
+	if mode == "idle" {
+		<-ctx.Done()
+		for _, s := range streams {
+			s.Body.Close()
+		}
+		return nil
+	}
+
+	cpu0, wall0 := processCPU(), time.Now()
+	lats := make([][]time.Duration, n)
+	errs := make([]error, n)
+	for i, s := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer s.Body.Close()
+			lats[i], errs[i] = readLatencies(s.Body)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	all := slices.Concat(lats...)
+	if len(all) == 0 {
+		return errors.New("no events received")
+	}
+	slices.Sort(all)
+	cores := float64(processCPU()-cpu0) / float64(time.Since(wall0))
+	fmt.Printf("result count=%d p50=%d p99=%d max=%d cores=%.3f\n", len(all), all[len(all)/2], all[len(all)*99/100], all[len(all)-1], cores)
+	return nil
+}
+
+// readLatencies reads one SSE stream until its complete event. The
+// publisher puts its clock (Unix ns) in each text_delta, so the latency is
+// publish to client, read off the same clock.
+func readLatencies(r io.Reader) ([]time.Duration, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var out []time.Duration
+	var event string
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			return out, fmt.Errorf("stream ended before complete: %w", err)
+		}
+		now := time.Now()
+		switch {
+		case len(line) > 7 && string(line[:7]) == "event: ":
+			event = strings.TrimSpace(string(line[7:]))
+			if event == "complete" {
+				return out, nil
+			}
+		case event == "text_delta" && len(line) > 6 && string(line[:6]) == "data: ":
+			const key = `"delta":"`
+			data := string(line[6:])
+			i := strings.Index(data, key)
+			if i < 0 {
+				continue
+			}
+			rest := data[i+len(key):]
+			j := strings.IndexByte(rest, '"')
+			if j < 0 {
+				continue
+			}
+			ns, err := strconv.ParseInt(rest[:j], 10, 64)
+			if err == nil {
+				out = append(out, now.Sub(time.Unix(0, ns)))
+			}
+		}
+	}
+}
+
+// raiseFDLimit lifts the soft open-files limit to the hard one, for
+// thousands of connections.
+func raiseFDLimit(tb testing.TB) {
+	tb.Helper()
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		tb.Fatal(err)
+	}
+	if lim.Cur < lim.Max {
+		lim.Cur = lim.Max
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// needFDs skips when the open-files limit cannot hold n connections.
+func needFDs(tb testing.TB, n int) {
+	tb.Helper()
+	raiseFDLimit(tb)
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		tb.Fatal(err)
+	}
+	if lim.Cur < uint64(n)+256 {
+		tb.Skipf("open-files limit %d is too low for %d connections", lim.Cur, n)
+	}
+}
+
+// processCPU is the CPU this process has used (user + system).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// rssBytes is this process's resident set size.
+func rssBytes(tb testing.TB) int64 {
+	tb.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		tb.Skipf("no /proc/self/status: %v", err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				tb.Fatalf("VmRSS %q: %v", rest, err)
+			}
+			return kb << 10
+		}
+	}
+	tb.Fatal("no VmRSS in /proc/self/status")
+	return 0
+}
+
+// loadAverage is the 1-minute load average, reported with each figure
+// because the machine is shared.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	f, err := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+	if err != nil {
+		return -1
+	}
+	return f
+}
