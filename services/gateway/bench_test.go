@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"testing"
@@ -145,6 +146,9 @@ func benchIdle(b *testing.B, conns int) {
 	}
 	defer c.close()
 	waitClients(ctx, b, e, 1)
+	// Return what earlier iterations freed to the OS, so the resident set
+	// grows with the new connections instead of reusing retained pages.
+	debug.FreeOSMemory()
 	rss0, heap0 := rssBytes(b), goMemory()
 
 	b.StartTimer()
