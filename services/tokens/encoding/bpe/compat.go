@@ -1,9 +1,6 @@
 package bpe
 
-import (
-	"hash/maphash"
-	"sync/atomic"
-)
+import "sync/atomic"
 
 // compatible reports whether E(a+b) = [a, b]: whether a and b can be
 // adjacent in a byte-pair encoding. Cached by the pair; a miss walks the
@@ -139,7 +136,7 @@ func (v *Vocabulary) joinedRank(s *Scratch, a, b uint32) uint32 {
 
 // rankBytes is RankHashed for a byte slice.
 func (v *Vocabulary) rankBytes(b []byte) (uint32, bool) {
-	return v.RankHashed(string(b), maphash.Bytes(v.seed, b))
+	return v.RankHashed(bytesView(b), hashString(v.seed, bytesView(b)))
 }
 
 // split returns the two tokens whose merge makes t last in E(t), computed

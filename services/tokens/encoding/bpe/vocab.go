@@ -11,8 +11,8 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"math"
+	"math/rand/v2"
 )
 
 // NoRank marks a byte string that is not a token.
@@ -54,8 +54,8 @@ type Vocabulary struct {
 	length []uint8  // length[r]: its length, 0 for a rank with no token
 	maxLen int      // the longest token: no longer string needs a lookup
 
-	seed  maphash.Seed
-	slots []uint64 // open addressing: hash>>32 in the high half, rank+1 in the low; 0 is empty
+	seed  uint64
+	slots []uint64 // open addressing: slotKey (hash's top 24 bits, length) in the high half, rank+1 in the low; 0 is empty
 	mask  uint64
 
 	byteRank [256]uint32 // the rank of each single byte
@@ -78,7 +78,7 @@ func Load(name string) (*Vocabulary, error) {
 }
 
 func parse(data string) (*Vocabulary, error) {
-	v := &Vocabulary{data: data, seed: maphash.MakeSeed()}
+	v := &Vocabulary{data: data, seed: rand.Uint64()}
 	for i := 0; i < len(data); {
 		n, k := uvarint(data, i)
 		if k <= 0 || n > 255 || uint64(i+k)+n > uint64(len(data)) {
@@ -111,7 +111,7 @@ func parse(data string) (*Vocabulary, error) {
 		for v.slots[i] != 0 {
 			i = (i + 1) & v.mask
 		}
-		v.slots[i] = h&^0xFFFFFFFF | uint64(r+1)
+		v.slots[i] = slotKey(h, len(tok)) | uint64(r+1)
 	}
 	v.splits = make(splitTable, len(v.off))
 	v.pairRank = make([]uint32, 1<<16)
@@ -140,7 +140,7 @@ func (v *Vocabulary) Token(id uint32) string {
 }
 
 // Hash returns the hash [Vocabulary.RankHashed] takes.
-func (v *Vocabulary) Hash(s string) uint64 { return maphash.String(v.seed, s) }
+func (v *Vocabulary) Hash(s string) uint64 { return hashString(v.seed, s) }
 
 // Rank returns the rank of token s, or NoRank.
 func (v *Vocabulary) Rank(s string) uint32 {
@@ -153,20 +153,28 @@ func (v *Vocabulary) Rank(s string) uint32 {
 
 // RankHashed returns the rank of token s whose [Vocabulary.Hash] is h.
 func (v *Vocabulary) RankHashed(s string, h uint64) (uint32, bool) {
-	tag := h &^ 0xFFFFFFFF
+	if len(s) > v.maxLen {
+		return NoRank, false
+	}
+	key := slotKey(h, len(s))
 	for i := h & v.mask; ; i = (i + 1) & v.mask {
 		e := v.slots[i]
 		if e == 0 {
 			return NoRank, false
 		}
-		if e&^0xFFFFFFFF == tag {
+		if e&^0xFFFFFFFF == key {
 			r := uint32(e) - 1
-			if int(v.length[r]) == len(s) && v.Token(r) == s {
+			if o := v.off[r]; v.data[o:o+uint32(len(s))] == s {
 				return r, true
 			}
 		}
 	}
 }
+
+// slotKey is the high half of an index slot: the top 24 bits of the hash
+// and the token's length, so that a probe touches the token's bytes only
+// when both match.
+func slotKey(h uint64, n int) uint64 { return h>>40<<40 | uint64(n)<<32 }
 
 // MaxTokenLen returns the length of the longest token.
 func (v *Vocabulary) MaxTokenLen() int { return v.maxLen }
