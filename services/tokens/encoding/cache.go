@@ -1,16 +1,16 @@
 package encoding
 
-// Piece cache bounds: pieces up to cacheKeyMax bytes merging to at most
-// cacheIDsMax tokens are cached, in cacheSlots direct-mapped slots (about
-// 160 KiB per state).
+// Piece cache bounds: pieces up to cacheKeyMax bytes of at most cacheIDsMax
+// tokens are cached, in cacheSlots direct-mapped slots of 64 bytes, a cache
+// line each (256 KiB per state).
 const (
 	cacheKeyMax = 30
-	cacheIDsMax = 8
-	cacheSlots  = 2048
+	cacheIDsMax = 6
+	cacheSlots  = 4096
 )
 
-// pieceCache remembers the tokens of recently merged pieces (words that are
-// not one token, repeated through a text) so that they are merged once. It
+// pieceCache remembers the tokens of recent pieces (words, repeated through
+// a text) so that they are looked up or merged once. It
 // is direct-mapped by the piece's hash: a new piece evicts the one in its
 // slot. Owned by one state, so unsynchronised.
 type pieceCache struct {
