@@ -96,8 +96,18 @@ func (t *Classes) of(r rune) uint8 {
 // at decodes the code point at text[i] (valid UTF-8, i < len(text)) and
 // returns its class bits and encoded size.
 func (t *Classes) at(text string, i int) (uint8, int) {
-	if c := text[i]; c < utf8.RuneSelf {
+	c := text[i]
+	if c < utf8.RuneSelf {
 		return t.blocks[0][c], 1
+	}
+	// Valid UTF-8 needs no checks: the two- and three-byte forms (all of
+	// the BMP: CJK, Cyrillic, Arabic...) are decoded here, the rest by the
+	// library. Bounds are still checked, so invalid input cannot panic.
+	if c >= 0xE0 && c < 0xF0 && i+2 < len(text) {
+		return t.of(rune(c&0x0F)<<12 | rune(text[i+1]&0x3F)<<6 | rune(text[i+2]&0x3F)), 3
+	}
+	if c >= 0xC0 && c < 0xE0 && i+1 < len(text) {
+		return t.of(rune(c&0x1F)<<6 | rune(text[i+1]&0x3F)), 2
 	}
 	r, n := utf8.DecodeRuneInString(text[i:])
 	return t.of(r), n
