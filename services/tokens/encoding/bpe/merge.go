@@ -25,6 +25,7 @@ type Scratch struct {
 	pairs []pairSlot
 
 	// The caches and buffers of the merge by segments.
+	chars             []charSlot
 	segs              []segSlot
 	compat            []uint64
 	segOut, compatOut []uint32
@@ -275,6 +276,6 @@ func down(h []uint64, i int) {
 // not keep the memory of one huge piece.
 func (s *Scratch) Shrink(n int) {
 	if cap(s.next) > n {
-		*s = Scratch{pairs: s.pairs, segs: s.segs, compat: s.compat}
+		*s = Scratch{pairs: s.pairs, chars: s.chars, segs: s.segs, compat: s.compat}
 	}
 }

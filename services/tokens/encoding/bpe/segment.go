@@ -34,7 +34,12 @@ func (v *Vocabulary) mergeSegmentsUpTo(piece string, s *Scratch, ids []uint32, l
 	for pos := 0; pos < len(piece); {
 		end := segmentEnd(piece, pos)
 		from := pos // start of the text whose tokens are appended
-		toks := v.cachedMerge(s, piece[from:end])
+		var toks []uint32
+		if end-pos <= 4 {
+			toks = v.charMerge(s, piece[pos:end])
+		} else {
+			toks = v.cachedMerge(s, piece[pos:end])
+		}
 		for len(ids) > base && !v.compatible(s, ids[len(ids)-1], toks[0]) {
 			// The cut at from is not a token boundary: give the last token
 			// back and merge it with the segment.
@@ -104,6 +109,34 @@ func (v *Vocabulary) cachedMerge(s *Scratch, text string) []uint32 {
 		slot.idsLen = uint8(copy(slot.ids[:], s.segOut))
 	}
 	return s.segOut
+}
+
+// charMerge is cachedMerge for a text of one to four bytes (a character),
+// cached by its bytes without hashing them.
+func (v *Vocabulary) charMerge(s *Scratch, text string) []uint32 {
+	var key uint64
+	for i := 0; i < len(text); i++ {
+		key = key<<8 | uint64(text[i])
+	}
+	key = key<<3 | uint64(len(text)) // texts of different lengths differ
+	if s.chars == nil {
+		s.chars = make([]charSlot, 1<<charBits)
+	}
+	slot := &s.chars[(key*0x9E3779B97F4A7C15)>>(64-charBits)]
+	if slot.key != key || slot.n == 0 {
+		out := v.mergeDirect(text, s, slot.ids[:0])
+		slot.key, slot.n = key, uint32(len(out))
+	}
+	return slot.ids[:slot.n]
+}
+
+// charBits sizes the character cache (2^charBits slots of 32 bytes).
+const charBits = 12
+
+type charSlot struct {
+	key uint64 // the bytes, then the length in the low 3 bits
+	n   uint32
+	ids [4]uint32
 }
 
 // Segment cache: segBits selects 2^segBits direct-mapped slots of texts up
