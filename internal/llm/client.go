@@ -170,9 +170,11 @@ func (c *Client) call(ctx context.Context, req Request, stream bool, onDelta Del
 			last = &Error{Kind: KindUnknown, Err: err}
 		}
 		last.Model, last.Attempts = model, attempt
+		last.redact(c.cfg.APIKey)
 		if delivered > 0 && last.Kind != KindCanceled {
 			last = &Error{Kind: KindInterrupted, Model: model, Attempts: attempt, StatusCode: last.StatusCode,
 				Message: fmt.Sprintf("the stream failed after %d deltas (%s); it is not retried", delivered, last.Error()), Err: last}
+			last.redact(c.cfg.APIKey)
 		}
 		wait, ok := c.retryWait(ctx, last, attempt)
 		if !ok {

@@ -473,3 +473,33 @@ func TestBackoffGrowsAndIsCapped(t *testing.T) {
 		}
 	}
 }
+
+// A provider that quotes the key in its error must not get the key into
+// the error the caller logs and shows (found by test/reliability/security).
+func TestErrorsNeverQuoteTheAPIKey(t *testing.T) {
+	const key = "sk-live-0123456789abcdefSECRET"
+	for _, tc := range []struct {
+		name string
+		r    reply
+	}{
+		{"json 401", reply{status: 401, lines: []string{`{"error":{"message":"Incorrect API key provided: ` + key + `.","type":"invalid_request_error","code":"invalid_api_key"}}`}}},
+		{"plain 403", reply{status: 403, lines: []string{"forbidden for key " + key}}},
+		{"plain 500", reply{status: 500, lines: []string{"upstream rejected " + key}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, srv := newFakeEndpoint(t, tc.r, tc.r, tc.r, tc.r, tc.r, tc.r)
+			c, _ := testClient(t, srv, func(cfg *Config) { cfg.APIKey = key })
+			_, err := c.Chat(context.Background(), userRequest("q"), nil)
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("err = %v", err)
+			}
+			if strings.Contains(err.Error(), "SECRET") || strings.Contains(e.Message, "SECRET") {
+				t.Fatalf("the error quotes the API key: %v", err)
+			}
+			if !strings.Contains(err.Error(), redacted) {
+				t.Fatalf("the error no longer says what the provider said: %v", err)
+			}
+		})
+	}
+}

@@ -91,6 +91,26 @@ type Error struct {
 	Attempts int
 	// Err is the underlying error.
 	Err error
+	// secret is removed from what Error says (see redact).
+	secret string
+}
+
+// redacted replaces the API key wherever an error would say it.
+const redacted = "[redacted]"
+
+// minSecretLen keeps a key so short that it may be an ordinary word from
+// mangling messages; real keys are far longer.
+const minSecretLen = 8
+
+// redact removes key from the message and from everything Error says:
+// providers quote the key they were given ("Incorrect API key provided:
+// sk-…"), and model errors travel into logs and run error events.
+func (e *Error) redact(key string) {
+	if len(key) < minSecretLen {
+		return
+	}
+	e.secret = key
+	e.Message = strings.ReplaceAll(e.Message, key, redacted)
 }
 
 func (e *Error) Error() string {
@@ -116,6 +136,9 @@ func (e *Error) Error() string {
 	}
 	if e.Attempts > 1 {
 		fmt.Fprintf(&b, " after %d attempts", e.Attempts)
+	}
+	if e.secret != "" {
+		return strings.ReplaceAll(b.String(), e.secret, redacted)
 	}
 	return b.String()
 }
