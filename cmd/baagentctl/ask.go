@@ -4,55 +4,37 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
-	"github.com/baagent/baagent/internal/natsx"
 	"github.com/baagent/baagent/services/orchestrator"
 )
 
-// Defaults of the run commands. The embedded NATS of `baagent -target=all`
-// listens on 127.0.0.1:4222 and serves the single tenant `default`.
 const (
-	defaultNATSURL = "nats://127.0.0.1:4222"
-	defaultTenant  = "default"
 	// cancelGrace bounds the wait for the `cancelled` event after Ctrl-C.
 	cancelGrace = 10 * time.Second
 	// observationPreview is how much of an observation the live view shows.
 	observationPreview = 240
+	// maxResumes bounds consecutive stream reconnections without a new
+	// event in between, so a gateway that keeps failing is reported.
+	maxResumes = 5
+	// maxResumeDelay caps the wait the gateway asks for before resuming.
+	maxResumeDelay = 5 * time.Second
+	// answerRetry bounds the retries of an answer sent before the run
+	// recorded that it waits (see submitWhenWaiting).
+	answerRetry = 5 * time.Second
 )
 
 // Exit statuses of ask: 0 complete, 1 error, 3 cancelled (2 is usage).
 const exitCancelled = 3
-
-// runFlags are the flags shared by ask and runs.
-type runFlags struct {
-	tenant  string
-	natsURL string
-}
-
-func (c *cli) addRunFlags(fs *flag.FlagSet, rf *runFlags) {
-	rf.tenant = defaultTenant
-	if v := c.getenv("BAAGENT_TENANT"); v != "" {
-		rf.tenant = v
-	}
-	rf.natsURL = defaultNATSURL
-	if v := c.getenv("BAAGENT_NATS_URL"); v != "" {
-		rf.natsURL = v
-	}
-	fs.StringVar(&rf.tenant, "tenant", rf.tenant, "tenant of the run (env BAAGENT_TENANT)")
-	fs.StringVar(&rf.natsURL, "nats-url", rf.natsURL, "NATS server carrying the run events (env BAAGENT_NATS_URL)")
-}
 
 func runAsk(ctx context.Context, c *cli, args []string) error {
 	fs := c.flagSet("ask", `"QUESTION"`)
@@ -68,27 +50,15 @@ func runAsk(ctx context.Context, c *cli, args []string) error {
 		return fmt.Errorf("%w: want exactly one QUESTION argument (quote it)", errUsage)
 	}
 
-	// Connect to NATS before starting the run, so a wrong URL fails
-	// without leaving a run nobody watches.
-	connectCtx, cancelConnect := context.WithTimeout(ctx, c.timeout)
-	nc, err := natsx.Connect(connectCtx, rf.natsURL, "baagentctl", nil)
-	cancelConnect()
-	if err != nil {
-		return fmt.Errorf("%w (set --nats-url or BAAGENT_NATS_URL)", err)
-	}
-	defer nc.Close()
-
-	conn, err := c.dial("orchestrator")
+	gw, done, err := c.gateway(rf)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	orch := baagentv1.NewOrchestratorServiceClient(conn)
+	defer done()
 	// Not cancelled by Ctrl-C: a run that is being created must be known,
 	// so that followRun can cancel it.
 	startCtx, cancelStart := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
-	resp, err := orch.StartRun(startCtx, &baagentv1.OrchestratorServiceStartRunRequest{
-		Tenant: rf.tenant,
+	resp, err := gw.StartRun(gw.auth(startCtx), &baagentv1.StartRunRequest{
 		Spec: &baagentv1.RunSpec{
 			Input:          fs.Arg(0),
 			Model:          *model,
@@ -98,7 +68,7 @@ func runAsk(ctx context.Context, c *cli, args []string) error {
 	})
 	cancelStart()
 	if err != nil {
-		return fmt.Errorf("start run at %s: %s", c.addrs["orchestrator"], status.Convert(err).Message())
+		return c.rpcError("start run", err)
 	}
 	run := resp.GetRun()
 
@@ -119,7 +89,7 @@ func runAsk(ctx context.Context, c *cli, args []string) error {
 		}
 		sctx, cancel := context.WithTimeout(ctx, c.timeout)
 		defer cancel()
-		if _, err := orch.SubmitInput(sctx, &baagentv1.OrchestratorServiceSubmitInputRequest{Tenant: rf.tenant, RunId: run.GetRunId(), Input: inputFor(id, line)}); err != nil {
+		if err := submitWhenWaiting(sctx, gw, run.GetRunId(), inputFor(id, line)); err != nil {
 			fmt.Fprintf(c.stdout, "answer refused: %s\n(answer with baagentctl input %s ANSWER)\n", status.Convert(err).Message(), run.GetRunId())
 		}
 	}
@@ -127,7 +97,7 @@ func runAsk(ctx context.Context, c *cli, args []string) error {
 	if c.json {
 		view = &jsonView{w: c.stdout}
 	}
-	last, err := followRun(ctx, c, nc, orch, run, view)
+	last, err := followRun(ctx, c, gw, run.GetRunId(), view)
 	if err != nil {
 		return err
 	}
@@ -141,69 +111,192 @@ func runAsk(ctx context.Context, c *cli, args []string) error {
 	}
 }
 
-// followRun shows run's events from the first until the terminal one and
-// returns it. When ctx ends (Ctrl-C) it cancels the run and keeps reading,
-// for a bounded time, to show how it ended.
-func followRun(ctx context.Context, c *cli, nc *nats.Conn, orch baagentv1.OrchestratorServiceClient, run *baagentv1.Run, view eventView) (*baagentv1.Event, error) {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, err
+// submitWhenWaiting answers the run's question. The question event is
+// published just before the run records that it waits, so an answer typed
+// at once may be refused as FailedPrecondition (the run is still
+// running): it is retried for up to answerRetry while the run is not over.
+func submitWhenWaiting(ctx context.Context, gw *gatewayClient, runID string, in *baagentv1.RunInput) error {
+	ctx, cancel := context.WithTimeout(ctx, answerRetry)
+	defer cancel()
+	for {
+		_, err := gw.SubmitInput(gw.auth(ctx), &baagentv1.SubmitInputRequest{RunId: runID, Input: in})
+		if status.Code(err) != codes.FailedPrecondition {
+			return err
+		}
+		resp, gerr := gw.GetRun(gw.auth(ctx), &baagentv1.GetRunRequest{RunId: runID})
+		if gerr != nil || runOver(resp.GetRun().GetState()) {
+			return err
+		}
+		if sleepCtx(ctx, 20*time.Millisecond) != nil {
+			return err
+		}
 	}
-	subject, err := natsx.EventSubject(run.GetTenant(), run.GetRunId())
-	if err != nil {
-		return nil, err
+}
+
+func runOver(s baagentv1.RunState) bool {
+	switch s {
+	case baagentv1.RunState_RUN_STATE_COMPLETED, baagentv1.RunState_RUN_STATE_FAILED, baagentv1.RunState_RUN_STATE_CANCELLED:
+		return true
 	}
+	return false
+}
+
+// followRun shows the run's events from the first until the terminal one
+// and returns it. The gateway stream starts at `earliest`, because the run
+// may publish before the stream opens; when the gateway cuts the stream
+// (slow consumer, restart) it resumes after the last cursor seen and skips
+// events already shown. When ctx ends (Ctrl-C) it cancels the run and keeps
+// reading, for a bounded time, to show how it ended.
+func followRun(ctx context.Context, c *cli, gw *gatewayClient, runID string, view eventView) (*baagentv1.Event, error) {
 	// Events are read with a context independent of ctx, so that after
 	// Ctrl-C the `cancelled` event can still be shown.
 	readCtx, stopReading := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopReading()
-	setup, cancelSetup := context.WithTimeout(readCtx, c.timeout)
-	cons, err := js.OrderedConsumer(setup, natsx.StreamEvents, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subject},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-	})
-	cancelSetup()
-	if err != nil {
-		return nil, fmt.Errorf("subscribe to the events of run %s: %w", run.GetRunId(), err)
-	}
-
+	cancelDone := make(chan struct{})
+	defer func() {
+		stopReading()
+		<-cancelDone // the canceller writes to stderr; it must not outlive the command
+	}()
 	go func() {
+		defer close(cancelDone)
 		select {
 		case <-ctx.Done():
 		case <-readCtx.Done():
 			return
 		}
 		cctx, cancel := context.WithTimeout(readCtx, c.timeout)
-		_, err := orch.CancelRun(cctx, &baagentv1.OrchestratorServiceCancelRunRequest{Tenant: run.GetTenant(), RunId: run.GetRunId(), Reason: "interrupted in baagentctl"})
+		_, err := gw.CancelRun(gw.auth(cctx), &baagentv1.CancelRunRequest{RunId: runID, Reason: "interrupted in baagentctl"})
 		cancel()
-		if err != nil {
-			fmt.Fprintf(c.stderr, "baagentctl ask: cancel run %s: %s\n", run.GetRunId(), status.Convert(err).Message())
+		if err != nil && readCtx.Err() == nil {
+			fmt.Fprintf(c.stderr, "baagentctl ask: cancel run %s: %s\n", runID, status.Convert(err).Message())
 		}
+		t := time.NewTimer(cancelGrace)
+		defer t.Stop()
 		select {
 		case <-readCtx.Done():
-		case <-time.After(cancelGrace):
+		case <-t.C:
 			stopReading()
 		}
 	}()
 
+	f := &follower{after: "earliest"}
+	failures := 0 // consecutive attempts that brought no new event
 	for {
-		msg, err := cons.Next(jetstream.FetchContext(readCtx))
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("interrupted; run %s was asked to cancel but did not confirm in %s", run.GetRunId(), cancelGrace)
+		last, got, err := f.read(readCtx, gw, runID, view)
+		if last != nil || (err != nil && !resumable(err)) {
+			if err != nil && ctx.Err() != nil {
+				return nil, fmt.Errorf("interrupted; run %s was asked to cancel but did not confirm in %s", runID, cancelGrace)
 			}
-			return nil, fmt.Errorf("read the events of run %s: %w", run.GetRunId(), err)
+			if err != nil {
+				return nil, c.rpcError("read the events of run "+runID, err)
+			}
+			return last, nil
 		}
-		ev := &baagentv1.Event{}
-		if err := proto.Unmarshal(msg.Data(), ev); err != nil {
-			return nil, fmt.Errorf("run %s: undecodable event on %s: %w", run.GetRunId(), msg.Subject(), err)
+		if got {
+			failures = 0
 		}
+		if failures++; failures > maxResumes {
+			return nil, c.rpcError(fmt.Sprintf("read the events of run %s (gave up after %d attempts)", runID, maxResumes), err)
+		}
+		if err := sleepCtx(readCtx, resumeDelay(err)); err != nil {
+			return nil, fmt.Errorf("interrupted; run %s was asked to cancel but did not confirm in %s", runID, cancelGrace)
+		}
+	}
+}
+
+// follower remembers where a run's event stream got to across
+// reconnections.
+type follower struct {
+	after   string // cursor to resume after
+	lastSeq uint64 // highest seq shown
+}
+
+// read streams events after f.after to view until the terminal event
+// (returned) or an error. got reports whether any new event arrived. A
+// stream that ends before the terminal event is reported as Unavailable,
+// so that it is resumed.
+func (f *follower) read(ctx context.Context, gw *gatewayClient, runID string, view eventView) (last *baagentv1.Event, got bool, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := gw.StreamRunEvents(gw.auth(ctx), &baagentv1.StreamRunEventsRequest{RunId: runID, After: f.after})
+	if err != nil {
+		return nil, false, err
+	}
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil, got, status.Error(codes.Unavailable, "the event stream ended before the run did")
+		}
+		if err != nil {
+			return nil, got, err
+		}
+		ev := resp.GetEvent()
+		if ev.GetCursor() != "" {
+			f.after = ev.GetCursor()
+		}
+		if ev.GetStreamReset() != nil {
+			// Transport only: replay restarts at the earliest retained
+			// event; the seq check below drops what was already shown.
+			continue
+		}
+		if ev.GetSeq() != 0 && ev.GetSeq() <= f.lastSeq {
+			continue
+		}
+		f.lastSeq = max(f.lastSeq, ev.GetSeq())
+		got = true
 		if err := view.show(ev); err != nil {
-			return nil, err
+			return nil, got, err
 		}
 		if orchestrator.IsTerminal(ev) {
-			return ev, nil
+			return ev, got, nil
 		}
+	}
+}
+
+// resumable reports whether a stream error is worth resuming after: the
+// gateway cut a slow consumer or went away.
+func resumable(err error) bool {
+	if _, ok := status.FromError(err); !ok {
+		return false
+	}
+	switch status.Code(err) {
+	case codes.ResourceExhausted:
+		return slowConsumer(err)
+	case codes.Unavailable:
+		return true
+	}
+	return false
+}
+
+// slowConsumer reports the gateway's SLOW_CONSUMER cut (as opposed to
+// another exhausted resource, such as too many streams).
+func slowConsumer(err error) bool {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == "SLOW_CONSUMER" {
+			return true
+		}
+	}
+	return strings.HasPrefix(status.Convert(err).Message(), "slow_consumer")
+}
+
+// resumeDelay is the wait the gateway asked for (RetryInfo), capped, or a
+// short default.
+func resumeDelay(err error) time.Duration {
+	for _, d := range status.Convert(err).Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay() != nil {
+			return min(max(ri.GetRetryDelay().AsDuration(), 0), maxResumeDelay)
+		}
+	}
+	return 200 * time.Millisecond
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 

@@ -4,282 +4,338 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/structpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
-	"github.com/baagent/baagent/internal/natsx"
-	vt "github.com/baagent/baagent/internal/validate/validatetest"
-	"github.com/baagent/baagent/services/orchestrator"
+	"github.com/baagent/baagent/internal/app"
+	"github.com/baagent/baagent/internal/config"
 )
 
-// fakeOrchestrator answers StartRun by publishing a scripted event
-// sequence on JetStream, as the orchestrator does, and serves canned runs.
-type fakeOrchestrator struct {
-	baagentv1.UnimplementedOrchestratorServiceServer
-	js     jetstream.JetStream
-	script []*baagentv1.Event // payloads; the envelope is filled in
+// The run commands are tested against the whole suite in-process (as
+// main_test.go starts it), through the gateway only, with the scripted
+// model and an API key mapped to the tenant `acme`.
 
-	mu      sync.Mutex
-	started *baagentv1.OrchestratorServiceStartRunRequest
-	seq     uint64
-	cancels []string
-}
+const (
+	testAPIKey = "cli-test-key-0123456789"
+	testTenant = "acme"
+	// revenueQuestion is answered by examples/scenarios/revenue-by-category.yaml:
+	// one sql_query, then the answer.
+	revenueQuestion = "Which product category had the highest revenue last quarter?"
+	// clarifyQuestion is answered by clarifyScenario: a clarification
+	// question, then an answer once it is answered.
+	clarifyQuestion = "cli test: ask me which period"
+)
 
-const fakeRunID = "run_0190aa_cli"
+// clarifyScenario pauses the run on a question that does not time out
+// during a test, so that answering and cancelling can be exercised.
+const clarifyScenario = `name: cli-clarify
+description: baagentctl test; asks which period, then answers.
+example: "cli test: ask me which period"
+match:
+  exact: ["cli test: ask me which period"]
+turns:
+  - text: I need the period first.
+    tool_calls:
+      - name: ask_clarification
+        arguments:
+          question_type: scope
+          question: Which period should I analyse?
+          options:
+            - label: Q3
+              is_recommended: true
+            - label: Q4
+          timeout_seconds: 600
+  - text: "Analysed the period you chose: {{ .LastToolResult }}"
+`
 
-func (f *fakeOrchestrator) publish(ctx context.Context, run *baagentv1.Run, ev *baagentv1.Event) error {
-	f.mu.Lock()
-	f.seq++
-	ev.Seq = f.seq
-	f.mu.Unlock()
-	ev.RunId, ev.Tenant, ev.ConversationId, ev.Ts = run.GetRunId(), run.GetTenant(), run.GetConversationId(), timestamppb.Now()
-	ev.Type = orchestrator.EventType(ev)
-	subject, err := natsx.EventSubject(run.GetTenant(), run.GetRunId())
-	if err != nil {
-		return err
+// startGatewaySuite runs -target=all in-process on loopback ports with the
+// shipped scenarios plus clarifyScenario, and returns the environment
+// pointing baagentctl at its gateway with the test API key.
+func startGatewaySuite(t *testing.T) map[string]string {
+	t.Helper()
+	scenarios := t.TempDir()
+	shipped, err := filepath.Glob("../../examples/scenarios/*.yaml")
+	if err != nil || len(shipped) == 0 {
+		t.Fatalf("shipped scenarios: %v (%d)", err, len(shipped))
 	}
-	data, err := proto.Marshal(ev)
-	if err != nil {
-		return err
-	}
-	_, err = f.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: data, Header: nats.Header{jetstream.MsgIDHeader: []string{orchestrator.MsgID(run.GetRunId(), ev.Seq)}}})
-	return err
-}
-
-func (f *fakeOrchestrator) run(tenant string) *baagentv1.Run {
-	return &baagentv1.Run{RunId: fakeRunID, Tenant: tenant, ConversationId: "conv-cli", State: baagentv1.RunState_RUN_STATE_QUEUED, Model: "scripted", Input: "q"}
-}
-
-func (f *fakeOrchestrator) StartRun(ctx context.Context, req *baagentv1.OrchestratorServiceStartRunRequest) (*baagentv1.OrchestratorServiceStartRunResponse, error) {
-	f.mu.Lock()
-	f.started = req
-	f.mu.Unlock()
-	run := f.run(req.GetTenant())
-	for _, ev := range f.script {
-		if err := f.publish(ctx, run, proto.Clone(ev).(*baagentv1.Event)); err != nil {
-			return nil, err
+	for _, p := range shipped {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(scenarios, filepath.Base(p)), b, 0o600); err != nil {
+			t.Fatal(err)
 		}
 	}
-	return &baagentv1.OrchestratorServiceStartRunResponse{Run: run}, nil
-}
-
-func (f *fakeOrchestrator) CancelRun(ctx context.Context, req *baagentv1.OrchestratorServiceCancelRunRequest) (*baagentv1.OrchestratorServiceCancelRunResponse, error) {
-	f.mu.Lock()
-	f.cancels = append(f.cancels, req.GetRunId()+": "+req.GetReason())
-	f.mu.Unlock()
-	run := f.run(req.GetTenant())
-	run.State = baagentv1.RunState_RUN_STATE_CANCELLED
-	if err := f.publish(ctx, run, &baagentv1.Event{Payload: &baagentv1.Event_Cancelled{Cancelled: &baagentv1.CancelledPayload{Reason: req.GetReason()}}}); err != nil {
-		return nil, err
+	if err := os.WriteFile(filepath.Join(scenarios, "cli-clarify.yaml"), []byte(clarifyScenario), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	return &baagentv1.OrchestratorServiceCancelRunResponse{Run: run}, nil
-}
-
-func (f *fakeOrchestrator) GetRun(_ context.Context, req *baagentv1.OrchestratorServiceGetRunRequest) (*baagentv1.OrchestratorServiceGetRunResponse, error) {
-	run := f.run(req.GetTenant())
-	run.State = baagentv1.RunState_RUN_STATE_COMPLETED
-	run.FinalAnswer = "Electronics led with 125,000."
-	run.Step, run.MaxSteps, run.ScriptedModel = 2, 50, true
-	run.Metrics = &baagentv1.ConversationMetrics{ConversationId: "conv-cli", TotalInputTokens: 1200, TotalOutputTokens: 80, TotalTokens: 1280,
-		ToolCalls: []*baagentv1.ToolMetrics{{ToolName: "sql_query", DurationMs: 12, Success: true}}, SuccessfulCalls: 1}
-	return &baagentv1.OrchestratorServiceGetRunResponse{Run: run}, nil
-}
-
-func (f *fakeOrchestrator) ListRuns(_ context.Context, req *baagentv1.OrchestratorServiceListRunsRequest) (*baagentv1.OrchestratorServiceListRunsResponse, error) {
-	if len(req.GetStates()) != 1 || req.GetStates()[0] != baagentv1.RunState_RUN_STATE_COMPLETED || req.GetConversationId() != "conv-cli" {
-		return &baagentv1.OrchestratorServiceListRunsResponse{}, nil
+	args := []string{
+		"-data-dir=" + t.TempDir(), "-skills-dir=../../examples/skills", "-workspace-seed-dir=../../examples/data", "-scenarios-dir=" + scenarios,
+		"-metrics-addr=127.0.0.1:0", "-embedded-nats-addr=127.0.0.1:0", "-gateway-http-listen=127.0.0.1:0",
+		"-log-level=error", "-api-keys=" + testAPIKey + "=" + testTenant,
 	}
-	run := f.run(req.GetTenant())
-	run.State = baagentv1.RunState_RUN_STATE_COMPLETED
-	run.CreatedAt = timestamppb.Now()
-	return &baagentv1.OrchestratorServiceListRunsResponse{Runs: []*baagentv1.Run{run}, NextPageToken: "tok-2"}, nil
-}
-
-// ctlEnv starts embedded NATS and the fake orchestrator and returns the
-// environment pointing baagentctl at them.
-func ctlEnv(t *testing.T, script []*baagentv1.Event) (*fakeOrchestrator, map[string]string) {
-	t.Helper()
-	srv, err := natsx.StartEmbedded(natsx.EmbeddedOptions{Port: -1, StoreDir: t.TempDir()})
+	for _, svc := range config.Services {
+		args = append(args, "-"+svc+"-listen=127.0.0.1:0")
+	}
+	cfg, err := config.Load(args, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := nats.Connect(srv.ClientURL())
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := app.New(ctx, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	env := map[string]string{"BAAGENT_ADDR": a.Addr(config.TargetGateway).String(), "BAAGENT_API_KEY": testAPIKey}
+	// The suite is ready when the gateway lists runs.
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		code, _, _ := ctlRun(t.Context(), env, runRuns, "list", "--timeout=2s")
+		if code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway never served runs list (exit %d)", code)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	if err := natsx.Provision(t.Context(), js, natsx.ProvisionConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	f := &fakeOrchestrator{js: js, script: script}
-	conn := vt.Serve(t, func(gs grpc.ServiceRegistrar) { baagentv1.RegisterOrchestratorServiceServer(gs, f) })
-	return f, map[string]string{"BAAGENT_NATS_URL": srv.ClientURL(), "BAAGENT_ORCHESTRATOR_ADDR": conn.Target()}
+	return env
 }
 
-// ctlRun runs one of this file's commands as main's run would, returning
-// the exit status and output.
-func ctlRun(ctx context.Context, env map[string]string, cmd func(context.Context, *cli, []string) error, args ...string) (int, string, string) {
-	var out, errOut strings.Builder
-	c := newCLI(strings.NewReader(""), &out, &errOut, func(k string) string { return env[k] })
+// syncBuffer is an output stream that a test can read while a command
+// writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// ctlRunIn runs one of this package's commands as main's run would, with
+// stdin, returning the exit status and output; stdout may be read while it
+// runs.
+func ctlRunIn(ctx context.Context, env map[string]string, stdin string, stdout *syncBuffer, cmd func(context.Context, *cli, []string) error, args ...string) (int, string) {
+	var errOut strings.Builder
+	c := newCLI(strings.NewReader(stdin), stdout, &errOut, func(k string) string { return env[k] })
 	err := cmd(ctx, c, args)
 	var ee exitError
 	switch {
 	case err == nil:
-		return 0, out.String(), errOut.String()
+		return 0, errOut.String()
 	case errors.As(err, &ee):
-		return ee.code, out.String(), errOut.String()
+		return ee.code, errOut.String()
 	case errors.Is(err, errUsage):
-		return 2, out.String(), errOut.String() + err.Error()
+		return 2, errOut.String() + err.Error()
 	default:
-		return 1, out.String(), errOut.String() + err.Error()
+		return 1, errOut.String() + err.Error()
 	}
 }
 
+func ctlRun(ctx context.Context, env map[string]string, cmd func(context.Context, *cli, []string) error, args ...string) (int, string, string) {
+	var out syncBuffer
+	code, errOut := ctlRunIn(ctx, env, "", &out, cmd, args...)
+	return code, out.String(), errOut
+}
+
 func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-func completeScript(t *testing.T) []*baagentv1.Event {
-	args, err := structpb.NewStruct(map[string]any{"query": "SELECT category, SUM(revenue) FROM sales GROUP BY 1"})
+// gatewayFor is a gateway client of env, for the test's own checks.
+func gatewayFor(t *testing.T, env map[string]string) *gatewayClient {
+	t.Helper()
+	c := newCLI(nil, io.Discard, io.Discard, func(k string) string { return env[k] })
+	gw, done, err := c.gateway(runFlags{apiKey: env["BAAGENT_API_KEY"]})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return []*baagentv1.Event{
-		{Payload: &baagentv1.Event_Start{Start: &baagentv1.StartPayload{Model: "scripted", ScriptedModel: true, MaxSteps: 50}}},
-		{Step: 1, Payload: &baagentv1.Event_StepStart{StepStart: &baagentv1.StepStartPayload{StepNumber: 1}}},
-		{Step: 1, Payload: &baagentv1.Event_TextDelta{TextDelta: &baagentv1.TextDeltaPayload{Delta: "I will query "}}},
-		{Step: 1, Payload: &baagentv1.Event_TextDelta{TextDelta: &baagentv1.TextDeltaPayload{Delta: "the sales."}}},
-		{Step: 1, Payload: &baagentv1.Event_CostUpdate{CostUpdate: &baagentv1.CostUpdatePayload{Model: "scripted", Usage: &baagentv1.Usage{PromptTokens: 600, CompletionTokens: 40}}}},
-		{Step: 1, Payload: &baagentv1.Event_Thought{Thought: &baagentv1.ThoughtPayload{Thought: "I will query the sales."}}},
-		{Step: 1, Payload: &baagentv1.Event_Act{Act: &baagentv1.ActPayload{ToolCallId: "call_1", ToolName: "sql_query", ToolInput: args}}},
-		{Step: 1, Payload: &baagentv1.Event_Observe{Observe: &baagentv1.ObservePayload{ToolCallId: "call_1", ToolName: "sql_query", Success: true, DurationMs: 12,
-			OutputLevel: baagentv1.OutputLevel_OUTPUT_LEVEL_STANDARD, Observation: "Found 2 rows:\ncategory,revenue\nElectronics,125000\nFurniture,64000" + strings.Repeat(" padding", 60)}}},
-		{Step: 1, Payload: &baagentv1.Event_StepEnd{StepEnd: &baagentv1.StepEndPayload{StepNumber: 1, Success: true}}},
-		{Step: 2, Payload: &baagentv1.Event_StepStart{StepStart: &baagentv1.StepStartPayload{StepNumber: 2}}},
-		{Step: 2, Payload: &baagentv1.Event_TextDelta{TextDelta: &baagentv1.TextDeltaPayload{Delta: "Electronics led "}}},
-		{Step: 2, Payload: &baagentv1.Event_TextDelta{TextDelta: &baagentv1.TextDeltaPayload{Delta: "with 125,000."}}},
-		{Step: 2, Payload: &baagentv1.Event_StepEnd{StepEnd: &baagentv1.StepEndPayload{StepNumber: 2, Success: true}}},
-		{Step: 2, Payload: &baagentv1.Event_Complete{Complete: &baagentv1.CompletePayload{Content: "Electronics led with 125,000.", Format: "markdown",
-			Metrics: &baagentv1.ConversationMetrics{TotalTokens: 1280, ToolCalls: []*baagentv1.ToolMetrics{{ToolName: "sql_query"}}}}}},
-	}
+	t.Cleanup(done)
+	return gw
 }
 
-func TestAskStreamsARunLive(t *testing.T) {
+// waitRun polls the run until ok holds for it.
+func waitRun(t *testing.T, gw *gatewayClient, runID string, what string, ok func(*baagentv1.Run) bool) *baagentv1.Run {
+	t.Helper()
+	var last *baagentv1.Run
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		resp, err := gw.GetRun(gw.auth(t.Context()), &baagentv1.GetRunRequest{RunId: runID})
+		if err == nil {
+			if last = resp.GetRun(); ok(last) {
+				return last
+			}
+		}
+	}
+	t.Fatalf("run %s never got %s; last %v", runID, what, last)
+	return nil
+}
+
+func TestAskThroughTheGateway(t *testing.T) {
 	ctx := testCtx(t)
-	f, env := ctlEnv(t, completeScript(t))
-	code, out, errOut := ctlRun(ctx, env, runAsk, "--model", "gpt-4o", "--conversation", "conv-cli", "--tenant", "acme", "Which category sold most?")
+	env := startGatewaySuite(t)
+
+	// Live view of a complete run.
+	code, out, errOut := ctlRun(ctx, env, runAsk, "--conversation", "conv-cli", revenueQuestion)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	for _, want := range []string{
-		"run " + fakeRunID, "scripted model, not a real LLM", "── step 1", "I will query the sales.",
-		`→ sql_query {"query":"SELECT category, SUM(revenue) FROM sales GROUP BY 1"}  [call_1]`,
-		"← sql_query ok in 12.0 ms, standard  [call_1]", "Found 2 rows: category,revenue Electronics,125000", "more characters)",
-		"600 tokens in, 40 out; cost unknown", "Electronics led with 125,000.", "completed in 2 steps",
+		"run run_", "conversation conv-cli", "scripted model, not a real LLM", "── step 1", "I'll total 2026-Q3 revenue by product category with one query.",
+		"→ sql_query {", "SELECT p.category AS category", "[call_revenue-by-category_", "← sql_query ok in ", "| Software | 2104842.9 | 176 |", "── step 2", "had the highest revenue last quarter",
+		"tokens in", "completed in 2 steps",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	if strings.Count(out, "I will query the sales.") != 1 || strings.Count(out, "Electronics led with 125,000.") != 1 {
-		t.Errorf("streamed text printed twice:\n%s", out)
+	if n := strings.Count(out, "I'll total 2026-Q3 revenue by product category with one query."); n != 1 {
+		t.Errorf("streamed text printed %d times:\n%s", n, out)
 	}
-	s := f.started
-	if s.GetTenant() != "acme" || s.GetSpec().GetModel() != "gpt-4o" || s.GetSpec().GetConversationId() != "conv-cli" || s.GetSpec().GetInput() != "Which category sold most?" {
-		t.Errorf("StartRun request = %v", s)
-	}
-}
 
-func TestAskJSON(t *testing.T) {
-	ctx := testCtx(t)
-	script := completeScript(t)
-	_, env := ctlEnv(t, script)
-	code, out, errOut := ctlRun(ctx, env, runAsk, "--json", "question")
+	// The run belongs to the key's tenant and is listed by the gateway.
+	gw := gatewayFor(t, env)
+	list, err := gw.ListRuns(gw.auth(ctx), &baagentv1.ListRunsRequest{ConversationId: "conv-cli"})
+	if err != nil || len(list.GetRuns()) != 1 {
+		t.Fatalf("ListRuns: %v %v", list, err)
+	}
+	run := list.GetRuns()[0]
+	if run.GetTenant() != testTenant || run.GetInput() != revenueQuestion || run.GetState() != baagentv1.RunState_RUN_STATE_COMPLETED {
+		t.Errorf("run = %v", run)
+	}
+
+	// --json: one event envelope per line, each seq once and in order.
+	code, out, errOut = ctlRun(ctx, env, runAsk, "--json", revenueQuestion)
 	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
+		t.Fatalf("--json exit %d: %s", code, errOut)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != len(script) {
-		t.Fatalf("%d lines for %d events:\n%s", len(lines), len(script), out)
+	if len(lines) < 5 {
+		t.Fatalf("%d lines:\n%s", len(lines), out)
 	}
+	var runID string
 	for i, l := range lines {
 		var raw map[string]any
 		if err := json.Unmarshal([]byte(l), &raw); err != nil {
 			t.Fatalf("line %d is not JSON: %s", i, l)
 		}
-		if raw["run_id"] != fakeRunID || raw["type"] == nil || raw["seq"] == nil {
+		if raw["run_id"] == nil || raw["type"] == nil || raw["seq"] == nil || raw["tenant"] != testTenant {
 			t.Errorf("line %d lacks proto-named fields: %s", i, l)
 		}
 		ev := &baagentv1.Event{}
 		if err := protojson.Unmarshal([]byte(l), ev); err != nil || ev.GetSeq() != uint64(i+1) {
 			t.Errorf("line %d: %v seq %d", i, err, ev.GetSeq())
 		}
+		if i == 0 {
+			runID = ev.GetRunId()
+		} else if ev.GetRunId() != runID {
+			t.Errorf("line %d of run %s, want %s", i, ev.GetRunId(), runID)
+		}
+		if i == len(lines)-1 && ev.GetComplete() == nil {
+			t.Errorf("last line is not the complete event: %s", l)
+		}
 	}
-	if !strings.Contains(out, `"tool_call_id":"call_1"`) {
+	if !strings.Contains(out, `"tool_call_id":"call_`) {
 		t.Errorf("no proto field names:\n%s", out)
+	}
+
+	// A run that fails exits 1 and says why.
+	code, out, _ = ctlRun(ctx, env, runAsk, "--max-steps", "1", revenueQuestion)
+	if code != 1 || !strings.Contains(out, "run failed: ") || !strings.Contains(out, "(MAX_STEPS)") {
+		t.Errorf("failed run: exit %d:\n%s", code, out)
+	}
+
+	// A wrong key is refused by the gateway before any run starts.
+	bad := map[string]string{"BAAGENT_ADDR": env["BAAGENT_ADDR"]}
+	code, _, errOut = ctlRun(ctx, bad, runAsk, "--api-key", "not-a-key", revenueQuestion)
+	if code != 1 || !strings.Contains(errOut, "invalid API key") || !strings.Contains(errOut, "Unauthenticated") {
+		t.Errorf("bad key: exit %d: %s", code, errOut)
 	}
 }
 
-func TestAskExitStatusOnError(t *testing.T) {
+func TestAskAnswersTheQuestionAtThePrompt(t *testing.T) {
 	ctx := testCtx(t)
-	_, env := ctlEnv(t, []*baagentv1.Event{
-		{Payload: &baagentv1.Event_Start{Start: &baagentv1.StartPayload{Model: "m"}}},
-		{Payload: &baagentv1.Event_Error{Error: &baagentv1.ErrorPayload{Code: "PEER_UNIMPLEMENTED", Message: "the context service does not implement BuildWindow yet"}}},
-	})
-	code, out, _ := ctlRun(ctx, env, runAsk, "q")
-	if code != 1 || !strings.Contains(out, "run failed: the context service does not implement BuildWindow yet (PEER_UNIMPLEMENTED)") {
-		t.Fatalf("exit %d:\n%s", code, out)
+	env := startGatewaySuite(t)
+	var out syncBuffer
+	code, errOut := ctlRunIn(ctx, env, "Q4\n", &out, runAsk, clarifyQuestion)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut)
+	}
+	for _, want := range []string{"? Which period should I analyse?", "  - Q3 (recommended)", "  - Q4", "your answer (empty: let it time out) > ", "answer: Q4", "Analysed the period you chose:", "completed in 2 steps"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
 	}
 }
 
 func TestAskInterruptCancelsTheRun(t *testing.T) {
 	ctx := testCtx(t)
-	f, env := ctlEnv(t, []*baagentv1.Event{{Payload: &baagentv1.Event_Start{Start: &baagentv1.StartPayload{Model: "m"}}}})
+	env := startGatewaySuite(t)
 	askCtx, interrupt := context.WithCancel(ctx)
+	defer interrupt()
+	var out syncBuffer
 	done := make(chan int, 1)
-	var out string
+	var errOut string
 	go func() {
 		var code int
-		code, out, _ = ctlRun(askCtx, env, runAsk, "q")
+		code, errOut = ctlRunIn(askCtx, env, "", &out, runAsk, clarifyQuestion)
 		done <- code
 	}()
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		f.mu.Lock()
-		started := f.started != nil
-		f.mu.Unlock()
-		if started {
-			break
-		}
+	// Interrupt once the prompt got no answer and the run waits on its
+	// question.
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "no answer given"); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("run never started")
+			t.Fatalf("the question never came:\n%s", out.String())
 		}
-		time.Sleep(time.Millisecond)
 	}
+	gw := gatewayFor(t, env)
+	waiting, err := gw.ListRuns(gw.auth(ctx), &baagentv1.ListRunsRequest{})
+	if err != nil || len(waiting.GetRuns()) != 1 {
+		t.Fatalf("runs: %v %v", waiting, err)
+	}
+	waitRun(t, gw, waiting.GetRuns()[0].GetRunId(), "waiting_input", func(r *baagentv1.Run) bool { return r.GetState() == baagentv1.RunState_RUN_STATE_WAITING_INPUT })
 	interrupt() // Ctrl-C
 	code := <-done
-	if code != exitCancelled || !strings.Contains(out, "run cancelled: interrupted in baagentctl") {
-		t.Fatalf("exit %d:\n%s", code, out)
+	if code != exitCancelled || !strings.Contains(out.String(), "run cancelled: interrupted in baagentctl") {
+		t.Fatalf("exit %d:\n%s\nstderr: %s", code, out.String(), errOut)
 	}
-	if len(f.cancels) != 1 || f.cancels[0] != fakeRunID+": interrupted in baagentctl" {
-		t.Errorf("cancels %v", f.cancels)
+	list, err := gw.ListRuns(gw.auth(ctx), &baagentv1.ListRunsRequest{States: []baagentv1.RunState{baagentv1.RunState_RUN_STATE_CANCELLED}})
+	if err != nil || len(list.GetRuns()) != 1 {
+		t.Fatalf("cancelled runs: %v %v", list, err)
 	}
 }
 
@@ -291,36 +347,95 @@ func TestAskUsageAndUnreachable(t *testing.T) {
 	if code, _, _ := ctlRun(ctx, nil, runAsk, "a", "b"); code != 2 {
 		t.Errorf("two questions: exit %d", code)
 	}
-	code, _, errOut := ctlRun(ctx, map[string]string{"BAAGENT_NATS_URL": "nats://127.0.0.1:1"}, runAsk, "--timeout=300ms", "q")
-	if code != 1 || !strings.Contains(errOut, "nats://127.0.0.1:1") || !strings.Contains(errOut, "--nats-url") {
-		t.Errorf("unreachable NATS: exit %d: %s", code, errOut)
+	if code, _, _ := ctlRun(ctx, nil, runAsk, "--nats-url", "nats://127.0.0.1:4222", "q"); code != 2 {
+		t.Errorf("--nats-url is gone, yet accepted: exit %d", code)
+	}
+	code, _, errOut := ctlRun(ctx, map[string]string{"BAAGENT_ADDR": "127.0.0.1:1"}, runAsk, "--timeout=300ms", "q")
+	if code != 1 || !strings.Contains(errOut, "start run at 127.0.0.1:1") {
+		t.Errorf("unreachable gateway: exit %d: %s", code, errOut)
 	}
 }
 
-func TestRunsCommands(t *testing.T) {
+func TestRunsAndInputThroughTheGateway(t *testing.T) {
 	ctx := testCtx(t)
-	_, env := ctlEnv(t, nil)
-	code, out, errOut := ctlRun(ctx, env, runRuns, "list", "--conversation", "conv-cli", "--state", "completed")
-	if code != 0 || !strings.Contains(out, fakeRunID) || !strings.Contains(out, "completed") || !strings.Contains(out, "--page-token tok-2") {
+	env := startGatewaySuite(t)
+	gw := gatewayFor(t, env)
+	start := func(input, conversation string) string {
+		resp, err := gw.StartRun(gw.auth(ctx), &baagentv1.StartRunRequest{Spec: &baagentv1.RunSpec{Input: input, ConversationId: conversation}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetRun().GetRunId()
+	}
+	waiting := func(r *baagentv1.Run) bool { return r.GetState() == baagentv1.RunState_RUN_STATE_WAITING_INPUT }
+
+	// input answers the question the run waits on; the run completes.
+	answered := start(clarifyQuestion, "conv-cli")
+	waitRun(t, gw, answered, "waiting_input", waiting)
+	code, out, errOut := ctlRun(ctx, env, runInput, answered, "Q4")
+	if code != 0 || !strings.Contains(out, "answered q") || !strings.Contains(out, "of run "+answered+": Q4") {
+		t.Fatalf("input: exit %d\n%s%s", code, out, errOut)
+	}
+	waitRun(t, gw, answered, "completed", func(r *baagentv1.Run) bool { return r.GetState() == baagentv1.RunState_RUN_STATE_COMPLETED })
+	code, _, errOut = ctlRun(ctx, env, runInput, answered, "Q3")
+	if code != 1 || !strings.Contains(errOut, "waits on no question") {
+		t.Errorf("input to a completed run: exit %d: %s", code, errOut)
+	}
+
+	// runs list filters by conversation and state, in a table or JSON.
+	code, out, errOut = ctlRun(ctx, env, runRuns, "list", "--conversation", "conv-cli", "--state", "completed")
+	if code != 0 || !strings.Contains(out, answered) || !strings.Contains(out, "completed") || !strings.Contains(out, "RUN_ID") {
 		t.Errorf("runs list: exit %d\n%s%s", code, out, errOut)
 	}
-	code, out, _ = ctlRun(ctx, env, runRuns, "list", "--json", "--conversation", "conv-cli", "--state", "completed")
-	if code != 0 || !strings.Contains(out, `"next_page_token":"tok-2"`) || !strings.Contains(out, `"run_id":"`+fakeRunID+`"`) {
-		t.Errorf("runs list --json: exit %d\n%s", code, out)
+	start(revenueQuestion, "conv-other")
+	code, out, _ = ctlRun(ctx, env, runRuns, "list", "--json", "--page-size", "1")
+	var page struct {
+		Runs []struct {
+			RunID string `json:"run_id"`
+		} `json:"runs"`
+		NextPageToken string `json:"next_page_token"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &page) != nil || len(page.Runs) != 1 || page.Runs[0].RunID == "" || page.NextPageToken == "" {
+		t.Errorf("runs list --json --page-size 1: exit %d\n%s", code, out)
+	}
+	code, out, _ = ctlRun(ctx, env, runRuns, "list", "--page-size", "1")
+	if code != 0 || !strings.Contains(out, "more: baagentctl runs list --page-token ") {
+		t.Errorf("runs list --page-size 1: exit %d\n%s", code, out)
 	}
 	if code, _, _ := ctlRun(ctx, env, runRuns, "list", "--state", "sleeping"); code != 2 {
 		t.Errorf("bad state: exit %d", code)
 	}
-	code, out, _ = ctlRun(ctx, env, runRuns, "get", fakeRunID)
-	for _, want := range []string{"state         completed", "scripted model", "Electronics led with 125,000.", "Conversation Metrics Report", "sql_query:", "Input: 1,200"} {
+
+	// runs get shows the record and its metrics report.
+	code, out, _ = ctlRun(ctx, env, runRuns, "get", answered)
+	for _, want := range []string{"state         completed", "scripted model", "Analysed the period you chose:", "Conversation Metrics Report", "conv-cli"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("runs get lacks %q (exit %d):\n%s", want, code, out)
 		}
 	}
-	code, out, _ = ctlRun(ctx, env, runRuns, "cancel", "--reason", "enough", fakeRunID)
-	if code != 0 || !strings.Contains(out, "is cancelled") {
+	code, out, _ = ctlRun(ctx, env, runRuns, "get", "--json", answered)
+	if code != 0 || !strings.Contains(out, `"run_id":"`+answered+`"`) || !strings.Contains(out, `"tenant":"`+testTenant+`"`) {
+		t.Errorf("runs get --json: exit %d\n%s", code, out)
+	}
+	code, _, errOut = ctlRun(ctx, env, runRuns, "get", "run_does_not_exist")
+	if code != 1 || !strings.Contains(errOut, "NotFound") {
+		t.Errorf("runs get of an unknown run: exit %d: %s", code, errOut)
+	}
+
+	// runs cancel stops a waiting run.
+	cancelled := start(clarifyQuestion, "conv-cancel")
+	waitRun(t, gw, cancelled, "waiting_input", waiting)
+	code, out, _ = ctlRun(ctx, env, runRuns, "cancel", "--reason", "enough", cancelled)
+	if code != 0 || !strings.Contains(out, "run "+cancelled+" is cancelled") {
 		t.Errorf("runs cancel: exit %d\n%s", code, out)
 	}
+
+	// Another tenant's key does not see the runs.
+	code, _, errOut = ctlRun(ctx, map[string]string{"BAAGENT_ADDR": env["BAAGENT_ADDR"], "BAAGENT_API_KEY": "wrong"}, runRuns, "get", answered)
+	if code != 1 || !strings.Contains(errOut, "Unauthenticated") {
+		t.Errorf("runs get with a wrong key: exit %d: %s", code, errOut)
+	}
+
 	for _, args := range [][]string{{}, {"get"}, {"cancel"}, {"frobnicate"}} {
 		if code, _, _ := ctlRun(ctx, env, runRuns, args...); code != 2 {
 			t.Errorf("runs %v: exit %d", args, code)
@@ -328,11 +443,138 @@ func TestRunsCommands(t *testing.T) {
 	}
 }
 
+func TestGatewayClientSendsTheKey(t *testing.T) {
+	gw := &gatewayClient{apiKey: "k1"}
+	md, _ := metadata.FromOutgoingContext(gw.auth(context.Background()))
+	if got := md.Get("authorization"); len(got) != 1 || got[0] != "Bearer k1" {
+		t.Errorf("authorization = %v", got)
+	}
+	md, _ = metadata.FromOutgoingContext((&gatewayClient{}).auth(context.Background()))
+	if len(md.Get("authorization")) != 0 {
+		t.Errorf("no key, yet authorization %v", md.Get("authorization"))
+	}
+}
+
+func TestResumableStreamErrors(t *testing.T) {
+	slow := status.New(codes.ResourceExhausted, "slow_consumer: the client fell too far behind")
+	slow, err := slow.WithDetails(&errdetails.ErrorInfo{Reason: "SLOW_CONSUMER", Domain: "baagent.dev"}, &errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{slow.Err(), true},
+		{status.Error(codes.Unavailable, "the gateway is shutting down"), true},
+		{status.Error(codes.ResourceExhausted, "too many event feeds"), false},
+		{status.Error(codes.NotFound, "no such run"), false},
+		{status.Error(codes.Canceled, "context canceled"), false},
+		{errors.New("not a status"), false},
+	} {
+		if got := resumable(tc.err); got != tc.want {
+			t.Errorf("resumable(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+	if d := resumeDelay(slow.Err()); d != time.Second {
+		t.Errorf("resumeDelay = %s, want the RetryInfo's 1s", d)
+	}
+	huge, _ := status.New(codes.ResourceExhausted, "slow_consumer").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Hour)})
+	if d := resumeDelay(huge.Err()); d != maxResumeDelay {
+		t.Errorf("resumeDelay = %s, want the cap %s", d, maxResumeDelay)
+	}
+}
+
+// scriptedStream serves a fixed list of events, then err.
+type scriptedStream struct {
+	baagentv1.GatewayService_StreamRunEventsClient
+	events []*baagentv1.Event
+	err    error
+}
+
+func (s *scriptedStream) Recv() (*baagentv1.StreamRunEventsResponse, error) {
+	if len(s.events) == 0 {
+		return nil, s.err
+	}
+	ev := s.events[0]
+	s.events = s.events[1:]
+	return &baagentv1.StreamRunEventsResponse{Event: ev}, nil
+}
+
+// TestShorten checks the one-line preview of observations.
 func TestShorten(t *testing.T) {
 	if got := shorten("a\n b\tc", 10); got != "a b c" {
 		t.Errorf("shorten = %q", got)
 	}
 	if got := shorten("héllo wörld", 5); got != "héllo… (6 more characters)" {
 		t.Errorf("shorten = %q", got)
+	}
+}
+
+// resumingGateway serves one scripted stream per StreamRunEvents call and
+// records the cursors asked for.
+type resumingGateway struct {
+	baagentv1.GatewayServiceClient
+	streams []*scriptedStream
+	afters  []string
+}
+
+func (g *resumingGateway) StreamRunEvents(_ context.Context, req *baagentv1.StreamRunEventsRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[baagentv1.StreamRunEventsResponse], error) {
+	g.afters = append(g.afters, req.GetAfter())
+	if len(g.streams) == 0 {
+		return nil, status.Error(codes.Internal, "no more streams")
+	}
+	s := g.streams[0]
+	g.streams = g.streams[1:]
+	return s, nil
+}
+
+func TestFollowRunResumesAfterASlowConsumerCut(t *testing.T) {
+	slow, err := status.New(codes.ResourceExhausted, "slow_consumer: resume with after=c2").
+		WithDetails(&errdetails.ErrorInfo{Reason: "SLOW_CONSUMER", Domain: "baagent.dev"}, &errdetails.RetryInfo{RetryDelay: durationpb.New(time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := func(seq uint64, p *baagentv1.Event) *baagentv1.Event {
+		p.Seq, p.RunId, p.Cursor = seq, "run_1", "c"+string(rune('0'+seq))
+		return p
+	}
+	start := func() *baagentv1.Event {
+		return &baagentv1.Event{Payload: &baagentv1.Event_Start{Start: &baagentv1.StartPayload{Model: "m"}}}
+	}
+	step := func() *baagentv1.Event {
+		return &baagentv1.Event{Payload: &baagentv1.Event_StepStart{StepStart: &baagentv1.StepStartPayload{StepNumber: 1}}}
+	}
+	g := &resumingGateway{streams: []*scriptedStream{
+		{events: []*baagentv1.Event{ev(1, start()), ev(2, step())}, err: slow.Err()},
+		// The resumed stream repeats event 2 and says its first cursor
+		// was no longer retained: neither is shown again.
+		{events: []*baagentv1.Event{
+			{Cursor: "c1", Payload: &baagentv1.Event_StreamReset{StreamReset: &baagentv1.StreamResetPayload{RequestedCursor: "c2"}}},
+			ev(2, step()),
+			ev(3, &baagentv1.Event{Payload: &baagentv1.Event_Complete{Complete: &baagentv1.CompletePayload{Content: "done"}}}),
+		}, err: io.EOF},
+	}}
+	var out strings.Builder
+	c := newCLI(nil, &out, io.Discard, func(string) string { return "" })
+	last, err := followRun(t.Context(), c, &gatewayClient{GatewayServiceClient: g}, "run_1", &jsonView{w: &out})
+	if err != nil || last.GetComplete() == nil {
+		t.Fatalf("followRun = %v, %v\n%s", last, err, out.String())
+	}
+	if len(g.afters) != 2 || g.afters[0] != "earliest" || g.afters[1] != "c2" {
+		t.Errorf("streams opened after %q, want earliest then c2", g.afters)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 || strings.Contains(out.String(), "stream_reset") {
+		t.Errorf("%d events shown, want 3 without the reset:\n%s", len(lines), out.String())
+	}
+
+	// A stream that keeps failing without new events is given up.
+	g = &resumingGateway{}
+	for range maxResumes + 1 {
+		g.streams = append(g.streams, &scriptedStream{err: status.Error(codes.Unavailable, "down")})
+	}
+	if _, err := followRun(t.Context(), c, &gatewayClient{GatewayServiceClient: g}, "run_1", &jsonView{w: io.Discard}); err == nil || !strings.Contains(err.Error(), "gave up") {
+		t.Errorf("endless failures: %v", err)
 	}
 }

@@ -23,7 +23,7 @@ func runInput(ctx context.Context, c *cli, args []string) error {
 		return fmt.Errorf("%w: want RUN_ID and ANSWER", errUsage)
 	}
 	runID, answer := fs.Arg(0), strings.Join(fs.Args()[1:], " ")
-	orch, done, err := c.orchestratorClient()
+	gw, done, err := c.gateway(rf)
 	if err != nil {
 		return err
 	}
@@ -32,7 +32,7 @@ func runInput(ctx context.Context, c *cli, args []string) error {
 	defer cancel()
 	id := *inputID
 	if id == "" {
-		resp, err := orch.GetRun(ctx, &baagentv1.OrchestratorServiceGetRunRequest{Tenant: rf.tenant, RunId: runID})
+		resp, err := gw.GetRun(gw.auth(ctx), &baagentv1.GetRunRequest{RunId: runID})
 		if err != nil {
 			return c.rpcError("read run", err)
 		}
@@ -40,7 +40,7 @@ func runInput(ctx context.Context, c *cli, args []string) error {
 			return fmt.Errorf("run %s is %s and waits on no question", runID, stateName(resp.GetRun().GetState()))
 		}
 	}
-	resp, err := orch.SubmitInput(ctx, &baagentv1.OrchestratorServiceSubmitInputRequest{Tenant: rf.tenant, RunId: runID, Input: inputFor(id, answer)})
+	resp, err := gw.SubmitInput(gw.auth(ctx), &baagentv1.SubmitInputRequest{RunId: runID, Input: inputFor(id, answer)})
 	if err != nil {
 		return c.rpcError("submit input", err)
 	}

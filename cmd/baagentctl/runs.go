@@ -7,8 +7,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"google.golang.org/grpc/status"
-
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/services/orchestrator"
 )
@@ -28,19 +26,6 @@ func runRuns(ctx context.Context, c *cli, args []string) error {
 	return fmt.Errorf("%w: unknown subcommand %q (want list, get or cancel)", errUsage, args[0])
 }
 
-// orchestratorClient dials the orchestrator; close the returned func.
-func (c *cli) orchestratorClient() (baagentv1.OrchestratorServiceClient, func(), error) {
-	conn, err := c.dial("orchestrator")
-	if err != nil {
-		return nil, nil, err
-	}
-	return baagentv1.NewOrchestratorServiceClient(conn), func() { _ = conn.Close() }, nil
-}
-
-func (c *cli) rpcError(what string, err error) error {
-	return fmt.Errorf("%s at %s: %s", what, c.addrs["orchestrator"], status.Convert(err).Message())
-}
-
 func runsList(ctx context.Context, c *cli, args []string) error {
 	fs := c.flagSet("runs list", "")
 	var rf runFlags
@@ -55,7 +40,7 @@ func runsList(ctx context.Context, c *cli, args []string) error {
 	if fs.NArg() != 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
-	req := &baagentv1.OrchestratorServiceListRunsRequest{Tenant: rf.tenant, ConversationId: *conversation, PageSize: int32(*pageSize), PageToken: *pageToken}
+	req := &baagentv1.ListRunsRequest{ConversationId: *conversation, PageSize: int32(*pageSize), PageToken: *pageToken}
 	for _, s := range strings.Split(*states, ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
@@ -66,14 +51,14 @@ func runsList(ctx context.Context, c *cli, args []string) error {
 		}
 		req.States = append(req.States, baagentv1.RunState(v))
 	}
-	orch, done, err := c.orchestratorClient()
+	gw, done, err := c.gateway(rf)
 	if err != nil {
 		return err
 	}
 	defer done()
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	resp, err := orch.ListRuns(ctx, req)
+	resp, err := gw.ListRuns(gw.auth(ctx), req)
 	if err != nil {
 		return c.rpcError("list runs", err)
 	}
@@ -105,14 +90,14 @@ func runsGet(ctx context.Context, c *cli, args []string) error {
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: %w", errUsage, errNoRun)
 	}
-	orch, done, err := c.orchestratorClient()
+	gw, done, err := c.gateway(rf)
 	if err != nil {
 		return err
 	}
 	defer done()
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	resp, err := orch.GetRun(ctx, &baagentv1.OrchestratorServiceGetRunRequest{Tenant: rf.tenant, RunId: fs.Arg(0)})
+	resp, err := gw.GetRun(gw.auth(ctx), &baagentv1.GetRunRequest{RunId: fs.Arg(0)})
 	if err != nil {
 		return c.rpcError("get run", err)
 	}
@@ -134,14 +119,14 @@ func runsCancel(ctx context.Context, c *cli, args []string) error {
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: %w", errUsage, errNoRun)
 	}
-	orch, done, err := c.orchestratorClient()
+	gw, done, err := c.gateway(rf)
 	if err != nil {
 		return err
 	}
 	defer done()
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	resp, err := orch.CancelRun(ctx, &baagentv1.OrchestratorServiceCancelRunRequest{Tenant: rf.tenant, RunId: fs.Arg(0), Reason: *reason})
+	resp, err := gw.CancelRun(gw.auth(ctx), &baagentv1.CancelRunRequest{RunId: fs.Arg(0), Reason: *reason})
 	if err != nil {
 		return c.rpcError("cancel run", err)
 	}

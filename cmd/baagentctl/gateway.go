@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/config"
+)
+
+// The run commands (ask, runs, input) talk to the gateway's public
+// gRPC API only. The gateway maps the API key to the tenant; without a key
+// it serves loopback clients as the tenant `default` when no keys are
+// configured.
+
+// runFlags are the flags shared by the run commands.
+type runFlags struct {
+	apiKey string
+}
+
+func (c *cli) addRunFlags(fs *flag.FlagSet, rf *runFlags) {
+	rf.apiKey = c.getenv("BAAGENT_API_KEY")
+	fs.StringVar(&rf.apiKey, "api-key", rf.apiKey, "gateway API key, sent as `authorization: Bearer <key>` (env BAAGENT_API_KEY; prefer the environment variable)")
+}
+
+// gatewayClient is the gateway's API with the caller's credentials.
+type gatewayClient struct {
+	baagentv1.GatewayServiceClient
+	apiKey string
+}
+
+// auth returns ctx carrying the API key, if any, as outgoing metadata.
+func (g *gatewayClient) auth(ctx context.Context) context.Context {
+	if g.apiKey == "" {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+g.apiKey)
+}
+
+// gateway dials the gateway; call the returned func to close it.
+func (c *cli) gateway(rf runFlags) (*gatewayClient, func(), error) {
+	conn, err := c.dial(config.TargetGateway)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &gatewayClient{GatewayServiceClient: baagentv1.NewGatewayServiceClient(conn), apiKey: rf.apiKey}, func() { _ = conn.Close() }, nil
+}
+
+// rpcError describes a failed gateway call.
+func (c *cli) rpcError(what string, err error) error {
+	st := status.Convert(err)
+	return fmt.Errorf("%s at %s: %s (%s)", what, c.addrs[config.TargetGateway], st.Message(), st.Code())
+}
