@@ -42,6 +42,7 @@ type OpenAISummarizerOptions struct {
 // OpenAISummarizer summarizes through the chat completions API.
 type OpenAISummarizer struct {
 	client *openai.Client
+	apiKey string // removed from errors: providers quote the key they got
 }
 
 // NewOpenAISummarizer returns a summarizer for an OpenAI-compatible endpoint.
@@ -56,7 +57,7 @@ func NewOpenAISummarizer(o OpenAISummarizerOptions) (*OpenAISummarizer, error) {
 	} else {
 		cfg.HTTPClient = &http.Client{}
 	}
-	return &OpenAISummarizer{client: openai.NewClientWithConfig(cfg)}, nil
+	return &OpenAISummarizer{client: openai.NewClientWithConfig(cfg), apiKey: o.APIKey}, nil
 }
 
 // Summarize sends the prompt and returns the model's text.
@@ -70,7 +71,7 @@ func (s *OpenAISummarizer) Summarize(ctx context.Context, req SummaryRequest) (s
 		MaxTokens: req.MaxTokens,
 	})
 	if err != nil {
-		return "", fmt.Errorf("summarizer model %q: %w", req.Model, err)
+		return "", fmt.Errorf("summarizer model %q: %s", req.Model, redactKey(err.Error(), s.apiKey))
 	}
 	if len(resp.Choices) == 0 {
 		return "", fmt.Errorf("summarizer model %q: no choices in the response", req.Model)
@@ -83,6 +84,16 @@ func (s *OpenAISummarizer) Summarize(ctx context.Context, req SummaryRequest) (s
 }
 
 var _ Summarizer = (*OpenAISummarizer)(nil)
+
+// redactKey removes key from msg, so that an endpoint quoting the key in
+// its error ("Incorrect API key provided: sk-…") does not put it in logs.
+// Keys shorter than 8 bytes are left alone: they could be ordinary words.
+func redactKey(msg, key string) string {
+	if len(key) < 8 {
+		return msg
+	}
+	return strings.ReplaceAll(msg, key, "[redacted]")
+}
 
 // summaryCallTimeout is the default bound of one summarizer call.
 const summaryCallTimeout = 60 * time.Second
