@@ -41,7 +41,7 @@ func (m Mode) String() string {
 
 const (
 	oversizeString = 1 << 20
-	hugeRepeated   = 100_000
+	hugeRepeated   = 100_000 / raceScale
 	deepStruct     = 1_000
 	maxDepth       = 3
 	// maxPayload keeps generated requests under the suite's -max-msg-bytes

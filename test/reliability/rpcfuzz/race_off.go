@@ -1,0 +1,5 @@
+//go:build !race
+
+package rpcfuzz
+
+const raceScale = 1
