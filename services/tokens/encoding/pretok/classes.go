@@ -27,6 +27,7 @@ const blockBits = 8
 type Classes struct {
 	index  [(unicode.MaxRune + 1) >> blockBits]uint16
 	blocks [][1 << blockBits]uint8
+	ascii  [utf8.RuneSelf]uint8 // blocks[0] up to 0x7F, without a slice to check
 }
 
 // NewClasses builds the table (a few milliseconds).
@@ -85,6 +86,7 @@ func NewClasses() (*Classes, error) {
 		}
 		t.index[b] = i
 	}
+	copy(t.ascii[:], t.blocks[0][:])
 	return t, nil
 }
 
@@ -96,10 +98,15 @@ func (t *Classes) of(r rune) uint8 {
 // at decodes the code point at text[i] (valid UTF-8, i < len(text)) and
 // returns its class bits and encoded size.
 func (t *Classes) at(text string, i int) (uint8, int) {
-	c := text[i]
-	if c < utf8.RuneSelf {
-		return t.blocks[0][c], 1
+	if c := text[i]; c < utf8.RuneSelf {
+		return t.ascii[c], 1
 	}
+	return t.atMultibyte(text, i)
+}
+
+// atMultibyte is at for a character of two bytes or more.
+func (t *Classes) atMultibyte(text string, i int) (uint8, int) {
+	c := text[i]
 	// Valid UTF-8 needs no checks: the two- and three-byte forms (all of
 	// the BMP: CJK, Cyrillic, Arabic...) are decoded here, the rest by the
 	// library. Bounds are still checked, so invalid input cannot panic.

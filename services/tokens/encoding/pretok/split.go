@@ -143,7 +143,13 @@ func (s Splitter) o200k(text string, i int) int {
 func (s Splitter) caseRun(text string, p int) int {
 	u, lastLower := p, -1
 	for u < len(text) {
-		f, n := s.c.at(text, u)
+		var f uint8
+		n := 1
+		if c := text[u]; c < 0x80 {
+			f = s.c.ascii[c]
+		} else {
+			f, n = s.c.atMultibyte(text, u)
+		}
 		if f&upper == 0 {
 			break
 		}
@@ -216,20 +222,33 @@ func (s Splitter) gpt2(text string, i int) int {
 const other = 0
 
 // run returns the end of the run starting at j of characters having a bit of
-// class (or, for class other, having none of notOther).
+// class (or, for class other, having none of notOther). The hot loop of the
+// pre-tokenizer: ASCII and three-byte characters (CJK) are classified
+// inline.
 func (s Splitter) run(text string, j int, class uint8) int {
+	stopIf, stopWhen := class, uint8(0) // stop when f&stopIf == stopWhen
+	if class == other {
+		stopIf = notOther
+	}
+	blocks, index := s.c.blocks, &s.c.index
 	for j < len(text) {
 		c := text[j]
-		if c < 0x80 {
-			f := s.c.blocks[0][c]
-			if class == other && f&notOther != 0 || class != other && f&class == 0 {
+		var f uint8
+		n := 1
+		switch {
+		case c < 0x80:
+			f = s.c.ascii[c]
+		case c >= 0xE0 && c < 0xF0 && j+2 < len(text):
+			r := rune(c&0x0F)<<12 | rune(text[j+1]&0x3F)<<6 | rune(text[j+2]&0x3F)
+			f, n = blocks[index[r>>blockBits]][r&(1<<blockBits-1)], 3
+		default:
+			f, n = s.c.at(text, j)
+		}
+		if class == other {
+			if f&stopIf != 0 {
 				return j
 			}
-			j++
-			continue
-		}
-		f, n := s.c.at(text, j)
-		if class == other && f&notOther != 0 || class != other && f&class == 0 {
+		} else if f&stopIf == stopWhen {
 			return j
 		}
 		j += n
