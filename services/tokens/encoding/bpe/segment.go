@@ -11,8 +11,9 @@ package bpe
 // a token boundary of E(s), and the last tokens are re-merged together with
 // the segment until they are. Every seam is checked, so the result is E(s)
 // exactly, wherever the cuts fall; the cuts only decide the speed. It is
-// linear in the piece: a repair that grows past maxRepair bytes gives up for
-// the heap merge of the whole piece.
+// linear in the piece: a repair that grows past maxRepair bytes, or repairs
+// re-merging more than repairBudget times the piece, give up for the heap
+// merge of the whole piece.
 
 const (
 	// asciiSegment is the length of a segment of ASCII bytes (a multiple of
@@ -21,15 +22,22 @@ const (
 	asciiSegment = 32
 	// maxRepair bounds the bytes re-merged at one seam.
 	maxRepair = 192
+	// repairBudget bounds the bytes re-merged in a piece, as a multiple of
+	// its length (plus one repair).
+	repairBudget = 8
 )
 
 // mergeSegments appends E(piece) to ids, as [Vocabulary.Merge].
 func (v *Vocabulary) mergeSegments(piece string, s *Scratch, ids []uint32) []uint32 {
-	return v.mergeSegmentsUpTo(piece, s, ids, maxRepair)
+	// The budget bounds the bytes re-merged by all repairs together, so
+	// that text built to need a long repair at every seam costs no more than
+	// a constant times the heap merge.
+	return v.mergeSegmentsUpTo(piece, s, ids, maxRepair, repairBudget*(len(piece)+maxRepair))
 }
 
-// mergeSegmentsUpTo is mergeSegments with repairs bounded by limit bytes.
-func (v *Vocabulary) mergeSegmentsUpTo(piece string, s *Scratch, ids []uint32, limit int) []uint32 {
+// mergeSegmentsUpTo is mergeSegments with each repair bounded by limit
+// bytes and all of them by budget.
+func (v *Vocabulary) mergeSegmentsUpTo(piece string, s *Scratch, ids []uint32, limit, budget int) []uint32 {
 	base := len(ids)
 	for pos := 0; pos < len(piece); {
 		end := segmentEnd(piece, pos)
@@ -46,7 +54,8 @@ func (v *Vocabulary) mergeSegmentsUpTo(piece string, s *Scratch, ids []uint32, l
 			last := ids[len(ids)-1]
 			ids = ids[:len(ids)-1]
 			from -= int(v.length[last])
-			if end-from > limit {
+			budget -= end - from
+			if end-from > limit || budget < 0 {
 				return v.mergeHeap(piece, s, ids[:base])
 			}
 			toks = v.cachedMerge(s, piece[from:end])

@@ -10,9 +10,9 @@ import (
 )
 
 // TestMergeSegmentsAnyLimit: the merge by segments equals the heap merge
-// whatever the repair limit, so also when repairs give up early (the
-// fallback, which the real limit almost never reaches) and when the seams
-// fall inside tokens.
+// whatever the repair limit and budget, so also when repairs give up early
+// (the fallback, which the real bounds almost never reach) and when the
+// seams fall inside tokens.
 func TestMergeSegmentsAnyLimit(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	mixed := testcorpus.Mixed(9, 200_000)
@@ -40,9 +40,14 @@ func TestMergeSegmentsAnyLimit(t *testing.T) {
 			}
 			want := v.mergeHeap(piece, &s, nil)
 			for _, limit := range []int{0, 7, 40, maxRepair} {
-				if got := v.mergeSegmentsUpTo(piece, &s, nil, limit); !slices.Equal(got, want) {
-					t.Fatalf("%s limit %d: %q\n got %v\nwant %v", name, limit, piece, got, want)
+				for _, budget := range []int{0, 20, 1 << 30} {
+					if got := v.mergeSegmentsUpTo(piece, &s, nil, limit, budget); !slices.Equal(got, want) {
+						t.Fatalf("%s limit %d budget %d: %q\n got %v\nwant %v", name, limit, budget, piece, got, want)
+					}
 				}
+			}
+			if got := v.mergeSegments(piece, &s, nil); !slices.Equal(got, want) {
+				t.Fatalf("%s: %q\n got %v\nwant %v", name, piece, got, want)
 			}
 		}
 	}
