@@ -12,9 +12,12 @@ const segmentedPiece = 16
 const pairBits = 15
 
 // Scratch holds the buffers of the heap merge, reused across calls so that
-// merging does not allocate once they have grown. Not safe for concurrent
+// merging does not allocate once they have grown, and caches of one
+// vocabulary (used with another, it starts afresh). Not safe for concurrent
 // use: one per goroutine.
 type Scratch struct {
+	owner *Vocabulary // whose tokens the caches hold
+
 	next, prev []int32
 	rank, tok  []uint32
 	heap       []uint64
@@ -61,6 +64,10 @@ func (v *Vocabulary) mergedRank(s *Scratch, a, b uint32, span string) uint32 {
 // until no adjacent pair is a token. It does not first look up the whole
 // piece (tiktoken's encoder does; so does the caller).
 func (v *Vocabulary) Merge(piece string, s *Scratch, ids []uint32) []uint32 {
+	if s.owner != v {
+		// The caches hold one vocabulary's tokens.
+		*s = Scratch{owner: v}
+	}
 	if len(piece) >= segmentedPiece {
 		return v.mergeSegments(piece, s, ids)
 	}
@@ -276,6 +283,6 @@ func down(h []uint64, i int) {
 // not keep the memory of one huge piece.
 func (s *Scratch) Shrink(n int) {
 	if cap(s.next) > n {
-		*s = Scratch{pairs: s.pairs, chars: s.chars, segs: s.segs, compat: s.compat}
+		*s = Scratch{owner: s.owner, pairs: s.pairs, chars: s.chars, segs: s.segs, compat: s.compat}
 	}
 }
