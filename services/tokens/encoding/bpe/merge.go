@@ -9,7 +9,7 @@ const smallPiece = 48
 const segmentedPiece = 16
 
 // pairBits sizes Scratch's cache of pair ranks (2^pairBits slots).
-const pairBits = 15
+const pairBits = 14
 
 // Scratch holds the buffers of the heap merge, reused across calls so that
 // merging does not allocate once they have grown, and caches of one
