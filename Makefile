@@ -79,15 +79,16 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
 # Node packages the tests run against: a real MCP server nobody here wrote
-# (test/mcp) and the Node.js ToolProvider example. npm ci reinstalls only
+# (test/mcp), the Node.js ToolProvider example and Playwright driving Chromium
+# for the dashboard test (test/browser). npm ci reinstalls only
 # when a lock file changes.
-NODE_DIRS := test/mcp examples/toolprovider/node
+NODE_DIRS := test/mcp examples/toolprovider/node test/browser
 node-deps: $(addsuffix /node_modules/.package-lock.json,$(NODE_DIRS))
 %/node_modules/.package-lock.json: %/package-lock.json
 	npm ci --prefix $* --no-audit --no-fund
 
 test: node-deps
-	BAAGENT_REQUIRE_MCP=1 BAAGENT_REQUIRE_NODE_PROVIDER=1 $(GO) test -race -count=1 -timeout 30m ./...
+	BAAGENT_REQUIRE_MCP=1 BAAGENT_REQUIRE_NODE_PROVIDER=1 BAAGENT_REQUIRE_BROWSER=1 $(GO) test -race -count=1 -timeout 30m ./...
 	npm test --prefix examples/toolprovider/node
 
 run: build

@@ -379,6 +379,12 @@ func (r *raw) validate() (*Config, error) {
 		if err := checkListen("embedded-nats-addr", c.EmbeddedNATSAddr); err != nil {
 			return nil, err
 		}
+		// The embedded NATS has no authentication: anyone who reaches it
+		// can read every tenant's events. It stays on loopback; a shared
+		// NATS is an external one with its own auth (-nats-url).
+		if host, _, _ := net.SplitHostPort(c.EmbeddedNATSAddr); !isLoopbackHost(host) {
+			return nil, fmt.Errorf("setting embedded-nats-addr: the embedded NATS has no authentication, so it listens on loopback only (127.0.0.1, ::1 or localhost), got %q", c.EmbeddedNATSAddr)
+		}
 	}
 	for _, svc := range c.RunServices() {
 		if err := checkListen(svc+"-listen", c.Listen[svc]); err != nil {
@@ -508,4 +514,13 @@ func parseAPIKeys(setting, s string) (map[string]string, error) {
 		keys[key] = tenant
 	}
 	return keys, nil
+}
+
+// isLoopbackHost reports whether host names or is a loopback address.
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

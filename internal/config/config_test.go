@@ -145,6 +145,8 @@ func TestBadSettingsNameTheSetting(t *testing.T) {
 		{"zero shutdown", []string{"-shutdown-timeout=0s"}, nil, "setting shutdown-timeout"},
 		{"tiny messages", []string{"-max-msg-bytes=10"}, nil, "setting max-msg-bytes"},
 		{"zero nats replicas", []string{"-target=context", "-nats-replicas=0"}, nil, "setting nats-replicas: must be between 1 and 5"},
+		{"embedded nats on every interface", []string{"-embedded-nats-addr=:4222"}, nil, "setting embedded-nats-addr: the embedded NATS has no authentication"},
+		{"embedded nats on a public address", []string{"-embedded-nats-addr=10.1.2.3:4222"}, nil, "loopback only"},
 		{"replicated embedded nats", []string{"-nats-replicas=3"}, nil, "setting nats-replicas: the embedded NATS"},
 		{"bad model url", []string{"-model-base-url=api.openai.com"}, nil, "setting model-base-url"},
 		{"empty model", []string{"-model="}, nil, "setting model"},
