@@ -147,6 +147,9 @@ func (s Splitter) caseRun(text string, p int) int {
 		n := 1
 		if c := text[u]; c < 0x80 {
 			f = s.c.ascii[c]
+		} else if c >= 0xE0 && c < 0xF0 && u+2 < len(text) { // CJK: inline
+			r := rune(c&0x0F)<<12 | rune(text[u+1]&0x3F)<<6 | rune(text[u+2]&0x3F)
+			f, n = s.c.blocks[s.c.index[r>>blockBits]][r&(1<<blockBits-1)], 3
 		} else {
 			f, n = s.c.atMultibyte(text, u)
 		}
