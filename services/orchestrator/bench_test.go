@@ -33,13 +33,21 @@ func instantModel(_ context.Context, _ int, req ModelRequest) (*ModelResponse, e
 
 // BenchmarkReActStep measures the platform's overhead per ReAct step: the
 // model answers instantly and the tool does nothing, so a step's time is
-// the orchestrator's own work — events published to JetStream (and
-// acknowledged), the run record in KV, BuildWindow and two Appends on the
-// context service, ListTools/Invoke on the toolrunner, token counts — all
-// over loopback gRPC. "fake-peers" uses in-process fakes for context and
+// the orchestrator's own work — events published to JetStream, the
+// checkpoints and the run record in KV, BuildWindow and Append on the
+// context service, Invoke on the toolrunner, token counts — all over
+// loopback gRPC. "fake-peers" uses in-process fakes for context and
 // toolrunner (the orchestrator alone); "real-context" the committed context
-// service with its JetStream history. Reported: per-step p50 and p99 (from
-// the step_end durations) and steps/s; "parallel" runs 8 runs at once.
+// service with its JetStream history; "parallel-8" runs 8 runs at once.
+//
+// A step's time is from its step_start event to the next step_start (or
+// the terminal event), so it includes everything the step waits for,
+// checkpoints too. Each run counts once it has fully finished: its final
+// record stored and the replica's execution returned (the run forgotten).
+// Reported: per-step p50 and p99, steps/s over the wall time and the size
+// of the one thing a finished run leaves in KV, its record; the benchmark
+// fails if a finished run is still held in the replica's memory or left a
+// checkpoint behind.
 func BenchmarkReActStep(b *testing.B) {
 	for _, variant := range []struct {
 		name     string
@@ -60,6 +68,7 @@ func BenchmarkReActStep(b *testing.B) {
 				}
 			}
 			h := newHarness(b, instantModel, ho)
+			ends := h.watchEnds()
 			ctx := context.Background()
 			var mu sync.Mutex
 			var runs []*baagentv1.Run
@@ -68,17 +77,15 @@ func BenchmarkReActStep(b *testing.B) {
 			var wg sync.WaitGroup
 			next := make(chan int)
 			for range variant.parallel {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
+				wg.Go(func() {
 					for range next {
 						run := h.start(ctx, &baagentv1.RunSpec{Input: "bench"})
-						h.waitRunQuiet(ctx, run.GetRunId())
+						h.waitForgotten(ctx, ends, run.GetRunId())
 						mu.Lock()
 						runs = append(runs, run)
 						mu.Unlock()
 					}
-				}()
+				})
 			}
 			for i := range b.N {
 				next <- i
@@ -88,13 +95,15 @@ func BenchmarkReActStep(b *testing.B) {
 			elapsed := time.Since(began)
 			b.StopTimer()
 
+			h.srv.mu.Lock()
+			held := len(h.srv.runs)
+			h.srv.mu.Unlock()
+			if held != 0 {
+				b.Fatalf("%d finished runs still held in memory", held)
+			}
 			var steps []float64
 			for _, run := range runs {
-				for _, e := range h.events(ctx, run.GetRunId()) {
-					if se := e.GetStepEnd(); se != nil {
-						steps = append(steps, se.GetDurationMs())
-					}
-				}
+				steps = append(steps, stepTimes(b, h.events(ctx, run.GetRunId()))...)
 			}
 			slices.Sort(steps)
 			if len(steps) != b.N*stepsPerRun {
@@ -104,14 +113,6 @@ func BenchmarkReActStep(b *testing.B) {
 			b.ReportMetric(percentile(steps, 0.99), "p99-ms/step")
 			b.ReportMetric(float64(len(steps))/elapsed.Seconds(), "steps/s")
 			b.ReportMetric(float64(elapsed.Nanoseconds())/float64(len(steps)), "ns/step")
-			// A finished run holds no memory in the orchestrator (it is
-			// forgotten when it ends); what remains is its KV record.
-			h.srv.mu.Lock()
-			n := len(h.srv.runs)
-			h.srv.mu.Unlock()
-			if n != 0 {
-				b.Fatalf("%d finished runs still held in memory", n)
-			}
 			store, err := h.srv.runStore(ctx)
 			if err != nil {
 				b.Fatal(err)
@@ -121,8 +122,38 @@ func BenchmarkReActStep(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportMetric(float64(proto.Size(rec)), "record-bytes/run")
+			cps, err := h.srv.checkpoints(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, run := range runs {
+				if cp, _, err := cps.load(ctx, testTenant, run.GetRunId()); err != nil || cp != nil {
+					b.Fatalf("finished run %s: checkpoint %+v left behind (%v)", run.GetRunId(), cp, err)
+				}
+			}
 		})
 	}
+}
+
+// stepTimes returns each step's time in ms: from its step_start event to
+// the next step_start or the terminal event.
+func stepTimes(b *testing.B, evs []*baagentv1.Event) []float64 {
+	var out []float64
+	var from time.Time
+	for _, e := range evs {
+		if e.GetStepStart() == nil && !IsTerminal(e) {
+			continue
+		}
+		at := e.GetTs().AsTime()
+		if !from.IsZero() {
+			out = append(out, float64(at.Sub(from).Microseconds())/1000)
+		}
+		from = at
+	}
+	if len(evs) == 0 || evs[len(evs)-1].GetComplete() == nil {
+		b.Fatalf("run did not complete: %v", types(evs))
+	}
+	return out
 }
 
 func percentile(sorted []float64, p float64) float64 {

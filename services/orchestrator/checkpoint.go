@@ -29,13 +29,13 @@ import (
 // another) fails its next write and stops instead of overwriting newer
 // state.
 
-// Checkpoint kinds (seed 004 §11.5).
+// Checkpoint kinds (seed 004 §11.5). A step's end needs no STEP_COMPLETE
+// of its own: its last checkpoint already holds every result (endStep).
 const (
 	cpStart        = "START"
 	cpLLMComplete  = "LLM_COMPLETE"
 	cpToolStart    = "TOOL_START"
 	cpToolComplete = "TOOL_COMPLETE"
-	cpStepComplete = "STEP_COMPLETE"
 	cpWaitingInput = "WAITING_INPUT"
 )
 
@@ -64,6 +64,11 @@ type checkpoint struct {
 	// sequence: every event up to it is stored, in order.
 	LastSeq uint64 `json:"last_seq"`
 	LastPos uint64 `json:"last_pos"`
+	// Outbox holds the events emitted after LastSeq, not yet confirmed
+	// when the checkpoint was taken (the checkpoint does not wait for
+	// their acks). A replica resuming the run publishes again those the
+	// stream lacks, so no event the checkpointed state implies is lost.
+	Outbox []outboxEvent `json:"outbox,omitempty"`
 	// Started says the start event was published and the user's message
 	// appended.
 	Started bool `json:"started"`

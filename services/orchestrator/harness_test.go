@@ -288,13 +288,70 @@ func (h *harness) waitRun(ctx context.Context, runID string) *baagentv1.Run {
 	}
 }
 
-// waitRunQuiet waits for a run to finish, for benchmarks: it polls the
-// run's in-process state rather than the run store.
-func (h *harness) waitRunQuiet(ctx context.Context, runID string) {
+// endWatcher learns when runs reach a finished record, for benchmarks:
+// one core NATS subscription to the runs bucket's subjects, so waiting
+// costs no round trip per run (polling would add its own latency).
+type endWatcher struct {
+	sub      *nats.Subscription
+	mu       sync.Mutex
+	finished map[string]bool          // finished before anyone waited
+	waiting  map[string]chan struct{} // closed when the run finishes
+}
+
+func (h *harness) watchEnds() *endWatcher {
+	h.t.Helper()
+	w := &endWatcher{finished: map[string]bool{}, waiting: map[string]chan struct{}{}}
+	sub, err := h.js.Conn().Subscribe("$KV."+natsx.BucketRuns+"."+testTenant+".*", func(m *nats.Msg) {
+		rec := &baagentv1.Run{}
+		if proto.Unmarshal(m.Data, rec) != nil || !isFinished(rec.GetState()) {
+			return
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if ch, ok := w.waiting[rec.GetRunId()]; ok {
+			close(ch)
+			delete(w.waiting, rec.GetRunId())
+			return
+		}
+		w.finished[rec.GetRunId()] = true
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.js.Conn().Flush(); err != nil { // subscribed before any run starts
+		h.t.Fatal(err)
+	}
+	w.sub = sub
+	h.t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return w
+}
+
+// waitForgotten waits until the run's finished record is stored and the
+// replica has forgotten the run (its execution returned: the checkpoint
+// deleted, nothing of it left in memory).
+func (h *harness) waitForgotten(ctx context.Context, w *endWatcher, runID string) {
+	h.t.Helper()
+	w.mu.Lock()
+	ch := make(chan struct{})
+	if w.finished[runID] {
+		delete(w.finished, runID)
+		close(ch)
+	} else {
+		w.waiting[runID] = ch
+	}
+	w.mu.Unlock()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		h.t.Fatalf("run %s did not finish: %v", runID, ctx.Err())
+	}
+	// The record is stored by the executing goroutine before it forgets
+	// the run.
 	if r := h.srv.local(runID); r != nil {
 		select {
 		case <-r.done:
 		case <-ctx.Done():
+			h.t.Fatalf("run %s was not forgotten: %v", runID, ctx.Err())
 		}
 	}
 }
@@ -451,13 +508,18 @@ func newFakeToolRunner() *fakeToolRunner { return &fakeToolRunner{} }
 
 var fakeTools = []string{"file_read", "glob", "noop", "sql_query", "always_fails"}
 
+// readOnlyFakeTools declare no side effects (as the real toolrunner's
+// file_read, glob and sql_query do): they may run before the step's
+// LLM_COMPLETE checkpoint is stored.
+var readOnlyFakeTools = []string{"file_read", "glob", "noop", "sql_query"}
+
 func (f *fakeToolRunner) ListTools(_ context.Context, req *baagentv1.ListToolsRequest) (*baagentv1.ListToolsResponse, error) {
 	resp := &baagentv1.ListToolsResponse{}
 	for _, name := range fakeTools {
 		if l := req.GetAllowedTools(); l != nil && !slices.ContainsFunc(l.GetNames(), func(p string) bool { ok, _ := path.Match(p, name); return ok }) {
 			continue
 		}
-		resp.Tools = append(resp.Tools, &baagentv1.ToolDefinition{Schema: &baagentv1.ToolSchema{Name: name, Description: "test tool " + name}, Source: "builtin"})
+		resp.Tools = append(resp.Tools, &baagentv1.ToolDefinition{Schema: &baagentv1.ToolSchema{Name: name, Description: "test tool " + name}, Source: "builtin", ReadOnly: slices.Contains(readOnlyFakeTools, name)})
 	}
 	return resp, nil
 }

@@ -293,6 +293,95 @@ func (p *publisher) publishSync(ctx context.Context, f *inflight) error {
 	return fmt.Errorf("publish %s event %d to %s: %w", f.typ, f.seq, p.subject, lastErr)
 }
 
+// outboxEvent is an emitted event not yet confirmed stored, as a checkpoint
+// holds it: a replica resuming the run publishes it again if the stream
+// lacks it.
+type outboxEvent struct {
+	Seq  uint64 `json:"seq"`
+	Data []byte `json:"data"` // the encoded Event
+}
+
+// unconfirmed returns the last confirmed event (seq and stream sequence)
+// and the events emitted after it, with their total size. Acks that have
+// already arrived are taken in first (without waiting), so the list is
+// usually short: the events of the last few hundred microseconds.
+func (p *publisher) unconfirmed() (seq, pos uint64, outbox []outboxEvent, size int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.reapLocked()
+	for _, f := range p.pending {
+		outbox = append(outbox, outboxEvent{Seq: f.seq, Data: f.msg.Data})
+		size += len(f.msg.Data)
+	}
+	return p.acked, p.lastPos, outbox, size
+}
+
+// reapLocked confirms, without waiting, the leading pending events whose
+// acks have arrived and that were stored in order; anything else (no ack
+// yet, an error, a position out of order) is left for flush.
+func (p *publisher) reapLocked() {
+	if p.broken != nil {
+		return
+	}
+	n := 0
+	for _, f := range p.pending {
+		if f.pos == 0 && f.future != nil {
+			select {
+			case ack := <-f.future.Ok():
+				f.pos = ack.Sequence
+			case <-f.future.Err():
+				f.future = nil // flush publishes it again
+			default:
+			}
+		}
+		if f.pos == 0 || f.pos <= p.lastPos {
+			break
+		}
+		p.acked, p.lastPos = f.seq, f.pos
+		n++
+	}
+	if n > 0 {
+		p.pending = append(p.pending[:0], p.pending[n:]...)
+	}
+}
+
+// republish stores the events of a checkpoint's outbox that follow the
+// last stored one (the replica that emitted them died before they were
+// confirmed), in order, under this execution's Nats-Msg-Ids. It returns
+// the terminal event if one of them is.
+func (p *publisher) republish(ctx context.Context, outbox []outboxEvent) (*baagentv1.Event, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var terminal *baagentv1.Event
+	for _, e := range outbox {
+		if e.Seq <= p.seq {
+			continue // stored
+		}
+		if e.Seq != p.seq+1 || len(p.pending) > 0 {
+			return nil, fmt.Errorf("checkpoint holds event %d but the stream ends at %d", e.Seq, p.seq)
+		}
+		ev := &baagentv1.Event{}
+		if err := proto.Unmarshal(e.Data, ev); err != nil || ev.GetSeq() != e.Seq {
+			return nil, fmt.Errorf("checkpoint holds an unreadable event %d", e.Seq)
+		}
+		msg := &nats.Msg{Subject: p.subject, Data: e.Data, Header: nats.Header{}}
+		msg.Header.Set(jetstream.MsgIDHeader, MsgID(p.base.RunId, e.Seq)+p.idSuffix)
+		f := &inflight{seq: e.Seq, typ: ev.GetType(), msg: msg}
+		if err := p.publishSync(ctx, f); err != nil {
+			return nil, err
+		}
+		if f.pos <= p.lastPos {
+			return nil, fmt.Errorf("event %d stored at %d, before event %d", e.Seq, f.pos, p.seq)
+		}
+		p.seq, p.acked, p.lastPos = e.Seq, e.Seq, f.pos
+		if IsTerminal(ev) {
+			p.terminal, terminal = true, ev
+			break
+		}
+	}
+	return terminal, nil
+}
+
 // position returns the last acknowledged event's seq and stream sequence.
 func (p *publisher) position() (seq, pos uint64) {
 	p.mu.Lock()

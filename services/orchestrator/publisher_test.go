@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -116,6 +117,79 @@ func TestPublisherPipelinedEventsStayContiguousAfterFailures(t *testing.T) {
 			}
 			if err := pub.emit(ctx, &baagentv1.Event{Payload: &baagentv1.Event_StepStart{StepStart: &baagentv1.StepStartPayload{}}}); !errors.Is(err, errTerminalSent) {
 				t.Fatalf("emit after terminal: %v", err)
+			}
+		})
+	}
+}
+
+// A replica dies after a checkpoint that did not wait for its events'
+// acks: some of them were lost (holes), others stored after a hole. The
+// replica resuming from the checkpoint deletes what follows the first hole
+// and publishes the checkpoint's outbox again, so the stream holds every
+// event the checkpointed state implies, once, in seq order.
+func TestResumePublishesTheCheckpointOutbox(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		dropped []uint64
+	}{
+		{name: "all stored"},
+		{name: "one lost", dropped: []uint64{3}},
+		{name: "two lost, the last too", dropped: []uint64{5, 8}},
+		{name: "first lost", dropped: []uint64{1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			_, js := startJetStream(t)
+			sink := &faultySink{JetStream: js, dropped: map[uint64]bool{}}
+			for _, s := range tc.dropped {
+				sink.dropped[s] = true
+			}
+			rec := &baagentv1.Run{RunId: "run_outbox", ConversationId: "conv_outbox", Tenant: testTenant}
+			dead, err := newPublisher(sink, rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 8
+			for i := range n {
+				if err := dead.emit(ctx, &baagentv1.Event{Step: int32(i + 1), Payload: &baagentv1.Event_StepStart{StepStart: &baagentv1.StepStartPayload{StepNumber: int32(i + 1)}}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cp := &checkpoint{Kind: cpToolComplete, Started: true}
+			cp.LastSeq, cp.LastPos, cp.Outbox, _ = dead.unconfirmed()
+			if got := cp.LastSeq + uint64(len(cp.Outbox)); got != n {
+				t.Fatalf("checkpoint covers %d events, want %d", got, n)
+			}
+			// The dead replica's publishes have all reached the server.
+			select {
+			case <-js.PublishAsyncComplete():
+			case <-ctx.Done():
+				t.Fatal(ctx.Err())
+			}
+
+			r := &run{s: &Server{opts: Options{JetStream: js}}, log: slog.New(slog.DiscardHandler), rec: rec, attempt: 2}
+			if r.pub, err = newPublisher(js, rec); err != nil {
+				t.Fatal(err)
+			}
+			terminal, err := r.resumeEvents(ctx, cp)
+			if err != nil || terminal != nil {
+				t.Fatalf("resume: %v, %v", terminal, err)
+			}
+			if got := r.pub.lastSeq(); got != n {
+				t.Fatalf("resumed after seq %d, want %d", got, n)
+			}
+			if err := r.pub.emitNow(ctx, &baagentv1.Event{Payload: &baagentv1.Event_Complete{Complete: &baagentv1.CompletePayload{Content: "ok"}}}); err != nil {
+				t.Fatal(err)
+			}
+			evs := readEvents(ctx, t, js, testTenant, rec.GetRunId())
+			checkEnvelope(t, rec, evs)
+			if len(evs) != n+1 {
+				t.Fatalf("%d events stored, want %d: %v", len(evs), n+1, types(evs))
+			}
+			for i, e := range evs[:n] {
+				if e.GetStepStart().GetStepNumber() != int32(i+1) {
+					t.Fatalf("event %d is step_start %d", i+1, e.GetStepStart().GetStepNumber())
+				}
 			}
 		})
 	}

@@ -18,8 +18,10 @@ import (
 // that died may have stored more events (pipelined, so possibly with a
 // hole). The contiguous prefix after the checkpoint is kept — those events
 // happened — and anything after a hole is deleted; the run continues with
-// the next seq, under Nats-Msg-Ids of its own attempt. It returns the
-// terminal event when the stored prefix ends with one.
+// the next seq, under Nats-Msg-Ids of its own attempt, after publishing
+// again the checkpoint's unconfirmed events (its outbox) that are not in
+// the kept prefix. It returns the terminal event when the stored events
+// end with one.
 func (r *run) resumeEvents(ctx context.Context, cp *checkpoint) (*baagentv1.Event, error) {
 	seq, pos := r.rec.GetLastSeq(), uint64(0)
 	if cp != nil && cp.LastSeq >= seq {
@@ -42,7 +44,7 @@ func (r *run) resumeEvents(ctx context.Context, cp *checkpoint) (*baagentv1.Even
 	last, err := stream.GetLastMsgForSubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) || (err == nil && last.Sequence <= pos) {
 		r.pub.continueAfter(seq, pos, suffix)
-		return nil, nil
+		return r.republishOutbox(ctx, cp)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read the run's last event: %w", err)
@@ -97,5 +99,25 @@ func (r *run) resumeEvents(ctx context.Context, cp *checkpoint) (*baagentv1.Even
 		r.log.Warn("deleted events a failed replica stored after a hole", "count", len(stale), "continuing_after_seq", seq)
 	}
 	r.pub.continueAfter(seq, pos, suffix)
+	if terminal != nil {
+		return terminal, nil
+	}
+	return r.republishOutbox(ctx, cp)
+}
+
+// republishOutbox stores the checkpoint's unconfirmed events the stream
+// lacks.
+func (r *run) republishOutbox(ctx context.Context, cp *checkpoint) (*baagentv1.Event, error) {
+	if cp == nil || len(cp.Outbox) == 0 {
+		return nil, nil
+	}
+	from := r.pub.lastSeq()
+	terminal, err := r.pub.republish(ctx, cp.Outbox)
+	if err != nil {
+		return nil, fmt.Errorf("restore the checkpoint's unconfirmed events: %w", err)
+	}
+	if to := r.pub.lastSeq(); to > from {
+		r.log.Info("published again the checkpoint's events the stream lacked", "from_seq", from+1, "to_seq", to)
+	}
 	return terminal, nil
 }

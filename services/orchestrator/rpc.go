@@ -114,7 +114,30 @@ func (s *Server) GetRun(ctx context.Context, req *baagentv1.OrchestratorServiceG
 	if err != nil {
 		return nil, storeStatus(err, req.GetRunId())
 	}
+	if !isFinished(run.GetState()) {
+		s.withProgress(ctx, run)
+	}
 	return &baagentv1.OrchestratorServiceGetRunResponse{Run: run}, nil
+}
+
+// withProgress fills an unfinished run's step, metrics and last_seq from
+// its checkpoint: the record is written only when the run's state changes,
+// the checkpoint after every model response and tool result. Without a
+// readable checkpoint the record is returned as it is.
+func (s *Server) withProgress(ctx context.Context, run *baagentv1.Run) {
+	cps, err := s.checkpoints(ctx)
+	if err != nil {
+		return
+	}
+	cp, _, err := cps.load(ctx, run.GetTenant(), run.GetRunId())
+	if err != nil || cp == nil || !cp.Started {
+		return
+	}
+	run.Step = max(run.GetStep(), cp.Step)
+	run.LastSeq = max(run.GetLastSeq(), cp.LastSeq)
+	if m, err := unmarshalProto[baagentv1.ConversationMetrics](cp.Metrics); err == nil && len(cp.Metrics) > 0 {
+		run.Metrics = m
+	}
 }
 
 // ListRuns lists a tenant's runs, newest first.

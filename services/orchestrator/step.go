@@ -18,6 +18,11 @@ type stepState struct {
 	msg     *baagentv1.ChatMessage
 	modelMs float64
 	usage   float64 // context usage of the step's window
+	// durable is the LLM_COMPLETE checkpoint being written; nil once it
+	// is known stored (a step resumed from it). Everything that depends
+	// on the model's response waits for it; read-only tool calls, which
+	// nothing would miss if the response were lost, do not.
+	durable *pendingWrite
 	mu      sync.Mutex
 	records []toolRecord
 }
@@ -127,6 +132,9 @@ func (r *run) step(ctx context.Context, system []*baagentv1.ChatMessage, tools *
 	st := r.cur
 	modelTime := time.Duration(st.modelMs * float64(time.Millisecond))
 	if len(st.msg.GetToolCalls()) == 0 {
+		if err := st.durable.wait(); err != nil {
+			return "", false, err
+		}
 		if err := r.appendMessages(ctx, st.msg); err != nil {
 			return "", false, err
 		}
@@ -145,7 +153,7 @@ func (r *run) step(ctx context.Context, system []*baagentv1.ChatMessage, tools *
 }
 
 // think builds the window, calls the model and checkpoints its response
-// (LLM_COMPLETE) before any tool runs.
+// (LLM_COMPLETE, in the background: see stepState.durable).
 func (r *run) think(ctx context.Context, step int32, system []*baagentv1.ChatMessage, tools *toolset) error {
 	model := r.skills.model(r.rec.GetModel())
 	info := r.modelInfo(ctx, model)
@@ -192,7 +200,8 @@ func (r *run) think(ctx context.Context, step int32, system []*baagentv1.ChatMes
 				"the model %s returned neither an answer nor a tool call (finish reason %q)", model, resp.FinishReason)
 		}
 		r.cur = st
-		return r.checkpoint(cpLLMComplete)
+		st.durable = r.checkpointAsync(cpLLMComplete)
+		return nil
 	}
 	if err := checkToolCalls(msg.GetToolCalls()); err != nil {
 		return newRunError(CodeModelProtocol, err, "the model %s returned malformed tool calls: %v", model, err)
@@ -223,11 +232,16 @@ func (r *run) think(ctx context.Context, step int32, system []*baagentv1.ChatMes
 		})
 	}
 	r.cur = st
-	return r.checkpoint(cpLLMComplete)
+	st.durable = r.checkpointAsync(cpLLMComplete)
+	return nil
 }
 
-// endStep publishes step_end, checkpoints the completed step, observes its
-// platform overhead and saves the record.
+// endStep publishes step_end and observes the step's platform overhead.
+// It writes no checkpoint: the step's last one (its last TOOL_COMPLETE, or
+// LLM_COMPLETE for an answer) holds every result, so a run resumed from it
+// only repeats the idempotent append and step_end. Nor is the record
+// saved: a running run's step and metrics are read from its checkpoint
+// (GetRun), and the record is written when the state changes.
 func (r *run) endStep(began time.Time, modelTime, toolTime time.Duration, ok bool) error {
 	took := time.Since(began)
 	r.s.metrics.steps.Inc()
@@ -238,10 +252,6 @@ func (r *run) endStep(began time.Time, modelTime, toolTime time.Duration, ok boo
 		return err
 	}
 	r.cur, r.wait = nil, nil
-	if err := r.checkpoint(cpStepComplete); err != nil {
-		return err
-	}
 	r.rec.Metrics = r.metrics.snapshot(time.Now(), false)
-	r.save(r.ctx)
 	return nil
 }

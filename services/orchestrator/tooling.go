@@ -25,7 +25,9 @@ const (
 // calls run on the toolrunner in parallel (skill activations one at a
 // time, each nesting in the previous); then calls the toolrunner refused
 // for want of the user's approval are asked about. Every result is
-// published (observe) and checkpointed as it arrives. It returns the tool
+// published (observe) and checkpointed as it arrives. Only read-only calls
+// start before the step's LLM_COMPLETE checkpoint is stored: a call with
+// side effects must be on record before it runs. It returns the tool
 // messages in the model's order followed by any injected skill messages,
 // and the longest tool duration. With r.paused set, the run waits.
 func (r *run) runTools(ctx context.Context, st *stepState, ts *toolset) ([]*baagentv1.ChatMessage, time.Duration, error) {
@@ -47,6 +49,11 @@ func (r *run) runTools(ctx context.Context, st *stepState, ts *toolset) ([]*baag
 			continue
 		}
 		rec := st.record(i)
+		if (rec.Doom && rec.Decision == "") || slices.Contains(ts.ask, c.GetName()) {
+			if err := st.durable.wait(); err != nil {
+				return nil, 0, err
+			}
+		}
 		if rec.Doom && rec.Decision == "" {
 			res, err := r.doomGate(st, i, c)
 			if err != nil || r.paused {
@@ -95,10 +102,20 @@ func (r *run) runTools(ctx context.Context, st *stepState, ts *toolset) ([]*baag
 			continue
 		}
 		rec := st.record(i)
+		readOnly := ts.defs[c.GetName()].GetReadOnly()
 		wg.Go(func() {
+			if !readOnly {
+				if err := st.durable.wait(); err != nil {
+					cancel(err)
+					return
+				}
+			}
 			res, err := r.invoke(tctx, c, ts, caller, st.usage, rec.IdempotencyKey, rec.Approval == labelAllow)
 			finish(i, res, err)
 		})
+	}
+	if err := st.durable.wait(); err != nil { // before skill activations
+		cancel(err)
 	}
 	for i, c := range calls {
 		if ts.skill && c.GetName() == SkillToolName && results[i] == nil && tctx.Err() == nil {
@@ -189,6 +206,11 @@ func (r *run) pause(i int, w *waitState) error {
 	r.wait, r.paused = w, true
 	r.rec.State = baagentv1.RunState_RUN_STATE_WAITING_INPUT
 	r.rec.PendingInput = p
+	// The question's events are stored before the run lets go of its
+	// work item (the record's last_seq names them).
+	if err := r.flush(); err != nil {
+		return err
+	}
 	if err := r.checkpoint(cpWaitingInput); err != nil {
 		return err
 	}
