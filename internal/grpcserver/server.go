@@ -31,7 +31,7 @@ const (
 // pings an idle connection after 1 minute and drops it if the ping is not
 // answered in 20s, which cleans up clients that vanished without closing.
 const (
-	keepaliveMinClientPing = 10 * time.Second
+	keepaliveMinClientPing = 5 * time.Second
 	keepaliveServerPing    = time.Minute
 	keepalivePingTimeout   = 20 * time.Second
 	// Connections are recycled every few minutes so that clients re-resolve
