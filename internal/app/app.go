@@ -25,6 +25,7 @@ import (
 	"github.com/baagent/baagent/internal/buildinfo"
 	"github.com/baagent/baagent/internal/config"
 	"github.com/baagent/baagent/internal/grpcclient"
+	"github.com/baagent/baagent/internal/grpcinproc"
 	"github.com/baagent/baagent/internal/grpcserver"
 	"github.com/baagent/baagent/internal/llm"
 	"github.com/baagent/baagent/internal/metrics"
@@ -68,10 +69,13 @@ type App struct {
 	// (reloaders, consumers); each runs until the context passed to Run ends.
 	background []func(context.Context) error
 
-	// dial is where each peer service answers; peers caches one client
+	// dial is where each peer service answers; networkPeers caches one client
 	// connection per peer, shared by the services of this process.
-	dial  map[string]string
-	peers map[string]*grpc.ClientConn
+	dial         map[string]string
+	networkPeers map[string]*grpc.ClientConn
+	// inproc, in -target=all, carries the calls between this process's
+	// services without loopback gRPC (nil in a split deployment).
+	inproc *grpcinproc.Channel
 	// scriptedURL is the scripted model's base URL once started.
 	scriptedURL string
 	// httpAddr is the gateway's bound HTTP address, if it runs here.
@@ -140,7 +144,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *App, err
 	}
 
 	a.dial = dial
-	a.peers = make(map[string]*grpc.ClientConn)
+	a.networkPeers = make(map[string]*grpc.ClientConn)
+	if cfg.Target == config.TargetAll {
+		a.inproc = grpcinproc.New(grpcinproc.Options{MaxMsgBytes: cfg.MaxMsgBytes, Logger: log})
+		a.cleanup = append(a.cleanup, a.inproc.Close)
+	}
 
 	if err := a.startNATS(ctx); err != nil {
 		return nil, err
@@ -151,7 +159,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *App, err
 		if err != nil {
 			return nil, fmt.Errorf("service %s: %w", svc, err)
 		}
-		srv.Register(a.servers[svc].GRPC())
+		srv.Register(a.registrar(svc))
 	}
 	log.Info("baagent built", "target", cfg.Target, "version", buildinfo.Read().String(), "services", a.order)
 	return a, nil
@@ -295,7 +303,7 @@ func (a *App) buildService(svc string, dial map[string]string) (registrar, error
 // buildOrchestrator connects the ReAct loop to its peers, JetStream and
 // the model endpoint (the scripted model when none is configured).
 func (a *App) buildOrchestrator() (registrar, error) {
-	conns := make(map[string]*grpc.ClientConn, 4)
+	conns := make(map[string]grpc.ClientConnInterface, 4)
 	for _, svc := range []string{config.TargetContext, config.TargetSkills, config.TargetToolRunner, config.TargetTokens} {
 		conn, err := a.peer(svc)
 		if err != nil {
@@ -334,7 +342,7 @@ func (a *App) buildOrchestrator() (registrar, error) {
 // buildGateway binds the public HTTP listener and connects the gateway to
 // JetStream (event streams) and its peers (the run and read-only APIs).
 func (a *App) buildGateway() (registrar, error) {
-	conns := make(map[string]*grpc.ClientConn, 4)
+	conns := make(map[string]grpc.ClientConnInterface, 4)
 	for _, svc := range []string{config.TargetOrchestrator, config.TargetSkills, config.TargetToolRunner, config.TargetTokens} {
 		conn, err := a.peer(svc)
 		if err != nil {
@@ -420,21 +428,54 @@ func (a *App) jetStream() (jetstream.JetStream, error) {
 	return js, nil
 }
 
-// peer returns the shared client connection to a peer service, dialled
-// lazily: a peer that is down shows up as Unavailable on the first call,
-// not as a start-up failure.
-func (a *App) peer(svc string) (*grpc.ClientConn, error) {
-	if conn, ok := a.peers[svc]; ok {
+// peer returns the shared client connection to a peer service: the
+// in-process channel when this process runs it (-target=all), else a
+// network connection dialled lazily, so a peer that is down shows up as
+// Unavailable on the first call, not as a start-up failure.
+func (a *App) peer(svc string) (grpc.ClientConnInterface, error) {
+	if a.inproc != nil && a.servers[svc] != nil {
+		return a.inproc, nil
+	}
+	return a.network(svc)
+}
+
+// network returns the shared network connection to svc.
+func (a *App) network(svc string) (*grpc.ClientConn, error) {
+	if conn, ok := a.networkPeers[svc]; ok {
 		return conn, nil
 	}
 	conn, err := grpcclient.Dial(a.dial[svc], grpcclient.Options{MaxMsgBytes: a.cfg.MaxMsgBytes})
 	if err != nil {
 		return nil, fmt.Errorf("setting %s-addr: %w", svc, err)
 	}
-	a.peers[svc] = conn
+	a.networkPeers[svc] = conn
 	a.cleanup = append(a.cleanup, func() { _ = conn.Close() })
 	return conn, nil
 }
+
+// registrar is where svc registers its gRPC services: its network server
+// and, in -target=all, the in-process channel too (behind the same
+// interceptors; streaming calls on the channel use the network).
+func (a *App) registrar(svc string) grpc.ServiceRegistrar {
+	srv := a.servers[svc]
+	if a.inproc == nil {
+		return srv.GRPC()
+	}
+	inproc := a.inproc.Registrar(srv.UnaryInterceptor())
+	return registrarFunc(func(desc *grpc.ServiceDesc, impl any) {
+		srv.GRPC().RegisterService(desc, impl)
+		inproc.RegisterService(desc, impl)
+		if len(desc.Streams) > 0 {
+			if conn, err := a.network(svc); err == nil {
+				a.inproc.SetStreamFallback(desc.ServiceName, conn)
+			}
+		}
+	})
+}
+
+type registrarFunc func(desc *grpc.ServiceDesc, impl any)
+
+func (f registrarFunc) RegisterService(desc *grpc.ServiceDesc, impl any) { f(desc, impl) }
 
 // externalTools starts the MCP and ToolProvider connections configured in
 // -tools-file; their manager runs as a background loop, so it stops after

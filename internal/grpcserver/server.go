@@ -72,6 +72,7 @@ type Server struct {
 	log    *slog.Logger
 	grpc   *grpc.Server
 	health *health.Server
+	unary  []grpc.UnaryServerInterceptor
 
 	mu  sync.Mutex
 	lis net.Listener
@@ -132,7 +133,27 @@ func New(opts Options) *Server {
 	healthgrpc.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
 
-	return &Server{opts: opts, log: log, grpc: gs, health: hs}
+	return &Server{opts: opts, log: log, grpc: gs, health: hs, unary: unary}
+}
+
+// UnaryInterceptor is the server's unary interceptor chain as one
+// interceptor, for in-process calls (internal/grpcinproc) that must be
+// counted, logged and recovered like network ones.
+func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
+	chain := s.unary
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		return chainFrom(chain, 0, info, handler)(ctx, req)
+	}
+}
+
+// chainFrom is the handler that runs chain[i:] around handler.
+func chainFrom(chain []grpc.UnaryServerInterceptor, i int, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) grpc.UnaryHandler {
+	if i == len(chain) {
+		return handler
+	}
+	return func(ctx context.Context, req any) (any, error) {
+		return chain[i](ctx, req, info, chainFrom(chain, i+1, info, handler))
+	}
 }
 
 // GRPC returns the underlying server to register services on.

@@ -577,3 +577,26 @@ func TestSplitMethod(t *testing.T) {
 		}
 	}
 }
+
+// The exported chain is what in-process calls go through: they are counted
+// and a panic becomes Internal, as on the network.
+func TestUnaryInterceptorChain(t *testing.T) {
+	f := start(t, nil)
+	icpt := f.srv.UnaryInterceptor()
+	info := &grpc.UnaryServerInfo{FullMethod: echoMethod}
+	resp, err := icpt(testCtx(t), "in", info, func(_ context.Context, req any) (any, error) { return req.(string) + "-out", nil })
+	if err != nil || resp != "in-out" {
+		t.Fatalf("chain: %v, %v; want in-out", resp, err)
+	}
+	_, err = icpt(testCtx(t), "in", info, func(context.Context, any) (any, error) { panic("boom") })
+	if status.Code(err) != codes.Internal {
+		t.Fatalf("panic through the chain: %v, want Internal", err)
+	}
+	for code, want := range map[string]float64{"OK": 1, "Internal": 1} {
+		got := gathered(t, f.reg, "grpc_server_handled_total",
+			map[string]string{"grpc_service": testService, "grpc_method": "Echo", "grpc_code": code})
+		if got != want {
+			t.Errorf("handled %s = %v, want %v", code, got, want)
+		}
+	}
+}
