@@ -88,6 +88,7 @@ type env struct {
 	reg    *prometheus.Registry
 	base   string // http://127.0.0.1:port
 	client baagentv1.GatewayServiceClient
+	stop   func() error // ends Run and returns its error; idempotent
 }
 
 func newEnv(t *testing.T, opts Options) *env {
@@ -100,6 +101,13 @@ func newEnv(t *testing.T, opts Options) *env {
 func newEnvTB(t testing.TB, opts Options) *env {
 	t.Helper()
 	js, _ := natstest.JetStream(t)
+	return newEnvJS(t, opts, js)
+}
+
+// newEnvJS is a gateway reading events from js (a NATS server the test
+// started elsewhere).
+func newEnvJS(t testing.TB, opts Options, js jetstream.JetStream) *env {
+	t.Helper()
 	orch := &fakeOrchestrator{runs: map[string]*baagentv1.Run{}}
 	oconn := vt.Serve(t, func(gs grpc.ServiceRegistrar) { baagentv1.RegisterOrchestratorServiceServer(gs, orch) })
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -120,13 +128,17 @@ func newEnvTB(t testing.TB, opts Options) *env {
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
 	gconn := vt.Serve(t, func(gs grpc.ServiceRegistrar) { srv.Register(gs) })
-	t.Cleanup(func() {
+	stop := sync.OnceValue(func() error {
 		cancel()
-		if err := <-done; err != nil {
+		return <-done
+	})
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	return &env{t: t, js: js, orch: orch, srv: srv, reg: reg, base: "http://" + lis.Addr().String(), client: baagentv1.NewGatewayServiceClient(gconn)}
+	return &env{t: t, js: js, orch: orch, srv: srv, reg: reg, base: "http://" + lis.Addr().String(),
+		client: baagentv1.NewGatewayServiceClient(gconn), stop: stop}
 }
 
 func testCtx(t *testing.T) context.Context {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,23 +18,32 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/baagent/baagent/services/gateway/internal/natstest"
 )
 
 // The SSE load generator. Its clients run in a separate process (this test
-// binary re-executed as TestLoadgenHelper), so the benchmark process holds
-// only the gateway, its embedded NATS server and the publisher: the CPU
-// and memory measured there are the server side's, not the clients'.
+// binary re-executed as TestLoadgenHelper), and for the fan-out benchmark
+// so do the NATS server and the publisher (a third process), so the
+// benchmark process holds only the gateway: the CPU measured there is the
+// gateway's own, not the clients', the broker's or the publisher's.
 //
-// The parent and the helper talk over the helper's stdin and stdout:
-// the helper prints "ready" once every client's stream is open, then
+// The parent and a helper talk over the helper's stdin and stdout. A
+// client helper prints "ready" once every client's stream is open, then
 // (fan-out) one "result" line when the run has ended, or (idle) waits for
-// stdin to close.
+// stdin to close. The publisher helper prints "ready <nats url>", then
+// answers each command line ("text <tenant> <run> <n> <rate>": n text
+// events, each carrying its publish time, paced at rate per second;
+// "complete <tenant> <run>") with "published <seq>".
 
 const (
 	loadgenEnv        = "BAAGENT_GATEWAY_LOADGEN" // "fanout" or "idle"
 	loadgenURLEnv     = "BAAGENT_GATEWAY_LOADGEN_URL"
 	loadgenClientsEnv = "BAAGENT_GATEWAY_LOADGEN_CLIENTS"
 	loadgenKeyEnv     = "BAAGENT_GATEWAY_LOADGEN_KEY"
+	// loadgenProfileEnv, when set, names a file the client helper writes
+	// its CPU profile to (to see what the clients cost the machine).
+	loadgenProfileEnv = "BAAGENT_GATEWAY_LOADGEN_CPUPROFILE"
 )
 
 // loadgen is a running client process.
@@ -47,10 +57,41 @@ type loadgen struct {
 // waits until all of them are streaming.
 func startLoadgen(tb testing.TB, mode, url string, clients int) *loadgen {
 	tb.Helper()
+	lg := startHelper(tb, mode, loadgenURLEnv+"="+url, loadgenClientsEnv+"="+strconv.Itoa(clients), loadgenKeyEnv+"="+keyAcme)
+	if line := lg.line(tb); line != "ready" {
+		tb.Fatalf("load generator: %q, want ready", line)
+	}
+	return lg
+}
+
+// startPublisher starts the NATS server and publisher process and returns
+// it with the server's client URL.
+func startPublisher(tb testing.TB) (*loadgen, string) {
+	tb.Helper()
+	lg := startHelper(tb, "publisher")
+	url, ok := strings.CutPrefix(lg.line(tb), "ready ")
+	if !ok {
+		tb.Fatal("publisher: no NATS URL")
+	}
+	return lg, url
+}
+
+// command sends a command line to the publisher and waits for its answer.
+func (lg *loadgen) command(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	if _, err := fmt.Fprintf(lg.stdin, format+"\n", args...); err != nil {
+		tb.Fatalf("publisher: %v", err)
+	}
+	if l := lg.line(tb); !strings.HasPrefix(l, "published ") {
+		tb.Fatalf("publisher: %q", l)
+	}
+}
+
+// startHelper re-executes the test binary as TestLoadgenHelper in mode.
+func startHelper(tb testing.TB, mode string, env ...string) *loadgen {
+	tb.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestLoadgenHelper$", "-test.count=1")
-	cmd.Env = append(os.Environ(),
-		loadgenEnv+"="+mode, loadgenURLEnv+"="+url,
-		loadgenClientsEnv+"="+strconv.Itoa(clients), loadgenKeyEnv+"="+keyAcme)
+	cmd.Env = append(append(os.Environ(), loadgenEnv+"="+mode), env...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -68,9 +109,6 @@ func startLoadgen(tb testing.TB, mode, url string, clients int) *loadgen {
 		_ = stdin.Close()
 		_ = cmd.Wait()
 	})
-	if line := lg.line(tb); line != "ready" {
-		tb.Fatalf("load generator: %q, want ready", line)
-	}
 	return lg
 }
 
@@ -80,7 +118,8 @@ func (lg *loadgen) line(tb testing.TB) string {
 	tb.Helper()
 	for lg.out.Scan() {
 		l := lg.out.Text()
-		if l == "ready" || strings.HasPrefix(l, "result ") || strings.HasPrefix(l, "error ") {
+		if l == "ready" || strings.HasPrefix(l, "ready ") || strings.HasPrefix(l, "result ") ||
+			strings.HasPrefix(l, "published ") || strings.HasPrefix(l, "error ") {
 			if strings.HasPrefix(l, "error ") {
 				tb.Fatalf("load generator: %s", l)
 			}
@@ -117,7 +156,26 @@ func TestLoadgenHelper(t *testing.T) {
 	if mode == "" {
 		t.Skip("the SSE load generator's client process; the fan-out benchmarks start it")
 	}
+	if mode == "publisher" {
+		if err := runPublisher(); err != nil {
+			fmt.Printf("error %v\n", err)
+		}
+		return
+	}
 	raiseFDLimit(t)
+	if path := os.Getenv(loadgenProfileEnv); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Printf("error %v\n", err)
+			return
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Printf("error %v\n", err)
+			return
+		}
+		defer pprof.StopCPUProfile()
+	}
 	n, err := strconv.Atoi(os.Getenv(loadgenClientsEnv))
 	if err != nil || n < 1 {
 		fmt.Printf("error bad %s\n", loadgenClientsEnv)
@@ -205,6 +263,75 @@ func runLoadgen(mode, url, key string, n int) error {
 	slices.Sort(all)
 	cores := float64(processCPU()-cpu0) / float64(time.Since(wall0))
 	fmt.Printf("result count=%d p50=%d p99=%d max=%d cores=%.3f\n", len(all), all[len(all)/2], all[len(all)*99/100], all[len(all)-1], cores)
+	return nil
+}
+
+// runPublisher is the publisher helper: an embedded NATS server with the
+// streams provisioned and a publisher of run events, driven by commands on
+// stdin until it closes.
+func runPublisher() error {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "gateway-loadgen-nats-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	srv, js, nc, err := natstest.Start(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer srv.Shutdown()
+	defer nc.Close()
+	fmt.Println("ready " + srv.ClientURL())
+	runs := map[string]*natstest.Run{}
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 3 {
+			return fmt.Errorf("bad command %q", sc.Text())
+		}
+		r := runs[f[1]+"/"+f[2]]
+		if r == nil {
+			r = natstest.NewRun(js, f[1], f[2])
+			runs[f[1]+"/"+f[2]] = r
+		}
+		switch {
+		case f[0] == "text" && len(f) == 5:
+			n, err1 := strconv.Atoi(f[3])
+			rate, err2 := strconv.Atoi(f[4])
+			if err := errors.Join(err1, err2); err != nil || rate < 1 {
+				return fmt.Errorf("bad command %q: %v", sc.Text(), err)
+			}
+			if err := publishPaced(ctx, r, n, rate); err != nil {
+				return err
+			}
+		case f[0] == "complete":
+			if _, err := r.Complete(ctx, "done"); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("bad command %q", sc.Text())
+		}
+		fmt.Printf("published %d\n", r.Seq())
+	}
+	return sc.Err()
+}
+
+// publishPaced publishes n text events at rate per second, each carrying
+// its publish time (Unix ns) so the clients can measure publish-to-client
+// latency on the same clock.
+func publishPaced(ctx context.Context, r *natstest.Run, n, rate int) error {
+	interval := time.Second / time.Duration(rate)
+	next := time.Now()
+	for range n {
+		if d := time.Until(next); d > 0 {
+			time.Sleep(d)
+		}
+		next = next.Add(interval)
+		if _, err := r.Text(ctx, strconv.FormatInt(time.Now().UnixNano(), 10)); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

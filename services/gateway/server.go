@@ -118,6 +118,7 @@ type Server struct {
 	hub     *hub.Hub // nil without JetStream
 	initErr error    // a construction failure, reported by Run and the RPCs
 	handler http.Handler
+	streams streamTracker // SSE streams, waited for by Run
 
 	runOnce sync.Once
 }
@@ -226,6 +227,7 @@ func (s *Server) run(ctx context.Context) error {
 		_ = hs.Close()
 	}
 	<-served
+	s.streams.closeAndWait()
 	return nil
 }
 

@@ -46,13 +46,18 @@ func (s *Server) httpSSE(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if !s.streams.add() {
+		writeError(w, errUnavailable(hub.ErrClosed))
+		return
+	}
+	defer s.streams.done()
 	sub, err := s.openStream(r.Context(), tenant, runID, cursor, hub.TransportSSE)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	defer sub.Close()
-	s.pumpSSE(r.Context(), w, sub, cursor)
+	s.pumpSSE(r.Context(), w, r, sub, cursor)
 }
 
 // streamParams reads the run id and the resume cursor (Last-Event-ID wins
@@ -71,123 +76,91 @@ func streamParams(r *http.Request) (runID, cursor string, err error) {
 	return runID, cursor, e.Err()
 }
 
-func (s *Server) pumpSSE(ctx context.Context, w http.ResponseWriter, sub *hub.Subscription, cursor string) {
-	rc := http.NewResponseController(w)
+func (s *Server) pumpSSE(ctx context.Context, w http.ResponseWriter, r *http.Request, sub *hub.Subscription, cursor string) {
 	first := time.NewTimer(sseFirstWait)
 	defer first.Stop()
 	heartbeat := time.NewTicker(s.opts.Heartbeat)
 	defer heartbeat.Stop()
-	started := false
+	var out *sseOut // set once the 200 response has started
+	defer func() {
+		if out != nil {
+			out.close()
+		}
+	}()
 	start := func() bool {
-		h := w.Header()
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-store")
-		h.Set("X-Accel-Buffering", "no")
-		w.WriteHeader(http.StatusOK)
-		started = true
-		return s.sseWrite(rc, w, sub, []byte("retry: "+sseRetryMillis+"\n: stream open\n\n"))
+		out = s.startSSE(ctx, w, r)
+		return s.sseWritten(sub, out.write([]byte("retry: "+sseRetryMillis+"\n: stream open\n\n")))
 	}
 	var batch []hub.Item // allocated with the first event: idle clients stay small
 	for {
 		tick := heartbeat.C
-		if !started {
+		if out == nil {
 			tick = first.C
 		}
-		it, ticked, err := sub.NextOrTick(ctx, tick)
+		ctx := ctx
+		if out != nil {
+			ctx = out.ctx
+		}
+		var ticked bool
+		var err error
+		batch, ticked, err = sub.NextBatch(ctx, tick, batch[:0], sseBatchEvents, sseBatchBytes)
 		switch {
-		case ticked && !started:
+		case ticked && out == nil:
 			if !start() {
 				return
 			}
 			continue
 		case ticked:
-			if !s.sseWrite(rc, w, sub, []byte(": heartbeat\n\n")) {
+			if !s.sseWritten(sub, out.write([]byte(": heartbeat\n\n"))) {
 				return
 			}
 			continue
 		case errors.Is(err, io.EOF):
-			if !started {
+			if out == nil {
 				w.WriteHeader(http.StatusNoContent)
 			}
 			return
 		case hub.IsSlowConsumer(err):
-			if !started && !start() {
+			if out == nil && !start() {
 				return
 			}
-			s.sseSlowConsumer(rc, w, cursor)
+			s.sseSlowConsumer(out, cursor)
 			return
 		case err != nil:
-			if !started && ctx.Err() == nil {
+			if out == nil && ctx.Err() == nil {
 				writeError(w, errUnavailable(err))
 			}
 			return
 		}
-		if !started && !start() {
+		if out == nil && !start() {
 			return
 		}
-		// Write every event already available, then flush once: a client
-		// catching up, or a burst, costs one deadline and one flush (and
-		// usually one syscall) instead of one per event. Each frame is the
-		// entry's shared rendering.
-		if batch == nil {
-			batch = make([]hub.Item, 0, sseBatchEvents)
-		}
-		batch = append(batch[:0], it)
-		size := len(it.SSE)
-		for size < sseBatchBytes && len(batch) < cap(batch) {
-			more, ok := sub.TryNext()
-			if !ok {
-				break
-			}
-			batch = append(batch, more)
-			size += len(more.SSE)
-		}
-		if !s.sseWriteBatch(rc, w, sub, batch) {
+		// Every event already available goes out in one write (writev on
+		// a hijacked connection) under one deadline: a client catching up,
+		// or a burst, costs one syscall instead of one per event. Each frame
+		// is the entry's shared rendering.
+		if !s.sseWritten(sub, out.writeItems(batch)) {
 			return
 		}
+		sub.DeliveredBatch(batch)
 		for _, it := range batch {
-			sub.Delivered(it)
 			if it.Cursor != "" {
 				cursor = it.Cursor
 			}
 		}
 		clear(batch) // do not keep entries the feed has trimmed alive
+		if batch == nil {
+			batch = make([]hub.Item, 0, sseBatchEvents)
+		}
 	}
 }
 
-// Bounds of one SSE write: enough to catch up quickly, small enough that
+// Bounds of one SSE or WebSocket write: enough to catch up quickly, small enough that
 // the write deadline stays meaningful.
 const (
 	sseBatchBytes  = 64 << 10
 	sseBatchEvents = 256
 )
-
-// sseWrite writes and flushes within WriteTimeout; false means the client
-// is gone or too slow (counted as a slow consumer).
-func (s *Server) sseWrite(rc *http.ResponseController, w http.ResponseWriter, sub *hub.Subscription, p []byte) bool {
-	_ = rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
-	_, err := w.Write(p)
-	if err == nil {
-		err = rc.Flush()
-	}
-	return s.sseWritten(sub, err)
-}
-
-// sseWriteBatch writes the frames of items and flushes once, within one
-// WriteTimeout.
-func (s *Server) sseWriteBatch(rc *http.ResponseController, w http.ResponseWriter, sub *hub.Subscription, items []hub.Item) bool {
-	_ = rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
-	var err error
-	for _, it := range items {
-		if _, err = w.Write(it.SSE); err != nil {
-			break
-		}
-	}
-	if err == nil {
-		err = rc.Flush()
-	}
-	return s.sseWritten(sub, err)
-}
 
 func (s *Server) sseWritten(sub *hub.Subscription, err error) bool {
 	if err != nil {
@@ -200,10 +173,8 @@ func (s *Server) sseWritten(sub *hub.Subscription, err error) bool {
 }
 
 // sseSlowConsumer tells the client why it is cut and when to come back.
-func (s *Server) sseSlowConsumer(rc *http.ResponseController, w http.ResponseWriter, cursor string) {
-	_ = rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+func (s *Server) sseSlowConsumer(out *sseOut, cursor string) {
 	c, _ := json.Marshal(cursor)
 	body := `{"reason":"slow_consumer","retry_after_ms":` + sseRetryMillis + `,"cursor":` + string(c) + `}`
-	_, _ = io.WriteString(w, "retry: "+sseRetryMillis+"\nevent: "+SlowConsumerReason+"\ndata: "+body+"\n\n")
-	_ = rc.Flush()
+	_ = out.write([]byte("retry: " + sseRetryMillis + "\nevent: " + SlowConsumerReason + "\ndata: " + body + "\n\n"))
 }

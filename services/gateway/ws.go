@@ -62,8 +62,14 @@ func (s *Server) pumpWS(ctx context.Context, conn *wsock.Conn, sub *hub.Subscrip
 	heartbeat := time.NewTicker(s.opts.Heartbeat)
 	defer heartbeat.Stop()
 	timeout := s.opts.WriteTimeout
+	var (
+		batch []hub.Item // allocated with the first event: idle clients stay small
+		msgs  [][]byte
+	)
 	for {
-		it, ticked, err := sub.NextOrTick(ctx, heartbeat.C)
+		var ticked bool
+		var err error
+		batch, ticked, err = sub.NextBatch(ctx, heartbeat.C, batch[:0], sseBatchEvents, sseBatchBytes)
 		switch {
 		case ticked:
 			if conn.Ping(timeout) != nil {
@@ -84,16 +90,29 @@ func (s *Server) pumpWS(ctx context.Context, conn *wsock.Conn, sub *hub.Subscrip
 			_ = conn.Close(wsock.CloseGoingAway, "", timeout)
 			return
 		}
-		if err := conn.WriteText(it.JSON, timeout); err != nil {
+		// One text frame per event, every event already available in one
+		// write under one deadline.
+		msgs = msgs[:0]
+		for _, it := range batch {
+			msgs = append(msgs, it.JSON)
+		}
+		if err := conn.WriteTexts(msgs, timeout); err != nil {
 			if isTimeout(err) {
 				sub.WriteTimedOut()
 			}
 			_ = conn.Close(wsock.CloseTryAgain, slowReason(cursor), timeout)
 			return
 		}
-		sub.Delivered(it)
-		if it.Cursor != "" {
-			cursor = it.Cursor
+		sub.DeliveredBatch(batch)
+		for _, it := range batch {
+			if it.Cursor != "" {
+				cursor = it.Cursor
+			}
+		}
+		clear(batch) // do not keep entries the feed has trimmed alive
+		clear(msgs)
+		if batch == nil {
+			batch = make([]hub.Item, 0, sseBatchEvents)
 		}
 	}
 }

@@ -1,8 +1,11 @@
 package hub
 
 import (
+	"errors"
+	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -11,41 +14,65 @@ import (
 	"github.com/baagent/baagent/services/gateway/internal/natstest"
 )
 
-func TestTryNextServesBufferedEventsWithoutWaiting(t *testing.T) {
+func TestNextBatchServesBufferedEventsUnderItsBounds(t *testing.T) {
 	ctx := testCtx(t)
 	js, _ := natstest.JetStream(t)
 	h := newHub(t, js, Options{})
-	r := natstest.NewRun(js, "acme", "run-try")
-	publishTexts(t, ctx, r, 5)
+	r := natstest.NewRun(js, "acme", "run-batch")
+	publishTexts(t, ctx, r, 9)
 	if _, err := r.Complete(ctx, "done"); err != nil {
 		t.Fatal(err)
 	}
+	// A first reader makes sure the feed holds all ten events.
+	wantSeq(t, collect(t, ctx, subscribe(t, ctx, h, r, Earliest)), seqs(1, 10))
 	s := subscribe(t, ctx, h, r, Earliest)
-	first, err := s.Next(ctx) // waits until the feed has the events
-	if err != nil || first.Seq != 1 {
-		t.Fatalf("Next: seq %d, %v", first.Seq, err)
-	}
-	got := []uint64{first.Seq}
-	for len(got) < 6 {
-		it, ok := s.TryNext()
-		if !ok {
-			// The feed may still be receiving; wait for the next one.
-			if it, err = s.Next(ctx); err != nil {
-				t.Fatalf("Next after %v: %v", got, err)
-			}
+	var got []uint64
+	maxBatch := 0
+	for len(got) < 10 {
+		items, ticked, err := s.NextBatch(ctx, nil, nil, 4, 0)
+		if err != nil || ticked {
+			t.Fatalf("NextBatch after %v: ticked %v, %v", got, ticked, err)
 		}
-		got = append(got, it.Seq)
+		if len(items) == 0 || len(items) > 4 {
+			t.Fatalf("batch of %d items, want 1..4", len(items))
+		}
+		maxBatch = max(maxBatch, len(items))
+		for _, it := range items {
+			got = append(got, it.Seq)
+		}
 	}
 	for i, seq := range got {
 		if seq != uint64(i+1) {
-			t.Fatalf("seqs %v: want 1..6 in order", got)
+			t.Fatalf("seqs %v: want 1..10 in order, once each", got)
 		}
 	}
-	if it, ok := s.TryNext(); ok {
-		t.Fatalf("TryNext after the terminal event gave seq %d", it.Seq)
+	if maxBatch != 4 {
+		t.Fatalf("largest batch %d, want 4: all ten events were buffered", maxBatch)
 	}
-	if _, err := s.Next(ctx); err == nil {
-		t.Fatal("Next after the terminal event: want io.EOF")
+	if items, _, err := s.NextBatch(ctx, nil, nil, 4, 0); !errors.Is(err, io.EOF) || len(items) != 0 {
+		t.Fatalf("after the terminal event: %d items, %v; want io.EOF", len(items), err)
+	}
+
+	// A byte bound smaller than one event still yields one event per batch.
+	s2 := subscribe(t, ctx, h, r, Earliest)
+	items, _, err := s2.NextBatch(ctx, nil, nil, 100, 1)
+	if err != nil || len(items) != 1 || items[0].Seq != 1 {
+		t.Fatalf("byte-bounded batch: %d items, %v", len(items), err)
+	}
+}
+
+func TestNextBatchReturnsOnTick(t *testing.T) {
+	ctx := testCtx(t)
+	js, _ := natstest.JetStream(t)
+	h := newHub(t, js, Options{})
+	r := natstest.NewRun(js, "acme", "run-tick")
+	publishTexts(t, ctx, r, 1)
+	s := subscribe(t, ctx, h, r, "") // live: nothing to read yet
+	tick := make(chan time.Time, 1)
+	tick <- time.Now()
+	items, ticked, err := s.NextBatch(ctx, tick, nil, 8, 0)
+	if err != nil || !ticked || len(items) != 0 {
+		t.Fatalf("ticked %v, %d items, %v; want a tick and nothing else", ticked, len(items), err)
 	}
 }
 

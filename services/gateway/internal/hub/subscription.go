@@ -89,73 +89,102 @@ func (s *Subscription) failLocked(err error) {
 // terminal event. It fails with ErrSlowConsumer when the client fell
 // behind, ErrClosed when the hub stops, or ctx's error.
 func (s *Subscription) Next(ctx context.Context) (Item, error) {
-	it, _, err := s.NextOrTick(ctx, nil)
-	return it, err
+	var one [1]Item
+	items, _, err := s.NextBatch(ctx, nil, one[:0], 1, 0)
+	if err != nil {
+		return Item{}, err
+	}
+	return items[0], nil
 }
 
 // NextOrTick is Next that also returns, with ticked set, when tick fires
 // while it waits, so a transport can send heartbeats from the same loop.
 func (s *Subscription) NextOrTick(ctx context.Context, tick <-chan time.Time) (Item, bool, error) {
-	it, err := s.wait(ctx, tick)
-	if errors.Is(err, errTicked) {
-		return Item{}, true, nil
+	var one [1]Item
+	items, ticked, err := s.NextBatch(ctx, tick, one[:0], 1, 0)
+	if err != nil || ticked {
+		return Item{}, ticked, err
 	}
-	return it, false, err
+	return items[0], false, nil
+}
+
+// NextBatch is NextOrTick for a batch: it waits for the next item like
+// Next, then appends to dst every further item already buffered, up to
+// maxItems items and about maxBytes of JSON (0: no byte bound), all under
+// one lock. A transport thus wakes, locks, writes and flushes once per
+// batch instead of once per event, which is what lets one run's events
+// reach many clients cheaply. It returns dst with at least one item added,
+// or ticked set (nothing added), or an error (nothing added; items already
+// in the batch were served before it and the same error comes again).
+func (s *Subscription) NextBatch(ctx context.Context, tick <-chan time.Time, dst []Item, maxItems, maxBytes int) ([]Item, bool, error) {
+	items, err := s.wait(ctx, tick, dst, max(maxItems, 1), maxBytes)
+	if errors.Is(err, errTicked) {
+		return dst, true, nil
+	}
+	return items, false, err
 }
 
 var errTicked = errors.New("ticked")
 
-// TryNext returns the next item if it is already buffered, without
-// waiting, so a transport can write every event available before one
-// flush. ok is false when there is none now (or the stream is ending, or
-// must catch up from JetStream): Next then waits or says why.
-func (s *Subscription) TryNext() (Item, bool) {
-	if s.closed || s.catchup != nil || s.catchNext != nil {
-		return Item{}, false
-	}
-	s.f.mu.Lock()
-	it, ok, err := s.nextLocked()
-	s.f.mu.Unlock()
-	if err != nil || !ok {
-		return Item{}, false
-	}
-	return it, true
-}
-
-func (s *Subscription) wait(ctx context.Context, tick <-chan time.Time) (Item, error) {
+func (s *Subscription) wait(ctx context.Context, tick <-chan time.Time, dst []Item, maxItems, maxBytes int) ([]Item, error) {
 	if s.closed {
-		return Item{}, ErrClosed
+		return dst, ErrClosed
 	}
 	f := s.f
 	for {
 		if s.catchup != nil || s.catchNext != nil {
 			it, ok, err := s.nextFromJetStream(ctx)
-			if err != nil || ok {
-				return it, err
+			if err != nil {
+				return dst, err
+			}
+			if ok {
+				return append(dst, it), nil
 			}
 			continue // the buffer reaches back far enough again
 		}
 		f.mu.Lock()
 		it, ok, err := s.nextLocked()
+		if ok {
+			dst = s.fillLocked(append(dst, it), maxItems, maxBytes)
+		}
 		needCatchup := !ok && err == nil && s.next <= f.trimmedThrough
 		f.mu.Unlock()
 		if err != nil || ok {
-			return it, err
+			return dst, err
 		}
 		if needCatchup {
 			if err := s.openCatchup(ctx); err != nil {
-				return Item{}, err
+				return dst, err
 			}
 			continue
 		}
 		select {
 		case <-s.wake:
 		case <-tick:
-			return Item{}, errTicked
+			return dst, errTicked
 		case <-ctx.Done():
-			return Item{}, ctx.Err()
+			return dst, ctx.Err()
 		}
 	}
+}
+
+// fillLocked appends the items already buffered after the last one in
+// batch, within the bounds. Whatever stops it (nothing more yet, the end,
+// an error, a catch-up from JetStream) is met again by the next wait.
+func (s *Subscription) fillLocked(batch []Item, maxItems, maxBytes int) []Item {
+	size := 0
+	for _, it := range batch {
+		size += len(it.JSON)
+	}
+	for len(batch) < maxItems && (maxBytes <= 0 || size < maxBytes) {
+		it, ok, err := s.nextLocked()
+		if err != nil || !ok {
+			break
+		}
+		batch = append(batch, it)
+		size += len(it.JSON)
+	}
+	return batch
 }
 
 // nextLocked serves the next item from the buffer if it can; ok is false
@@ -307,9 +336,24 @@ func (s *Subscription) stopCatchup() {
 
 // Delivered records that the transport wrote it to the client.
 func (s *Subscription) Delivered(it Item) {
-	s.delivered.Inc()
-	if it.Live && !it.Published.IsZero() {
-		s.lag.Observe(time.Since(it.Published).Seconds())
+	s.DeliveredBatch([]Item{it})
+}
+
+// DeliveredBatch records that the transport wrote items to the client, with
+// one clock read for the batch.
+func (s *Subscription) DeliveredBatch(items []Item) {
+	if len(items) == 0 {
+		return
+	}
+	s.delivered.Add(float64(len(items)))
+	var now time.Time
+	for _, it := range items {
+		if it.Live && !it.Published.IsZero() {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			s.lag.Observe(now.Sub(it.Published).Seconds())
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ package natstest
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -45,6 +46,41 @@ func JetStream(tb testing.TB) (jetstream.JetStream, *nats.Conn) {
 		tb.Fatalf("provision: %v", err)
 	}
 	return js, nc
+}
+
+// Start starts an embedded NATS server storing under dir, connects to it
+// and provisions the streams and buckets, outside a test (the load
+// generator's publisher process). The caller closes nc and shuts srv down.
+func Start(ctx context.Context, dir string) (*natsx.EmbeddedServer, jetstream.JetStream, *nats.Conn, error) {
+	srv, err := natsx.StartEmbedded(natsx.EmbeddedOptions{Port: -1, StoreDir: dir})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("start embedded NATS: %w", err)
+	}
+	js, nc, err := Connect(ctx, srv.ClientURL())
+	if err != nil {
+		srv.Shutdown()
+		return nil, nil, nil, err
+	}
+	if err := natsx.Provision(ctx, js, natsx.ProvisionConfig{}); err != nil {
+		nc.Close()
+		srv.Shutdown()
+		return nil, nil, nil, fmt.Errorf("provision: %w", err)
+	}
+	return srv, js, nc, nil
+}
+
+// Connect connects to the NATS server at url.
+func Connect(ctx context.Context, url string) (jetstream.JetStream, *nats.Conn, error) {
+	nc, err := natsx.Connect(ctx, url, "gateway-test", nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect: %w", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return js, nc, nil
 }
 
 // Run publishes one run's events.

@@ -179,3 +179,44 @@ func TestCheckRefusesBadUpgrades(t *testing.T) {
 		}
 	}
 }
+
+func TestWriteTextsSendsOneFramePerMessageInOrder(t *testing.T) {
+	msgs := [][]byte{[]byte("a"), bytes.Repeat([]byte("m"), 300), bytes.Repeat([]byte("L"), 70000), []byte(`{"seq":4}`)}
+	srvErr := make(chan error, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := Upgrade(w, r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if err := c.WriteTexts(msgs, time.Second); err != nil {
+			srvErr <- err
+			return
+		}
+		if err := c.WriteTexts(msgs[:1], time.Second); err != nil {
+			srvErr <- err
+			return
+		}
+		srvErr <- c.Close(CloseNormal, "", time.Second)
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/x", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i, want := range append(msgs, msgs[0]) {
+		got, err := c.Read()
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("message %d: %d bytes, %v; want %d bytes", i, len(got), err, len(want))
+		}
+	}
+	if _, err := c.Conn().Write(AppendMaskedFrame(nil, OpClose, []byte{0x03, 0xE8}, [4]byte{1, 1, 1, 1})); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-srvErr; err != nil {
+		t.Fatalf("server: %v", err)
+	}
+}
