@@ -90,6 +90,20 @@ func mentionedTables(query string, tables map[string]string) []string {
 	return out
 }
 
+// insertBatchRows is how many rows one INSERT statement of importCSV
+// carries; maxSQLiteVariables is SQLite's limit on a statement's bound
+// parameters (SQLITE_MAX_VARIABLE_NUMBER), which caps it for wide tables.
+const (
+	insertBatchRows    = 64
+	maxSQLiteVariables = 32766
+)
+
+// insertStatement is an INSERT of rows rows of cols values each.
+func insertStatement(table string, cols, rows int) string {
+	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", cols), ", ") + ")"
+	return fmt.Sprintf("INSERT INTO %s VALUES %s", quoteIdent(table), strings.TrimSuffix(strings.Repeat(row+", ", rows), ", "))
+}
+
 // importCSV loads a CSV file (header row first) into table, inferring each
 // column's type: INTEGER when every non-empty value is an integer, REAL when
 // every one is a number, else TEXT; empty values are NULL.
@@ -139,18 +153,36 @@ func importCSV(ctx context.Context, conn *sql.Conn, root *os.Root, file, table s
 	if _, err := tx.ExecContext(ctx, ddl.String()); err != nil {
 		return err
 	}
-	insert := fmt.Sprintf("INSERT INTO %s VALUES (%s)", quoteIdent(table), strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", "))
-	stmt, err := tx.PrepareContext(ctx, insert)
+	// Rows go in several to a statement, with a context that cannot be
+	// cancelled: with a cancellable one the SQLite driver starts a watcher
+	// goroutine for every statement, which for one statement per row made
+	// the import the toolrunner's largest cost under load (a goroutine and
+	// a statement step per row). Cancellation is checked between batches.
+	execCtx := context.WithoutCancel(ctx)
+	batch := max(1, min(insertBatchRows, maxSQLiteVariables/len(cols)))
+	full, err := tx.PrepareContext(ctx, insertStatement(table, len(cols), batch))
 	if err != nil {
 		return err
 	}
-	defer stmt.Close()
-	args := make([]any, len(cols))
-	for _, rec := range records {
-		for i := range cols {
-			args[i] = typedValue(rec, i, types[i])
+	defer full.Close()
+	args := make([]any, 0, batch*len(cols))
+	for start := 0; start < len(records); start += batch {
+		if err := ctx.Err(); err != nil {
+			return err
 		}
-		if _, err := stmt.ExecContext(ctx, args...); err != nil {
+		rows := records[start:min(start+batch, len(records))]
+		args = args[:0]
+		for _, rec := range rows {
+			for i := range cols {
+				args = append(args, typedValue(rec, i, types[i]))
+			}
+		}
+		if len(rows) == batch {
+			_, err = full.ExecContext(execCtx, args...)
+		} else {
+			_, err = tx.ExecContext(execCtx, insertStatement(table, len(cols), len(rows)), args...)
+		}
+		if err != nil {
 			return err
 		}
 	}
