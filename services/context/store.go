@@ -95,7 +95,7 @@ func (h *historyStore) getStream(ctx context.Context) (jetstream.Stream, error) 
 	if h.stream != nil {
 		return h.stream, nil
 	}
-	s, err := h.js.Stream(ctx, natsx.StreamHistory)
+	s, err := jsCall(ctx, func(ctx context.Context) (jetstream.Stream, error) { return h.js.Stream(ctx, natsx.StreamHistory) })
 	if err != nil {
 		return nil, fmt.Errorf("history stream %s: %w (is JetStream provisioned?)", natsx.StreamHistory, err)
 	}
@@ -139,7 +139,9 @@ func (h *historyStore) refresh(ctx context.Context, c *conversation) error {
 	if err != nil {
 		return err
 	}
-	last, err := st.GetLastMsgForSubject(ctx, c.subject)
+	last, err := jsCall(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+		return st.GetLastMsgForSubject(ctx, c.subject)
+	})
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		h.reset(c)
@@ -152,7 +154,9 @@ func (h *historyStore) refresh(ctx context.Context, c *conversation) error {
 		return nil
 	}
 	if c.loaded && c.firstSeq > 0 {
-		first, err := st.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(c.subject))
+		first, err := jsCall(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+			return st.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(c.subject))
+		})
 		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 			return fmt.Errorf("read history: %w", err)
 		}
@@ -187,7 +191,7 @@ func (h *historyStore) fetch(ctx context.Context, st jetstream.Stream, c *conver
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = c.lastSeq + 1
 	}
-	cons, err := st.OrderedConsumer(ctx, cfg)
+	cons, err := jsCall(ctx, func(ctx context.Context) (jetstream.Consumer, error) { return st.OrderedConsumer(ctx, cfg) })
 	if err != nil {
 		return fmt.Errorf("read history: %w", err)
 	}
@@ -328,8 +332,15 @@ func (h *historyStore) append(ctx context.Context, key convKey, in []*baagentv1.
 	}
 	done := make([]bool, len(msgs))
 	for attempt := 0; ; attempt++ {
-		if err := h.refresh(ctx, c); err != nil {
-			return res, err
+		// A loaded conversation is appended to without reading the
+		// stream first: each publish is a compare-and-set on the
+		// subject's last sequence, so a record another replica wrote (or
+		// a purge) since we loaded fails it, and only then do we catch
+		// up (and find a duplicate id) before trying again.
+		if attempt > 0 || !c.loaded {
+			if err := h.refresh(ctx, c); err != nil {
+				return res, err
+			}
 		}
 		conflict := false
 		for i, m := range msgs {
@@ -371,10 +382,12 @@ func (h *historyStore) append(ctx context.Context, key convKey, in []*baagentv1.
 func (h *historyStore) publish(ctx context.Context, c *conversation, rec []byte) (*jetstream.PubAck, error) {
 	msg := &nats.Msg{Subject: c.subject, Data: rec, Header: nats.Header{}}
 	msg.Header.Set(formatHeader, formatVersion)
-	return h.js.PublishMsg(ctx, msg,
-		jetstream.WithExpectStream(natsx.StreamHistory),
-		jetstream.WithExpectLastSequencePerSubject(c.lastSeq),
-	)
+	return jsCall(ctx, func(ctx context.Context) (*jetstream.PubAck, error) {
+		return h.js.PublishMsg(ctx, msg,
+			jetstream.WithExpectStream(natsx.StreamHistory),
+			jetstream.WithExpectLastSequencePerSubject(c.lastSeq),
+		)
+	})
 }
 
 func isWrongLastSequence(err error) bool {
@@ -402,7 +415,9 @@ func (h *historyStore) delete(ctx context.Context, key convKey) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := st.Purge(ctx, jetstream.WithPurgeSubject(c.subject)); err != nil {
+	if _, err := jsCall(ctx, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, st.Purge(ctx, jetstream.WithPurgeSubject(c.subject))
+	}); err != nil {
 		return 0, fmt.Errorf("delete history: %w", err)
 	}
 	h.reset(c)
