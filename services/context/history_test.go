@@ -193,6 +193,17 @@ func TestReplicasShareHistory(t *testing.T) {
 			t.Fatalf("history %v", ids(h))
 		}
 	}
+	// b appends without reading the stream first (its copy is loaded): an
+	// id a stored meanwhile is found a duplicate, not stored twice.
+	appendAll(t, a.client, "t", "c", []*baagentv1.ChatMessage{{Id: "5", Role: roleUser, Content: "five"}})
+	resp, err = b.client.Append(t.Context(), &baagentv1.AppendRequest{Tenant: "t", ConversationId: "c", Messages: []*baagentv1.ChatMessage{
+		{Id: "5", Role: roleUser, Content: "five"}, {Id: "6", Role: roleAssistant, Content: "six"}}})
+	if err != nil || resp.GetAppended() != 1 || resp.GetDuplicates() != 1 {
+		t.Fatalf("append through b with a stale copy: %v %v", resp, err)
+	}
+	if h := readAll(t, a.client, "t", "c", 0); len(h) != 5 || h[3].GetId() != "5" || h[4].GetId() != "6" {
+		t.Fatalf("history %v", ids(h))
+	}
 	if _, err := b.client.DeleteConversation(t.Context(), &baagentv1.DeleteConversationRequest{Tenant: "t", ConversationId: "c"}); err != nil {
 		t.Fatal(err)
 	}
