@@ -93,26 +93,41 @@ func (a *authenticator) mode() string {
 	return strconv.Itoa(len(a.keys)) + " API keys"
 }
 
+// caller is an authenticated caller: its tenant and, for rate limiting,
+// an identity (a hash of its API key, or of its stream token's tenant).
+type caller struct {
+	tenant string
+	id     [32]byte
+	keyed  bool // false when no keys are configured: nothing to limit by
+}
+
 // tenantForKey resolves a presented key; remote is the client's address,
 // checked when no keys are configured.
-func (a *authenticator) tenantForKey(key string, remote net.Addr) (string, error) {
+func (a *authenticator) tenantForKey(key string, remote net.Addr) (caller, error) {
 	if a.open() {
 		if !isLoopback(remote) {
-			return "", errNotLoopback
+			return caller{}, errNotLoopback
 		}
-		return DefaultTenant, nil
+		return caller{tenant: DefaultTenant}, nil
 	}
 	if key == "" {
-		return "", errNoCredentials
+		return caller{}, errNoCredentials
 	}
 	if len(key) > maxKeyLen {
-		return "", errBadCredentials
+		return caller{}, errBadCredentials
 	}
-	t, ok := a.keys[sha256.Sum256([]byte(key))]
+	id := sha256.Sum256([]byte(key))
+	t, ok := a.keys[id]
 	if !ok {
-		return "", errBadCredentials
+		return caller{}, errBadCredentials
 	}
-	return t, nil
+	return caller{tenant: t, id: id, keyed: true}, nil
+}
+
+// tokenCaller is the caller of a verified stream token: the tenant's
+// keys minted it, so its streams share one bucket per tenant.
+func (a *authenticator) tokenCaller(tenant string) caller {
+	return caller{tenant: tenant, id: sha256.Sum256([]byte("stream-token\x00" + tenant)), keyed: !a.open()}
 }
 
 // issue returns a stream token for tenant and its expiry.
@@ -175,7 +190,7 @@ func (s *Server) grpcTenant(ctx context.Context) (string, error) {
 	if p, ok := peer.FromContext(ctx); ok {
 		remote = p.Addr
 	}
-	t, err := s.auth.tenantForKey(key, remote)
+	c, err := s.auth.tenantForKey(key, remote)
 	if err != nil {
 		code := codes.Unauthenticated
 		if errors.Is(err, errNotLoopback) {
@@ -183,7 +198,10 @@ func (s *Server) grpcTenant(ctx context.Context) (string, error) {
 		}
 		return "", status.Error(code, err.Error())
 	}
-	return t, nil
+	if err := s.limit(c, apiGRPC); err != nil {
+		return "", err
+	}
+	return c.tenant, nil
 }
 
 // httpTenant authenticates an HTTP request from its headers, or, when
@@ -193,6 +211,9 @@ func (s *Server) httpTenant(r *http.Request, allowToken bool) (string, error) {
 		t, err := s.auth.verify(tok)
 		if err != nil {
 			return "", status.Error(codes.Unauthenticated, err.Error())
+		}
+		if err := s.limit(s.auth.tokenCaller(t), apiHTTP); err != nil {
+			return "", err
 		}
 		return t, nil
 	}
@@ -204,7 +225,7 @@ func (s *Server) httpTenant(r *http.Request, allowToken bool) (string, error) {
 	if ap, err := netipAddr(r.RemoteAddr); err == nil {
 		remote = ap
 	}
-	t, err := s.auth.tenantForKey(key, remote)
+	c, err := s.auth.tenantForKey(key, remote)
 	if err != nil {
 		code := codes.Unauthenticated
 		if errors.Is(err, errNotLoopback) {
@@ -212,7 +233,10 @@ func (s *Server) httpTenant(r *http.Request, allowToken bool) (string, error) {
 		}
 		return "", status.Error(code, err.Error())
 	}
-	return t, nil
+	if err := s.limit(c, apiHTTP); err != nil {
+		return "", err
+	}
+	return c.tenant, nil
 }
 
 func netipAddr(hostport string) (net.Addr, error) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -64,7 +65,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, m proto.Messag
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return fieldError("body", "must be at most "+strconv.FormatInt(mbe.Limit, 10)+" bytes")
+			return bodyTooLarge(mbe.Limit)
 		}
 		return status.Errorf(codes.InvalidArgument, "read body: %v", err)
 	}
@@ -75,6 +76,22 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, m proto.Messag
 		return fieldError("body", "invalid JSON for "+string(m.ProtoReflect().Descriptor().Name())+": "+err.Error())
 	}
 	return nil
+}
+
+// reasonTooLarge marks a ResourceExhausted status that HTTP answers 413.
+const reasonTooLarge = "REQUEST_TOO_LARGE"
+
+// bodyTooLarge refuses a body over the limit: ResourceExhausted naming the
+// field, answered over HTTP as 413 Content Too Large.
+func bodyTooLarge(limit int64) error {
+	st := status.New(codes.ResourceExhausted, "request body too large: it must be at most "+strconv.FormatInt(limit, 10)+" bytes")
+	br := &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{
+		Field: "body", Description: "must be at most " + strconv.FormatInt(limit, 10) + " bytes",
+	}}}
+	if d, err := st.WithDetails(br, &errdetails.ErrorInfo{Reason: reasonTooLarge, Domain: "baagent.dev"}); err == nil {
+		st = d
+	}
+	return st.Err()
 }
 
 func fieldError(field, desc string) error {
@@ -115,21 +132,27 @@ func writeError(w http.ResponseWriter, err error) {
 	st := status.Convert(err)
 	body := errorBody{Error: errorDetail{Code: st.Code().String(), Message: st.Message()}}
 	body.Error.Code = codeName(st.Code())
+	code := httpStatus(st.Code())
 	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetReason() == reasonTooLarge {
+			code = http.StatusRequestEntityTooLarge
+		}
 		if br, ok := d.(*errdetails.BadRequest); ok {
 			for _, v := range br.GetFieldViolations() {
 				body.Error.Fields = append(body.Error.Fields, fieldIssue{v.GetField(), v.GetDescription()})
 			}
 		}
 		if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay() != nil {
-			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(ri.GetRetryDelay().AsDuration().Seconds()))))
+			// Whole seconds, rounded up: never earlier than the hint.
+			secs := math.Ceil(ri.GetRetryDelay().AsDuration().Seconds())
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(secs))))
 		}
 	}
 	if st.Code() == codes.Unauthenticated {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="baagent"`)
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(httpStatus(st.Code()))
+	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(body)
 }
 
@@ -195,18 +218,29 @@ func runState(v string) (baagentv1.RunState, bool) {
 	return 0, false
 }
 
-// serveJSON authenticates, reports invalid (the edge validation result)
-// and otherwise writes what call returns: a proto message in the proto JSON
-// mapping, anything else with encoding/json.
-func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request, code int, invalid error, call func(tenant string) (any, error)) {
+// serveJSON authenticates (and rate-limits) the caller, then reads the
+// JSON body into body (nil: the call takes none), reports what validate
+// finds (the edge validation of the gRPC method), and otherwise writes what
+// call returns: a proto message in the proto JSON mapping, anything else
+// with encoding/json. An unauthenticated request is refused before its
+// body is read.
+func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request, body proto.Message, validate func() error, call func(tenant string) (any, error)) {
 	tenant, err := s.httpTenant(r, false)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	if invalid != nil {
-		writeError(w, invalid)
-		return
+	if body != nil {
+		if err := s.readBody(w, r, body); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	if validate != nil {
+		if err := validate(); err != nil {
+			writeError(w, err)
+			return
+		}
 	}
 	if err := s.ready(); err != nil {
 		writeError(w, err)
@@ -218,10 +252,10 @@ func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request, code int, inv
 		return
 	}
 	if m, ok := out.(proto.Message); ok {
-		writeProto(w, code, m)
+		writeProto(w, http.StatusOK, m)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
+	w.WriteHeader(http.StatusOK)
 	_ = json.NewEncoder(w).Encode(out)
 }

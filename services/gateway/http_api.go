@@ -13,18 +13,14 @@ import (
 
 func (s *Server) httpStartRun(w http.ResponseWriter, r *http.Request) {
 	req := &baagentv1.StartRunRequest{}
-	if err := s.readBody(w, r, req); err != nil {
-		writeError(w, err)
-		return
-	}
-	s.serveJSON(w, r, http.StatusOK, validateStartRun(req), func(tenant string) (any, error) {
+	s.serveJSON(w, r, req, func() error { return validateStartRun(req) }, func(tenant string) (any, error) {
 		return s.startRun(r.Context(), tenant, req)
 	})
 }
 
 func (s *Server) httpGetRun(w http.ResponseWriter, r *http.Request) {
 	req := &baagentv1.GetRunRequest{RunId: r.PathValue("run_id")}
-	s.serveJSON(w, r, http.StatusOK, validateGetRun(req), func(tenant string) (any, error) {
+	s.serveJSON(w, r, nil, func() error { return validateGetRun(req) }, func(tenant string) (any, error) {
 		return s.getRun(r.Context(), tenant, req)
 	})
 }
@@ -48,31 +44,27 @@ func (s *Server) httpListRuns(w http.ResponseWriter, r *http.Request) {
 		}
 		req.States = append(req.States, st)
 	}
-	s.serveJSON(w, r, http.StatusOK, validateListRuns(req), func(tenant string) (any, error) {
+	s.serveJSON(w, r, nil, func() error { return validateListRuns(req) }, func(tenant string) (any, error) {
 		return s.listRuns(r.Context(), tenant, req)
 	})
 }
 
 func (s *Server) httpCancelRun(w http.ResponseWriter, r *http.Request) {
 	req := &baagentv1.CancelRunRequest{}
-	if err := s.readBody(w, r, req); err != nil {
-		writeError(w, err)
-		return
-	}
-	req.RunId = r.PathValue("run_id")
-	s.serveJSON(w, r, http.StatusOK, validateCancelRun(req), func(tenant string) (any, error) {
+	s.serveJSON(w, r, req, func() error {
+		req.RunId = r.PathValue("run_id")
+		return validateCancelRun(req)
+	}, func(tenant string) (any, error) {
 		return s.cancelRun(r.Context(), tenant, req)
 	})
 }
 
 func (s *Server) httpSubmitInput(w http.ResponseWriter, r *http.Request) {
 	req := &baagentv1.SubmitInputRequest{}
-	if err := s.readBody(w, r, req); err != nil {
-		writeError(w, err)
-		return
-	}
-	req.RunId = r.PathValue("run_id")
-	s.serveJSON(w, r, http.StatusOK, validateSubmitInput(req), func(tenant string) (any, error) {
+	s.serveJSON(w, r, req, func() error {
+		req.RunId = r.PathValue("run_id")
+		return validateSubmitInput(req)
+	}, func(tenant string) (any, error) {
 		return s.submitInput(r.Context(), tenant, req)
 	})
 }
@@ -80,24 +72,20 @@ func (s *Server) httpSubmitInput(w http.ResponseWriter, r *http.Request) {
 func (s *Server) httpListSkills(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	req := &baagentv1.GatewayServiceListSkillsRequest{Project: q.Get("project"), IncludeInvalid: q.Get("include_invalid") == "true"}
-	s.serveJSON(w, r, http.StatusOK, validateListSkills(req), func(tenant string) (any, error) {
+	s.serveJSON(w, r, nil, func() error { return validateListSkills(req) }, func(tenant string) (any, error) {
 		return s.listSkills(r.Context(), tenant, req)
 	})
 }
 
 func (s *Server) httpListTools(w http.ResponseWriter, r *http.Request) {
-	s.serveJSON(w, r, http.StatusOK, nil, func(tenant string) (any, error) {
+	s.serveJSON(w, r, nil, nil, func(tenant string) (any, error) {
 		return s.listTools(r.Context(), tenant)
 	})
 }
 
 func (s *Server) httpCountTokens(w http.ResponseWriter, r *http.Request) {
 	req := &baagentv1.GatewayServiceCountTokensRequest{}
-	if err := s.readBody(w, r, req); err != nil {
-		writeError(w, err)
-		return
-	}
-	s.serveJSON(w, r, http.StatusOK, s.validateCountTokens(req), func(string) (any, error) {
+	s.serveJSON(w, r, req, func() error { return s.validateCountTokens(req) }, func(string) (any, error) {
 		return s.countTokens(r.Context(), req)
 	})
 }
@@ -113,7 +101,7 @@ type streamToken struct {
 // ?token= on the event streams, for browsers (EventSource and WebSocket
 // cannot send headers).
 func (s *Server) httpStreamToken(w http.ResponseWriter, r *http.Request) {
-	s.serveJSON(w, r, http.StatusOK, nil, func(tenant string) (any, error) {
+	s.serveJSON(w, r, nil, nil, func(tenant string) (any, error) {
 		tok, exp := s.auth.issue(tenant)
 		return streamToken{Token: tok, Tenant: tenant, ExpiresAt: exp.UTC()}, nil
 	})
@@ -128,7 +116,7 @@ type whoAmI struct {
 }
 
 func (s *Server) httpWhoAmI(w http.ResponseWriter, r *http.Request) {
-	s.serveJSON(w, r, http.StatusOK, nil, func(tenant string) (any, error) {
+	s.serveJSON(w, r, nil, nil, func(tenant string) (any, error) {
 		return whoAmI{Tenant: tenant, KeysRequired: !s.auth.open()}, nil
 	})
 }

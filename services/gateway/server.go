@@ -49,6 +49,9 @@ const (
 	DefaultTokenTTL = 10 * time.Minute
 	// DefaultMaxBodyBytes bounds an HTTP/JSON request body.
 	DefaultMaxBodyBytes = 4 << 20
+	// DefaultMaxHeaderBytes bounds an HTTP request's header (an API key is
+	// at most 512 bytes; nothing else the API reads is large).
+	DefaultMaxHeaderBytes = 64 << 10
 	// DefaultShutdownTimeout bounds draining the HTTP server.
 	DefaultShutdownTimeout = 10 * time.Second
 	// DefaultTenant serves every caller when no API keys are configured
@@ -92,8 +95,12 @@ type Options struct {
 
 	// MaxTextBytes bounds GatewayServiceCountTokensRequest.text (default 16 MiB).
 	MaxTextBytes int
-	// MaxBodyBytes bounds an HTTP request body (default 4 MiB).
+	// MaxBodyBytes bounds an HTTP request body (default 4 MiB); a larger
+	// one is answered 413.
 	MaxBodyBytes int64
+	// MaxHeaderBytes bounds an HTTP request header (default 64 KiB); a
+	// larger one is answered 431.
+	MaxHeaderBytes int
 	// SendQueueBytes bounds a streaming client's unread live events
 	// (default 1 MiB).
 	SendQueueBytes int
@@ -106,6 +113,16 @@ type Options struct {
 	FeedIdleTimeout time.Duration
 	// MaxFeeds bounds the runs watched at once (default 1024).
 	MaxFeeds int
+
+	// RateLimit is how many calls and stream opens per second each API key
+	// may make (default 50; NoRateLimit turns limiting off). With no API
+	// keys configured (loopback only) nothing is limited.
+	RateLimit float64
+	// RateBurst is how many an idle key may make at once (default 100, at
+	// least RateLimit).
+	RateBurst int
+	// MaxRateBuckets bounds the limiter's per-key state (default 10,000).
+	MaxRateBuckets int
 }
 
 // Server implements baagentv1.GatewayServiceServer and the HTTP edge.
@@ -119,6 +136,9 @@ type Server struct {
 	initErr error    // a construction failure, reported by Run and the RPCs
 	handler http.Handler
 	streams streamTracker // SSE streams, waited for by Run
+
+	limiter     *rateLimiter // nil: no limit
+	rateLimited *prometheus.CounterVec
 
 	runOnce sync.Once
 }
@@ -137,6 +157,9 @@ func New(opts Options) *Server {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if opts.MaxHeaderBytes <= 0 {
+		opts.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = DefaultWriteTimeout
 	}
@@ -154,6 +177,16 @@ func New(opts Options) *Server {
 	s.auth, err = newAuthenticator(opts.APIKeys, opts.TokenSecret, opts.TokenTTL)
 	if err != nil {
 		s.initErr = err
+	}
+	s.limiter = newRateLimiter(opts.RateLimit, opts.RateBurst, opts.MaxRateBuckets, time.Now)
+	if s.initErr == nil {
+		s.rateLimited, err = newRateLimitedCounter(opts.Registerer)
+		if err != nil {
+			s.initErr = err
+		}
+	}
+	if s.rateLimited == nil {
+		s.rateLimited, _ = newRateLimitedCounter(nil)
 	}
 	if opts.JetStream != nil && s.initErr == nil {
 		s.hub, err = hub.New(hub.Options{
@@ -207,6 +240,7 @@ func (s *Server) run(ctx context.Context) error {
 	hs := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    s.opts.MaxHeaderBytes,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
