@@ -45,6 +45,9 @@ const (
 	waitDecision      = "decision"
 	waitDoomLoop      = "doom_loop"
 	waitPermission    = "permission"
+	// waitSubAgent: the run waits for the sub-agent run it started with
+	// the task tool (not for the user: the run stays RUNNING).
+	waitSubAgent = "subagent"
 )
 
 // Labels of the doom-loop and permission decisions.
@@ -67,6 +70,9 @@ type waitState struct {
 	// waits, so that an answer can replace it with one due at once.
 	WorkSeq uint64       `json:"work_seq,omitempty"`
 	Answer  *inputAnswer `json:"answer,omitempty"`
+	// Child is the sub-agent run a waitSubAgent waits for; its end sets
+	// Answer (the child's final state) and wakes the run.
+	Child string `json:"child,omitempty"`
 }
 
 // inputAnswer is a validated SubmitInput.
@@ -174,9 +180,14 @@ var decisionTypes = map[string]baagentv1.DecisionType{
 	"custom": baagentv1.DecisionType_DECISION_TYPE_CUSTOM,
 }
 
+// askTimeouts are the waits of questions that set no timeout_seconds.
+type askTimeouts struct {
+	clarification, decision time.Duration
+}
+
 // parseAsk validates an ask tool's arguments and returns the question. The
 // id is the tool call's position, unique in the run.
-func parseAsk(tool, rawArgs, id string, step int32, now time.Time) (*waitState, error) {
+func parseAsk(tool, rawArgs, id string, step int32, now time.Time, def askTimeouts) (*waitState, error) {
 	var a askArgs
 	if err := json.Unmarshal([]byte(rawArgs), &a); err != nil {
 		return nil, fmt.Errorf("arguments are not a JSON object of the tool's schema: %v", err)
@@ -214,7 +225,7 @@ func parseAsk(tool, rawArgs, id string, step int32, now time.Time) (*waitState, 
 			return nil, fmt.Errorf("question must be 1-%d bytes", maxQuestionText)
 		}
 		if timeout == 0 {
-			timeout = DefaultClarificationTimeout
+			timeout = def.clarification
 		}
 		cq := &baagentv1.ClarificationQuestion{QuestionId: id, QuestionType: qt, Question: strings.TrimSpace(a.Question), Required: a.Required, TimeoutSeconds: int32(timeout.Seconds())}
 		for _, o := range a.Options {
@@ -234,7 +245,7 @@ func parseAsk(tool, rawArgs, id string, step int32, now time.Time) (*waitState, 
 			return nil, fmt.Errorf("options: at least one option is needed (or decision_type custom)")
 		}
 		if timeout == 0 {
-			timeout = DefaultDecisionTimeout
+			timeout = def.decision
 		}
 		dp := &baagentv1.DecisionPoint{DecisionId: id, DecisionType: dt, StepNumber: step, Context: strings.TrimSpace(a.Context), AllowMultiple: a.AllowMultiple, TimeoutSeconds: int32(timeout.Seconds())}
 		for _, o := range a.Options {

@@ -190,6 +190,9 @@ func (s *Server) CancelRun(ctx context.Context, req *baagentv1.OrchestratorServi
 	if err != nil {
 		return nil, storeStatus(err, req.GetRunId())
 	}
+	// Read before the run ends (its checkpoint goes with it).
+	children := s.subAgentRuns(ctx, req.GetTenant(), req.GetRunId())
+	defer s.cancelSubAgents(ctx, req.GetTenant(), req.GetRunId(), children)
 	switch {
 	case isFinished(rec.GetState()):
 	case s.cancelLocal(ctx, req.GetTenant(), req.GetRunId(), reason):
@@ -246,6 +249,7 @@ func (s *Server) cancelOrphan(ctx context.Context, store *runStore, tenant, runI
 		return status.Errorf(codes.Aborted, "run %s changed while being cancelled; retry: %v", runID, err)
 	}
 	s.metrics.runs.WithLabelValues("cancelled").Inc()
+	s.subAgentEnded(ctx, rec) // a parent waiting for this run goes on
 	if cps, err := s.checkpoints(ctx); err == nil {
 		if err := cps.delete(ctx, tenant, runID); err != nil {
 			s.log.WarnContext(ctx, "checkpoint of a cancelled run not deleted (it expires with the bucket's TTL)", "run_id", runID, "error", err)

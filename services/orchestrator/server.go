@@ -109,6 +109,28 @@ type Options struct {
 	// Replica names this process in `start` events and checkpoints
 	// (default: <host name>-<pid>).
 	Replica string
+
+	// ClarificationTimeout and DecisionTimeout are how long a question
+	// waits for the user when the model sets no timeout_seconds (defaults
+	// 60 s and 300 s, the seed's); DecisionTimeout is also the wait of the
+	// platform's own decisions (doom loop, tool approval).
+	ClarificationTimeout time.Duration
+	DecisionTimeout      time.Duration
+
+	// SubAgentsDir holds the sub-agent definition files (*.yaml, see
+	// LoadSubAgents) offered through the `task` tool. Empty, or a
+	// directory that does not exist: no sub-agents, no `task` tool. A
+	// definition that does not load makes the orchestrator refuse runs
+	// with the reason (as a missing option does).
+	SubAgentsDir string
+	// SubAgentMaxDepth bounds delegation: a run at this depth (a top-level
+	// run is depth 0) is not offered the `task` tool (default 1: sub-agents
+	// never delegate further, even when their definition lists `task`).
+	SubAgentMaxDepth int
+	// SubAgentTimeout bounds how long a `task` call waits for its sub-agent
+	// run; past it the child is cancelled and the call fails (default 30
+	// minutes).
+	SubAgentTimeout time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -135,6 +157,18 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CatalogTokenBudget <= 0 {
 		o.CatalogTokenBudget = DefaultCatalogTokenBudget
+	}
+	if o.ClarificationTimeout <= 0 {
+		o.ClarificationTimeout = DefaultClarificationTimeout
+	}
+	if o.DecisionTimeout <= 0 {
+		o.DecisionTimeout = DefaultDecisionTimeout
+	}
+	if o.SubAgentMaxDepth <= 0 {
+		o.SubAgentMaxDepth = DefaultSubAgentMaxDepth
+	}
+	if o.SubAgentTimeout <= 0 {
+		o.SubAgentTimeout = DefaultSubAgentTimeout
 	}
 	if o.Replica == "" {
 		// Host and process: unique even for replicas on one host.
@@ -173,6 +207,7 @@ type Server struct {
 
 	opts      Options
 	log       *slog.Logger
+	agents    *subAgents // the sub-agent definitions; empty without any
 	metrics   *metrics
 	configErr error // why the server cannot run runs, if it cannot
 
@@ -213,7 +248,16 @@ func New(opts Options) *Server {
 		m, _ = newMetrics(nil)
 	}
 	s.metrics = m
-	if err := opts.missing(); err != nil {
+	agents, err := loadSubAgentsDir(opts.SubAgentsDir)
+	if err != nil {
+		s.log.Error("sub-agent definitions not loaded", "dir", opts.SubAgentsDir, "error", err)
+		agents = &subAgents{}
+	}
+	s.agents = agents
+	if err == nil && len(agents.list) > 0 {
+		s.log.Info("sub-agents loaded", "dir", opts.SubAgentsDir, "names", agents.names())
+	}
+	if err := errors.Join(opts.missing(), err); err != nil {
 		s.configErr = err
 		s.log.Error("orchestrator is not configured; runs are refused", "error", err)
 	} else if opts.ScriptedModel {

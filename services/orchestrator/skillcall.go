@@ -24,6 +24,9 @@ func (r *run) activateSkill(ctx context.Context, i int, c *baagentv1.ToolCall) (
 	if err != nil {
 		return r.failedCall(c, began, baagentv1.ToolErrorType_TOOL_ERROR_TYPE_INVALID_PARAMETERS, codeInvalidArguments, err.Error()), nil
 	}
+	if why := r.skillRefused(name); why != "" {
+		return r.failedCall(c, began, baagentv1.ToolErrorType_TOOL_ERROR_TYPE_PERMISSION_DENIED, codeSkillNotAllowed, why), nil
+	}
 	chain := r.skills.chain()
 	activationID := fmt.Sprintf("%s:s%d:%d", r.rec.GetRunId(), r.rec.GetStep(), i)
 	resp, err := r.s.opts.Skills.ActivateSkill(ctx, &baagentv1.ActivateSkillRequest{Activation: &baagentv1.SkillActivationRequest{

@@ -24,7 +24,8 @@ const (
 // ask_decision — are asked (pausing the run) or answered; then the other
 // calls run on the toolrunner in parallel (skill activations one at a
 // time, each nesting in the previous); then calls the toolrunner refused
-// for want of the user's approval are asked about. Every result is
+// for want of the user's approval are asked about, and task calls start
+// their sub-agents and wait for their reports. Every result is
 // published (observe) and checkpointed as it arrives. Only read-only calls
 // start before the step's LLM_COMPLETE checkpoint is stored: a call with
 // side effects must be on record before it runs. It returns the tool
@@ -98,7 +99,7 @@ func (r *run) runTools(ctx context.Context, st *stepState, ts *toolset) ([]*baag
 	}
 	var wg sync.WaitGroup
 	for i, c := range calls {
-		if results[i] != nil || (ts.skill && c.GetName() == SkillToolName) || st.record(i).Approval == "asked" {
+		if results[i] != nil || (ts.skill && c.GetName() == SkillToolName) || isTaskCall(ts, c) || st.record(i).Approval == "asked" {
 			continue
 		}
 		rec := st.record(i)
@@ -132,7 +133,11 @@ func (r *run) runTools(ctx context.Context, st *stepState, ts *toolset) ([]*baag
 		if results[i] != nil {
 			continue
 		}
-		res, err := r.permissionGate(ctx, st, i, c, ts, caller)
+		gate := r.permissionGate
+		if isTaskCall(ts, c) {
+			gate = r.taskGate
+		}
+		res, err := gate(ctx, st, i, c, ts, caller)
 		if err != nil || r.paused {
 			return nil, 0, err
 		}
@@ -271,7 +276,7 @@ func (r *run) doomGate(st *stepState, i int, c *baagentv1.ToolCall) (*callResult
 		w = systemDecision(waitDoomLoop, id, step,
 			fmt.Sprintf("The agent called %s with the same arguments %d times within %d s and may be stuck in a loop. Stop the run, let it continue, or tell it to correct its arguments?",
 				c.GetName(), doomThreshold, int(doomWindow.Seconds())),
-			DefaultDecisionTimeout, now,
+			r.s.opts.DecisionTimeout, now,
 			&baagentv1.DecisionOption{Label: labelStop, Description: "Stop the run now, without an answer.", IsRecommended: true},
 			&baagentv1.DecisionOption{Label: labelContinue, Description: "Run the call again as it is."},
 			&baagentv1.DecisionOption{Label: labelCorrect, Description: "Do not run it; tell the agent to change its approach or arguments."})
@@ -296,7 +301,7 @@ func (r *run) doomGate(st *stepState, i int, c *baagentv1.ToolCall) (*callResult
 	if timedOut {
 		return nil, newRunError(CodeDoomLoop, nil,
 			"the agent called %s with the same arguments %d times within %d s and no one answered within %d s whether it should go on, so the run stopped without an answer",
-			c.GetName(), doomThreshold, int(doomWindow.Seconds()), int(DefaultDecisionTimeout.Seconds()))
+			c.GetName(), doomThreshold, int(doomWindow.Seconds()), int(r.s.opts.DecisionTimeout.Seconds()))
 	}
 	return nil, newRunError(CodeDoomLoop, nil,
 		"the user stopped the run after the agent called %s with the same arguments %d times", c.GetName(), doomThreshold)
@@ -310,7 +315,8 @@ func (r *run) askGate(st *stepState, i int, c *baagentv1.ToolCall) (*callResult,
 	began := time.Now()
 	w := r.due(i, waitClarification, waitDecision)
 	if w == nil {
-		w, err := parseAsk(c.GetName(), c.GetArguments(), fmt.Sprintf("q_s%d_c%d", step, i), step, began)
+		w, err := parseAsk(c.GetName(), c.GetArguments(), fmt.Sprintf("q_s%d_c%d", step, i), step, began,
+			askTimeouts{clarification: r.s.opts.ClarificationTimeout, decision: r.s.opts.DecisionTimeout})
 		if err != nil {
 			return r.failedCall(c, began, baagentv1.ToolErrorType_TOOL_ERROR_TYPE_INVALID_PARAMETERS, codeInvalidArguments, err.Error()), nil
 		}
@@ -352,7 +358,7 @@ func (r *run) permissionGate(ctx context.Context, st *stepState, i int, c *baage
 		}
 		w = systemDecision(waitPermission, fmt.Sprintf("perm_s%d_c%d", step, i), step,
 			fmt.Sprintf("The agent wants to run %s with %s. This tool needs your approval. Allow it?", c.GetName(), args),
-			DefaultDecisionTimeout, time.Now(),
+			r.s.opts.DecisionTimeout, time.Now(),
 			&baagentv1.DecisionOption{Label: labelAllow, Description: "Run the tool this once."},
 			&baagentv1.DecisionOption{Label: labelDeny, Description: "Do not run it; the agent is told it was denied.", IsRecommended: true})
 		return nil, r.pause(i, w)
@@ -373,7 +379,7 @@ func (r *run) permissionGate(ctx context.Context, st *stepState, i int, c *baage
 	st.setApproval(i, labelDeny)
 	msg := fmt.Sprintf("The user denied running %s; it did not run. Continue without it or ask the user how to proceed.", c.GetName())
 	if timedOut {
-		msg = fmt.Sprintf("%s needs the user's approval and no one approved it within %d s; it did not run. Continue without it.", c.GetName(), int(DefaultDecisionTimeout.Seconds()))
+		msg = fmt.Sprintf("%s needs the user's approval and no one approved it within %d s; it did not run. Continue without it.", c.GetName(), int(r.s.opts.DecisionTimeout.Seconds()))
 	}
 	return r.failedCall(c, time.Now(), baagentv1.ToolErrorType_TOOL_ERROR_TYPE_PERMISSION_DENIED, codePermissionDeny, msg), nil
 }

@@ -26,6 +26,7 @@ type toolset struct {
 	// restriction; nil when nothing restricts the run.
 	allow *baagentv1.ToolAllowList
 	skill bool     // whether the skill meta-tool is offered
+	task  bool     // whether the task tool (sub-agents) is offered
 	ask   []string // the ask tools offered
 }
 
@@ -33,6 +34,11 @@ type toolset struct {
 // allows and keeps those that pass every allow list in force (the run's
 // and each active skill's).
 func (r *run) listTools(ctx context.Context, withSkill bool) (*toolset, error) {
+	// Listed at the start of every execution (and when the skill stack
+	// changes): a sub-agent whose delegating run has ended stops here.
+	if err := r.checkParent(ctx); err != nil {
+		return nil, err
+	}
 	lists := r.skills.allowLists(r.spec.GetAllowedTools())
 	var innermost *baagentv1.ToolAllowList
 	if len(lists) > 0 {
@@ -42,7 +48,8 @@ func (r *run) listTools(ctx context.Context, withSkill bool) (*toolset, error) {
 	if err != nil {
 		return nil, peerError(ctx, "toolrunner", "ListTools", err)
 	}
-	ts := &toolset{defs: map[string]*baagentv1.ToolDefinition{}, skill: withSkill}
+	withSkill = withSkill && r.offersSkills()
+	ts := &toolset{defs: map[string]*baagentv1.ToolDefinition{}, skill: withSkill, task: r.offersTask(lists)}
 	for _, d := range resp.GetTools() {
 		name := d.GetSchema().GetName()
 		if name == "" || isBuiltin(name) || !allowedBy(lists, name) || ts.defs[name] != nil {
@@ -58,6 +65,9 @@ func (r *run) listTools(ctx context.Context, withSkill bool) (*toolset, error) {
 	}
 	if withSkill {
 		ts.schemas = append(ts.schemas, skillToolSchema())
+	}
+	if ts.task {
+		ts.schemas = append(ts.schemas, taskToolSchema(r.s.agents.list))
 	}
 	for _, sc := range askToolSchemas() {
 		if allowedBy(lists, sc.GetName()) {
@@ -119,6 +129,9 @@ func (r *run) invoke(ctx context.Context, c *baagentv1.ToolCall, ts *toolset, ca
 		if ts.skill {
 			avail = append(avail, SkillToolName)
 		}
+		if ts.task {
+			avail = append(avail, TaskToolName)
+		}
 		avail = append(avail, ts.ask...)
 		return r.failedCall(c, began, baagentv1.ToolErrorType_TOOL_ERROR_TYPE_NOT_FOUND, codeUnknownTool,
 			fmt.Sprintf("There is no tool named %q available now. Available tools: %s.", c.GetName(), strings.Join(avail, ", "))), nil
@@ -134,7 +147,7 @@ func (r *run) invoke(ctx context.Context, c *baagentv1.ToolCall, ts *toolset, ca
 		Parameters:     args,
 		CallerId:       caller,
 		Tenant:         r.rec.GetTenant(),
-		ConversationId: r.rec.GetConversationId(),
+		ConversationId: r.workspaceConversation(),
 		RunId:          r.rec.GetRunId(),
 		ContextUsage:   usage,
 		AllowedTools:   ts.allow,
@@ -270,5 +283,5 @@ func errorObservation(callID string, t baagentv1.ToolErrorType, code, msg string
 
 // isBuiltin reports whether name is a tool the orchestrator answers itself.
 func isBuiltin(name string) bool {
-	return name == SkillToolName || name == AskClarificationTool || name == AskDecisionTool
+	return name == SkillToolName || name == AskClarificationTool || name == AskDecisionTool || name == TaskToolName
 }

@@ -1,0 +1,297 @@
+package orchestrator
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+)
+
+// The sub-agent tests drive a parent and its data-analyst child (from
+// examples/agents) with one scripted model that tells them apart by the
+// child's system prompt.
+
+const delegateArgs = `{"subagent_type":"data-analyst","description":"revenue by category","prompt":"Which product category had the highest revenue?"}`
+
+// isChildRequest reports whether req is the data-analyst sub-agent's.
+func isChildRequest(req ModelRequest) bool {
+	for _, m := range req.Messages {
+		if m.GetRole() == baagentv1.Role_ROLE_SYSTEM && strings.Contains(m.GetContent(), `You are the sub-agent "data-analyst"`) {
+			return true
+		}
+	}
+	return false
+}
+
+// delegating: the parent delegates once and answers with the report; the
+// child runs one query and reports it.
+func delegating(_ context.Context, _ int, req ModelRequest) (*ModelResponse, error) {
+	res, done := lastToolResult(req)
+	if isChildRequest(req) {
+		if done {
+			return answer("Report: " + res), nil
+		}
+		return callTools("Query the data.", "c_sql", "sql_query", `{"query":"SELECT category, revenue FROM t"}`), nil
+	}
+	if done {
+		return answer("Parent answer. " + res), nil
+	}
+	return callTools("Delegate to the analyst.", "call_task", TaskToolName, delegateArgs), nil
+}
+
+func subAgentHarness(t *testing.T, turns turnFunc, mutate func(*Options)) *harness {
+	return newHarness(t, turns, harnessOptions{mutate: func(o *Options) {
+		o.SubAgentsDir = "../../examples/agents"
+		if mutate != nil {
+			mutate(o)
+		}
+	}})
+}
+
+// children lists the runs started with parent as their parent.
+func (h *harness) children(ctx context.Context, parent string) []*baagentv1.Run {
+	h.t.Helper()
+	resp, err := h.client.ListRuns(ctx, &baagentv1.OrchestratorServiceListRunsRequest{Tenant: testTenant, PageSize: MaxPageSize})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var out []*baagentv1.Run
+	for _, r := range resp.GetRuns() {
+		if r.GetParentRunId() == parent {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// waitChild polls until parent has a child and returns it.
+func (h *harness) waitChild(ctx context.Context, parent string) *baagentv1.Run {
+	h.t.Helper()
+	for {
+		if c := h.children(ctx, parent); len(c) > 0 {
+			return c[0]
+		}
+		if ctx.Err() != nil {
+			h.t.Fatalf("run %s started no sub-agent", parent)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitSubAgentWait polls the run's checkpoint until it waits for a
+// sub-agent under a wait id other than not, and returns the checkpoint and
+// its revision.
+func (h *harness) waitSubAgentWait(ctx context.Context, runID, not string) (*checkpoint, uint64) {
+	h.t.Helper()
+	cps, err := h.srv.checkpoints(ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for {
+		cp, rev, err := cps.load(ctx, testTenant, runID)
+		if err == nil && cp != nil && cp.Wait != nil && cp.Wait.Kind == waitSubAgent && cp.Wait.ID != not {
+			return cp, rev
+		}
+		if ctx.Err() != nil {
+			h.t.Fatalf("run %s never waited for its sub-agent (%v)", runID, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (h *harness) blockTools() (release func()) {
+	block := make(chan struct{})
+	h.tools.mu.Lock()
+	h.tools.block = block
+	h.tools.mu.Unlock()
+	var once bool
+	release = func() {
+		if !once {
+			once = true
+			close(block)
+		}
+	}
+	h.t.Cleanup(release)
+	return release
+}
+
+func subAgentThoughts(evs []*baagentv1.Event) []string {
+	var out []string
+	for _, e := range evs {
+		if th := e.GetThought(); th.GetThoughtLevel() == thoughtLevelSubAgent {
+			out = append(out, th.GetThought())
+		}
+	}
+	return out
+}
+
+func TestSubAgentReportIsTheTaskResult(t *testing.T) {
+	ctx := testCtx(t)
+	h := subAgentHarness(t, delegating, nil)
+	parent := h.start(ctx, &baagentv1.RunSpec{Input: "which category sells best?"})
+	evs := h.events(ctx, parent.GetRunId())
+	checkEnvelope(t, parent, evs)
+
+	kids := h.children(ctx, parent.GetRunId())
+	if len(kids) != 1 {
+		t.Fatalf("%d children", len(kids))
+	}
+	child := h.waitRun(ctx, kids[0].GetRunId())
+	if child.GetState() != baagentv1.RunState_RUN_STATE_COMPLETED || child.GetMaxSteps() != 8 ||
+		child.GetLabels()[labelSubAgent] != "data-analyst" || child.GetLabels()[labelSubAgentDepth] != "1" ||
+		child.GetLabels()[labelWorkspace] != parent.GetConversationId() || child.GetConversationId() == parent.GetConversationId() {
+		t.Errorf("child record %v", child)
+	}
+	if th := subAgentThoughts(evs); len(th) != 1 || !strings.Contains(th[0], child.GetRunId()) || !strings.Contains(th[0], "data-analyst") {
+		t.Errorf("link events %q", th)
+	}
+	var obs *baagentv1.ObservePayload
+	for _, e := range evs {
+		if o := e.GetObserve(); o.GetToolName() == TaskToolName {
+			obs = o
+		}
+	}
+	if !obs.GetSuccess() || !contains(obs.GetObservation(), "Sub-agent data-analyst", child.GetRunId(), "Report: Found 2 rows", "Electronics,125000") {
+		t.Errorf("task observation %v", obs)
+	}
+	if c := evs[len(evs)-1].GetComplete().GetContent(); !contains(c, "Parent answer.", "Report: Found 2 rows") {
+		t.Errorf("final answer %q", c)
+	}
+
+	cevs := h.events(ctx, child.GetRunId())
+	checkEnvelope(t, child, cevs)
+	for i, e := range cevs {
+		if e.GetParentRunId() != parent.GetRunId() {
+			t.Fatalf("child event %d has parent_run_id %q", i, e.GetParentRunId())
+		}
+	}
+	// The child is offered only its definition's tools (no task, skill or
+	// ask tools) and its tools work on the parent's workspace.
+	for _, req := range h.model.requests() {
+		if !isChildRequest(req) {
+			if !slices.Contains(toolNames(req), TaskToolName) {
+				t.Errorf("the parent is not offered the task tool: %v", toolNames(req))
+			}
+			continue
+		}
+		if got := toolNames(req); !slices.Equal(got, []string{"file_read", "sql_query"}) {
+			t.Errorf("child tools %v", got)
+		}
+	}
+	for _, inv := range h.tools.invocations() {
+		if inv.GetRunId() == child.GetRunId() && inv.GetConversationId() != parent.GetConversationId() {
+			t.Errorf("child tool call in conversation %s, want the parent's %s", inv.GetConversationId(), parent.GetConversationId())
+		}
+	}
+}
+
+func TestTaskCallErrorsAreObservations(t *testing.T) {
+	ctx := testCtx(t)
+	h := subAgentHarness(t, func(_ context.Context, _ int, req ModelRequest) (*ModelResponse, error) {
+		if res, ok := lastToolResult(req); ok {
+			return answer(res), nil
+		}
+		return callTools("", "call_task", TaskToolName, `{"subagent_type":"astrologer","prompt":"read the stars"}`), nil
+	}, nil)
+	run := h.start(ctx, &baagentv1.RunSpec{Input: "delegate badly"})
+	evs := h.events(ctx, run.GetRunId())
+	checkEnvelope(t, run, evs)
+	if c := evs[len(evs)-1].GetComplete().GetContent(); !contains(c, codeSubAgentUnknown, `no sub-agent "astrologer"`, "data-analyst") {
+		t.Errorf("final %q", c)
+	}
+	if n := len(h.children(ctx, run.GetRunId())); n != 0 {
+		t.Errorf("%d children", n)
+	}
+}
+
+func TestCancelParentCancelsSubAgent(t *testing.T) {
+	ctx := testCtx(t)
+	h := subAgentHarness(t, delegating, nil)
+	release := h.blockTools() // the child's query hangs
+	parent := h.start(ctx, &baagentv1.RunSpec{Input: "which category sells best?"})
+	h.waitSubAgentWait(ctx, parent.GetRunId(), "")
+	child := h.waitChild(ctx, parent.GetRunId())
+	// The waiting parent stays RUNNING (nobody is asked anything) and
+	// holds no goroutine.
+	if got := h.waitState(ctx, parent.GetRunId(), baagentv1.RunState_RUN_STATE_RUNNING); got.GetPendingInput() != nil {
+		t.Errorf("parent %v", got)
+	}
+	resp, err := h.client.CancelRun(ctx, &baagentv1.OrchestratorServiceCancelRunRequest{Tenant: testTenant, RunId: parent.GetRunId(), Reason: "changed my mind"})
+	if err != nil || resp.GetRun().GetState() != baagentv1.RunState_RUN_STATE_CANCELLED {
+		t.Fatalf("CancelRun = %v, %v", resp.GetRun(), err)
+	}
+	ended := h.waitRun(ctx, child.GetRunId())
+	if ended.GetState() != baagentv1.RunState_RUN_STATE_CANCELLED {
+		t.Fatalf("child %v", ended)
+	}
+	cevs := h.events(ctx, child.GetRunId())
+	checkEnvelope(t, child, cevs)
+	if r := cevs[len(cevs)-1].GetCancelled().GetReason(); !strings.Contains(r, parent.GetRunId()) {
+		t.Errorf("child cancelled with %q", r)
+	}
+	pevs := h.events(ctx, parent.GetRunId())
+	checkEnvelope(t, parent, pevs)
+	if pevs[len(pevs)-1].GetCancelled().GetReason() != "changed my mind" {
+		t.Errorf("parent events %v", types(pevs))
+	}
+	release()
+}
+
+func TestResumedParentReattachesToItsSubAgent(t *testing.T) {
+	ctx := testCtx(t)
+	h := subAgentHarness(t, delegating, nil)
+	release := h.blockTools()
+	parent := h.start(ctx, &baagentv1.RunSpec{Input: "which category sells best?"})
+	cp, rev := h.waitSubAgentWait(ctx, parent.GetRunId(), "")
+	first := h.waitChild(ctx, parent.GetRunId())
+	if cp.Wait.Child != first.GetRunId() {
+		t.Fatalf("waits for %s, child is %s", cp.Wait.Child, first.GetRunId())
+	}
+
+	// A replica that died after starting the child but before storing the
+	// wait: the checkpoint is the step's LLM_COMPLETE, and the run is
+	// delivered again.
+	old := *cp.Wait
+	crashed := *cp
+	crashed.Kind, crashed.Wait = cpLLMComplete, nil
+	cps, err := h.srv.checkpoints(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cps.write(ctx, testTenant, parent.GetRunId(), &crashed, rev); err != nil {
+		t.Fatal(err)
+	}
+	old.ID = "simulated-crash"
+	if err := h.srv.wake(ctx, &baagentv1.Run{Tenant: testTenant, RunId: parent.GetRunId()}, &old); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := h.waitSubAgentWait(ctx, parent.GetRunId(), cp.Wait.ID)
+	if again.Wait.Child != first.GetRunId() {
+		t.Fatalf("the resumed parent waits for %s, not its child %s", again.Wait.Child, first.GetRunId())
+	}
+	release()
+
+	evs := h.events(ctx, parent.GetRunId())
+	checkEnvelope(t, parent, evs)
+	if c := evs[len(evs)-1].GetComplete().GetContent(); !contains(c, "Report: Found 2 rows") {
+		t.Errorf("final %q", c)
+	}
+	if kids := h.children(ctx, parent.GetRunId()); len(kids) != 1 || kids[0].GetRunId() != first.GetRunId() {
+		t.Errorf("children %v", kids)
+	}
+	if th := subAgentThoughts(evs); len(th) != 1 {
+		t.Errorf("started %d times: %q", len(th), th)
+	}
+	starts := 0
+	for _, req := range h.model.requests() {
+		if isChildRequest(req) && !slices.ContainsFunc(req.Messages, func(m *baagentv1.ChatMessage) bool { return m.GetRole() == baagentv1.Role_ROLE_ASSISTANT }) {
+			starts++
+		}
+	}
+	if starts != 1 {
+		t.Errorf("the child's first step ran %d times", starts)
+	}
+}
