@@ -18,6 +18,10 @@ import (
 type Options struct {
 	// MaxMsgBytes bounds messages sent and received (default 16 MiB).
 	MaxMsgBytes int
+	// ReconnectWait bounds how long a call made while the peer has no
+	// connection waits for one (default DefaultReconnectWait; negative
+	// fails such calls at once).
+	ReconnectWait time.Duration
 	// Extra dial options, appended last.
 	Extra []grpc.DialOption
 }
@@ -44,6 +48,14 @@ func Dial(addr string, opts Options) (*grpc.ClientConn, error) {
 		// behind a headless Service); servers recycle connections so new
 		// replicas are picked up.
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
+	}
+	wait := opts.ReconnectWait
+	if wait == 0 {
+		wait = DefaultReconnectWait
+	}
+	dopts = append(dopts, grpc.WithConnectParams(grpc.ConnectParams{Backoff: reconnectBackoff, MinConnectTimeout: 5 * time.Second}))
+	if wait > 0 {
+		dopts = append(dopts, grpc.WithChainUnaryInterceptor(reconnectInterceptor(wait)))
 	}
 	dopts = append(dopts, opts.Extra...)
 	conn, err := grpc.NewClient(addr, dopts...)
