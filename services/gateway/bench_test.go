@@ -20,7 +20,8 @@ import (
 // time travels in the event) and the CPU of the gateway. The clients run
 // in one helper process and the NATS server with the publisher in
 // another, so gateway_cores is the CPU time of the process holding only
-// the gateway (its NATS client included) over the wall time of the run.
+// the gateway (its NATS client included) over the wall time of the run;
+// nats_publisher_cores is the other server-side process's.
 // b.N is the event count: run with e.g. -bench FanoutSSE -benchtime 2000x.
 func BenchmarkFanoutSSE(b *testing.B) {
 	for _, c := range []struct{ clients, rate int }{{1, 1000}, {100, 1000}, {1000, 100}} {
@@ -42,15 +43,16 @@ func benchFanout(b *testing.B, clients, rate int) {
 	defer nc.Close()
 	e := newEnvJS(b, Options{RateLimit: NoRateLimit}, js)
 	e.orch.put(&baagentv1.Run{RunId: "run-bench", Tenant: "acme", State: baagentv1.RunState_RUN_STATE_RUNNING})
-	pub.command(b, "text acme run-bench 1 1000") // the run has started
+	pubCPU0 := pub.command(b, "text acme run-bench 1 1000") // the run has started
 	lg := startLoadgen(b, "fanout", e.base+"/v1/runs/run-bench/events", clients)
 
 	b.ResetTimer()
 	cpu0, wall0 := processCPU(), time.Now()
 	pub.command(b, "text acme run-bench %d %d", b.N, rate)
-	pub.command(b, "complete acme run-bench")
+	pubCPU := pub.command(b, "complete acme run-bench") - pubCPU0
 	res := lg.result(b)
-	cores := float64(processCPU()-cpu0) / float64(time.Since(wall0))
+	wall := time.Since(wall0)
+	cores := float64(processCPU()-cpu0) / float64(wall)
 	b.StopTimer()
 	if res.count != b.N*clients {
 		b.Fatalf("clients received %d of %d events", res.count, b.N*clients)
@@ -59,6 +61,9 @@ func benchFanout(b *testing.B, clients, rate int) {
 	b.ReportMetric(ms(res.p99), "p99_ms")
 	b.ReportMetric(ms(res.max), "max_ms")
 	b.ReportMetric(cores, "gateway_cores")
+	// The NATS server and publisher, for comparison with figures taken
+	// when they shared the gateway's process (server = gateway + this).
+	b.ReportMetric(float64(pubCPU)/float64(wall), "nats_publisher_cores")
 	b.ReportMetric(res.cores, "client_cores")
 	b.ReportMetric(loadAverage(), "loadavg")
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -76,15 +77,19 @@ func startPublisher(tb testing.TB) (*loadgen, string) {
 	return lg, url
 }
 
-// command sends a command line to the publisher and waits for its answer.
-func (lg *loadgen) command(tb testing.TB, format string, args ...any) {
+// command sends a command line to the publisher, waits for its answer and
+// returns the publisher process's CPU time so far (NATS server included).
+func (lg *loadgen) command(tb testing.TB, format string, args ...any) time.Duration {
 	tb.Helper()
 	if _, err := fmt.Fprintf(lg.stdin, format+"\n", args...); err != nil {
 		tb.Fatalf("publisher: %v", err)
 	}
-	if l := lg.line(tb); !strings.HasPrefix(l, "published ") {
-		tb.Fatalf("publisher: %q", l)
+	l := lg.line(tb)
+	var seq, cpu int64
+	if _, err := fmt.Sscanf(l, "published %d cpu=%d", &seq, &cpu); err != nil {
+		tb.Fatalf("publisher: %q: %v", l, err)
 	}
+	return time.Duration(cpu)
 }
 
 // startHelper re-executes the test binary as TestLoadgenHelper in mode.
@@ -312,7 +317,7 @@ func runPublisher() error {
 		default:
 			return fmt.Errorf("bad command %q", sc.Text())
 		}
-		fmt.Printf("published %d\n", r.Seq())
+		fmt.Printf("published %d cpu=%d\n", r.Seq(), processCPU())
 	}
 	return sc.Err()
 }
@@ -337,41 +342,62 @@ func publishPaced(ctx context.Context, r *natstest.Run, n, rate int) error {
 
 // readLatencies reads one SSE stream until its complete event. The
 // publisher puts its clock (Unix ns) in each text_delta, so the latency is
-// publish to client, read off the same clock.
+// publish to client, read off the same clock. It allocates nothing per
+// event and reads the clock once per event, so that the clients, which
+// share the machine with the gateway, take as little of it as they can.
 func readLatencies(r io.Reader) ([]time.Duration, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var out []time.Duration
-	var event string
+	textDelta := false
 	for {
 		line, err := br.ReadSlice('\n')
 		if err != nil {
 			return out, fmt.Errorf("stream ended before complete: %w", err)
 		}
-		now := time.Now()
 		switch {
-		case len(line) > 7 && string(line[:7]) == "event: ":
-			event = strings.TrimSpace(string(line[7:]))
-			if event == "complete" {
+		case bytes.HasPrefix(line, eventPrefix):
+			typ := bytes.TrimSpace(line[len(eventPrefix):])
+			if string(typ) == "complete" {
 				return out, nil
 			}
-		case event == "text_delta" && len(line) > 6 && string(line[:6]) == "data: ":
-			const key = `"delta":"`
-			data := string(line[6:])
-			i := strings.Index(data, key)
+			textDelta = string(typ) == "text_delta"
+		case textDelta && bytes.HasPrefix(line, dataPrefix):
+			now := time.Now()
+			i := bytes.Index(line, deltaKey)
 			if i < 0 {
 				continue
 			}
-			rest := data[i+len(key):]
-			j := strings.IndexByte(rest, '"')
+			rest := line[i+len(deltaKey):]
+			j := bytes.IndexByte(rest, '"')
 			if j < 0 {
 				continue
 			}
-			ns, err := strconv.ParseInt(rest[:j], 10, 64)
-			if err == nil {
+			if ns, ok := parseNanos(rest[:j]); ok {
 				out = append(out, now.Sub(time.Unix(0, ns)))
 			}
 		}
 	}
+}
+
+var (
+	eventPrefix = []byte("event: ")
+	dataPrefix  = []byte("data: ")
+	deltaKey    = []byte(`"delta":"`)
+)
+
+// parseNanos parses a decimal int64 without allocating.
+func parseNanos(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 19 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
 }
 
 // raiseFDLimit lifts the soft open-files limit to the hard one, for
@@ -444,4 +470,34 @@ func loadAverage() float64 {
 		return -1
 	}
 	return f
+}
+
+func TestReadLatenciesReadsTheLoadgenStream(t *testing.T) {
+	pub := time.Now().Add(-3 * time.Millisecond).UnixNano()
+	stream := "retry: 1000\n: stream open\n\n" +
+		"id: 2\nevent: text_delta\ndata: {\"seq\":\"2\",\"text_delta\":{\"delta\":\"" + strconv.FormatInt(pub, 10) + "\"}}\n\n" +
+		": heartbeat\n\n" +
+		"id: 3\nevent: thought\ndata: {\"delta\":\"12\"}\n\n" + // not a text_delta: ignored
+		"id: 4\nevent: text_delta\ndata: {\"text_delta\":{\"delta\":\"not a number\"}}\n\n" +
+		"id: 5\nevent: complete\ndata: {}\n\n"
+	lats, err := readLatencies(strings.NewReader(stream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lats) != 1 || lats[0] < 3*time.Millisecond || lats[0] > time.Minute {
+		t.Fatalf("latencies %v, want one of about 3ms", lats)
+	}
+	if _, err := readLatencies(strings.NewReader("id: 1\nevent: text_delta\n")); err == nil {
+		t.Fatal("a stream cut before complete: want an error")
+	}
+	for in, want := range map[string]int64{"0": 0, "1763900000123456789": 1763900000123456789} {
+		if n, ok := parseNanos([]byte(in)); !ok || n != want {
+			t.Errorf("parseNanos(%q) = %d, %v", in, n, ok)
+		}
+	}
+	for _, in := range []string{"", "-1", "12a", "12345678901234567890"} {
+		if _, ok := parseNanos([]byte(in)); ok {
+			t.Errorf("parseNanos(%q) accepted", in)
+		}
+	}
 }

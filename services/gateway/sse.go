@@ -91,7 +91,7 @@ func (s *Server) pumpSSE(ctx context.Context, w http.ResponseWriter, r *http.Req
 		out = s.startSSE(ctx, w, r)
 		return s.sseWritten(sub, out.write([]byte("retry: "+sseRetryMillis+"\n: stream open\n\n")))
 	}
-	var batch []hub.Item // allocated with the first event: idle clients stay small
+	var batch []hub.Item // grown with the first events: idle clients stay small
 	for {
 		tick := heartbeat.C
 		if out == nil {
@@ -149,14 +149,11 @@ func (s *Server) pumpSSE(ctx context.Context, w http.ResponseWriter, r *http.Req
 			}
 		}
 		clear(batch) // do not keep entries the feed has trimmed alive
-		if batch == nil {
-			batch = make([]hub.Item, 0, sseBatchEvents)
-		}
 	}
 }
 
-// Bounds of one SSE or WebSocket write: enough to catch up quickly, small enough that
-// the write deadline stays meaningful.
+// Bounds of one SSE or WebSocket write: enough to catch up quickly, small
+// enough that the write deadline stays meaningful.
 const (
 	sseBatchBytes  = 64 << 10
 	sseBatchEvents = 256

@@ -63,7 +63,7 @@ func (s *Server) pumpWS(ctx context.Context, conn *wsock.Conn, sub *hub.Subscrip
 	defer heartbeat.Stop()
 	timeout := s.opts.WriteTimeout
 	var (
-		batch []hub.Item // allocated with the first event: idle clients stay small
+		batch []hub.Item // grown with the first events: idle clients stay small
 		msgs  [][]byte
 	)
 	for {
@@ -111,9 +111,6 @@ func (s *Server) pumpWS(ctx context.Context, conn *wsock.Conn, sub *hub.Subscrip
 		}
 		clear(batch) // do not keep entries the feed has trimmed alive
 		clear(msgs)
-		if batch == nil {
-			batch = make([]hub.Item, 0, sseBatchEvents)
-		}
 	}
 }
 
