@@ -38,7 +38,9 @@ func instantModel(_ context.Context, _ int, req ModelRequest) (*ModelResponse, e
 // context service, Invoke on the toolrunner, token counts — all over
 // loopback gRPC. "fake-peers" uses in-process fakes for context and
 // toolrunner (the orchestrator alone); "real-context" the committed context
-// service with its JetStream history; "parallel-8" runs 8 runs at once.
+// service with its JetStream history; "target-all" the same services
+// called through the in-process channel, as -target=all wires them;
+// "parallel-8" runs 8 runs at once.
 //
 // A step's time is from its step_start event to the next step_start (or
 // the terminal event), so it includes everything the step waits for,
@@ -52,15 +54,18 @@ func BenchmarkReActStep(b *testing.B) {
 	for _, variant := range []struct {
 		name     string
 		real     bool
+		inproc   bool
 		parallel int
 	}{
-		{"fake-peers/sequential", false, 1},
-		{"fake-peers/parallel-8", false, 8},
-		{"real-context/sequential", true, 1},
-		{"real-context/parallel-8", true, 8},
+		{"fake-peers/sequential", false, false, 1},
+		{"fake-peers/parallel-8", false, false, 8},
+		{"real-context/sequential", true, false, 1},
+		{"real-context/parallel-8", true, false, 8},
+		{"target-all/sequential", true, true, 1},
+		{"target-all/parallel-8", true, true, 8},
 	} {
 		b.Run(variant.name, func(b *testing.B) {
-			ho := harnessOptions{mutate: func(o *Options) { o.MaxConcurrentRuns = 16 }}
+			ho := harnessOptions{inproc: variant.inproc, mutate: func(o *Options) { o.MaxConcurrentRuns = 16 }}
 			if variant.real {
 				ho.real = func(t testing.TB, js jetstream.JetStream, tokens baagentv1.TokensServiceClient) (baagentv1.ContextServiceServer, baagentv1.ToolRunnerServiceServer) {
 					cs, _ := realPeers(t, js, tokens)

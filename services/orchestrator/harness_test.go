@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/grpcinproc"
 	"github.com/baagent/baagent/internal/natsx"
 	vt "github.com/baagent/baagent/internal/validate/validatetest"
 	"github.com/baagent/baagent/services/skills"
@@ -98,6 +99,21 @@ type harnessOptions struct {
 	// real, when set, builds the context and toolrunner services to use
 	// instead of the fakes.
 	real func(t testing.TB, js jetstream.JetStream, tokens baagentv1.TokensServiceClient) (baagentv1.ContextServiceServer, baagentv1.ToolRunnerServiceServer)
+	// inproc connects the peers through an in-process channel, as
+	// -target=all does, instead of loopback gRPC.
+	inproc bool
+}
+
+// servePeers makes the services register registers callable: over
+// loopback gRPC, or in process.
+func servePeers(t testing.TB, inproc bool, register func(grpc.ServiceRegistrar)) grpc.ClientConnInterface {
+	if !inproc {
+		return vt.Serve(t, register)
+	}
+	ch := grpcinproc.New(grpcinproc.Options{})
+	t.Cleanup(ch.Close)
+	register(ch)
+	return ch
 }
 
 func newHarness(t testing.TB, turns turnFunc, ho harnessOptions) *harness {
@@ -116,7 +132,7 @@ func newHarness(t testing.TB, turns turnFunc, ho harnessOptions) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := vt.Serve(t, func(gs grpc.ServiceRegistrar) {
+	base := servePeers(t, ho.inproc, func(gs grpc.ServiceRegistrar) {
 		tok.Register(gs)
 		sk.Register(gs)
 	})
@@ -131,7 +147,7 @@ func newHarness(t testing.TB, turns turnFunc, ho harnessOptions) *harness {
 	if ho.real != nil {
 		ctxSvc, trSvc = ho.real(t, js, baagentv1.NewTokensServiceClient(base))
 	}
-	peers := vt.Serve(t, func(gs grpc.ServiceRegistrar) {
+	peers := servePeers(t, ho.inproc, func(gs grpc.ServiceRegistrar) {
 		baagentv1.RegisterContextServiceServer(gs, ctxSvc)
 		baagentv1.RegisterToolRunnerServiceServer(gs, trSvc)
 	})

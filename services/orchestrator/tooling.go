@@ -115,11 +115,12 @@ func (r *run) runTools(ctx context.Context, st *stepState, ts *toolset) ([]*baag
 			finish(i, res, err)
 		})
 	}
-	if err := st.durable.wait(); err != nil { // before skill activations
-		cancel(err)
-	}
 	for i, c := range calls {
 		if ts.skill && c.GetName() == SkillToolName && results[i] == nil && tctx.Err() == nil {
+			if err := st.durable.wait(); err != nil { // an activation changes the run's state
+				cancel(err)
+				break
+			}
 			res, err := r.activateSkill(tctx, i, c)
 			finish(i, res, err)
 		}
@@ -165,7 +166,14 @@ func (r *run) runTools(ctx context.Context, st *stepState, ts *toolset) ([]*baag
 }
 
 // complete publishes a call's observation, records its result and
-// checkpoints it (TOOL_COMPLETE).
+// checkpoints it (TOOL_COMPLETE) in the background. The write queues behind
+// the step's LLM_COMPLETE (checkpoints are written in order), so once every
+// call is complete the model's response is stored and the step's messages
+// may enter the history. Nothing waits for TOOL_COMPLETE itself: a replica
+// resuming without it invokes the call again with its idempotency key (a
+// write that ran is answered from the toolrunner's record) and the history
+// append is idempotent by message id; a failed write fails the run's next
+// checkpoint.
 func (r *run) complete(st *stepState, i int, res *callResult) error {
 	if err := r.observed(res); err != nil {
 		return err
@@ -173,7 +181,8 @@ func (r *run) complete(st *stepState, i int, res *callResult) error {
 	st.mu.Lock()
 	callResultRecord(&st.records[i], res)
 	st.mu.Unlock()
-	return r.checkpoint(cpToolComplete)
+	r.checkpointAsync(cpToolComplete)
+	return nil
 }
 
 func (st *stepState) record(i int) toolRecord {
