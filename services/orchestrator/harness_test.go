@@ -18,6 +18,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
@@ -518,6 +520,9 @@ type fakeToolRunner struct {
 	block chan struct{}
 	// unimplementedInvoke makes Invoke answer Unimplemented.
 	unimplementedInvoke bool
+	// unavailable is how many of the next Invoke calls answer Unavailable,
+	// as a toolrunner that dies mid-call does.
+	unavailable int
 }
 
 func newFakeToolRunner() *fakeToolRunner { return &fakeToolRunner{} }
@@ -543,8 +548,14 @@ func (f *fakeToolRunner) ListTools(_ context.Context, req *baagentv1.ListToolsRe
 func (f *fakeToolRunner) Invoke(ctx context.Context, req *baagentv1.InvokeRequest) (*baagentv1.InvokeResponse, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, req.GetRequest())
-	block, unimpl := f.block, f.unimplementedInvoke
+	block, unimpl, unavailable := f.block, f.unimplementedInvoke, f.unavailable > 0
+	if unavailable {
+		f.unavailable--
+	}
 	f.mu.Unlock()
+	if unavailable {
+		return nil, status.Error(codes.Unavailable, "error reading from server: EOF")
+	}
 	if unimpl {
 		return f.UnimplementedToolRunnerServiceServer.Invoke(ctx, req)
 	}

@@ -118,8 +118,10 @@ const (
 )
 
 // invoke runs one tool call on the toolrunner. Malformed arguments, unknown
-// tools and refused requests become error observations the model sees; only
-// a toolrunner that is down or unimplemented is fatal.
+// tools, refused requests and a write whose toolrunner went away mid-call
+// become error observations the model sees; only a toolrunner that is down
+// (after the retries of a read-only call, see toolretry.go) or
+// unimplemented is fatal.
 // The call carries the record's idempotency key, so a call re-invoked after
 // a crash is answered from the toolrunner's record if it had completed.
 func (r *run) invoke(ctx context.Context, c *baagentv1.ToolCall, ts *toolset, caller string, usage float64, idemKey string, approved bool) (*callResult, error) {
@@ -141,7 +143,8 @@ func (r *run) invoke(ctx context.Context, c *baagentv1.ToolCall, ts *toolset, ca
 		return r.failedCall(c, began, baagentv1.ToolErrorType_TOOL_ERROR_TYPE_INVALID_PARAMETERS, codeInvalidJSON,
 			fmt.Sprintf("The arguments are not a valid JSON object (%v). Call the tool again with a JSON object matching its schema.", err)), nil
 	}
-	resp, err := r.s.opts.ToolRunner.Invoke(ctx, &baagentv1.InvokeRequest{Request: &baagentv1.ToolInvocationRequest{
+	readOnly := ts.defs[c.GetName()].GetReadOnly()
+	resp, err := r.invokeToolRunner(ctx, &baagentv1.InvokeRequest{Request: &baagentv1.ToolInvocationRequest{
 		ToolCallId:     c.GetId(),
 		ToolName:       c.GetName(),
 		Parameters:     args,
@@ -153,9 +156,13 @@ func (r *run) invoke(ctx context.Context, c *baagentv1.ToolCall, ts *toolset, ca
 		AllowedTools:   ts.allow,
 		IdempotencyKey: idemKey,
 		Approved:       approved,
-	}})
+	}}, readOnly)
 	if err != nil {
 		switch status.Code(err) {
+		case codes.Unavailable:
+			if ctx.Err() == nil && !readOnly {
+				return r.lostWrite(c, began, err), nil
+			}
 		case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied, codes.FailedPrecondition:
 			if ctx.Err() == nil {
 				return r.failedCall(c, began, baagentv1.ToolErrorType_TOOL_ERROR_TYPE_INVALID_PARAMETERS, codeToolRequestRefused,
