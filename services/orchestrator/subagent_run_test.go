@@ -295,3 +295,70 @@ func TestResumedParentReattachesToItsSubAgent(t *testing.T) {
 		t.Errorf("the child's first step ran %d times", starts)
 	}
 }
+
+func TestParallelSubAgents(t *testing.T) {
+	ctx := testCtx(t)
+	h := subAgentHarness(t, func(_ context.Context, _ int, req ModelRequest) (*ModelResponse, error) {
+		if isChildRequest(req) {
+			for _, m := range req.Messages {
+				if m.GetRole() == baagentv1.Role_ROLE_USER {
+					return answer("Report on " + m.GetContent()), nil
+				}
+			}
+		}
+		if res := lastToolResults(req); len(res) > 0 {
+			var b strings.Builder
+			for _, m := range res {
+				b.WriteString(m.GetContent() + "\n")
+			}
+			return answer(b.String()), nil
+		}
+		return callTools("Two independent questions.",
+			"call_a", TaskToolName, `{"subagent_type":"data-analyst","prompt":"North revenue"}`,
+			"call_b", TaskToolName, `{"subagent_type":"data-analyst","prompt":"South revenue"}`), nil
+	}, nil)
+	parent := h.start(ctx, &baagentv1.RunSpec{Input: "compare north and south"})
+	evs := h.events(ctx, parent.GetRunId())
+	checkEnvelope(t, parent, evs)
+	if c := evs[len(evs)-1].GetComplete().GetContent(); !contains(c, "Report on North revenue", "Report on South revenue") {
+		t.Errorf("final %q", c)
+	}
+	if kids := h.children(ctx, parent.GetRunId()); len(kids) != 2 {
+		t.Errorf("%d children", len(kids))
+	}
+	if th := subAgentThoughts(evs); len(th) != 2 {
+		t.Errorf("link events %q", th)
+	}
+}
+
+func TestSubAgentTimeoutCancelsTheChild(t *testing.T) {
+	ctx := testCtx(t)
+	h := subAgentHarness(t, delegating, func(o *Options) { o.SubAgentTimeout = time.Second })
+	h.blockTools()
+	parent := h.start(ctx, &baagentv1.RunSpec{Input: "which category sells best?"})
+	evs := h.events(ctx, parent.GetRunId())
+	checkEnvelope(t, parent, evs)
+	if c := evs[len(evs)-1].GetComplete().GetContent(); !contains(c, codeSubAgentTimeout, "did not finish within 1s and was cancelled") {
+		t.Errorf("final %q", c)
+	}
+	child := h.waitRun(ctx, h.waitChild(ctx, parent.GetRunId()).GetRunId())
+	if child.GetState() != baagentv1.RunState_RUN_STATE_CANCELLED {
+		t.Errorf("child %v", child)
+	}
+}
+
+func TestSubAgentRefusedByTheTenantLimit(t *testing.T) {
+	ctx := testCtx(t)
+	// The parent is the tenant's one run: its child is refused, and the
+	// model is told so (the parent does not fail).
+	h := subAgentHarness(t, delegating, func(o *Options) { o.MaxRunsPerTenant = 1 })
+	parent := h.start(ctx, &baagentv1.RunSpec{Input: "which category sells best?"})
+	evs := h.events(ctx, parent.GetRunId())
+	checkEnvelope(t, parent, evs)
+	if c := evs[len(evs)-1].GetComplete().GetContent(); !contains(c, codeSubAgentRefused, "could not start", "limit is 1") {
+		t.Errorf("final %q", c)
+	}
+	if n := len(h.children(ctx, parent.GetRunId())); n != 0 {
+		t.Errorf("%d children", n)
+	}
+}
