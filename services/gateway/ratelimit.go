@@ -22,12 +22,12 @@ import (
 // map is bounded anyway, and buckets that have refilled are dropped, since
 // a fresh bucket is the same thing.
 
-// Defaults for Options.RateLimit and Options.RateBurst.
+// Rate limit settings. Options.RateLimit 0 means no limit, so that the
+// option maps one to one onto its configuration setting (where 0 turns
+// limiting off); DefaultRateLimit is the configuration's default.
 const (
 	DefaultRateLimit = 50  // requests per second per API key
 	DefaultRateBurst = 100 // requests an idle key may make at once
-	// NoRateLimit as Options.RateLimit turns rate limiting off.
-	NoRateLimit = -1
 	// DefaultMaxRateBuckets bounds the limiter's buckets.
 	DefaultMaxRateBuckets = 10000
 )
@@ -49,14 +49,12 @@ type bucket struct {
 	used   time.Time // when a token was last asked for
 }
 
-// newRateLimiter returns a limiter of rate tokens/s and burst, or nil (no
-// limit) when rate is negative.
+// newRateLimiter returns a limiter of rate tokens/s and burst (0: the
+// larger of DefaultRateBurst and rate), or nil (no limit) when rate is not
+// positive.
 func newRateLimiter(rate float64, burst, maxBuckets int, now func() time.Time) *rateLimiter {
-	if rate < 0 {
+	if rate <= 0 || math.IsNaN(rate) || math.IsInf(rate, 0) {
 		return nil
-	}
-	if rate == 0 {
-		rate = DefaultRateLimit
 	}
 	if burst <= 0 {
 		burst = max(DefaultRateBurst, int(math.Ceil(rate)))

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -67,10 +68,12 @@ func TestRateLimiterBurstRefillAndRetryHint(t *testing.T) {
 }
 
 func TestRateLimiterDefaultsAndOff(t *testing.T) {
-	if l := newRateLimiter(NoRateLimit, 0, 0, time.Now); l != nil {
-		t.Fatal("NoRateLimit built a limiter")
+	for _, off := range []float64{0, -1, math.NaN(), math.Inf(1)} {
+		if l := newRateLimiter(off, 0, 0, time.Now); l != nil {
+			t.Fatalf("rate %g built a limiter", off)
+		}
 	}
-	l := newRateLimiter(0, 0, 0, time.Now)
+	l := newRateLimiter(DefaultRateLimit, 0, 0, time.Now)
 	if l.rate != DefaultRateLimit || l.burst != DefaultRateBurst || l.maxBuckets != DefaultMaxRateBuckets {
 		t.Fatalf("defaults: rate %g burst %g buckets %d", l.rate, l.burst, l.maxBuckets)
 	}
@@ -191,7 +194,7 @@ func TestGRPCRateLimitPerKeyWithRetryInfo(t *testing.T) {
 
 func TestNoRateLimitAndNoKeysAreNotLimited(t *testing.T) {
 	for name, opts := range map[string]Options{
-		"off":     {RateLimit: NoRateLimit},
+		"off":     {RateLimit: 0},
 		"no keys": {RateLimit: 1, RateBurst: 1, APIKeys: map[string]string{}},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -59,7 +59,8 @@ const (
 	DefaultTenant = "default"
 )
 
-// Options configures a [Server]. Zero values take the defaults. Without
+// Options configures a [Server]. Zero values take the defaults (RateLimit:
+// no limit). Without
 // JetStream the event streams answer Unavailable; without a peer client the
 // RPCs that need it answer Unavailable naming it.
 type Options struct {
@@ -115,11 +116,12 @@ type Options struct {
 	MaxFeeds int
 
 	// RateLimit is how many calls and stream opens per second each API key
-	// may make (default 50; NoRateLimit turns limiting off). With no API
-	// keys configured (loopback only) nothing is limited.
+	// may make; 0 means no limit (unlike the other fields, so that it maps
+	// onto its config setting, whose default is DefaultRateLimit, 50). With
+	// no API keys configured (loopback only) nothing is limited.
 	RateLimit float64
-	// RateBurst is how many an idle key may make at once (default 100, at
-	// least RateLimit).
+	// RateBurst is how many an idle key may make at once (0: the larger of
+	// DefaultRateBurst, 100, and RateLimit).
 	RateBurst int
 	// MaxRateBuckets bounds the limiter's per-key state (default 10,000).
 	MaxRateBuckets int
