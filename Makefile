@@ -92,10 +92,13 @@ node-deps: $(addsuffix /node_modules/.package-lock.json,$(NODE_DIRS))
 # and measure recovery, which two cores shared with every other package's
 # race-instrumented tests starve.
 FAULT_TESTS := TestFaultKillReplicaMidRun
+# Packages of multi-process fault tests, also run alone and without -race.
+FAULT_PKGS := test/reliability/faults
 
 test: node-deps
-	BAAGENT_REQUIRE_MCP=1 BAAGENT_REQUIRE_NODE_PROVIDER=1 BAAGENT_REQUIRE_BROWSER=1 $(GO) test -race -count=1 -timeout 30m -skip '^$(FAULT_TESTS)$$' ./...
+	BAAGENT_REQUIRE_MCP=1 BAAGENT_REQUIRE_NODE_PROVIDER=1 BAAGENT_REQUIRE_BROWSER=1 $(GO) test -race -count=1 -timeout 30m -skip '^$(FAULT_TESTS)$$' $$($(GO) list ./... | grep -v '$(FAULT_PKGS)')
 	$(GO) test -count=1 -timeout 10m -run '^$(FAULT_TESTS)$$' ./services/orchestrator
+	$(GO) test -count=1 -timeout 10m $(addprefix ./,$(FAULT_PKGS))
 	npm test --prefix examples/toolprovider/node
 
 run: build
