@@ -29,10 +29,12 @@ type sseOut struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	conn       net.Conn // set when hijacked
-	head       []byte   // the response head, sent with the first write
+	conn       net.Conn  // set when hijacked
+	head       []byte    // the response head, sent with the first write
+	armed      time.Time // when the write deadline was last set
 	readerDone chan struct{}
 	bufs       net.Buffers // reused for writev
+	vec        net.Buffers // what WriteTo consumes (a field: no allocation per write)
 
 	rc *http.ResponseController // the fallback
 	w  http.ResponseWriter
@@ -109,9 +111,9 @@ func (o *sseOut) writeItems(items []hub.Item) error {
 }
 
 func (o *sseOut) writeFrames(p []byte, items []hub.Item) error {
-	deadline := time.Now().Add(o.timeout)
+	now := time.Now()
 	if o.conn == nil {
-		_ = o.rc.SetWriteDeadline(deadline)
+		_ = o.rc.SetWriteDeadline(now.Add(o.timeout))
 		var err error
 		if p != nil {
 			_, err = o.w.Write(p)
@@ -127,8 +129,15 @@ func (o *sseOut) writeFrames(p []byte, items []hub.Item) error {
 		}
 		return err
 	}
-	if err := o.conn.SetWriteDeadline(deadline); err != nil {
-		return err
+	// The deadline is moved only when it has come an eighth of the timeout
+	// closer, so a write always gets between 7/8 of WriteTimeout and all of
+	// it, and a client taking an event every millisecond does not move a
+	// runtime timer every millisecond.
+	if now.Sub(o.armed) > o.timeout/8 {
+		if err := o.conn.SetWriteDeadline(now.Add(o.timeout)); err != nil {
+			return err
+		}
+		o.armed = now
 	}
 	o.bufs = o.bufs[:0]
 	if o.head != nil {
@@ -145,9 +154,10 @@ func (o *sseOut) writeFrames(p []byte, items []hub.Item) error {
 	for _, it := range items {
 		o.bufs = append(o.bufs, it.SSE)
 	}
-	bufs := o.bufs // WriteTo consumes its receiver
-	_, err := bufs.WriteTo(o.conn)
+	o.vec = o.bufs // WriteTo consumes its receiver
+	_, err := o.vec.WriteTo(o.conn)
 	clear(o.bufs) // do not keep frames the feed has trimmed alive
+	o.vec = nil
 	return err
 }
 

@@ -59,6 +59,7 @@ type Conn struct {
 	wmu     sync.Mutex
 	wbuf    []byte      // frame headers (and control frames) being written
 	wvec    net.Buffers // headers and payloads of a batch, for one writev
+	wsend   net.Buffers // what WriteTo consumes (a field: no allocation per write)
 	wends   []int       // end of each header in wbuf
 	closing bool        // a close frame was sent
 
@@ -165,9 +166,10 @@ func (c *Conn) WriteTexts(msgs [][]byte, timeout time.Duration) error {
 		start = c.wends[i]
 	}
 	_ = c.nc.SetWriteDeadline(time.Now().Add(timeout))
-	vec := c.wvec // WriteTo consumes its receiver
-	_, err := vec.WriteTo(c.nc)
+	c.wsend = c.wvec // WriteTo consumes its receiver
+	_, err := c.wsend.WriteTo(c.nc)
 	clear(c.wvec) // do not keep the payloads alive
+	c.wsend = nil
 	if err != nil {
 		c.closing = true
 		c.shutdown()
