@@ -36,8 +36,12 @@ import (
 const (
 	// maxPipelined bounds the events in flight; emit flushes beyond it.
 	maxPipelined = 64
-	// ackWait bounds waiting for one pipelined ack before the event is
-	// treated as unconfirmed and republished (a dedup makes that safe).
+	// ackWait bounds waiting for the pipelined acks of one flush; events
+	// whose ack has not come by then are treated as unconfirmed and
+	// republished (a dedup makes that safe). One bound for the whole
+	// batch, not one per event: after a NATS restart none of the lost
+	// acks will come, and waiting for each in turn would outlast any
+	// caller's deadline (the terminal event's in particular).
 	ackWait = 5 * time.Second
 	// maxRepairRounds bounds the delete-and-republish rounds of a repair.
 	maxRepairRounds = 3
@@ -186,12 +190,13 @@ func (p *publisher) flushLocked(ctx context.Context) error {
 // was stored ahead of an earlier one, the events stored too early are
 // deleted and published again after it.
 func (p *publisher) confirm(ctx context.Context, batch []*inflight) error {
+	deadline := time.Now().Add(ackWait)
 	for _, f := range batch {
 		if f.pos != 0 {
 			continue // confirmed by an earlier, interrupted flush
 		}
 		if f.future != nil {
-			pos, err := awaitAck(ctx, f.future)
+			pos, err := awaitAck(ctx, f.future, time.Until(deadline))
 			if err == nil {
 				f.pos = pos
 				continue
@@ -234,9 +239,20 @@ func (p *publisher) confirm(ctx context.Context, batch []*inflight) error {
 	return nil
 }
 
-// awaitAck returns the stream sequence an async publish was stored at.
-func awaitAck(ctx context.Context, f jetstream.PubAckFuture) (uint64, error) {
-	t := time.NewTimer(ackWait)
+// awaitAck returns the stream sequence an async publish was stored at,
+// waiting at most wait (not at all when wait <= 0: an ack already in).
+func awaitAck(ctx context.Context, f jetstream.PubAckFuture, wait time.Duration) (uint64, error) {
+	if wait <= 0 {
+		select {
+		case ack := <-f.Ok():
+			return ack.Sequence, nil
+		case err := <-f.Err():
+			return 0, err
+		default:
+			return 0, errors.New("no acknowledgement")
+		}
+	}
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case ack := <-f.Ok():

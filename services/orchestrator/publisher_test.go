@@ -18,13 +18,15 @@ import (
 // faultySink wraps JetStream and makes chosen events' pipelined publishes
 // fail: dropped ones are never sent (so later events are stored before
 // them: a hole), lostAck ones are stored but reported as failed, and
-// refused ones are refused by PublishMsgAsync itself.
+// refused ones are refused by PublishMsgAsync itself; silent ones are
+// stored but their ack never comes (as after a NATS restart).
 type faultySink struct {
 	jetstream.JetStream
 	mu      sync.Mutex
 	dropped map[uint64]bool
 	lostAck map[uint64]bool
 	refused map[uint64]bool
+	silent  map[uint64]bool
 }
 
 func eventSeqOf(msg *nats.Msg) uint64 {
@@ -46,7 +48,7 @@ func (f *failedFuture) Msg() *nats.Msg               { return f.msg }
 func (s *faultySink) PublishMsgAsync(msg *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
 	seq := eventSeqOf(msg)
 	s.mu.Lock()
-	drop, lost, refuse := s.dropped[seq], s.lostAck[seq], s.refused[seq]
+	drop, lost, refuse, silent := s.dropped[seq], s.lostAck[seq], s.refused[seq], s.silent[seq]
 	s.mu.Unlock()
 	fail := func() jetstream.PubAckFuture {
 		f := &failedFuture{msg: msg, err: make(chan error, 1)}
@@ -63,6 +65,11 @@ func (s *faultySink) PublishMsgAsync(msg *nats.Msg, opts ...jetstream.PublishOpt
 			return nil, err
 		}
 		return fail(), nil
+	case silent:
+		if _, err := s.JetStream.PublishMsg(context.Background(), msg); err != nil {
+			return nil, err
+		}
+		return &failedFuture{msg: msg}, nil // neither ack nor error, ever
 	}
 	return s.JetStream.PublishMsgAsync(msg, opts...)
 }
@@ -119,6 +126,43 @@ func TestPublisherPipelinedEventsStayContiguousAfterFailures(t *testing.T) {
 				t.Fatalf("emit after terminal: %v", err)
 			}
 		})
+	}
+}
+
+// Acks lost in a NATS restart never come: a flush waits for them once, not
+// once per event, so the terminal event of a run confirms within its
+// finalize deadline even with a full pipeline of lost acks.
+func TestPublisherLostAcksWaitedForOnce(t *testing.T) {
+	_, js := startJetStream(t)
+	const n = 12
+	silent := map[uint64]bool{}
+	for i := range uint64(n + 1) {
+		silent[i+1] = true
+	}
+	sink := &faultySink{JetStream: js, silent: silent}
+	run := &baagentv1.Run{RunId: "run_silent", ConversationId: "conv_silent", Tenant: testTenant}
+	pub, err := newPublisher(sink, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bg := testCtx(t)
+	for i := range n {
+		if err := pub.emit(bg, &baagentv1.Event{Step: int32(i), Payload: &baagentv1.Event_StepStart{StepStart: &baagentv1.StepStartPayload{StepNumber: int32(i)}}}); err != nil {
+			t.Fatalf("emit %d: %v", i+1, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(bg, finalizeTimeout)
+	defer cancel()
+	if err := pub.emitNow(ctx, &baagentv1.Event{Payload: &baagentv1.Event_Complete{Complete: &baagentv1.CompletePayload{Content: "ok"}}}); err != nil {
+		t.Fatalf("terminal event with every ack lost: %v", err)
+	}
+	if got := pub.lastSeq(); got != n+1 {
+		t.Fatalf("lastSeq = %d, want %d", got, n+1)
+	}
+	evs := readEvents(bg, t, js, testTenant, run.GetRunId())
+	checkEnvelope(t, run, evs)
+	if len(evs) != n+1 {
+		t.Fatalf("%d events stored, want %d (each once): %v", len(evs), n+1, types(evs))
 	}
 }
 
