@@ -319,7 +319,13 @@ func (a *App) buildOrchestrator() (registrar, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, err := llm.New(llm.Config{BaseURL: ep.baseURL, APIKey: ep.apiKey, Model: ep.model, Logger: a.log, Registerer: a.reg})
+	client, err := llm.New(llm.Config{
+		BaseURL: ep.baseURL, APIKey: ep.apiKey, Model: ep.model,
+		FirstByteTimeout: a.cfg.ModelFirstByteTimeout,
+		IdleTimeout:      a.cfg.ModelIdleTimeout,
+		Retry:            llm.RetryPolicy{MaxAttempts: a.cfg.ModelMaxAttempts},
+		Logger:           a.log, Registerer: a.reg,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("setting model-base-url: %w", err)
 	}

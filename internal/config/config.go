@@ -84,6 +84,12 @@ type Config struct {
 	ModelBaseURL string
 	ModelAPIKey  string
 	Model        string
+	// ModelFirstByteTimeout and ModelIdleTimeout bound a stalled model
+	// stream per attempt; ModelMaxAttempts bounds the attempts of one
+	// model call (429, 5xx, timeouts and broken streams are retried).
+	ModelFirstByteTimeout time.Duration
+	ModelIdleTimeout      time.Duration
+	ModelMaxAttempts      int
 
 	// APIKeys maps gateway API keys to tenants, from -api-keys and
 	// -api-keys-file together.
@@ -124,6 +130,8 @@ type raw struct {
 	gatewayHTTPAddr, metricsAddr                  string
 	logLevel                                      string
 	shutdownTimeout                               time.Duration
+	modelFirstByte, modelIdle                     time.Duration
+	modelAttempts                                 int
 	maxMsgBytes                                   int
 	natsReplicas                                  int
 	modelBaseURL, modelAPIKey, model              string
@@ -158,6 +166,9 @@ func newFlagSet(r *raw, output io.Writer) *flag.FlagSet {
 	fs.DurationVar(&r.shutdownTimeout, "shutdown-timeout", 4*time.Second, "how long SIGTERM waits for in-flight requests")
 	fs.IntVar(&r.maxMsgBytes, "max-msg-bytes", 16<<20, "largest gRPC message accepted or sent, in bytes")
 	fs.StringVar(&r.modelBaseURL, "model-base-url", "", "OpenAI-compatible endpoint; empty uses the scripted model")
+	fs.DurationVar(&r.modelFirstByte, "model-first-byte-timeout", 120*time.Second, "how long one model attempt may wait for its first streamed chunk")
+	fs.DurationVar(&r.modelIdle, "model-idle-timeout", 60*time.Second, "how long a model stream may stay silent between two chunks")
+	fs.IntVar(&r.modelAttempts, "model-max-attempts", 4, "attempts of one model call, the first included (1-10; 429, 5xx, timeouts and broken streams are retried)")
 	fs.StringVar(&r.modelAPIKey, "model-api-key", "", "API key of the model endpoint (prefer the environment variable)")
 	fs.StringVar(&r.model, "model", "gpt-4o", "default model")
 	fs.StringVar(&r.apiKeys, "api-keys", "", "gateway API keys as key=tenant,key=tenant (prefer the environment variable)")
@@ -303,29 +314,32 @@ func parseYAML(path string, data []byte) (map[string]string, error) {
 
 func (r *raw) validate() (*Config, error) {
 	c := &Config{
-		Target:            r.target,
-		ConfigFile:        r.configFile,
-		DataDir:           r.dataDir,
-		SkillsDir:         r.skillsDir,
-		WorkspaceDir:      r.workspaceDir,
-		ArtifactDir:       r.artifactDir,
-		ScenariosDir:      r.scenariosDir,
-		TokenEncodersFile: r.tokenEncodersFile,
-		ToolsFile:         r.toolsFile,
-		WorkspaceSeedDir:  r.workspaceSeedDir,
-		NATSURL:           r.natsURL,
-		EmbeddedNATSAddr:  r.embeddedNATSAddr,
-		NATSReplicas:      r.natsReplicas,
-		Listen:            map[string]string{},
-		Dial:              map[string]string{},
-		GatewayHTTPAddr:   r.gatewayHTTPAddr,
-		MetricsAddr:       r.metricsAddr,
-		LogLevel:          r.logLevel,
-		ShutdownTimeout:   r.shutdownTimeout,
-		MaxMsgBytes:       r.maxMsgBytes,
-		ModelBaseURL:      r.modelBaseURL,
-		ModelAPIKey:       r.modelAPIKey,
-		Model:             r.model,
+		Target:                r.target,
+		ConfigFile:            r.configFile,
+		DataDir:               r.dataDir,
+		SkillsDir:             r.skillsDir,
+		WorkspaceDir:          r.workspaceDir,
+		ArtifactDir:           r.artifactDir,
+		ScenariosDir:          r.scenariosDir,
+		TokenEncodersFile:     r.tokenEncodersFile,
+		ToolsFile:             r.toolsFile,
+		WorkspaceSeedDir:      r.workspaceSeedDir,
+		NATSURL:               r.natsURL,
+		EmbeddedNATSAddr:      r.embeddedNATSAddr,
+		NATSReplicas:          r.natsReplicas,
+		Listen:                map[string]string{},
+		Dial:                  map[string]string{},
+		GatewayHTTPAddr:       r.gatewayHTTPAddr,
+		MetricsAddr:           r.metricsAddr,
+		LogLevel:              r.logLevel,
+		ShutdownTimeout:       r.shutdownTimeout,
+		MaxMsgBytes:           r.maxMsgBytes,
+		ModelBaseURL:          r.modelBaseURL,
+		ModelFirstByteTimeout: r.modelFirstByte,
+		ModelIdleTimeout:      r.modelIdle,
+		ModelMaxAttempts:      r.modelAttempts,
+		ModelAPIKey:           r.modelAPIKey,
+		Model:                 r.model,
 	}
 	if c.Target != TargetAll && !IsService(c.Target) {
 		return nil, fmt.Errorf("setting target: unknown target %q (want all, %s)", c.Target, strings.Join(Services, ", "))
@@ -409,6 +423,14 @@ func (r *raw) validate() (*Config, error) {
 
 	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
 		return nil, fmt.Errorf("setting log-level: %w", err)
+	}
+	switch {
+	case c.ModelFirstByteTimeout <= 0:
+		return nil, fmt.Errorf("setting model-first-byte-timeout: must be positive, got %s", c.ModelFirstByteTimeout)
+	case c.ModelIdleTimeout <= 0:
+		return nil, fmt.Errorf("setting model-idle-timeout: must be positive, got %s", c.ModelIdleTimeout)
+	case c.ModelMaxAttempts < 1 || c.ModelMaxAttempts > 10:
+		return nil, fmt.Errorf("setting model-max-attempts: want 1 to 10, got %d", c.ModelMaxAttempts)
 	}
 	if c.ShutdownTimeout <= 0 {
 		return nil, fmt.Errorf("setting shutdown-timeout: must be positive, got %s", c.ShutdownTimeout)
