@@ -26,6 +26,9 @@ import (
 // terminal event the response ends; a reconnect after it gets 204, which
 // stops EventSource from retrying. A client cut for falling behind gets an
 // `event: slow_consumer` with `retry:` and reconnects from its cursor.
+// Over HTTP/1.1 the response is sent with `Connection: close` and ends
+// when the connection does (see sseOut); over HTTP/2 it is a normal
+// streamed response.
 
 // sseFirstWait is how long the handler waits for a first event before
 // committing to a 200 response, so a stream that is already over can be
