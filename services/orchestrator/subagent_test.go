@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -135,4 +136,47 @@ func FuzzParseSubAgent(f *testing.F) {
 			t.Fatalf("schema %v", schema)
 		}
 	})
+}
+
+func TestSubAgentRestrictions(t *testing.T) {
+	agents := &subAgents{list: []*SubAgent{
+		{Name: "delegator", AllowedTools: []string{"task", "sql_query"}},
+		{Name: "reviewer", AllowedTools: []string{"file_read"}, AllowedSkills: []string{"data-quality-check"}},
+	}}
+	runAt := func(maxDepth int, labels map[string]string, parent string) *run {
+		s := &Server{agents: agents, opts: Options{SubAgentMaxDepth: maxDepth}}
+		return &run{s: s, rec: &baagentv1.Run{RunId: "run_c", ConversationId: "conv_c", ParentRunId: parent, Labels: labels}}
+	}
+	lists := func(names ...string) []*baagentv1.ToolAllowList {
+		return []*baagentv1.ToolAllowList{{Names: names}}
+	}
+	top := runAt(1, nil, "")
+	if !top.offersTask(nil) || !top.offersSkills() || top.skillRefused("anything") != "" || top.workspaceConversation() != "conv_c" {
+		t.Error("a top-level run is restricted")
+	}
+	if top.offersTask(lists("sql_query")) {
+		t.Error("task offered against the run's allow list")
+	}
+	child := map[string]string{labelSubAgent: "delegator", labelSubAgentDepth: "1", labelWorkspace: "conv_p"}
+	if r := runAt(1, child, "run_p"); r.offersTask(lists("task", "sql_query")) || r.workspaceConversation() != "conv_p" || r.offersSkills() {
+		t.Error("a depth-1 sub-agent may delegate at max depth 1, or uses its own workspace, or is offered skills")
+	}
+	if r := runAt(2, child, "run_p"); !r.offersTask(lists("task", "sql_query")) || r.depth() != 1 {
+		t.Error("a depth-1 sub-agent may not delegate at max depth 2")
+	}
+	reviewer := runAt(1, map[string]string{labelSubAgent: "reviewer", labelSubAgentDepth: "1"}, "run_p")
+	if !reviewer.offersSkills() || reviewer.skillRefused("data-quality-check") != "" || !strings.Contains(reviewer.skillRefused("sales-analysis"), "only these skills: data-quality-check") {
+		t.Error("the reviewer's skills")
+	}
+	gone := runAt(1, map[string]string{labelSubAgent: "removed"}, "run_p")
+	if gone.offersSkills() || gone.skillRefused("x") == "" {
+		t.Error("a sub-agent whose definition is gone may use skills")
+	}
+	// Only the orchestrator sets these labels: a client may not.
+	err := validateStartRun(&baagentv1.OrchestratorServiceStartRunRequest{Tenant: "t", ParentRunId: "run_p", Spec: &baagentv1.RunSpec{
+		Input: "x", Labels: map[string]string{labelWorkspace: "conv_other", "team": "a"},
+	}})
+	if err == nil || !strings.Contains(err.Error(), `spec.labels["baagent.workspace"]`) || strings.Contains(err.Error(), "team") {
+		t.Errorf("reserved label: %v", err)
+	}
 }

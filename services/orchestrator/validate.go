@@ -1,6 +1,10 @@
 package orchestrator
 
 import (
+	"maps"
+	"slices"
+	"strings"
+
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/validate"
 )
@@ -13,8 +17,18 @@ func validateStartRun(req *baagentv1.OrchestratorServiceStartRunRequest) error {
 	validate.Tenant(&e, "tenant", req.GetTenant())
 	validate.RunSpec(&e, "spec", req.GetSpec())
 	validate.Optional(&e, "parent_run_id", req.GetParentRunId(), validate.RunID)
+	for _, k := range slices.Sorted(maps.Keys(req.GetSpec().GetLabels())) {
+		if strings.HasPrefix(k, reservedLabelPrefix) {
+			e.Add(validate.Key("spec.labels", k), "keys starting with "+reservedLabelPrefix+" are reserved for the platform (sub-agent runs)")
+		}
+	}
 	return e.Err()
 }
+
+// reservedLabelPrefix marks the labels the orchestrator sets on the runs it
+// starts itself (sub-agents: which one, its depth, its workspace); a client
+// may not set them.
+const reservedLabelPrefix = "baagent."
 
 func validateGetRun(req *baagentv1.OrchestratorServiceGetRunRequest) error {
 	var e validate.Errors
