@@ -258,7 +258,10 @@ func (r *run) taskGate(ctx context.Context, st *stepState, i int, c *baagentv1.T
 			child = rec
 		}
 	}
-	if isFinished(child.GetState()) {
+	switch {
+	case child == nil: // call i is not a task call still to answer: a bug
+		return nil, newRunError(CodeInternal, nil, "task call %d of step %d has no sub-agent run", i, r.rec.GetStep())
+	case isFinished(child.GetState()):
 		return r.taskResult(c, time.Now(), child), nil
 	}
 	return r.awaitTask(ctx, i, c, child)
