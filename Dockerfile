@@ -26,6 +26,7 @@ FROM gcr.io/distroless/static-debian13:nonroot
 COPY --from=build /out/bin/baagent /out/bin/baagentctl /usr/local/bin/
 COPY examples/skills /usr/share/baagent/skills
 COPY examples/scenarios /usr/share/baagent/scenarios
+COPY examples/agents /usr/share/baagent/agents
 COPY examples/data /usr/share/baagent/data
 COPY examples/config /usr/share/baagent/config
 # The default -data-dir, writable by the non-root user (Kubernetes mounts a
@@ -34,6 +35,7 @@ COPY --from=build --chown=65532:65532 /out/state /var/lib/baagent
 ENV BAAGENT_DATA_DIR=/var/lib/baagent \
     BAAGENT_SKILLS_DIR=/usr/share/baagent/skills \
     BAAGENT_SCENARIOS_DIR=/usr/share/baagent/scenarios \
+    BAAGENT_SUBAGENTS_DIR=/usr/share/baagent/agents \
     BAAGENT_WORKSPACE_SEED_DIR=/usr/share/baagent/data
 USER 65532:65532
 WORKDIR /var/lib/baagent

@@ -340,6 +340,7 @@ func (a *App) buildOrchestrator() (registrar, error) {
 		Model:         orchestrator.LLM(client),
 		ScriptedModel: ep.scripted,
 		DefaultModel:  ep.model,
+		SubAgentsDir:  a.cfg.SubAgentsDir,
 	})
 	a.background = append(a.background, s.Run)
 	return s, nil

@@ -41,8 +41,11 @@ type Config struct {
 	// ConfigFile is the YAML file the settings were read from, if any.
 	ConfigFile string
 
-	DataDir      string
-	SkillsDir    string
+	DataDir   string
+	SkillsDir string
+	// SubAgentsDir holds the sub-agent definitions the orchestrator's
+	// `task` tool offers (none when empty or missing).
+	SubAgentsDir string
 	WorkspaceDir string
 	ArtifactDir  string
 	ScenariosDir string
@@ -123,6 +126,7 @@ type raw struct {
 	configFile                                    string
 	target                                        string
 	dataDir, skillsDir, workspaceDir, artifactDir string
+	subAgentsDir                                  string
 	scenariosDir, tokenEncodersFile, toolsFile    string
 	workspaceSeedDir                              string
 	natsURL, embeddedNATSAddr                     string
@@ -148,6 +152,7 @@ func newFlagSet(r *raw, output io.Writer) *flag.FlagSet {
 	fs.StringVar(&r.workspaceDir, "workspace-dir", "", "per-conversation tool workspaces (default <data-dir>/workspaces)")
 	fs.StringVar(&r.artifactDir, "artifact-dir", "", "tool artifact store (default <data-dir>/artifacts)")
 	fs.StringVar(&r.scenariosDir, "scenarios-dir", "examples/scenarios", "scenarios of the scripted model")
+	fs.StringVar(&r.subAgentsDir, "subagents-dir", "examples/agents", "sub-agent definitions (*.yaml) offered through the task tool; empty or missing: none")
 	fs.StringVar(&r.tokenEncodersFile, "token-encoders-file", "", "token_encoders.yaml overriding the built-in model registry")
 	fs.StringVar(&r.toolsFile, "tools-file", "", "tools.yaml: MCP servers, ToolProvider servers and per-tool policies")
 	fs.StringVar(&r.workspaceSeedDir, "workspace-seed-dir", "examples/data", "files copied into every new conversation workspace (empty: none)")
@@ -318,6 +323,7 @@ func (r *raw) validate() (*Config, error) {
 		ConfigFile:            r.configFile,
 		DataDir:               r.dataDir,
 		SkillsDir:             r.skillsDir,
+		SubAgentsDir:          r.subAgentsDir,
 		WorkspaceDir:          r.workspaceDir,
 		ArtifactDir:           r.artifactDir,
 		ScenariosDir:          r.scenariosDir,
