@@ -14,6 +14,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -55,6 +56,13 @@ type Options struct {
 	MaxCSVBytes int64
 	// QueryTimeout bounds one sql_query (within the call's own timeout).
 	QueryTimeout time.Duration
+	// MaxConcurrentQueries bounds the sql_query calls executing at once
+	// (default GOMAXPROCS); the others wait for a slot within their call's
+	// deadline. The SQLite build shares one page-cache mutex between all
+	// connections, so more queries than cores only queue on that mutex,
+	// and under load (1,000 concurrent runs) the convoy made each query
+	// hundreds of times slower.
+	MaxConcurrentQueries int
 }
 
 func (o Options) withDefaults() Options {
@@ -67,6 +75,9 @@ func (o Options) withDefaults() Options {
 	if o.QueryTimeout <= 0 {
 		o.QueryTimeout = DefaultQueryTimeout
 	}
+	if o.MaxConcurrentQueries <= 0 {
+		o.MaxConcurrentQueries = runtime.GOMAXPROCS(0)
+	}
 	return o
 }
 
@@ -74,7 +85,7 @@ func (o Options) withDefaults() Options {
 func Tools(opts Options) []tool.Tool {
 	opts = opts.withDefaults()
 	ts := []tool.Tool{
-		fileRead{}, fileWrite{opts}, fileEdit{opts}, globTool{}, grepTool{}, sqlQuery{opts},
+		fileRead{}, fileWrite{opts}, fileEdit{opts}, globTool{}, grepTool{}, newSQLQuery(opts),
 	}
 	if opts.Artifacts != nil {
 		ts = append(ts, artifactRead{opts.Artifacts})

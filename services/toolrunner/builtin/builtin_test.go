@@ -329,7 +329,7 @@ func TestSQLQuery(t *testing.T) {
 
 func TestSQLQueryTimeout(t *testing.T) {
 	e := newEnv(t)
-	tl := sqlQuery{Options{QueryTimeout: 50 * time.Millisecond}.withDefaults()}
+	tl := newSQLQuery(Options{QueryTimeout: 50 * time.Millisecond}.withDefaults())
 	_, err := tl.Execute(context.Background(), tool.Call{Workspace: e.root, Args: map[string]any{
 		"query": "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) SELECT count(*) FROM r",
 	}})

@@ -2,13 +2,16 @@ package builtin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime/metrics"
 	"strings"
 	"testing"
+	"time"
 
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/services/toolrunner/tool"
 )
 
@@ -81,7 +84,7 @@ func BenchmarkSQLQuerySampleData(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer root.Close()
-	tl := sqlQuery{Options{}.withDefaults()}
+	tl := newSQLQuery(Options{}.withDefaults())
 	args := map[string]any{"query": `SELECT p.category AS category, ROUND(SUM(o.quantity * o.unit_price), 2) AS revenue
 		FROM orders o JOIN products p ON p.product_id = o.product_id
 		WHERE o.order_date BETWEEN '2026-07-01' AND '2026-09-30'
@@ -91,5 +94,67 @@ func BenchmarkSQLQuerySampleData(b *testing.B) {
 		if _, err := tl.Execute(context.Background(), tool.Call{Workspace: root, Args: args}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestSQLQueryWaitsForASlot: with every slot taken, a query waits, and its
+// call's deadline bounds the wait (a TIMEOUT the pipeline retries); once a
+// slot frees, queries run again.
+func TestSQLQueryWaitsForASlot(t *testing.T) {
+	e := newEnv(t)
+	e.write("t.csv", "x\n1\n2\n")
+	tl := newSQLQuery(Options{MaxConcurrentQueries: 1}.withDefaults())
+	call := tool.Call{Workspace: e.root, Args: map[string]any{"query": "SELECT SUM(x) AS s FROM t"}}
+
+	tl.slots <- struct{}{} // a query holds the only slot
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := tl.Execute(ctx, call)
+	var te *tool.Error
+	if !errors.As(err, &te) || te.Type != baagentv1.ToolErrorType_TOOL_ERROR_TYPE_TIMEOUT {
+		t.Fatalf("query with no free slot and a 50 ms deadline: %v, want a TIMEOUT", err)
+	}
+
+	<-tl.slots // the holder finishes
+	res, err := tl.Execute(context.Background(), call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc := res.Data.(tool.Document); !strings.Contains(doc.Text, "| 3 |") {
+		t.Fatalf("got %s", doc.Text)
+	}
+	if len(tl.slots) != 0 {
+		t.Fatalf("%d slots still taken after the query", len(tl.slots))
+	}
+}
+
+// BenchmarkSQLQueryConcurrent runs the sample-data query from 64
+// goroutines at once (two parallel calls of 32 runs) with the query slots
+// at GOMAXPROCS (the default) and with one slot per caller (unbounded in
+// effect), to show what bounding the queries does to throughput.
+func BenchmarkSQLQueryConcurrent(b *testing.B) {
+	root, err := os.OpenRoot(filepath.Join("..", "..", "..", "examples", "data"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer root.Close()
+	args := map[string]any{"query": "SELECT COUNT(*) AS n FROM customers"}
+	for _, slots := range []int{0, 64} {
+		name := "slots=gomaxprocs"
+		if slots > 0 {
+			name = fmt.Sprintf("slots=%d", slots)
+		}
+		b.Run(name, func(b *testing.B) {
+			tl := newSQLQuery(Options{MaxConcurrentQueries: slots}.withDefaults())
+			b.SetParallelism(32)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := tl.Execute(context.Background(), tool.Call{Workspace: root, Args: args}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
 	}
 }

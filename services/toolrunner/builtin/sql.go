@@ -24,7 +24,15 @@ const maxQueryBytes = 64 << 10
 // in-memory database, so there is nothing to go stale and nothing to write
 // to; an authorizer admits only reads, so ATTACH (which could open any file
 // on the host), PRAGMA and writes are refused.
-type sqlQuery struct{ opts Options }
+type sqlQuery struct {
+	opts Options
+	// slots holds one token per query executing (MaxConcurrentQueries).
+	slots chan struct{}
+}
+
+func newSQLQuery(opts Options) sqlQuery {
+	return sqlQuery{opts: opts, slots: make(chan struct{}, opts.MaxConcurrentQueries)}
+}
 
 func (sqlQuery) Spec() tool.Spec {
 	return spec("sql_query",
@@ -49,6 +57,14 @@ func (t sqlQuery) Execute(ctx context.Context, c tool.Call) (tool.Result, error)
 		return tool.Result{}, invalid("QUERY_TOO_LONG", "query is %d bytes; the limit is %d", len(query), maxQueryBytes)
 	}
 	maxRows := argInt(c.Args, "max_rows", DefaultMaxRows, 1, MaxRowsCap)
+	// Wait for a slot within the call's deadline; QueryTimeout bounds the
+	// execution only.
+	select {
+	case t.slots <- struct{}{}:
+		defer func() { <-t.slots }()
+	case <-ctx.Done():
+		return tool.Result{}, t.queryError(ctx, ctx.Err())
+	}
 	ctx, cancel := context.WithTimeout(ctx, t.opts.QueryTimeout)
 	defer cancel()
 
