@@ -330,17 +330,21 @@ func (a *App) buildOrchestrator() (registrar, error) {
 		return nil, fmt.Errorf("setting model-base-url: %w", err)
 	}
 	s := orchestrator.New(orchestrator.Options{
-		Logger:        a.log,
-		Registerer:    a.reg,
-		JetStream:     js,
-		Context:       baagentv1.NewContextServiceClient(conns[config.TargetContext]),
-		Skills:        baagentv1.NewSkillsServiceClient(conns[config.TargetSkills]),
-		ToolRunner:    baagentv1.NewToolRunnerServiceClient(conns[config.TargetToolRunner]),
-		Tokens:        baagentv1.NewTokensServiceClient(conns[config.TargetTokens]),
-		Model:         orchestrator.LLM(client),
-		ScriptedModel: ep.scripted,
-		DefaultModel:  ep.model,
-		SubAgentsDir:  a.cfg.SubAgentsDir,
+		Logger:               a.log,
+		Registerer:           a.reg,
+		JetStream:            js,
+		Context:              baagentv1.NewContextServiceClient(conns[config.TargetContext]),
+		Skills:               baagentv1.NewSkillsServiceClient(conns[config.TargetSkills]),
+		ToolRunner:           baagentv1.NewToolRunnerServiceClient(conns[config.TargetToolRunner]),
+		Tokens:               baagentv1.NewTokensServiceClient(conns[config.TargetTokens]),
+		Model:                orchestrator.LLM(client),
+		ScriptedModel:        ep.scripted,
+		DefaultModel:         ep.model,
+		SubAgentsDir:         a.cfg.SubAgentsDir,
+		SubAgentMaxDepth:     a.cfg.SubAgentMaxDepth,
+		SubAgentTimeout:      a.cfg.SubAgentTimeout,
+		ClarificationTimeout: a.cfg.ClarificationTimeout,
+		DecisionTimeout:      a.cfg.DecisionTimeout,
 	})
 	a.background = append(a.background, s.Run)
 	return s, nil
@@ -376,6 +380,8 @@ func (a *App) buildGateway() (registrar, error) {
 		ToolRunner:      baagentv1.NewToolRunnerServiceClient(conns[config.TargetToolRunner]),
 		Tokens:          baagentv1.NewTokensServiceClient(conns[config.TargetTokens]),
 		APIKeys:         a.cfg.APIKeys,
+		RateLimit:       a.cfg.GatewayRateLimit,
+		RateBurst:       a.cfg.GatewayRateBurst,
 		HTTPListener:    lis,
 		ShutdownTimeout: a.cfg.ShutdownTimeout,
 	})

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -46,9 +47,16 @@ type Config struct {
 	// SubAgentsDir holds the sub-agent definitions the orchestrator's
 	// `task` tool offers (none when empty or missing).
 	SubAgentsDir string
-	WorkspaceDir string
-	ArtifactDir  string
-	ScenariosDir string
+	// SubAgentMaxDepth and SubAgentTimeout bound delegation through the
+	// task tool; ClarificationTimeout and DecisionTimeout how long a run
+	// waits for the user before it takes the recommended option.
+	SubAgentMaxDepth     int
+	SubAgentTimeout      time.Duration
+	ClarificationTimeout time.Duration
+	DecisionTimeout      time.Duration
+	WorkspaceDir         string
+	ArtifactDir          string
+	ScenariosDir         string
 	// TokenEncodersFile overrides the built-in model registry of the tokens
 	// service (seed 000 token_encoders.yaml format); empty keeps the default.
 	TokenEncodersFile string
@@ -75,6 +83,10 @@ type Config struct {
 	Dial map[string]string
 	// GatewayHTTPAddr serves HTTP/JSON, SSE, WebSocket and the dashboard.
 	GatewayHTTPAddr string
+	// GatewayRateLimit is the calls and stream opens per second each API
+	// key may make (0: unlimited); GatewayRateBurst how many at once.
+	GatewayRateLimit float64
+	GatewayRateBurst int
 	// MetricsAddr serves /metrics for the whole process.
 	MetricsAddr string
 
@@ -127,6 +139,9 @@ type raw struct {
 	target                                        string
 	dataDir, skillsDir, workspaceDir, artifactDir string
 	subAgentsDir                                  string
+	subAgentDepth                                 int
+	subAgentTimeout, clarifyTimeout               time.Duration
+	decisionTimeout                               time.Duration
 	scenariosDir, tokenEncodersFile, toolsFile    string
 	workspaceSeedDir                              string
 	natsURL, embeddedNATSAddr                     string
@@ -134,6 +149,8 @@ type raw struct {
 	gatewayHTTPAddr, metricsAddr                  string
 	logLevel                                      string
 	shutdownTimeout                               time.Duration
+	gatewayRateLimit                              float64
+	gatewayRateBurst                              int
 	modelFirstByte, modelIdle                     time.Duration
 	modelAttempts                                 int
 	maxMsgBytes                                   int
@@ -152,6 +169,10 @@ func newFlagSet(r *raw, output io.Writer) *flag.FlagSet {
 	fs.StringVar(&r.workspaceDir, "workspace-dir", "", "per-conversation tool workspaces (default <data-dir>/workspaces)")
 	fs.StringVar(&r.artifactDir, "artifact-dir", "", "tool artifact store (default <data-dir>/artifacts)")
 	fs.StringVar(&r.scenariosDir, "scenarios-dir", "examples/scenarios", "scenarios of the scripted model")
+	fs.IntVar(&r.subAgentDepth, "subagent-max-depth", 1, "delegation depth through the task tool (1: sub-agents never delegate further; at most 4)")
+	fs.DurationVar(&r.subAgentTimeout, "subagent-timeout", 30*time.Minute, "how long a task call waits for its sub-agent run before cancelling it")
+	fs.DurationVar(&r.clarifyTimeout, "clarification-timeout", 60*time.Second, "how long a run waits for a clarification answer before taking the recommended option")
+	fs.DurationVar(&r.decisionTimeout, "decision-timeout", 300*time.Second, "how long a run waits for a decision (also doom-loop and tool-approval questions) before its default")
 	fs.StringVar(&r.subAgentsDir, "subagents-dir", "examples/agents", "sub-agent definitions (*.yaml) offered through the task tool; empty or missing: none")
 	fs.StringVar(&r.tokenEncodersFile, "token-encoders-file", "", "token_encoders.yaml overriding the built-in model registry")
 	fs.StringVar(&r.toolsFile, "tools-file", "", "tools.yaml: MCP servers, ToolProvider servers and per-tool policies")
@@ -165,6 +186,8 @@ func newFlagSet(r *raw, output io.Writer) *flag.FlagSet {
 		r.listen[svc] = fs.String(svc+"-listen", "", fmt.Sprintf("%s gRPC listen address (default 127.0.0.1:%d in -target=all, else :%d)", svc, DefaultPorts[svc], DefaultPorts[svc]))
 		r.dial[svc] = fs.String(svc+"-addr", DefaultDialAddr(svc), fmt.Sprintf("address at which peers reach %s", svc))
 	}
+	fs.Float64Var(&r.gatewayRateLimit, "gateway-rate-limit", 50, "calls and stream opens per second each gateway API key may make; 0 = unlimited")
+	fs.IntVar(&r.gatewayRateBurst, "gateway-rate-burst", 100, "calls an idle gateway API key may make at once")
 	fs.StringVar(&r.gatewayHTTPAddr, "gateway-http-listen", "", fmt.Sprintf("gateway HTTP listen address (default 127.0.0.1:%d in -target=all, else :%d)", DefaultGatewayHTTPPort, DefaultGatewayHTTPPort))
 	fs.StringVar(&r.metricsAddr, "metrics-addr", ":9090", "Prometheus /metrics listen address")
 	fs.StringVar(&r.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -324,6 +347,10 @@ func (r *raw) validate() (*Config, error) {
 		DataDir:               r.dataDir,
 		SkillsDir:             r.skillsDir,
 		SubAgentsDir:          r.subAgentsDir,
+		SubAgentMaxDepth:      r.subAgentDepth,
+		SubAgentTimeout:       r.subAgentTimeout,
+		ClarificationTimeout:  r.clarifyTimeout,
+		DecisionTimeout:       r.decisionTimeout,
 		WorkspaceDir:          r.workspaceDir,
 		ArtifactDir:           r.artifactDir,
 		ScenariosDir:          r.scenariosDir,
@@ -336,6 +363,8 @@ func (r *raw) validate() (*Config, error) {
 		Listen:                map[string]string{},
 		Dial:                  map[string]string{},
 		GatewayHTTPAddr:       r.gatewayHTTPAddr,
+		GatewayRateLimit:      r.gatewayRateLimit,
+		GatewayRateBurst:      r.gatewayRateBurst,
 		MetricsAddr:           r.metricsAddr,
 		LogLevel:              r.logLevel,
 		ShutdownTimeout:       r.shutdownTimeout,
@@ -437,6 +466,18 @@ func (r *raw) validate() (*Config, error) {
 		return nil, fmt.Errorf("setting model-idle-timeout: must be positive, got %s", c.ModelIdleTimeout)
 	case c.ModelMaxAttempts < 1 || c.ModelMaxAttempts > 10:
 		return nil, fmt.Errorf("setting model-max-attempts: want 1 to 10, got %d", c.ModelMaxAttempts)
+	case c.GatewayRateLimit < 0 || math.IsNaN(c.GatewayRateLimit) || math.IsInf(c.GatewayRateLimit, 0):
+		return nil, fmt.Errorf("setting gateway-rate-limit: want a rate >= 0 (0 = unlimited), got %v", c.GatewayRateLimit)
+	case c.SubAgentMaxDepth < 1 || c.SubAgentMaxDepth > 4:
+		return nil, fmt.Errorf("setting subagent-max-depth: want 1 to 4 (no sub-agents: empty -subagents-dir), got %d", c.SubAgentMaxDepth)
+	case c.SubAgentTimeout <= 0:
+		return nil, fmt.Errorf("setting subagent-timeout: must be positive, got %s", c.SubAgentTimeout)
+	case c.ClarificationTimeout <= 0:
+		return nil, fmt.Errorf("setting clarification-timeout: must be positive, got %s", c.ClarificationTimeout)
+	case c.DecisionTimeout <= 0:
+		return nil, fmt.Errorf("setting decision-timeout: must be positive, got %s", c.DecisionTimeout)
+	case c.GatewayRateBurst < 1:
+		return nil, fmt.Errorf("setting gateway-rate-burst: must be at least 1, got %d", c.GatewayRateBurst)
 	}
 	if c.ShutdownTimeout <= 0 {
 		return nil, fmt.Errorf("setting shutdown-timeout: must be positive, got %s", c.ShutdownTimeout)

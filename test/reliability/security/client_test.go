@@ -52,7 +52,9 @@ func (c *tenantClient) runToEnd(t *testing.T, spec *baagentv1.RunSpec) (*baagent
 
 func (c *tenantClient) events(t *testing.T, ctx context.Context, runID string) []*baagentv1.Event {
 	t.Helper()
-	stream, err := c.gw.StreamRunEvents(ctx, &baagentv1.StreamRunEventsRequest{RunId: runID})
+	// From the first event: a run may end before a live subscription
+	// would start.
+	stream, err := c.gw.StreamRunEvents(ctx, &baagentv1.StreamRunEventsRequest{RunId: runID, After: "earliest"})
 	if err != nil {
 		t.Fatalf("StreamRunEvents: %v", err)
 	}
