@@ -52,6 +52,9 @@ func (rt *realTools) run(call llm.ToolCall) string {
 	if call.Name == "skill" {
 		return fmt.Sprintf("Skill %q activated.", args["name"])
 	}
+	if call.Name == "ask_clarification" || call.Name == "ask_decision" {
+		return "The user answered: " + recommended(args)
+	}
 	tl, ok := rt.byName[call.Name]
 	if !ok {
 		return fail("TOOL_NOT_FOUND", fmt.Sprintf("there is no tool named %q", call.Name))
@@ -142,4 +145,22 @@ func TestScenariosOverTheSampleData(t *testing.T) {
 			}
 		})
 	}
+}
+
+// recommended is the label of the option an ask tool recommends (the
+// first when none is), as a question nobody answers resolves.
+func recommended(args map[string]any) string {
+	opts, _ := args["options"].([]any)
+	first := ""
+	for i, o := range opts {
+		m, _ := o.(map[string]any)
+		label, _ := m["label"].(string)
+		if i == 0 {
+			first = label
+		}
+		if rec, _ := m["is_recommended"].(bool); rec {
+			return label
+		}
+	}
+	return first
 }

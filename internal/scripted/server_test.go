@@ -172,12 +172,14 @@ func TestEveryShippedScenarioPlaysThrough(t *testing.T) {
 	}
 	c, _ := start(t, scripted.Options{})
 	wantTools := map[string][]string{
-		"revenue-by-category":      {"sql_query"},
-		"data-quality-check":       {"skill", "glob", "file_read", "sql_query", "sql_query", "sql_query"},
-		"sales-growth-by-region":   {"skill", "sql_query", "sql_query"},
-		"sales-deep-dive":          {"file_read", "file_read", "file_read", "sql_query", "sql_query", "sql_query", "sql_query", "sql_query", "sql_query"},
-		"avg-order-value-recovery": {"sql_query", "sql_query"},
-		"tool-error-handling":      {"sql_query", "chart_render", "sql_query"},
+		"revenue-by-category":       {"sql_query"},
+		"data-quality-check":        {"skill", "glob", "file_read", "sql_query", "sql_query", "sql_query"},
+		"sales-growth-by-region":    {"skill", "sql_query", "sql_query"},
+		"sales-deep-dive":           {"file_read", "file_read", "file_read", "sql_query", "sql_query", "sql_query", "sql_query", "sql_query", "sql_query"},
+		"avg-order-value-recovery":  {"sql_query", "sql_query"},
+		"tool-error-handling":       {"sql_query", "chart_render", "sql_query"},
+		"hitl-clarification-period": {"ask_clarification", "sql_query"},
+		"hitl-decision-region":      {"ask_decision", "sql_query"},
 	}
 	for _, sc := range srv.Scenarios() {
 		t.Run(sc.Name, func(t *testing.T) {

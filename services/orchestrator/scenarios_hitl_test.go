@@ -13,12 +13,12 @@ import (
 )
 
 // TestHITLScenarios plays the human-in-the-loop scenarios of
-// examples/scenarios/hitl through the whole pipeline (the scripted model over
+// examples/scenarios through the whole pipeline (the scripted model over
 // HTTP, the real tokens, skills, context and toolrunner services) and
 // answers their questions as a user would, with an option that is not the
 // recommended one, so the answer visibly steers the result.
 func TestHITLScenarios(t *testing.T) {
-	sc, err := scripted.New(scripted.Options{Dir: filepath.Join("..", "..", "examples", "scenarios", "hitl")})
+	sc, err := scripted.New(scripted.Options{Dir: filepath.Join("..", "..", "examples", "scenarios")})
 	if err != nil {
 		t.Fatal(err)
 	}
