@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/google/jsonschema-go/jsonschema"
 	"os"
 	"strings"
 	"testing"
@@ -58,6 +59,20 @@ func (rt *realTools) run(call llm.ToolCall) string {
 	tl, ok := rt.byName[call.Name]
 	if !ok {
 		return fail("TOOL_NOT_FOUND", fmt.Sprintf("there is no tool named %q", call.Name))
+	}
+	// The toolrunner validates arguments against the tool's schema before
+	// running it; so must this stand-in, or a scenario whose arguments the
+	// platform refuses would pass here.
+	var schema jsonschema.Schema
+	if err := json.Unmarshal(tl.Spec().Parameters, &schema); err != nil {
+		return fail("INVALID_SCHEMA", err.Error())
+	}
+	resolved, err := schema.Resolve(nil)
+	if err != nil {
+		return fail("INVALID_SCHEMA", err.Error())
+	}
+	if err := resolved.Validate(args); err != nil {
+		return fail("INVALID_ARGUMENTS", err.Error())
 	}
 	res, err := tl.Execute(context.Background(), tool.Call{ToolCallID: call.ID, Args: args, Workspace: rt.root})
 	if err != nil {
