@@ -189,7 +189,7 @@ func newFlagSet(r *raw, output io.Writer) *flag.FlagSet {
 	fs.Float64Var(&r.gatewayRateLimit, "gateway-rate-limit", 50, "calls and stream opens per second each gateway API key may make; 0 = unlimited")
 	fs.IntVar(&r.gatewayRateBurst, "gateway-rate-burst", 100, "calls an idle gateway API key may make at once")
 	fs.StringVar(&r.gatewayHTTPAddr, "gateway-http-listen", "", fmt.Sprintf("gateway HTTP listen address (default 127.0.0.1:%d in -target=all, else :%d)", DefaultGatewayHTTPPort, DefaultGatewayHTTPPort))
-	fs.StringVar(&r.metricsAddr, "metrics-addr", ":9090", "Prometheus /metrics listen address")
+	fs.StringVar(&r.metricsAddr, "metrics-addr", "", fmt.Sprintf("Prometheus /metrics listen address (default 127.0.0.1:%d in -target=all, else :%d)", DefaultMetricsPort, DefaultMetricsPort))
 	fs.StringVar(&r.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&r.shutdownTimeout, "shutdown-timeout", 4*time.Second, "how long SIGTERM waits for in-flight requests")
 	fs.IntVar(&r.maxMsgBytes, "max-msg-bytes", 16<<20, "largest gRPC message accepted or sent, in bytes")
@@ -392,6 +392,9 @@ func (r *raw) validate() (*Config, error) {
 	}
 	if c.GatewayHTTPAddr == "" {
 		c.GatewayHTTPAddr = net.JoinHostPort(host, strconv.Itoa(DefaultGatewayHTTPPort))
+	}
+	if c.MetricsAddr == "" {
+		c.MetricsAddr = net.JoinHostPort(host, strconv.Itoa(DefaultMetricsPort))
 	}
 	if c.DataDir == "" {
 		return nil, errors.New("setting data-dir: must not be empty")

@@ -31,6 +31,17 @@ func writeFile(t *testing.T, name, content string) string {
 	return p
 }
 
+// One service per process listens on every interface (a pod), metrics too.
+func TestDefaultsOneService(t *testing.T) {
+	c, err := load(t, []string{"-target=tokens"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen[TargetTokens] != ":7705" || c.MetricsAddr != ":9090" {
+		t.Errorf("listen %q metrics %q, want :7705 and :9090", c.Listen[TargetTokens], c.MetricsAddr)
+	}
+}
+
 func TestDefaultsAllMode(t *testing.T) {
 	c, err := load(t, nil, nil)
 	if err != nil {
@@ -48,7 +59,7 @@ func TestDefaultsAllMode(t *testing.T) {
 			t.Errorf("Listen[%s] = %q, want %q", svc, c.Listen[svc], addr)
 		}
 	}
-	if c.GatewayHTTPAddr != "127.0.0.1:7780" || c.MetricsAddr != ":9090" || c.EmbeddedNATSAddr != "127.0.0.1:4222" {
+	if c.GatewayHTTPAddr != "127.0.0.1:7780" || c.MetricsAddr != "127.0.0.1:9090" || c.EmbeddedNATSAddr != "127.0.0.1:4222" {
 		t.Errorf("http %q metrics %q nats %q", c.GatewayHTTPAddr, c.MetricsAddr, c.EmbeddedNATSAddr)
 	}
 	if c.DataDir != "./data" || c.WorkspaceDir != filepath.Join("data", "workspaces") || c.ArtifactDir != filepath.Join("data", "artifacts") {

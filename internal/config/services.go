@@ -31,6 +31,10 @@ var DefaultPorts = map[string]int{
 // dashboard.
 const DefaultGatewayHTTPPort = 7780
 
+// DefaultMetricsPort serves Prometheus /metrics (on loopback in
+// -target=all, like every other default listener there).
+const DefaultMetricsPort = 9090
+
 // DefaultDialAddr is where a client on the same machine finds service by
 // default, e.g. "localhost:7705" for tokens.
 func DefaultDialAddr(service string) string {
