@@ -80,6 +80,9 @@ type Options struct {
 	LargeDataBytes int
 	// QueryTimeout bounds one sql_query (default 30 s).
 	QueryTimeout time.Duration
+	// WorkspaceMaxIdle removes a conversation's workspace after it has not
+	// been used for this long (default 7 days); a later call starts afresh.
+	WorkspaceMaxIdle time.Duration
 }
 
 // Server implements baagentv1.ToolRunnerServiceServer.
@@ -96,6 +99,7 @@ type Server struct {
 	metrics        *metrics
 	largeDataBytes int
 	cleanupEvery   time.Duration
+	wsMaxIdle      time.Duration
 }
 
 var _ baagentv1.ToolRunnerServiceServer = (*Server)(nil)
@@ -122,9 +126,12 @@ func New(opts Options) (*Server, error) {
 	if opts.LargeDataBytes <= 0 {
 		opts.LargeDataBytes = DefaultLargeDataBytes
 	}
+	if opts.WorkspaceMaxIdle <= 0 {
+		opts.WorkspaceMaxIdle = DefaultWorkspaceMaxIdle
+	}
 	s := &Server{
 		log: opts.Logger.With("service", ServiceName), clock: opts.Clock,
-		largeDataBytes: opts.LargeDataBytes, cleanupEvery: opts.CleanupInterval,
+		largeDataBytes: opts.LargeDataBytes, cleanupEvery: opts.CleanupInterval, wsMaxIdle: opts.WorkspaceMaxIdle,
 		policies: &Policies{Tools: map[string]ToolPolicy{}},
 	}
 	if opts.ConfigFile != "" {
@@ -153,7 +160,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("setting artifact-dir: %w", err)
 	}
-	if s.workspaces, err = openWorkspaces(opts.WorkspaceDir, opts.WorkspaceSeedDir); err != nil {
+	if s.workspaces, err = openWorkspaces(opts.WorkspaceDir, opts.WorkspaceSeedDir, opts.Clock.Now); err != nil {
 		s.artifacts.Close()
 		return nil, err
 	}
@@ -178,14 +185,17 @@ func (s *Server) Close() error {
 	return errors.Join(errs...)
 }
 
-// Run cleans up artifacts (by age and size) and the cache's expired
-// entries every CleanupInterval until ctx is done.
+// Run cleans up artifacts (by age and size), the cache's expired entries
+// and idle workspaces every CleanupInterval until ctx is done.
 func (s *Server) Run(ctx context.Context) error {
 	t := time.NewTicker(s.cleanupEvery)
 	defer t.Stop()
 	for {
 		s.artifacts.Cleanup()
 		s.cache.sweep()
+		if n, freed := s.workspaces.removeIdle(s.wsMaxIdle); n > 0 {
+			s.log.Info("removed idle workspaces", "count", n, "bytes", freed, "max_idle", s.wsMaxIdle.String())
+		}
 		select {
 		case <-ctx.Done():
 			return nil

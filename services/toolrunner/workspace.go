@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"sync"
+	"time"
 )
 
 // maxOpenWorkspaces bounds the workspace handles kept open between calls.
@@ -24,10 +25,14 @@ const maxOpenWorkspaces = 256
 type workspaces struct {
 	root *os.Root
 	seed string // "" = none
+	now  func() time.Time
 
 	mu    sync.Mutex
 	open  map[string]*wsHandle
 	order *list.List // idle and busy handles, front = most recently used
+	// opening counts the calls opening a workspace that is not open yet,
+	// so that the idle cleanup never removes one a call is about to use.
+	opening map[string]int
 }
 
 type wsHandle struct {
@@ -36,9 +41,12 @@ type wsHandle struct {
 	refs    int
 	evicted bool
 	el      *list.Element
+	// touched is when the directory's modification time, the mark of its
+	// last use that survives a restart, was last set.
+	touched time.Time
 }
 
-func openWorkspaces(dir, seed string) (*workspaces, error) {
+func openWorkspaces(dir, seed string, now func() time.Time) (*workspaces, error) {
 	if dir == "" {
 		return nil, errors.New("setting workspace-dir: required")
 	}
@@ -60,7 +68,10 @@ func openWorkspaces(dir, seed string) (*workspaces, error) {
 			return nil, fmt.Errorf("setting workspace-seed-dir: %s is not a directory", seed)
 		}
 	}
-	return &workspaces{root: root, seed: seed, open: map[string]*wsHandle{}, order: list.New()}, nil
+	if now == nil {
+		now = time.Now
+	}
+	return &workspaces{root: root, seed: seed, now: now, open: map[string]*wsHandle{}, order: list.New(), opening: map[string]int{}}, nil
 }
 
 // close closes the idle handles and the root; call it when no call runs.
@@ -84,17 +95,23 @@ func (w *workspaces) acquire(tenant, conversation string) (*os.Root, func(), err
 	if h, ok := w.open[key]; ok {
 		h.refs++
 		w.order.MoveToFront(h.el)
+		touch := w.touchLocked(h)
 		w.mu.Unlock()
+		touch()
 		return h.root, func() { w.release(h) }, nil
 	}
+	w.opening[key]++
 	w.mu.Unlock()
 
 	r, err := w.openDir(tenant, conversation)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.opening[key]--; w.opening[key] == 0 {
+		delete(w.opening, key)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	if h, ok := w.open[key]; ok { // a concurrent call opened it first
 		r.Close()
 		h.refs++
@@ -104,6 +121,7 @@ func (w *workspaces) acquire(tenant, conversation string) (*os.Root, func(), err
 	h := &wsHandle{key: key, root: r, refs: 1}
 	h.el = w.order.PushFront(h)
 	w.open[key] = h
+	w.touchLocked(h)()
 	for el := w.order.Back(); w.order.Len() > maxOpenWorkspaces && el != nil; {
 		prev := el.Prev()
 		if old := el.Value.(*wsHandle); old.refs == 0 {

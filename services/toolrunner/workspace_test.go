@@ -9,7 +9,7 @@ import (
 
 func TestWorkspaceHandles(t *testing.T) {
 	dir := t.TempDir()
-	w, err := openWorkspaces(dir, "")
+	w, err := openWorkspaces(dir, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
