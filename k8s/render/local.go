@@ -16,6 +16,7 @@ import (
 var ImageDirs = map[string]string{
 	"/usr/share/baagent/skills":    "examples/skills",
 	"/usr/share/baagent/scenarios": "examples/scenarios",
+	"/usr/share/baagent/agents":    "examples/agents",
 	"/usr/share/baagent/data":      "examples/data",
 	"/usr/share/baagent/config":    "examples/config",
 }
