@@ -6,10 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/natsx"
 )
 
 // lastToolResult is the content of the request's latest tool message.
@@ -224,4 +227,41 @@ func indexOf(s []string, v string) int {
 		}
 	}
 	return -1
+}
+
+// A client that answers the moment it sees the question (no retry) finds
+// the run waiting: the question is published only after the run is on
+// record as waiting for it.
+func TestAnswerTheMomentTheQuestionIsSeen(t *testing.T) {
+	ctx := testCtx(t)
+	h := newHarness(t, askThenQuote(AskClarificationTool, clarifyArgs), harnessOptions{})
+	for i := range 5 {
+		run := h.start(ctx, &baagentv1.RunSpec{Input: "compare revenue"})
+		subject, err := natsx.EventSubject(testTenant, run.GetRunId())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cons, err := h.js.OrderedConsumer(ctx, natsx.StreamEvents, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var q *baagentv1.ClarificationQuestion
+		for q == nil {
+			msg, err := cons.Next(jetstream.FetchContext(ctx))
+			if err != nil {
+				t.Fatalf("run %d: waiting for the question: %v", i, err)
+			}
+			ev := &baagentv1.Event{}
+			if err := proto.Unmarshal(msg.Data(), ev); err != nil {
+				t.Fatal(err)
+			}
+			q = ev.GetClarificationAsked()
+		}
+		if err := h.submit(ctx, run.GetRunId(), &baagentv1.RunInput{InputId: q.GetQuestionId(), Answer: "Only Q4"}); err != nil {
+			t.Fatalf("run %d: an answer sent the moment the question was seen: %v", i, err)
+		}
+		if final := h.waitRun(ctx, run.GetRunId()); final.GetState() != baagentv1.RunState_RUN_STATE_COMPLETED {
+			t.Fatalf("run %d ended %v", i, final.GetState())
+		}
+	}
 }

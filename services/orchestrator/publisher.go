@@ -111,6 +111,18 @@ func newPublisher(sink eventSink, run *baagentv1.Run) (*publisher, error) {
 // event every further emit fails with errTerminalSent, so a run has exactly
 // one terminal event.
 func (p *publisher) emit(ctx context.Context, ev *baagentv1.Event) error {
+	return p.add(ctx, ev, true)
+}
+
+// hold numbers ev like emit but does not send it: it stays pending (a
+// checkpoint carries it in its outbox) until the next flush publishes it.
+// For an event that must not be seen before the state it announces is
+// stored. Nothing may be emitted between a hold and its flush.
+func (p *publisher) hold(ctx context.Context, ev *baagentv1.Event) error {
+	return p.add(ctx, ev, false)
+}
+
+func (p *publisher) add(ctx context.Context, ev *baagentv1.Event, send bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.terminal {
@@ -135,7 +147,7 @@ func (p *publisher) emit(ctx context.Context, ev *baagentv1.Event) error {
 	msg := &nats.Msg{Subject: p.subject, Data: data, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, MsgID(ev.RunId, seq)+p.idSuffix)
 	f := &inflight{seq: seq, typ: ev.Type, msg: msg}
-	if !p.sync {
+	if send && !p.sync {
 		// A refused async publish (stalled, disconnected) is left for the
 		// flush to republish.
 		f.future, _ = p.sink.PublishMsgAsync(msg)
@@ -143,7 +155,7 @@ func (p *publisher) emit(ctx context.Context, ev *baagentv1.Event) error {
 	p.seq = seq
 	p.terminal = IsTerminal(ev)
 	p.pending = append(p.pending, f)
-	if p.sync || len(p.pending) >= maxPipelined {
+	if send && (p.sync || len(p.pending) >= maxPipelined) {
 		return p.flushLocked(ctx)
 	}
 	return nil

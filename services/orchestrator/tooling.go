@@ -214,18 +214,24 @@ func (r *run) pause(i int, w *waitState) error {
 	} else {
 		ev.Payload = &baagentv1.Event_DecisionAsked{DecisionAsked: p.GetDecision()}
 	}
-	if err := r.emit(ev); err != nil {
+	// The question is published only once the run is on record as
+	// waiting (checkpoint and record), so a client that answers the moment
+	// it sees the question finds the run ready for the answer. Held until
+	// then, it rides in the checkpoint's outbox: a replica that dies here
+	// is replaced by one that publishes it.
+	if err := r.hold(ev); err != nil {
 		return err
 	}
 	r.wait, r.paused = w, true
 	r.rec.State = baagentv1.RunState_RUN_STATE_WAITING_INPUT
 	r.rec.PendingInput = p
-	// The question's events are stored before the run lets go of its
-	// work item (the record's last_seq names them).
-	if err := r.flush(); err != nil {
+	if err := r.checkpoint(cpWaitingInput); err != nil {
 		return err
 	}
-	if err := r.checkpoint(cpWaitingInput); err != nil {
+	r.save(r.ctx)
+	// Stored before the run lets go of its work item, and named by the
+	// record's last_seq.
+	if err := r.flush(); err != nil {
 		return err
 	}
 	r.save(r.ctx)
