@@ -45,7 +45,10 @@ func TestCallsReachARestartedPeer(t *testing.T) {
 	addr := lis.Addr().String()
 	lis.Close()
 	stop := serveHealth(t, addr)
-	conn, err := Dial(addr, Options{ReconnectWait: time.Second})
+	// The wait outlasts the longest reconnect backoff (2 s + 20% jitter),
+	// as the default does: a shorter one may end before the next attempt.
+	const wait = 3 * time.Second
+	conn, err := Dial(addr, Options{ReconnectWait: wait})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,8 +69,8 @@ func TestCallsReachARestartedPeer(t *testing.T) {
 	if err := check(); status.Code(err) != codes.Unavailable {
 		t.Fatalf("peer down: %v, want Unavailable", err)
 	}
-	if d := time.Since(began); d > 3*time.Second {
-		t.Fatalf("peer down: failed after %s, want about the 1 s reconnect wait", d)
+	if d := time.Since(began); d > wait+2*time.Second {
+		t.Fatalf("peer down: failed after %s, want about the %s reconnect wait", d, wait)
 	}
 
 	// Down long enough for the reconnect backoff to grow, then back.
