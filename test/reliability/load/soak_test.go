@@ -19,9 +19,11 @@ import (
 //	BAAGENT_SOAK_SAMPLE=10s     resource sampling interval
 //	BAAGENT_SOAK_REPORT=file    write the machine-readable result there
 //
-// The first fifth of the duration (at most 5 minutes) is warm-up: caches
-// fill, the toolrunner's open-workspace cache reaches its bound, JetStream
-// sizes its buffers. Then the median of the first window of samples is
+// The first fifth of the duration (at least 3 minutes, at most half) is
+// warm-up: caches fill, the toolrunner's open-workspace cache reaches its
+// bound, JetStream's duplicate window turns over and it sizes its buffers.
+// With BAAGENT_LOAD_HEAPPROFILE=P, heap profiles are written to P.first
+// (end of warm-up) and P (end) for go tool pprof -diff_base. Then the median of the first window of samples is
 // compared with the median of the last window.
 const (
 	soakMaxInFlight = 500
@@ -60,7 +62,9 @@ func TestSoak(t *testing.T) {
 			t.Fatalf("BAAGENT_SOAK_SAMPLE=%q: want a duration of at least 1s", v)
 		}
 	}
-	warm := min(dur/5, 5*time.Minute)
+	// Warm-up outlasts the streams' two-minute duplicate window, whose
+	// message ids fill the server's memory until it turns over.
+	warm := min(max(dur/5, 3*time.Minute), dur/2)
 
 	ctx, cancel := context.WithTimeout(context.Background(), dur+5*time.Minute)
 	defer cancel()
@@ -105,6 +109,9 @@ func TestSoak(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := d.Counters()
+			if len(samples) > 0 && samples[len(samples)-1].At < warm && time.Since(start) >= warm {
+				writeHeapProfile(t, ".first")
+			}
 			samples = append(samples, timedSample{At: time.Since(start), Runs: c.Terminals, Sample: s})
 			t.Logf("%6.0fs runs=%d in_flight=%d %s", time.Since(start).Seconds(), c.Terminals, c.Accepted-c.Terminals, s)
 			if c.Failed > 0 || c.SeqErrors > 0 || c.NATSErrors > 0 {
@@ -128,6 +135,7 @@ func TestSoak(t *testing.T) {
 		LoadAvg: loadAvg(), Race: raceEnabled,
 	}
 	res.First, res.Last, res.Growth = compareWindows(samples, warm)
+	writeHeapProfile(t, "")
 	line, _ := json.Marshal(res)
 	t.Logf("soak-result: %s", line)
 	if path := os.Getenv("BAAGENT_SOAK_REPORT"); path != "" {
