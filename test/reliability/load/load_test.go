@@ -3,6 +3,7 @@ package load
 import (
 	"context"
 	"encoding/json"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -25,7 +26,7 @@ const (
 	raceLoadRuns  = 250
 	runsPerTenant = orchestrator.DefaultMaxRunsPerTenant * 3 / 4
 	warmupRuns    = orchestrator.DefaultMaxConcurrentRuns
-	submitClients = 32
+	submitClients = 128
 	loadDeadline  = 170 * time.Second
 )
 
@@ -113,14 +114,15 @@ func TestLoad(t *testing.T) {
 		RSSPerRunBytes:      perRun(top.PeakRSS, base.RSS, runs),
 		RetainedPerRunBytes: perRun(after.HeapInUse, base.HeapInUse, runs),
 		GoMaxProcs:          runtime.GOMAXPROCS(0), Race: raceEnabled,
-		LoadAvg: loadAvg(),
+		LoadAvg:      loadAvg(),
+		DataDirBytes: dirBytes(env.dataDir),
 	}
 	res.report(t)
 	writeHeapProfile(t, "")
 	if err != nil {
 		t.Fatalf("%v\nopen descriptors by kind: %v\ngoroutines:\n%s", err, FDKinds(), GoroutineProfile())
 	}
-	if c.MaxInFlight < runs/2 {
+	if c.MaxInFlight < runs*3/4 {
 		t.Errorf("at most %d runs were in flight at once; the test must hold most of its %d runs queued or running together", c.MaxInFlight, runs)
 	}
 }
@@ -147,6 +149,9 @@ type Result struct {
 	GoMaxProcs          int     `json:"gomaxprocs"`
 	Race                bool    `json:"race"`
 	LoadAvg             string  `json:"loadavg"`
+	// DataDirBytes is the suite's state on disk after the load: JetStream
+	// (events, run records, history) and the conversations' workspaces.
+	DataDirBytes int64 `json:"data_dir_bytes"`
 }
 
 func (r Result) report(t *testing.T) {
@@ -158,6 +163,7 @@ func (r Result) report(t *testing.T) {
 	t.Logf("before: %s", r.Base)
 	t.Logf("peak:   %s", r.Peak)
 	t.Logf("after:  %s (settled in %.1fs)", r.After, r.SettleSeconds)
+	t.Logf("on disk: %s in the data directory (%.0f KiB per run, workspaces included)", MiB(uint64(r.DataDirBytes)), float64(r.DataDirBytes)/1024/float64(r.Runs+warmupRuns))
 	t.Logf("per run: heap %.1f KiB at peak, RSS %.1f KiB at peak, %.0f B heap retained", r.HeapPerRunBytes/1024, r.RSSPerRunBytes/1024, r.RetainedPerRunBytes)
 	line, err := json.Marshal(r)
 	if err != nil {
@@ -173,8 +179,9 @@ func (r Result) report(t *testing.T) {
 
 // env is a running suite and a driver following it.
 type env struct {
-	suite  *Suite
-	driver *Driver
+	suite   *Suite
+	driver  *Driver
+	dataDir string
 }
 
 // newEnv starts the suite with the load scenario and a driver; both stop
@@ -190,7 +197,8 @@ func newEnv(ctx context.Context, t *testing.T, tenants int, keep bool) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := StartSuite(ctx, SuiteOptions{RepoRoot: root, DataDir: t.TempDir(), ScenariosDir: scenarios, Tenants: tenants})
+	dataDir := t.TempDir()
+	s, err := StartSuite(ctx, SuiteOptions{RepoRoot: root, DataDir: dataDir, ScenariosDir: scenarios, Tenants: tenants})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +218,7 @@ func newEnv(ctx context.Context, t *testing.T, tenants int, keep bool) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(d.Close)
-	return &env{suite: s, driver: d}
+	return &env{suite: s, driver: d, dataDir: dataDir}
 }
 
 // runBatch runs n runs from run first and fails the test unless all
@@ -268,6 +276,20 @@ func writeHeapProfile(t *testing.T, suffix string) {
 	if err := pprof.WriteHeapProfile(f); err != nil {
 		t.Errorf("BAAGENT_LOAD_HEAPPROFILE: %v", err)
 	}
+}
+
+// dirBytes is the total size of the regular files under dir.
+func dirBytes(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
