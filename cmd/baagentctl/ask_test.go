@@ -333,6 +333,8 @@ func TestAskInterruptCancelsTheRun(t *testing.T) {
 	if code != exitCancelled || !strings.Contains(out.String(), "run cancelled: interrupted in baagentctl") {
 		t.Fatalf("exit %d:\n%s\nstderr: %s", code, out.String(), errOut)
 	}
+	// The record is stored right after the terminal event the CLI saw.
+	waitRun(t, gw, waiting.GetRuns()[0].GetRunId(), "cancelled", func(r *baagentv1.Run) bool { return r.GetState() == baagentv1.RunState_RUN_STATE_CANCELLED })
 	list, err := gw.ListRuns(gw.auth(ctx), &baagentv1.ListRunsRequest{States: []baagentv1.RunState{baagentv1.RunState_RUN_STATE_CANCELLED}})
 	if err != nil || len(list.GetRuns()) != 1 {
 		t.Fatalf("cancelled runs: %v %v", list, err)
