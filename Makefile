@@ -22,7 +22,7 @@ BENCH      ?= .
 BENCHCOUNT ?= 6
 BENCHPKGS  ?= ./...
 
-.PHONY: all run-split tools node-deps benchstat grpcurl generate check-generated lint build test run bench clean
+.PHONY: soak all run-split tools node-deps benchstat grpcurl generate check-generated lint build test run bench clean
 
 all: lint build test
 
@@ -110,6 +110,13 @@ run: build
 # SPLITARGS=-quiet hides the processes' logs.
 run-split:
 	scripts/run-split.sh $(SPLITARGS)
+
+# The 30-minute soak (not in CI): a steady rate of runs through the whole
+# suite; fails on growth of goroutines, heap, RSS or file descriptors between
+# the first and last windows after warm-up. SOAK=10m for a shorter one.
+SOAK ?= 30m
+soak:
+	BAAGENT_SOAK=$(SOAK) $(GO) test -count=1 -timeout 4h -run '^TestSoak$$' -v ./test/reliability/load
 
 bench: $(BIN)/benchstat
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(BENCHCOUNT) $(BENCHPKGS) | tee bench.out
