@@ -40,7 +40,10 @@ type counter struct {
 	counts *lru[countKey, int64]
 	models *lru[string, *baagentv1.ModelInfo]
 	tools  *lru[countKey, toolsCount]
-	m      *metrics
+	// fingerprints holds tools counts by the caller's fingerprint
+	// (fingerprint.go).
+	fingerprints *lru[countKey, toolsCount]
+	m            *metrics
 }
 
 type countKey struct {
@@ -55,11 +58,12 @@ type toolsCount struct {
 
 func newCounter(svc TokenCounter, entries int, m *metrics) *counter {
 	return &counter{
-		svc:    svc,
-		counts: newLRU[countKey, int64](entries, 0, nil),
-		models: newLRU[string, *baagentv1.ModelInfo](256, 0, nil),
-		tools:  newLRU[countKey, toolsCount](256, 0, nil),
-		m:      m,
+		svc:          svc,
+		counts:       newLRU[countKey, int64](entries, 0, nil),
+		models:       newLRU[string, *baagentv1.ModelInfo](256, 0, nil),
+		tools:        newLRU[countKey, toolsCount](256, 0, nil),
+		fingerprints: newLRU[countKey, toolsCount](maxFingerprints, 0, nil),
+		m:            m,
 	}
 }
 

@@ -65,7 +65,22 @@ func (s *Server) validateBuildWindow(req *baagentv1.BuildWindowRequest) error {
 	budget(&e, "budget", req.GetBudget())
 	compression(&e, "compression", req.GetCompression())
 	validate.Optional(&e, "run_id", req.GetRunId(), validate.RunID)
+	if fp := req.GetToolsFingerprint(); len(fp) > maxFingerprintLen || !printableASCII(fp) {
+		e.Addf("tools_fingerprint", "at most %d printable ASCII characters", maxFingerprintLen)
+	}
 	return e.Err()
+}
+
+// maxFingerprintLen bounds BuildWindowRequest.tools_fingerprint.
+const maxFingerprintLen = 128
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // messages checks a repeated ChatMessage field: present when required, at

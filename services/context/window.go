@@ -106,6 +106,10 @@ func (s *Server) buildWindow(ctx context.Context, req *baagentv1.BuildWindowRequ
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "model %q: %v", req.GetModel(), err)
 	}
+	fixed, err := s.toolsCount(ctx, req, mi)
+	if err != nil {
+		return nil, err
+	}
 	b := resolveBudget(mi.GetMetadata(), req.GetBudget())
 	mg := newMarginer(mi.GetSafetyMargin())
 	cfg := s.resolveCompression(req.GetCompression())
@@ -126,10 +130,6 @@ func (s *Server) buildWindow(ctx context.Context, req *baagentv1.BuildWindowRequ
 		all = append(all, countable{msg: h.msg, hash: h.hash})
 	}
 	raws, err := count(ctx, all)
-	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "count tokens: %v", err)
-	}
-	fixed, err := s.counter.fixedCount(ctx, req.GetModel(), mi, req.GetTools())
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "count tokens: %v", err)
 	}

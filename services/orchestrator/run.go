@@ -52,7 +52,10 @@ type run struct {
 	metrics *convMetrics
 	skills  skillStack
 	models  map[string]*baagentv1.ModelInfo // GetModelInfo answers, by model
-	doom    doomDetector
+	// toolsSent is the tools fingerprint this execution last sent with its
+	// schemas to the context service (see buildWindow).
+	toolsSent string
+	doom      doomDetector
 
 	// Checkpoint state; cpMu serialises writes (from parallel tool calls,
 	// and a write in the background, which holds it until it is done).

@@ -157,18 +157,17 @@ func (r *run) step(ctx context.Context, system []*baagentv1.ChatMessage, tools *
 func (r *run) think(ctx context.Context, step int32, system []*baagentv1.ChatMessage, tools *toolset) error {
 	model := r.skills.model(r.rec.GetModel())
 	info := r.modelInfo(ctx, model)
-	win, err := r.s.opts.Context.BuildWindow(ctx, &baagentv1.BuildWindowRequest{
+	win, err := r.buildWindow(ctx, &baagentv1.BuildWindowRequest{
 		Tenant:         r.rec.GetTenant(),
 		ConversationId: r.rec.GetConversationId(),
 		Model:          model,
 		SystemMessages: system,
-		Tools:          tools.schemas,
 		Budget: &baagentv1.BudgetOptions{
 			MaxContextTokens: info.GetMetadata().GetContextLength(),
 			MaxOutputTokens:  info.GetMetadata().GetMaxOutputTokens(),
 		},
 		RunId: r.rec.GetRunId(),
-	})
+	}, tools)
 	if err != nil {
 		return peerError(ctx, "context", "BuildWindow", err)
 	}

@@ -2,8 +2,11 @@ package orchestrator
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -11,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -28,6 +32,27 @@ type toolset struct {
 	skill bool     // whether the skill meta-tool is offered
 	task  bool     // whether the task tool (sub-agents) is offered
 	ask   []string // the ask tools offered
+	// fingerprint identifies schemas for the context service, which then
+	// needs them only once (BuildWindowRequest.tools_fingerprint).
+	fingerprint string
+}
+
+// fingerprintOf is the hex SHA-256 of the schemas' deterministic
+// encoding; empty for no schemas.
+func fingerprintOf(schemas []*baagentv1.ToolSchema) string {
+	if len(schemas) == 0 {
+		return ""
+	}
+	h := sha256.New()
+	for _, sc := range schemas {
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(sc)
+		if err != nil {
+			return "" // sent in full every time instead
+		}
+		h.Write(strconv.AppendInt(nil, int64(len(b)), 10))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // listTools asks the toolrunner for the tools the active context modifier
@@ -75,6 +100,7 @@ func (r *run) listTools(ctx context.Context, withSkill bool) (*toolset, error) {
 			ts.ask = append(ts.ask, sc.GetName())
 		}
 	}
+	ts.fingerprint = fingerprintOf(ts.schemas)
 	return ts, nil
 }
 

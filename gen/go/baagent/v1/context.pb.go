@@ -1008,9 +1008,20 @@ type BuildWindowRequest struct {
 	// Compression overrides.
 	Compression *ContextCompressionConfig `protobuf:"bytes,7,opt,name=compression,proto3" json:"compression,omitempty"`
 	// Run id, so the `context_compressed` event reaches the run's stream.
-	RunId         string `protobuf:"bytes,8,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RunId string `protobuf:"bytes,8,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Optional fingerprint of `tools`: any string (at most 128 characters)
+	// that changes whenever the tool schemas do, e.g. the hex SHA-256 of their
+	// deterministic encoding. With it the schemas need only be sent once: the
+	// service remembers their token count per tenant, model and fingerprint,
+	// and a later request with the same fingerprint and no `tools` uses it.
+	// A fingerprint the service does not know (first use, a restart, another
+	// replica) with no `tools` fails with FAILED_PRECONDITION and an ErrorInfo
+	// of reason TOOLS_FINGERPRINT_UNKNOWN: send the request again with the
+	// tools. Saves validating, hashing and counting the same schemas at every
+	// step of a run.
+	ToolsFingerprint string `protobuf:"bytes,9,opt,name=tools_fingerprint,json=toolsFingerprint,proto3" json:"tools_fingerprint,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *BuildWindowRequest) Reset() {
@@ -1095,6 +1106,13 @@ func (x *BuildWindowRequest) GetCompression() *ContextCompressionConfig {
 func (x *BuildWindowRequest) GetRunId() string {
 	if x != nil {
 		return x.RunId
+	}
+	return ""
+}
+
+func (x *BuildWindowRequest) GetToolsFingerprint() string {
+	if x != nil {
+		return x.ToolsFingerprint
 	}
 	return ""
 }
@@ -1288,7 +1306,7 @@ const file_baagent_v1_context_proto_rawDesc = "" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12'\n" +
 	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\"A\n" +
 	"\x1aDeleteConversationResponse\x12#\n" +
-	"\rdeleted_count\x18\x01 \x01(\x03R\fdeletedCount\"\xed\x02\n" +
+	"\rdeleted_count\x18\x01 \x01(\x03R\fdeletedCount\"\x9a\x03\n" +
 	"\x12BuildWindowRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12'\n" +
 	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x14\n" +
@@ -1297,7 +1315,8 @@ const file_baagent_v1_context_proto_rawDesc = "" +
 	"\x05tools\x18\x05 \x03(\v2\x16.baagent.v1.ToolSchemaR\x05tools\x121\n" +
 	"\x06budget\x18\x06 \x01(\v2\x19.baagent.v1.BudgetOptionsR\x06budget\x12F\n" +
 	"\vcompression\x18\a \x01(\v2$.baagent.v1.ContextCompressionConfigR\vcompression\x12\x15\n" +
-	"\x06run_id\x18\b \x01(\tR\x05runId\"\x8c\x03\n" +
+	"\x06run_id\x18\b \x01(\tR\x05runId\x12+\n" +
+	"\x11tools_fingerprint\x18\t \x01(\tR\x10toolsFingerprint\"\x8c\x03\n" +
 	"\x13BuildWindowResponse\x125\n" +
 	"\bmessages\x18\x01 \x03(\v2\x19.baagent.v1.WindowMessageR\bmessages\x129\n" +
 	"\tbreakdown\x18\x02 \x01(\v2\x1b.baagent.v1.WindowBreakdownR\tbreakdown\x12;\n" +
