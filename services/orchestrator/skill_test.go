@@ -95,3 +95,29 @@ func TestSkillMetaTool(t *testing.T) {
 	}
 	checkPairing(t, h.ctxSvc.history(run.GetConversationId()))
 }
+
+// A skill activation and tool calls of the same step run at once: the
+// calls' checkpoints read the skill stack while the activation grows it
+// (a data race the load test's race detector once reported).
+func TestSkillActivationBesideParallelCalls(t *testing.T) {
+	ctx := testCtx(t)
+	h := newHarness(t, func(_ context.Context, _ int, req ModelRequest) (*ModelResponse, error) {
+		if _, ok := lastToolResult(req); ok {
+			return answer("done"), nil
+		}
+		return callTools("",
+			"call_a", "noop", `{"i":1}`,
+			"call_skill", SkillToolName, `{"name":"sales-analysis"}`,
+			"call_b", "sql_query", `{"query":"SELECT 1"}`,
+			"call_c", "glob", `{"pattern":"*"}`,
+		), nil
+	}, harnessOptions{})
+	for range 5 {
+		run := h.start(ctx, &baagentv1.RunSpec{Input: "sales"})
+		evs := h.events(ctx, run.GetRunId())
+		checkEnvelope(t, run, evs)
+		if evs[len(evs)-1].GetComplete() == nil || indexOf(types(evs), "skill_activated") < 0 {
+			t.Fatalf("events %v", types(evs))
+		}
+	}
+}

@@ -60,7 +60,11 @@ func (r *run) activateSkill(ctx context.Context, i int, c *baagentv1.ToolCall) (
 		return r.failedCall(c, began, baagentv1.ToolErrorType_TOOL_ERROR_TYPE_VALIDATION_ERROR, codeSkillRefused, res.GetError()), nil
 	}
 
+	// The stack is part of every checkpoint, and the step's other calls,
+	// finishing in parallel, take checkpoints: change it under cpMu.
+	r.cpMu.Lock()
 	r.skills.push(activation{name: res.GetSkillName(), id: activationID, modifier: res.GetContextModifier()})
+	r.cpMu.Unlock()
 	newChain := res.GetActivationChain()
 	if len(newChain) == 0 {
 		newChain = r.skills.chain()
