@@ -99,6 +99,7 @@ test: node-deps
 	BAAGENT_REQUIRE_MCP=1 BAAGENT_REQUIRE_NODE_PROVIDER=1 BAAGENT_REQUIRE_BROWSER=1 $(GO) test -race -count=1 -timeout 30m -skip '^$(FAULT_TESTS)$$' $$($(GO) list ./... | grep -v '$(FAULT_PKGS)')
 	$(GO) test -count=1 -timeout 10m -run '^$(FAULT_TESTS)$$' ./services/orchestrator
 	$(GO) test -count=1 -timeout 10m $(addprefix ./,$(FAULT_PKGS))
+	$(GO) test -count=1 -timeout 10m -run '^TestLoad$$' ./test/reliability/load
 	npm test --prefix examples/toolprovider/node
 
 run: build

@@ -50,6 +50,15 @@ type Config struct {
 	// SubAgentMaxDepth and SubAgentTimeout bound delegation through the
 	// task tool; ClarificationTimeout and DecisionTimeout how long a run
 	// waits for the user before it takes the recommended option.
+	// MaxConcurrentRuns, MaxQueuedRuns and MaxRunsPerTenant bound the
+	// orchestrator: runs executing on one replica, runs queued or in
+	// progress overall, and per tenant.
+	MaxConcurrentRuns int
+	MaxQueuedRuns     int
+	MaxRunsPerTenant  int
+	// WorkspaceMaxIdle is how long a conversation's workspace may stay
+	// unused before the toolrunner removes it.
+	WorkspaceMaxIdle     time.Duration
 	SubAgentMaxDepth     int
 	SubAgentTimeout      time.Duration
 	ClarificationTimeout time.Duration
@@ -140,6 +149,9 @@ type raw struct {
 	dataDir, skillsDir, workspaceDir, artifactDir string
 	subAgentsDir                                  string
 	subAgentDepth                                 int
+	maxConcurrentRuns, maxQueuedRuns              int
+	maxRunsPerTenant                              int
+	workspaceMaxIdle                              time.Duration
 	subAgentTimeout, clarifyTimeout               time.Duration
 	decisionTimeout                               time.Duration
 	scenariosDir, tokenEncodersFile, toolsFile    string
@@ -169,6 +181,10 @@ func newFlagSet(r *raw, output io.Writer) *flag.FlagSet {
 	fs.StringVar(&r.workspaceDir, "workspace-dir", "", "per-conversation tool workspaces (default <data-dir>/workspaces)")
 	fs.StringVar(&r.artifactDir, "artifact-dir", "", "tool artifact store (default <data-dir>/artifacts)")
 	fs.StringVar(&r.scenariosDir, "scenarios-dir", "examples/scenarios", "scenarios of the scripted model")
+	fs.IntVar(&r.maxConcurrentRuns, "max-concurrent-runs", 64, "runs one orchestrator replica executes at once")
+	fs.IntVar(&r.maxQueuedRuns, "max-queued-runs", 1024, "runs queued or in progress over all replicas and tenants; StartRun beyond is refused (ResourceExhausted)")
+	fs.IntVar(&r.maxRunsPerTenant, "max-runs-per-tenant", 32, "runs one tenant may have queued or in progress; StartRun beyond is refused (ResourceExhausted)")
+	fs.DurationVar(&r.workspaceMaxIdle, "workspace-max-idle", 7*24*time.Hour, "how long a conversation's workspace may stay unused before the toolrunner removes it")
 	fs.IntVar(&r.subAgentDepth, "subagent-max-depth", 1, "delegation depth through the task tool (1: sub-agents never delegate further; at most 4)")
 	fs.DurationVar(&r.subAgentTimeout, "subagent-timeout", 30*time.Minute, "how long a task call waits for its sub-agent run before cancelling it")
 	fs.DurationVar(&r.clarifyTimeout, "clarification-timeout", 60*time.Second, "how long a run waits for a clarification answer before taking the recommended option")
@@ -348,6 +364,10 @@ func (r *raw) validate() (*Config, error) {
 		SkillsDir:             r.skillsDir,
 		SubAgentsDir:          r.subAgentsDir,
 		SubAgentMaxDepth:      r.subAgentDepth,
+		MaxConcurrentRuns:     r.maxConcurrentRuns,
+		MaxQueuedRuns:         r.maxQueuedRuns,
+		MaxRunsPerTenant:      r.maxRunsPerTenant,
+		WorkspaceMaxIdle:      r.workspaceMaxIdle,
 		SubAgentTimeout:       r.subAgentTimeout,
 		ClarificationTimeout:  r.clarifyTimeout,
 		DecisionTimeout:       r.decisionTimeout,
@@ -471,6 +491,14 @@ func (r *raw) validate() (*Config, error) {
 		return nil, fmt.Errorf("setting model-max-attempts: want 1 to 10, got %d", c.ModelMaxAttempts)
 	case c.GatewayRateLimit < 0 || math.IsNaN(c.GatewayRateLimit) || math.IsInf(c.GatewayRateLimit, 0):
 		return nil, fmt.Errorf("setting gateway-rate-limit: want a rate >= 0 (0 = unlimited), got %v", c.GatewayRateLimit)
+	case c.MaxConcurrentRuns < 1 || c.MaxConcurrentRuns > 10000:
+		return nil, fmt.Errorf("setting max-concurrent-runs: want 1 to 10000, got %d", c.MaxConcurrentRuns)
+	case c.MaxQueuedRuns < 1 || c.MaxQueuedRuns > 1000000:
+		return nil, fmt.Errorf("setting max-queued-runs: want 1 to 1000000, got %d", c.MaxQueuedRuns)
+	case c.MaxRunsPerTenant < 1 || c.MaxRunsPerTenant > c.MaxQueuedRuns:
+		return nil, fmt.Errorf("setting max-runs-per-tenant: want 1 to max-queued-runs (%d), got %d", c.MaxQueuedRuns, c.MaxRunsPerTenant)
+	case c.WorkspaceMaxIdle < time.Minute:
+		return nil, fmt.Errorf("setting workspace-max-idle: want at least 1m, got %s", c.WorkspaceMaxIdle)
 	case c.SubAgentMaxDepth < 1 || c.SubAgentMaxDepth > 4:
 		return nil, fmt.Errorf("setting subagent-max-depth: want 1 to 4 (no sub-agents: empty -subagents-dir), got %d", c.SubAgentMaxDepth)
 	case c.SubAgentTimeout <= 0:
