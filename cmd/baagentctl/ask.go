@@ -452,6 +452,20 @@ func (v *liveView) show(ev *baagentv1.Event) error {
 		if v.prompt != nil {
 			v.prompt(d.GetDecisionId())
 		}
+	case *baagentv1.Event_PermissionAsked:
+		a := p.PermissionAsked
+		d := a.GetDecision()
+		v.printf("\n? %s wants to run with %s; it needs your approval.\n", a.GetToolName(), shorten(a.GetArguments(), 300))
+		for _, o := range d.GetOptions() {
+			v.printf("  - %s%s%s\n", o.GetLabel(), recommendedMark(o.GetIsRecommended()), describe(o.GetDescription()))
+		}
+		v.printf("  (%d s to answer)\n", d.GetTimeoutSeconds())
+		if v.prompt != nil {
+			v.prompt(d.GetDecisionId())
+		}
+	case *baagentv1.Event_PermissionReplied:
+		r := p.PermissionReplied
+		v.printf("  %s: %s%s\n", r.GetToolName(), r.GetReply(), timedOutMark(r.GetTimedOut()))
 	case *baagentv1.Event_ClarificationAnswered:
 		a := p.ClarificationAnswered
 		v.printf("  answer: %s%s\n", a.GetAnswer(), timedOutMark(a.GetTimedOut()))

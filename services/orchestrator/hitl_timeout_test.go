@@ -100,9 +100,17 @@ func TestPermissionAskApproved(t *testing.T) {
 	evs := h.events(ctx, run.GetRunId())
 	checkEnvelope(t, run, evs)
 	got := types(evs)
-	asked, answered := indexOf(got, "decision_asked"), indexOf(got, "decision_answered")
-	if asked < 0 || answered < asked || evs[answered].GetDecisionAnswered().GetAnswer() != labelAllow || evs[answered].GetDecisionAnswered().GetTimedOut() {
+	asked, answered := indexOf(got, "permission_asked"), indexOf(got, "permission_replied")
+	if asked < 0 || answered < asked || indexOf(got, "decision_asked") >= 0 {
 		t.Fatalf("events %v", got)
+	}
+	if a := evs[asked].GetPermissionAsked(); a.GetToolName() != guardedTool || a.GetToolCallId() == "" ||
+		!strings.Contains(a.GetArguments(), "report.md") || a.GetDecision().GetDecisionId() != d.GetDecisionId() {
+		t.Errorf("permission_asked %v", a)
+	}
+	if r := evs[answered].GetPermissionReplied(); r.GetReply() != labelAllow || r.GetTimedOut() || r.GetToolName() != guardedTool ||
+		r.GetDecisionId() != d.GetDecisionId() || r.GetToolCallId() != evs[asked].GetPermissionAsked().GetToolCallId() {
+		t.Errorf("permission_replied %v", r)
 	}
 	obs := evs[indexOf(got, "observe")].GetObserve()
 	if !obs.GetSuccess() || obs.GetToolName() != guardedTool || indexOf(got, "observe") < answered {
@@ -127,6 +135,9 @@ func TestPermissionAskDenied(t *testing.T) {
 	evs := h.events(ctx, run.GetRunId())
 	checkEnvelope(t, run, evs)
 	got := types(evs)
+	if r := evs[max(0, indexOf(got, "permission_replied"))].GetPermissionReplied(); r.GetReply() != labelDeny || r.GetTimedOut() {
+		t.Errorf("permission_replied %v in %v", r, got)
+	}
 	obs := evs[indexOf(got, "observe")].GetObserve()
 	if obs.GetSuccess() || obs.GetErrorCode() != codePermissionDeny || obs.GetErrorType() != baagentv1.ToolErrorType_TOOL_ERROR_TYPE_PERMISSION_DENIED {
 		t.Errorf("observe %v", obs)

@@ -4,11 +4,23 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 )
+
+// maxPermissionArgs bounds the arguments a permission_asked event quotes.
+const maxPermissionArgs = 4 << 10
+
+// waitingCall is the step's tool call a wait is about (nil if none).
+func (r *run) waitingCall(w *waitState) *baagentv1.ToolCall {
+	if r.cur == nil || w.CallIndex < 0 || w.CallIndex >= len(r.cur.msg.GetToolCalls()) {
+		return nil
+	}
+	return r.cur.msg.GetToolCalls()[w.CallIndex]
+}
 
 // Error codes of observations about the user's decisions.
 const (
@@ -209,9 +221,18 @@ func (r *run) pause(i int, w *waitState) error {
 	w.WorkSeq = r.workSeq
 	p := w.pending()
 	ev := &baagentv1.Event{}
-	if c := p.GetClarification(); c != nil {
-		ev.Payload = &baagentv1.Event_ClarificationAsked{ClarificationAsked: c}
-	} else {
+	switch c := r.waitingCall(w); {
+	case p.GetClarification() != nil:
+		ev.Payload = &baagentv1.Event_ClarificationAsked{ClarificationAsked: p.GetClarification()}
+	case w.Kind == waitPermission:
+		args := c.GetArguments()
+		if len(args) > maxPermissionArgs {
+			args = strings.ToValidUTF8(args[:maxPermissionArgs], "") + "…"
+		}
+		ev.Payload = &baagentv1.Event_PermissionAsked{PermissionAsked: &baagentv1.PermissionAskedPayload{
+			ToolCallId: c.GetId(), ToolName: c.GetName(), Arguments: args, Decision: p.GetDecision(),
+		}}
+	default:
 		ev.Payload = &baagentv1.Event_DecisionAsked{DecisionAsked: p.GetDecision()}
 	}
 	// The question is published only once the run is on record as
@@ -260,9 +281,15 @@ func (r *run) due(i int, kinds ...string) *waitState {
 // answered publishes the answered event of w.
 func (r *run) answered(w *waitState, answer string, timedOut bool) error {
 	ev := &baagentv1.Event{}
-	if w.Kind == waitClarification {
+	switch {
+	case w.Kind == waitClarification:
 		ev.Payload = &baagentv1.Event_ClarificationAnswered{ClarificationAnswered: &baagentv1.ClarificationAnsweredPayload{QuestionId: w.ID, Answer: answer, TimedOut: timedOut}}
-	} else {
+	case w.Kind == waitPermission:
+		c := r.waitingCall(w)
+		ev.Payload = &baagentv1.Event_PermissionReplied{PermissionReplied: &baagentv1.PermissionRepliedPayload{
+			ToolCallId: c.GetId(), ToolName: c.GetName(), DecisionId: w.ID, Reply: answer, TimedOut: timedOut,
+		}}
+	default:
 		var sel []string
 		if w.Answer != nil {
 			sel = w.Answer.Selected

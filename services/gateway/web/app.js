@@ -146,7 +146,7 @@ async function connect(cursor) {
   es.onmessage = () => {};
   const types = ["start", "thought", "thought_delta", "text_delta", "act", "observe", "skill_activated",
     "context_compressed", "clarification_asked", "clarification_answered", "decision_asked",
-    "decision_answered", "doom_loop_detected", "cost_update", "step_start", "step_end", "complete",
+    "decision_answered", "permission_asked", "permission_replied", "doom_loop_detected", "cost_update", "step_start", "step_end", "complete",
     "error", "cancelled", "stream_reset"];
   for (const t of types) es.addEventListener(t, (m) => onEvent(JSON.parse(m.data)));
   es.addEventListener("slow_consumer", () => setConn("catching up"));
@@ -224,6 +224,14 @@ function onEvent(ev) {
       break;
     case "clarification_asked": askQuestion(p.question_id, p.question, (p.options || []).map((o) => o.label)); item(ev, " " + p.question); break;
     case "decision_asked": askQuestion(p.decision_id, p.context, (p.options || []).map((o) => o.label)); item(ev, " " + p.context); break;
+    case "permission_asked": {
+      const d = p.decision || {};
+      askQuestion(d.decision_id, p.tool_name + " needs your approval to run with " + (p.arguments || "{}"), (d.options || []).map((o) => o.label));
+      item(ev, " " + p.tool_name + " #" + p.tool_call_id, p.arguments);
+      break;
+    }
+    case "permission_replied":
+      $("question").hidden = true; item(ev, " " + p.tool_name + ": " + (p.reply || "") + (p.timed_out ? " (timed out)" : "")); break;
     case "clarification_answered": case "decision_answered":
       $("question").hidden = true; item(ev, " " + (p.answer || (p.timed_out ? "timed out" : ""))); break;
     case "doom_loop_detected": item(ev, " " + p.tool_name + " ×" + p.repeat_count); break;

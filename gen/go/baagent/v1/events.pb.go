@@ -77,6 +77,8 @@ type Event struct {
 	//	*Event_Error
 	//	*Event_Cancelled
 	//	*Event_StreamReset
+	//	*Event_PermissionAsked
+	//	*Event_PermissionReplied
 	Payload       isEvent_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -362,6 +364,24 @@ func (x *Event) GetStreamReset() *StreamResetPayload {
 	return nil
 }
 
+func (x *Event) GetPermissionAsked() *PermissionAskedPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Event_PermissionAsked); ok {
+			return x.PermissionAsked
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetPermissionReplied() *PermissionRepliedPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Event_PermissionReplied); ok {
+			return x.PermissionReplied
+		}
+	}
+	return nil
+}
+
 type isEvent_Payload interface {
 	isEvent_Payload()
 }
@@ -467,6 +487,16 @@ type Event_StreamReset struct {
 	StreamReset *StreamResetPayload `protobuf:"bytes,39,opt,name=stream_reset,json=streamReset,proto3,oneof"`
 }
 
+type Event_PermissionAsked struct {
+	// A tool whose permission is ASK waits for the user's approval.
+	PermissionAsked *PermissionAskedPayload `protobuf:"bytes,40,opt,name=permission_asked,json=permissionAsked,proto3,oneof"`
+}
+
+type Event_PermissionReplied struct {
+	// The user allowed or denied the tool call (or no one answered in time).
+	PermissionReplied *PermissionRepliedPayload `protobuf:"bytes,41,opt,name=permission_replied,json=permissionReplied,proto3,oneof"`
+}
+
 func (*Event_Start) isEvent_Payload() {}
 
 func (*Event_Thought) isEvent_Payload() {}
@@ -507,6 +537,167 @@ func (*Event_Cancelled) isEvent_Payload() {}
 
 func (*Event_StreamReset) isEvent_Payload() {}
 
+func (*Event_PermissionAsked) isEvent_Payload() {}
+
+func (*Event_PermissionReplied) isEvent_Payload() {}
+
+// PermissionAskedPayload is the `permission_asked` event (seed 004 §5.2): a
+// tool call waits for the user's approval. Answer it as a decision:
+// SubmitInput with input_id = decision.decision_id and `allow` or `deny`.
+type PermissionAskedPayload struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The model's id of the waiting call.
+	ToolCallId string `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// The tool.
+	ToolName string `protobuf:"bytes,2,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	// The call's arguments as the model sent them (JSON; cut at 4 KiB).
+	Arguments string `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// The question to answer, with the options allow and deny.
+	Decision      *DecisionPoint `protobuf:"bytes,4,opt,name=decision,proto3" json:"decision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PermissionAskedPayload) Reset() {
+	*x = PermissionAskedPayload{}
+	mi := &file_baagent_v1_events_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PermissionAskedPayload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PermissionAskedPayload) ProtoMessage() {}
+
+func (x *PermissionAskedPayload) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_events_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PermissionAskedPayload.ProtoReflect.Descriptor instead.
+func (*PermissionAskedPayload) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PermissionAskedPayload) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *PermissionAskedPayload) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *PermissionAskedPayload) GetArguments() string {
+	if x != nil {
+		return x.Arguments
+	}
+	return ""
+}
+
+func (x *PermissionAskedPayload) GetDecision() *DecisionPoint {
+	if x != nil {
+		return x.Decision
+	}
+	return nil
+}
+
+// PermissionRepliedPayload is the `permission_replied` event.
+type PermissionRepliedPayload struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The model's id of the call.
+	ToolCallId string `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// The tool.
+	ToolName string `protobuf:"bytes,2,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	// The question answered.
+	DecisionId string `protobuf:"bytes,3,opt,name=decision_id,json=decisionId,proto3" json:"decision_id,omitempty"`
+	// `allow` or `deny`.
+	Reply string `protobuf:"bytes,4,opt,name=reply,proto3" json:"reply,omitempty"`
+	// True when no one answered in time (the call was denied).
+	TimedOut      bool `protobuf:"varint,5,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PermissionRepliedPayload) Reset() {
+	*x = PermissionRepliedPayload{}
+	mi := &file_baagent_v1_events_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PermissionRepliedPayload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PermissionRepliedPayload) ProtoMessage() {}
+
+func (x *PermissionRepliedPayload) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_events_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PermissionRepliedPayload.ProtoReflect.Descriptor instead.
+func (*PermissionRepliedPayload) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *PermissionRepliedPayload) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *PermissionRepliedPayload) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *PermissionRepliedPayload) GetDecisionId() string {
+	if x != nil {
+		return x.DecisionId
+	}
+	return ""
+}
+
+func (x *PermissionRepliedPayload) GetReply() string {
+	if x != nil {
+		return x.Reply
+	}
+	return ""
+}
+
+func (x *PermissionRepliedPayload) GetTimedOut() bool {
+	if x != nil {
+		return x.TimedOut
+	}
+	return false
+}
+
 // StartPayload is the `start` event.
 type StartPayload struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -528,7 +719,7 @@ type StartPayload struct {
 
 func (x *StartPayload) Reset() {
 	*x = StartPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[1]
+	mi := &file_baagent_v1_events_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -540,7 +731,7 @@ func (x *StartPayload) String() string {
 func (*StartPayload) ProtoMessage() {}
 
 func (x *StartPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[1]
+	mi := &file_baagent_v1_events_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -553,7 +744,7 @@ func (x *StartPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartPayload.ProtoReflect.Descriptor instead.
 func (*StartPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{1}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *StartPayload) GetInput() string {
@@ -611,7 +802,7 @@ type ThoughtPayload struct {
 
 func (x *ThoughtPayload) Reset() {
 	*x = ThoughtPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[2]
+	mi := &file_baagent_v1_events_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -623,7 +814,7 @@ func (x *ThoughtPayload) String() string {
 func (*ThoughtPayload) ProtoMessage() {}
 
 func (x *ThoughtPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[2]
+	mi := &file_baagent_v1_events_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -636,7 +827,7 @@ func (x *ThoughtPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThoughtPayload.ProtoReflect.Descriptor instead.
 func (*ThoughtPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{2}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ThoughtPayload) GetThought() string {
@@ -664,7 +855,7 @@ type ThoughtDeltaPayload struct {
 
 func (x *ThoughtDeltaPayload) Reset() {
 	*x = ThoughtDeltaPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[3]
+	mi := &file_baagent_v1_events_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -676,7 +867,7 @@ func (x *ThoughtDeltaPayload) String() string {
 func (*ThoughtDeltaPayload) ProtoMessage() {}
 
 func (x *ThoughtDeltaPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[3]
+	mi := &file_baagent_v1_events_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -689,7 +880,7 @@ func (x *ThoughtDeltaPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThoughtDeltaPayload.ProtoReflect.Descriptor instead.
 func (*ThoughtDeltaPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{3}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ThoughtDeltaPayload) GetDelta() string {
@@ -710,7 +901,7 @@ type TextDeltaPayload struct {
 
 func (x *TextDeltaPayload) Reset() {
 	*x = TextDeltaPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[4]
+	mi := &file_baagent_v1_events_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +913,7 @@ func (x *TextDeltaPayload) String() string {
 func (*TextDeltaPayload) ProtoMessage() {}
 
 func (x *TextDeltaPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[4]
+	mi := &file_baagent_v1_events_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +926,7 @@ func (x *TextDeltaPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDeltaPayload.ProtoReflect.Descriptor instead.
 func (*TextDeltaPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{4}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TextDeltaPayload) GetDelta() string {
@@ -762,7 +953,7 @@ type ActPayload struct {
 
 func (x *ActPayload) Reset() {
 	*x = ActPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[5]
+	mi := &file_baagent_v1_events_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -774,7 +965,7 @@ func (x *ActPayload) String() string {
 func (*ActPayload) ProtoMessage() {}
 
 func (x *ActPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[5]
+	mi := &file_baagent_v1_events_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -787,7 +978,7 @@ func (x *ActPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActPayload.ProtoReflect.Descriptor instead.
 func (*ActPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{5}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ActPayload) GetToolCallId() string {
@@ -849,7 +1040,7 @@ type ObservePayload struct {
 
 func (x *ObservePayload) Reset() {
 	*x = ObservePayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[6]
+	mi := &file_baagent_v1_events_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -861,7 +1052,7 @@ func (x *ObservePayload) String() string {
 func (*ObservePayload) ProtoMessage() {}
 
 func (x *ObservePayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[6]
+	mi := &file_baagent_v1_events_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -874,7 +1065,7 @@ func (x *ObservePayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObservePayload.ProtoReflect.Descriptor instead.
 func (*ObservePayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{6}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ObservePayload) GetToolCallId() string {
@@ -973,7 +1164,7 @@ type SkillActivatedPayload struct {
 
 func (x *SkillActivatedPayload) Reset() {
 	*x = SkillActivatedPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[7]
+	mi := &file_baagent_v1_events_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -985,7 +1176,7 @@ func (x *SkillActivatedPayload) String() string {
 func (*SkillActivatedPayload) ProtoMessage() {}
 
 func (x *SkillActivatedPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[7]
+	mi := &file_baagent_v1_events_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -998,7 +1189,7 @@ func (x *SkillActivatedPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkillActivatedPayload.ProtoReflect.Descriptor instead.
 func (*SkillActivatedPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{7}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SkillActivatedPayload) GetSkillName() string {
@@ -1051,7 +1242,7 @@ type ClarificationAnsweredPayload struct {
 
 func (x *ClarificationAnsweredPayload) Reset() {
 	*x = ClarificationAnsweredPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[8]
+	mi := &file_baagent_v1_events_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1063,7 +1254,7 @@ func (x *ClarificationAnsweredPayload) String() string {
 func (*ClarificationAnsweredPayload) ProtoMessage() {}
 
 func (x *ClarificationAnsweredPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[8]
+	mi := &file_baagent_v1_events_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1076,7 +1267,7 @@ func (x *ClarificationAnsweredPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClarificationAnsweredPayload.ProtoReflect.Descriptor instead.
 func (*ClarificationAnsweredPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{8}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ClarificationAnsweredPayload) GetQuestionId() string {
@@ -1117,7 +1308,7 @@ type DecisionAnsweredPayload struct {
 
 func (x *DecisionAnsweredPayload) Reset() {
 	*x = DecisionAnsweredPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[9]
+	mi := &file_baagent_v1_events_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1129,7 +1320,7 @@ func (x *DecisionAnsweredPayload) String() string {
 func (*DecisionAnsweredPayload) ProtoMessage() {}
 
 func (x *DecisionAnsweredPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[9]
+	mi := &file_baagent_v1_events_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1142,7 +1333,7 @@ func (x *DecisionAnsweredPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionAnsweredPayload.ProtoReflect.Descriptor instead.
 func (*DecisionAnsweredPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{9}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DecisionAnsweredPayload) GetDecisionId() string {
@@ -1194,7 +1385,7 @@ type DoomLoopDetectedPayload struct {
 
 func (x *DoomLoopDetectedPayload) Reset() {
 	*x = DoomLoopDetectedPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[10]
+	mi := &file_baagent_v1_events_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1206,7 +1397,7 @@ func (x *DoomLoopDetectedPayload) String() string {
 func (*DoomLoopDetectedPayload) ProtoMessage() {}
 
 func (x *DoomLoopDetectedPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[10]
+	mi := &file_baagent_v1_events_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1219,7 +1410,7 @@ func (x *DoomLoopDetectedPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoomLoopDetectedPayload.ProtoReflect.Descriptor instead.
 func (*DoomLoopDetectedPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{10}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DoomLoopDetectedPayload) GetToolName() string {
@@ -1285,7 +1476,7 @@ type CostUpdatePayload struct {
 
 func (x *CostUpdatePayload) Reset() {
 	*x = CostUpdatePayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[11]
+	mi := &file_baagent_v1_events_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1297,7 +1488,7 @@ func (x *CostUpdatePayload) String() string {
 func (*CostUpdatePayload) ProtoMessage() {}
 
 func (x *CostUpdatePayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[11]
+	mi := &file_baagent_v1_events_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1310,7 +1501,7 @@ func (x *CostUpdatePayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CostUpdatePayload.ProtoReflect.Descriptor instead.
 func (*CostUpdatePayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{11}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CostUpdatePayload) GetModel() string {
@@ -1368,7 +1559,7 @@ type StepStartPayload struct {
 
 func (x *StepStartPayload) Reset() {
 	*x = StepStartPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[12]
+	mi := &file_baagent_v1_events_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1571,7 @@ func (x *StepStartPayload) String() string {
 func (*StepStartPayload) ProtoMessage() {}
 
 func (x *StepStartPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[12]
+	mi := &file_baagent_v1_events_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1584,7 @@ func (x *StepStartPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepStartPayload.ProtoReflect.Descriptor instead.
 func (*StepStartPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{12}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StepStartPayload) GetStepNumber() int32 {
@@ -1425,7 +1616,7 @@ type StepEndPayload struct {
 
 func (x *StepEndPayload) Reset() {
 	*x = StepEndPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[13]
+	mi := &file_baagent_v1_events_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1437,7 +1628,7 @@ func (x *StepEndPayload) String() string {
 func (*StepEndPayload) ProtoMessage() {}
 
 func (x *StepEndPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[13]
+	mi := &file_baagent_v1_events_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1450,7 +1641,7 @@ func (x *StepEndPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepEndPayload.ProtoReflect.Descriptor instead.
 func (*StepEndPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{13}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StepEndPayload) GetStepNumber() int32 {
@@ -1489,7 +1680,7 @@ type CompletePayload struct {
 
 func (x *CompletePayload) Reset() {
 	*x = CompletePayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[14]
+	mi := &file_baagent_v1_events_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1501,7 +1692,7 @@ func (x *CompletePayload) String() string {
 func (*CompletePayload) ProtoMessage() {}
 
 func (x *CompletePayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[14]
+	mi := &file_baagent_v1_events_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1514,7 +1705,7 @@ func (x *CompletePayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompletePayload.ProtoReflect.Descriptor instead.
 func (*CompletePayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{14}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CompletePayload) GetContent() string {
@@ -1551,7 +1742,7 @@ type ErrorPayload struct {
 
 func (x *ErrorPayload) Reset() {
 	*x = ErrorPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[15]
+	mi := &file_baagent_v1_events_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1563,7 +1754,7 @@ func (x *ErrorPayload) String() string {
 func (*ErrorPayload) ProtoMessage() {}
 
 func (x *ErrorPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[15]
+	mi := &file_baagent_v1_events_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1576,7 +1767,7 @@ func (x *ErrorPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorPayload.ProtoReflect.Descriptor instead.
 func (*ErrorPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{15}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ErrorPayload) GetMessage() string {
@@ -1604,7 +1795,7 @@ type CancelledPayload struct {
 
 func (x *CancelledPayload) Reset() {
 	*x = CancelledPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[16]
+	mi := &file_baagent_v1_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1616,7 +1807,7 @@ func (x *CancelledPayload) String() string {
 func (*CancelledPayload) ProtoMessage() {}
 
 func (x *CancelledPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[16]
+	mi := &file_baagent_v1_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1629,7 +1820,7 @@ func (x *CancelledPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelledPayload.ProtoReflect.Descriptor instead.
 func (*CancelledPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{16}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CancelledPayload) GetReason() string {
@@ -1656,7 +1847,7 @@ type StreamResetPayload struct {
 
 func (x *StreamResetPayload) Reset() {
 	*x = StreamResetPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[17]
+	mi := &file_baagent_v1_events_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1668,7 +1859,7 @@ func (x *StreamResetPayload) String() string {
 func (*StreamResetPayload) ProtoMessage() {}
 
 func (x *StreamResetPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[17]
+	mi := &file_baagent_v1_events_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1681,7 +1872,7 @@ func (x *StreamResetPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamResetPayload.ProtoReflect.Descriptor instead.
 func (*StreamResetPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{17}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StreamResetPayload) GetRequestedCursor() string {
@@ -1717,7 +1908,7 @@ var File_baagent_v1_events_proto protoreflect.FileDescriptor
 const file_baagent_v1_events_proto_rawDesc = "" +
 	"\n" +
 	"\x17baagent/v1/events.proto\x12\n" +
-	"baagent.v1\x1a\x18baagent/v1/context.proto\x1a\x19baagent/v1/messages.proto\x1a\x14baagent/v1/run.proto\x1a\x17baagent/v1/skills.proto\x1a\x1bbaagent/v1/toolrunner.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd6\f\n" +
+	"baagent.v1\x1a\x18baagent/v1/context.proto\x1a\x19baagent/v1/messages.proto\x1a\x14baagent/v1/run.proto\x1a\x17baagent/v1/skills.proto\x1a\x1bbaagent/v1/toolrunner.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfe\r\n" +
 	"\x05Event\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12'\n" +
 	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x16\n" +
@@ -1750,8 +1941,24 @@ const file_baagent_v1_events_proto_rawDesc = "" +
 	"\bcomplete\x18$ \x01(\v2\x1b.baagent.v1.CompletePayloadH\x00R\bcomplete\x120\n" +
 	"\x05error\x18% \x01(\v2\x18.baagent.v1.ErrorPayloadH\x00R\x05error\x12<\n" +
 	"\tcancelled\x18& \x01(\v2\x1c.baagent.v1.CancelledPayloadH\x00R\tcancelled\x12C\n" +
-	"\fstream_reset\x18' \x01(\v2\x1e.baagent.v1.StreamResetPayloadH\x00R\vstreamResetB\t\n" +
-	"\apayload\"\xb2\x01\n" +
+	"\fstream_reset\x18' \x01(\v2\x1e.baagent.v1.StreamResetPayloadH\x00R\vstreamReset\x12O\n" +
+	"\x10permission_asked\x18( \x01(\v2\".baagent.v1.PermissionAskedPayloadH\x00R\x0fpermissionAsked\x12U\n" +
+	"\x12permission_replied\x18) \x01(\v2$.baagent.v1.PermissionRepliedPayloadH\x00R\x11permissionRepliedB\t\n" +
+	"\apayload\"\xac\x01\n" +
+	"\x16PermissionAskedPayload\x12 \n" +
+	"\ftool_call_id\x18\x01 \x01(\tR\n" +
+	"toolCallId\x12\x1b\n" +
+	"\ttool_name\x18\x02 \x01(\tR\btoolName\x12\x1c\n" +
+	"\targuments\x18\x03 \x01(\tR\targuments\x125\n" +
+	"\bdecision\x18\x04 \x01(\v2\x19.baagent.v1.DecisionPointR\bdecision\"\xad\x01\n" +
+	"\x18PermissionRepliedPayload\x12 \n" +
+	"\ftool_call_id\x18\x01 \x01(\tR\n" +
+	"toolCallId\x12\x1b\n" +
+	"\ttool_name\x18\x02 \x01(\tR\btoolName\x12\x1f\n" +
+	"\vdecision_id\x18\x03 \x01(\tR\n" +
+	"decisionId\x12\x14\n" +
+	"\x05reply\x18\x04 \x01(\tR\x05reply\x12\x1b\n" +
+	"\ttimed_out\x18\x05 \x01(\bR\btimedOut\"\xb2\x01\n" +
 	"\fStartPayload\x12\x14\n" +
 	"\x05input\x18\x01 \x01(\tR\x05input\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12%\n" +
@@ -1864,75 +2071,80 @@ func file_baagent_v1_events_proto_rawDescGZIP() []byte {
 	return file_baagent_v1_events_proto_rawDescData
 }
 
-var file_baagent_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_baagent_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_baagent_v1_events_proto_goTypes = []any{
 	(*Event)(nil),                        // 0: baagent.v1.Event
-	(*StartPayload)(nil),                 // 1: baagent.v1.StartPayload
-	(*ThoughtPayload)(nil),               // 2: baagent.v1.ThoughtPayload
-	(*ThoughtDeltaPayload)(nil),          // 3: baagent.v1.ThoughtDeltaPayload
-	(*TextDeltaPayload)(nil),             // 4: baagent.v1.TextDeltaPayload
-	(*ActPayload)(nil),                   // 5: baagent.v1.ActPayload
-	(*ObservePayload)(nil),               // 6: baagent.v1.ObservePayload
-	(*SkillActivatedPayload)(nil),        // 7: baagent.v1.SkillActivatedPayload
-	(*ClarificationAnsweredPayload)(nil), // 8: baagent.v1.ClarificationAnsweredPayload
-	(*DecisionAnsweredPayload)(nil),      // 9: baagent.v1.DecisionAnsweredPayload
-	(*DoomLoopDetectedPayload)(nil),      // 10: baagent.v1.DoomLoopDetectedPayload
-	(*CostUpdatePayload)(nil),            // 11: baagent.v1.CostUpdatePayload
-	(*StepStartPayload)(nil),             // 12: baagent.v1.StepStartPayload
-	(*StepEndPayload)(nil),               // 13: baagent.v1.StepEndPayload
-	(*CompletePayload)(nil),              // 14: baagent.v1.CompletePayload
-	(*ErrorPayload)(nil),                 // 15: baagent.v1.ErrorPayload
-	(*CancelledPayload)(nil),             // 16: baagent.v1.CancelledPayload
-	(*StreamResetPayload)(nil),           // 17: baagent.v1.StreamResetPayload
-	(*timestamppb.Timestamp)(nil),        // 18: google.protobuf.Timestamp
-	(*ContextCompressedPayload)(nil),     // 19: baagent.v1.ContextCompressedPayload
-	(*ClarificationQuestion)(nil),        // 20: baagent.v1.ClarificationQuestion
-	(*DecisionPoint)(nil),                // 21: baagent.v1.DecisionPoint
-	(*structpb.Struct)(nil),              // 22: google.protobuf.Struct
-	(ToolErrorType)(0),                   // 23: baagent.v1.ToolErrorType
-	(OutputLevel)(0),                     // 24: baagent.v1.OutputLevel
-	(*ContextModifier)(nil),              // 25: baagent.v1.ContextModifier
-	(SkillScope)(0),                      // 26: baagent.v1.SkillScope
-	(DoomLoopIntervention)(0),            // 27: baagent.v1.DoomLoopIntervention
-	(*Usage)(nil),                        // 28: baagent.v1.Usage
-	(*ConversationMetrics)(nil),          // 29: baagent.v1.ConversationMetrics
+	(*PermissionAskedPayload)(nil),       // 1: baagent.v1.PermissionAskedPayload
+	(*PermissionRepliedPayload)(nil),     // 2: baagent.v1.PermissionRepliedPayload
+	(*StartPayload)(nil),                 // 3: baagent.v1.StartPayload
+	(*ThoughtPayload)(nil),               // 4: baagent.v1.ThoughtPayload
+	(*ThoughtDeltaPayload)(nil),          // 5: baagent.v1.ThoughtDeltaPayload
+	(*TextDeltaPayload)(nil),             // 6: baagent.v1.TextDeltaPayload
+	(*ActPayload)(nil),                   // 7: baagent.v1.ActPayload
+	(*ObservePayload)(nil),               // 8: baagent.v1.ObservePayload
+	(*SkillActivatedPayload)(nil),        // 9: baagent.v1.SkillActivatedPayload
+	(*ClarificationAnsweredPayload)(nil), // 10: baagent.v1.ClarificationAnsweredPayload
+	(*DecisionAnsweredPayload)(nil),      // 11: baagent.v1.DecisionAnsweredPayload
+	(*DoomLoopDetectedPayload)(nil),      // 12: baagent.v1.DoomLoopDetectedPayload
+	(*CostUpdatePayload)(nil),            // 13: baagent.v1.CostUpdatePayload
+	(*StepStartPayload)(nil),             // 14: baagent.v1.StepStartPayload
+	(*StepEndPayload)(nil),               // 15: baagent.v1.StepEndPayload
+	(*CompletePayload)(nil),              // 16: baagent.v1.CompletePayload
+	(*ErrorPayload)(nil),                 // 17: baagent.v1.ErrorPayload
+	(*CancelledPayload)(nil),             // 18: baagent.v1.CancelledPayload
+	(*StreamResetPayload)(nil),           // 19: baagent.v1.StreamResetPayload
+	(*timestamppb.Timestamp)(nil),        // 20: google.protobuf.Timestamp
+	(*ContextCompressedPayload)(nil),     // 21: baagent.v1.ContextCompressedPayload
+	(*ClarificationQuestion)(nil),        // 22: baagent.v1.ClarificationQuestion
+	(*DecisionPoint)(nil),                // 23: baagent.v1.DecisionPoint
+	(*structpb.Struct)(nil),              // 24: google.protobuf.Struct
+	(ToolErrorType)(0),                   // 25: baagent.v1.ToolErrorType
+	(OutputLevel)(0),                     // 26: baagent.v1.OutputLevel
+	(*ContextModifier)(nil),              // 27: baagent.v1.ContextModifier
+	(SkillScope)(0),                      // 28: baagent.v1.SkillScope
+	(DoomLoopIntervention)(0),            // 29: baagent.v1.DoomLoopIntervention
+	(*Usage)(nil),                        // 30: baagent.v1.Usage
+	(*ConversationMetrics)(nil),          // 31: baagent.v1.ConversationMetrics
 }
 var file_baagent_v1_events_proto_depIdxs = []int32{
-	18, // 0: baagent.v1.Event.ts:type_name -> google.protobuf.Timestamp
-	1,  // 1: baagent.v1.Event.start:type_name -> baagent.v1.StartPayload
-	2,  // 2: baagent.v1.Event.thought:type_name -> baagent.v1.ThoughtPayload
-	3,  // 3: baagent.v1.Event.thought_delta:type_name -> baagent.v1.ThoughtDeltaPayload
-	4,  // 4: baagent.v1.Event.text_delta:type_name -> baagent.v1.TextDeltaPayload
-	5,  // 5: baagent.v1.Event.act:type_name -> baagent.v1.ActPayload
-	6,  // 6: baagent.v1.Event.observe:type_name -> baagent.v1.ObservePayload
-	7,  // 7: baagent.v1.Event.skill_activated:type_name -> baagent.v1.SkillActivatedPayload
-	19, // 8: baagent.v1.Event.context_compressed:type_name -> baagent.v1.ContextCompressedPayload
-	20, // 9: baagent.v1.Event.clarification_asked:type_name -> baagent.v1.ClarificationQuestion
-	8,  // 10: baagent.v1.Event.clarification_answered:type_name -> baagent.v1.ClarificationAnsweredPayload
-	21, // 11: baagent.v1.Event.decision_asked:type_name -> baagent.v1.DecisionPoint
-	9,  // 12: baagent.v1.Event.decision_answered:type_name -> baagent.v1.DecisionAnsweredPayload
-	10, // 13: baagent.v1.Event.doom_loop_detected:type_name -> baagent.v1.DoomLoopDetectedPayload
-	11, // 14: baagent.v1.Event.cost_update:type_name -> baagent.v1.CostUpdatePayload
-	12, // 15: baagent.v1.Event.step_start:type_name -> baagent.v1.StepStartPayload
-	13, // 16: baagent.v1.Event.step_end:type_name -> baagent.v1.StepEndPayload
-	14, // 17: baagent.v1.Event.complete:type_name -> baagent.v1.CompletePayload
-	15, // 18: baagent.v1.Event.error:type_name -> baagent.v1.ErrorPayload
-	16, // 19: baagent.v1.Event.cancelled:type_name -> baagent.v1.CancelledPayload
-	17, // 20: baagent.v1.Event.stream_reset:type_name -> baagent.v1.StreamResetPayload
-	22, // 21: baagent.v1.ActPayload.tool_input:type_name -> google.protobuf.Struct
-	23, // 22: baagent.v1.ObservePayload.error_type:type_name -> baagent.v1.ToolErrorType
-	24, // 23: baagent.v1.ObservePayload.output_level:type_name -> baagent.v1.OutputLevel
-	25, // 24: baagent.v1.SkillActivatedPayload.context_modifier:type_name -> baagent.v1.ContextModifier
-	26, // 25: baagent.v1.SkillActivatedPayload.scope:type_name -> baagent.v1.SkillScope
-	22, // 26: baagent.v1.DoomLoopDetectedPayload.tool_input:type_name -> google.protobuf.Struct
-	27, // 27: baagent.v1.DoomLoopDetectedPayload.intervention:type_name -> baagent.v1.DoomLoopIntervention
-	28, // 28: baagent.v1.CostUpdatePayload.usage:type_name -> baagent.v1.Usage
-	29, // 29: baagent.v1.CompletePayload.metrics:type_name -> baagent.v1.ConversationMetrics
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	20, // 0: baagent.v1.Event.ts:type_name -> google.protobuf.Timestamp
+	3,  // 1: baagent.v1.Event.start:type_name -> baagent.v1.StartPayload
+	4,  // 2: baagent.v1.Event.thought:type_name -> baagent.v1.ThoughtPayload
+	5,  // 3: baagent.v1.Event.thought_delta:type_name -> baagent.v1.ThoughtDeltaPayload
+	6,  // 4: baagent.v1.Event.text_delta:type_name -> baagent.v1.TextDeltaPayload
+	7,  // 5: baagent.v1.Event.act:type_name -> baagent.v1.ActPayload
+	8,  // 6: baagent.v1.Event.observe:type_name -> baagent.v1.ObservePayload
+	9,  // 7: baagent.v1.Event.skill_activated:type_name -> baagent.v1.SkillActivatedPayload
+	21, // 8: baagent.v1.Event.context_compressed:type_name -> baagent.v1.ContextCompressedPayload
+	22, // 9: baagent.v1.Event.clarification_asked:type_name -> baagent.v1.ClarificationQuestion
+	10, // 10: baagent.v1.Event.clarification_answered:type_name -> baagent.v1.ClarificationAnsweredPayload
+	23, // 11: baagent.v1.Event.decision_asked:type_name -> baagent.v1.DecisionPoint
+	11, // 12: baagent.v1.Event.decision_answered:type_name -> baagent.v1.DecisionAnsweredPayload
+	12, // 13: baagent.v1.Event.doom_loop_detected:type_name -> baagent.v1.DoomLoopDetectedPayload
+	13, // 14: baagent.v1.Event.cost_update:type_name -> baagent.v1.CostUpdatePayload
+	14, // 15: baagent.v1.Event.step_start:type_name -> baagent.v1.StepStartPayload
+	15, // 16: baagent.v1.Event.step_end:type_name -> baagent.v1.StepEndPayload
+	16, // 17: baagent.v1.Event.complete:type_name -> baagent.v1.CompletePayload
+	17, // 18: baagent.v1.Event.error:type_name -> baagent.v1.ErrorPayload
+	18, // 19: baagent.v1.Event.cancelled:type_name -> baagent.v1.CancelledPayload
+	19, // 20: baagent.v1.Event.stream_reset:type_name -> baagent.v1.StreamResetPayload
+	1,  // 21: baagent.v1.Event.permission_asked:type_name -> baagent.v1.PermissionAskedPayload
+	2,  // 22: baagent.v1.Event.permission_replied:type_name -> baagent.v1.PermissionRepliedPayload
+	23, // 23: baagent.v1.PermissionAskedPayload.decision:type_name -> baagent.v1.DecisionPoint
+	24, // 24: baagent.v1.ActPayload.tool_input:type_name -> google.protobuf.Struct
+	25, // 25: baagent.v1.ObservePayload.error_type:type_name -> baagent.v1.ToolErrorType
+	26, // 26: baagent.v1.ObservePayload.output_level:type_name -> baagent.v1.OutputLevel
+	27, // 27: baagent.v1.SkillActivatedPayload.context_modifier:type_name -> baagent.v1.ContextModifier
+	28, // 28: baagent.v1.SkillActivatedPayload.scope:type_name -> baagent.v1.SkillScope
+	24, // 29: baagent.v1.DoomLoopDetectedPayload.tool_input:type_name -> google.protobuf.Struct
+	29, // 30: baagent.v1.DoomLoopDetectedPayload.intervention:type_name -> baagent.v1.DoomLoopIntervention
+	30, // 31: baagent.v1.CostUpdatePayload.usage:type_name -> baagent.v1.Usage
+	31, // 32: baagent.v1.CompletePayload.metrics:type_name -> baagent.v1.ConversationMetrics
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_baagent_v1_events_proto_init() }
@@ -1966,6 +2178,8 @@ func file_baagent_v1_events_proto_init() {
 		(*Event_Error)(nil),
 		(*Event_Cancelled)(nil),
 		(*Event_StreamReset)(nil),
+		(*Event_PermissionAsked)(nil),
+		(*Event_PermissionReplied)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1973,7 +2187,7 @@ func file_baagent_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_baagent_v1_events_proto_rawDesc), len(file_baagent_v1_events_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

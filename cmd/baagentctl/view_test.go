@@ -1,0 +1,40 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+)
+
+// A tool waiting for approval is shown with its arguments and options, the
+// prompt is offered for its decision id, and the reply is shown.
+func TestLiveViewShowsPermissionQuestions(t *testing.T) {
+	var out bytes.Buffer
+	var prompted string
+	v := &liveView{w: &out, prompt: func(id string) { prompted = id }}
+	asked := &baagentv1.Event{Type: "permission_asked", Payload: &baagentv1.Event_PermissionAsked{PermissionAsked: &baagentv1.PermissionAskedPayload{
+		ToolCallId: "call_1", ToolName: "file_write", Arguments: `{"path":"report.md"}`,
+		Decision: &baagentv1.DecisionPoint{DecisionId: "perm_s1_c0", TimeoutSeconds: 300, Options: []*baagentv1.DecisionOption{
+			{Label: "allow"}, {Label: "deny", IsRecommended: true},
+		}},
+	}}}
+	replied := &baagentv1.Event{Type: "permission_replied", Payload: &baagentv1.Event_PermissionReplied{PermissionReplied: &baagentv1.PermissionRepliedPayload{
+		ToolCallId: "call_1", ToolName: "file_write", DecisionId: "perm_s1_c0", Reply: "allow",
+	}}}
+	for _, ev := range []*baagentv1.Event{asked, replied} {
+		if err := v.show(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := out.String()
+	for _, want := range []string{"file_write wants to run with {\"path\":\"report.md\"}", "- allow", "- deny", "300 s to answer", "file_write: allow"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+	if prompted != "perm_s1_c0" {
+		t.Errorf("prompted for %q, want perm_s1_c0", prompted)
+	}
+}
