@@ -61,8 +61,10 @@ func newCountCache(max int, m *metrics) *countCache {
 func (c *countCache) get(k cacheKey) (int64, bool) {
 	c.mu.Lock()
 	el, ok := c.entries[k]
+	var count int64
 	if ok {
 		c.order.MoveToFront(el)
+		count = el.Value.(*cacheEntry).count // put may rewrite it: read under mu
 	}
 	c.mu.Unlock()
 	if !ok {
@@ -70,7 +72,7 @@ func (c *countCache) get(k cacheKey) (int64, bool) {
 		return 0, false
 	}
 	c.hits.Inc()
-	return el.Value.(*cacheEntry).count, true
+	return count, true
 }
 
 // put stores count under k, evicting the least recently used entry when full.

@@ -97,3 +97,28 @@ func TestCountCacheBoundedThroughServer(t *testing.T) {
 		t.Errorf("metrics: %v hits, %v misses; want 4 and 24", hits, misses)
 	}
 }
+
+// Gets and puts of one key at once (two identical counts in flight): the
+// race detector sees no unsynchronised access to the entry.
+func TestCountCacheConcurrentGetPut(t *testing.T) {
+	m, _ := newMetrics(nil)
+	c := newCountCache(4, m)
+	k := cacheKey{7}
+	c.put(k, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 1000 {
+			c.put(k, int64(i))
+		}
+	}()
+	for range 1000 {
+		if _, ok := c.get(k); !ok {
+			t.Fatal("the key vanished")
+		}
+	}
+	<-done
+	if n, ok := c.get(k); !ok || n != 999 {
+		t.Fatalf("get = %d, %v; want 999", n, ok)
+	}
+}
