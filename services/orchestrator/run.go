@@ -416,7 +416,16 @@ func (r *run) finish(answer string, err error) {
 		ev.Payload = &baagentv1.Event_Error{Error: &baagentv1.ErrorPayload{Code: re.code, Message: re.message}}
 		r.log.Warn("run failed", "code", re.code, "error", re.message)
 	}
-	if perr := r.pub.emitNow(ctx, ev); perr != nil {
+	perr := r.pub.emitNow(ctx, ev)
+	if errors.Is(perr, context.DeadlineExceeded) {
+		// A flush cut short by its deadline (acks lost in a NATS restart,
+		// then a reorder repair) gets one more bounded try, so the record
+		// names every stored event.
+		retry, cancelRetry := context.WithTimeout(context.WithoutCancel(r.ctx), finalizeTimeout)
+		perr = r.pub.flush(retry)
+		cancelRetry()
+	}
+	if perr != nil {
 		r.s.metrics.eventFailures.Inc()
 		r.log.Error("terminal event not published", "type", EventType(ev), "error", perr)
 	}
