@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/baagent/baagent/internal/metrics"
 )
 
 // Rate limiting. Every authenticated call (gRPC, HTTP/JSON, and each
@@ -138,10 +140,8 @@ func newRateLimitedCounter(reg prometheus.Registerer) (*prometheus.CounterVec, e
 	for _, a := range []string{apiGRPC, apiHTTP} {
 		c.WithLabelValues(a)
 	}
-	if reg != nil {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("gateway metrics: %w", err)
-		}
+	if err := metrics.RegisterExclusive(reg, "gateway", c); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

@@ -1,7 +1,7 @@
 package orchestrator
 
 import (
-	"errors"
+	basemetrics "github.com/baagent/baagent/internal/metrics"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -91,17 +91,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, o := range []string{toolOK, toolFailed, toolInvalidArgs, toolUnknown} {
 		m.toolCalls.WithLabelValues(o)
 	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range m.collectors() {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) {
-				return nil, errors.New("orchestrator: metrics already registered on this registerer (one Server per registry)")
-			}
-			return nil, err
-		}
+	if err := basemetrics.RegisterExclusive(reg, "orchestrator", m.collectors()...); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

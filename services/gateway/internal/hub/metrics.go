@@ -1,7 +1,7 @@
 package hub
 
 import (
-	"errors"
+	basemetrics "github.com/baagent/baagent/internal/metrics"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -85,17 +85,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, k := range []string{"cursor", "earliest", "reset", "jetstream_catchup"} {
 		m.replays.WithLabelValues(k)
 	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.clients, m.delivered, m.lag, m.slow, m.replays, m.feeds, m.feedBytes, m.feedEvents, m.badEvents} {
-		if err := reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) {
-				return nil, errors.New("gateway hub: metrics already registered on this registerer (one hub per registry)")
-			}
-			return nil, err
-		}
+	if err := basemetrics.RegisterExclusive(reg, "gateway hub", m.clients, m.delivered, m.lag, m.slow, m.replays, m.feeds, m.feedBytes, m.feedEvents, m.badEvents); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
