@@ -304,13 +304,9 @@ func (a *App) buildService(svc string, dial map[string]string) (registrar, error
 // buildOrchestrator connects the ReAct loop to its peers, JetStream and
 // the model endpoint (the scripted model when none is configured).
 func (a *App) buildOrchestrator() (registrar, error) {
-	conns := make(map[string]grpc.ClientConnInterface, 4)
-	for _, svc := range []string{config.TargetContext, config.TargetSkills, config.TargetToolRunner, config.TargetTokens} {
-		conn, err := a.peer(svc)
-		if err != nil {
-			return nil, err
-		}
-		conns[svc] = conn
+	conns, err := a.peersOf(config.TargetContext, config.TargetSkills, config.TargetToolRunner, config.TargetTokens)
+	if err != nil {
+		return nil, err
 	}
 	js, err := a.jetStream()
 	if err != nil {
@@ -357,13 +353,9 @@ func (a *App) buildOrchestrator() (registrar, error) {
 // buildGateway binds the public HTTP listener and connects the gateway to
 // JetStream (event streams) and its peers (the run and read-only APIs).
 func (a *App) buildGateway() (registrar, error) {
-	conns := make(map[string]grpc.ClientConnInterface, 4)
-	for _, svc := range []string{config.TargetOrchestrator, config.TargetSkills, config.TargetToolRunner, config.TargetTokens} {
-		conn, err := a.peer(svc)
-		if err != nil {
-			return nil, err
-		}
-		conns[svc] = conn
+	conns, err := a.peersOf(config.TargetOrchestrator, config.TargetSkills, config.TargetToolRunner, config.TargetTokens)
+	if err != nil {
+		return nil, err
 	}
 	js, err := a.jetStream()
 	if err != nil {
@@ -454,6 +446,19 @@ func (a *App) peer(svc string) (grpc.ClientConnInterface, error) {
 		return a.inproc, nil
 	}
 	return a.network(svc)
+}
+
+// peersOf returns the connections to several peers, by service.
+func (a *App) peersOf(svcs ...string) (map[string]grpc.ClientConnInterface, error) {
+	conns := make(map[string]grpc.ClientConnInterface, len(svcs))
+	for _, svc := range svcs {
+		conn, err := a.peer(svc)
+		if err != nil {
+			return nil, err
+		}
+		conns[svc] = conn
+	}
+	return conns, nil
 }
 
 // network returns the shared network connection to svc.

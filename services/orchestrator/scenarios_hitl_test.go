@@ -1,15 +1,10 @@
 package orchestrator
 
 import (
-	"context"
-	"log/slog"
-	"path/filepath"
 	"regexp"
 	"testing"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
-	"github.com/baagent/baagent/internal/llm"
-	"github.com/baagent/baagent/internal/scripted"
 )
 
 // TestHITLScenarios plays the human-in-the-loop scenarios of
@@ -18,25 +13,7 @@ import (
 // answers their questions as a user would, with an option that is not the
 // recommended one, so the answer visibly steers the result.
 func TestHITLScenarios(t *testing.T) {
-	sc, err := scripted.New(scripted.Options{Dir: filepath.Join("..", "..", "examples", "scenarios")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	baseURL, done, err := sc.StartLoopback(ctx)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); <-done })
-	client, err := llm.New(llm.Config{BaseURL: baseURL, Model: scripted.ModelName, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := newHarness(t, nil, harnessOptions{real: realPeers, mutate: func(o *Options) {
-		o.Model = LLM(client)
-		o.DefaultModel = scripted.ModelName
-	}})
+	h, _ := scenarioHarness(t)
 
 	for _, tc := range []struct {
 		scenario, input, answer string

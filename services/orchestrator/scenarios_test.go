@@ -17,25 +17,7 @@ import (
 // toolrunner services over the sample data. Each run must complete with
 // the event invariants and a history whose tool calls are all answered.
 func TestScenarios(t *testing.T) {
-	sc, err := scripted.New(scripted.Options{Dir: filepath.Join("..", "..", "examples", "scenarios")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	baseURL, done, err := sc.StartLoopback(ctx)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); <-done })
-	client, err := llm.New(llm.Config{BaseURL: baseURL, Model: scripted.ModelName, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := newHarness(t, nil, harnessOptions{real: realPeers, mutate: func(o *Options) {
-		o.Model = LLM(client)
-		o.DefaultModel = scripted.ModelName
-	}})
+	h, sc := scenarioHarness(t)
 
 	for _, s := range sc.Scenarios() {
 		t.Run(s.Name, func(t *testing.T) {
@@ -70,4 +52,31 @@ func TestScenarios(t *testing.T) {
 			t.Logf("%s: %d events, %d tool calls; answer: %.120q", s.Name, len(evs), acts, last.GetComplete().GetContent())
 		})
 	}
+}
+
+// scenarioHarness serves the shipped scenarios with the scripted model over
+// HTTP and runs the orchestrator against it through the OpenAI-compatible
+// client, with the real peers over the sample data.
+func scenarioHarness(t *testing.T) (*harness, *scripted.Server) {
+	t.Helper()
+	sc, err := scripted.New(scripted.Options{Dir: filepath.Join("..", "..", "examples", "scenarios")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	baseURL, done, err := sc.StartLoopback(ctx)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); <-done })
+	client, err := llm.New(llm.Config{BaseURL: baseURL, Model: scripted.ModelName, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, nil, harnessOptions{real: realPeers, mutate: func(o *Options) {
+		o.Model = LLM(client)
+		o.DefaultModel = scripted.ModelName
+	}})
+	return h, sc
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +20,7 @@ import (
 
 	"github.com/baagent/baagent/internal/config"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/test/split/splitrun"
 )
 
 // The split-mode cluster: each service as its own `baagent -target=<svc>`
@@ -107,7 +106,7 @@ func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
 		t: t, opts: opts, Dir: dir, WorkspaceDir: filepath.Join(dir, "workspaces"),
 		Addr: map[string]string{}, natsStore: filepath.Join(dir, "nats"), procs: map[string]*Proc{},
 	}
-	ports, err := FreePorts(len(config.Services) + 2)
+	ports, err := splitrun.FreePorts(len(config.Services) + 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,26 +337,4 @@ func Tail(s string, n int) string {
 		return "…" + s[len(s)-n:]
 	}
 	return s
-}
-
-// FreePorts reserves n distinct free loopback ports. They are released
-// before use, so another process could take one in between; a clash shows
-// as a bind error in the process's log.
-func FreePorts(n int) ([]int, error) {
-	var ls []io.Closer
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

@@ -89,7 +89,7 @@ func Start(ctx context.Context, opts Options) (_ *Suite, err error) {
 			_ = s.Stop(5 * time.Second)
 		}
 	}()
-	ports, err := freePorts(len(config.Services)*2 + 3)
+	ports, err := FreePorts(len(config.Services)*2 + 3)
 	if err != nil {
 		return nil, err
 	}
@@ -389,10 +389,10 @@ func (s *Suite) Exited() <-chan string {
 	return ch
 }
 
-// freePorts reserves n distinct free loopback ports. They are released
+// FreePorts reserves n distinct free loopback ports. They are released
 // before use, so another process could take one in between; a clash shows
 // as a clear bind error naming the setting.
-func freePorts(n int) ([]int, error) {
+func FreePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
