@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +24,7 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/app"
 	"github.com/baagent/baagent/internal/config"
+	"github.com/baagent/baagent/internal/testkit"
 )
 
 // The run commands are tested against the whole suite in-process (as
@@ -113,42 +114,17 @@ func startGatewaySuite(t *testing.T) map[string]string {
 	})
 	env := map[string]string{"BAAGENT_ADDR": a.Addr(config.TargetGateway).String(), "BAAGENT_API_KEY": testAPIKey}
 	// The suite is ready when the gateway lists runs.
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	testkit.Eventually(t, 20*time.Second, "the gateway serving runs list", func() bool {
 		code, _, _ := ctlRun(t.Context(), env, runRuns, "list", "--timeout=2s")
-		if code == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the gateway never served runs list (exit %d)", code)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return code == 0
+	})
 	return env
-}
-
-// syncBuffer is an output stream that a test can read while a command
-// writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // ctlRunIn runs one of this package's commands as main's run would, with
 // stdin, returning the exit status and output; stdout may be read while it
 // runs.
-func ctlRunIn(ctx context.Context, env map[string]string, stdin string, stdout *syncBuffer, cmd func(context.Context, *cli, []string) error, args ...string) (int, string) {
+func ctlRunIn(ctx context.Context, env map[string]string, stdin string, stdout *testkit.SyncBuffer, cmd func(context.Context, *cli, []string) error, args ...string) (int, string) {
 	var errOut strings.Builder
 	c := newCLI(strings.NewReader(stdin), stdout, &errOut, func(k string) string { return env[k] })
 	err := cmd(ctx, c, args)
@@ -166,7 +142,7 @@ func ctlRunIn(ctx context.Context, env map[string]string, stdin string, stdout *
 }
 
 func ctlRun(ctx context.Context, env map[string]string, cmd func(context.Context, *cli, []string) error, args ...string) (int, string, string) {
-	var out syncBuffer
+	var out testkit.SyncBuffer
 	code, errOut := ctlRunIn(ctx, env, "", &out, cmd, args...)
 	return code, out.String(), errOut
 }
@@ -193,16 +169,14 @@ func gatewayFor(t *testing.T, env map[string]string) *gatewayClient {
 func waitRun(t *testing.T, gw *gatewayClient, runID string, what string, ok func(*baagentv1.Run) bool) *baagentv1.Run {
 	t.Helper()
 	var last *baagentv1.Run
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	testkit.Eventually(t, 30*time.Second, fmt.Sprintf("run %s getting %s", runID, what), func() bool {
 		resp, err := gw.GetRun(gw.auth(t.Context()), &baagentv1.GetRunRequest{RunId: runID})
 		if err == nil {
-			if last = resp.GetRun(); ok(last) {
-				return last
-			}
+			last = resp.GetRun()
 		}
-	}
-	t.Fatalf("run %s never got %s; last %v", runID, what, last)
-	return nil
+		return err == nil && ok(last)
+	})
+	return last
 }
 
 func TestAskThroughTheGateway(t *testing.T) {
@@ -290,7 +264,7 @@ func TestAskThroughTheGateway(t *testing.T) {
 func TestAskAnswersTheQuestionAtThePrompt(t *testing.T) {
 	ctx := testCtx(t)
 	env := startGatewaySuite(t)
-	var out syncBuffer
+	var out testkit.SyncBuffer
 	code, errOut := ctlRunIn(ctx, env, "Q4\n", &out, runAsk, clarifyQuestion)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut)
@@ -307,7 +281,7 @@ func TestAskInterruptCancelsTheRun(t *testing.T) {
 	env := startGatewaySuite(t)
 	askCtx, interrupt := context.WithCancel(ctx)
 	defer interrupt()
-	var out syncBuffer
+	var out testkit.SyncBuffer
 	done := make(chan int, 1)
 	var errOut string
 	go func() {
@@ -317,11 +291,7 @@ func TestAskInterruptCancelsTheRun(t *testing.T) {
 	}()
 	// Interrupt once the prompt got no answer and the run waits on its
 	// question.
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "no answer given"); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the question never came:\n%s", out.String())
-		}
-	}
+	testkit.Eventually(t, 30*time.Second, "the unanswered question", func() bool { return strings.Contains(out.String(), "no answer given") })
 	gw := gatewayFor(t, env)
 	waiting, err := gw.ListRuns(gw.auth(ctx), &baagentv1.ListRunsRequest{})
 	if err != nil || len(waiting.GetRuns()) != 1 {

@@ -1,13 +1,11 @@
 package natsx
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,24 +13,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/baagent/baagent/internal/testkit"
 )
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -40,7 +23,7 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-func startEmbedded(t *testing.T, dir string, logs *syncBuffer) *EmbeddedServer {
+func startEmbedded(t *testing.T, dir string, logs *testkit.SyncBuffer) *EmbeddedServer {
 	t.Helper()
 	var log *slog.Logger
 	if logs != nil {
@@ -69,7 +52,7 @@ func connect(t *testing.T, ctx context.Context, url string) (*nats.Conn, jetstre
 func TestEmbeddedProvisionPublishPersist(t *testing.T) {
 	ctx := testCtx(t)
 	dir := t.TempDir()
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	srv := startEmbedded(t, dir, logs)
 	if !strings.HasPrefix(srv.ClientURL(), "nats://127.0.0.1:") || strings.HasSuffix(srv.ClientURL(), ":-1") {
 		t.Fatalf("ClientURL = %q", srv.ClientURL())
@@ -305,7 +288,7 @@ func TestConnectWaitsForServer(t *testing.T) {
 	l.Close()
 
 	ctx := testCtx(t)
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	type result struct {
 		nc  *nats.Conn
 		err error

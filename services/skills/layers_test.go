@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/testkit"
 )
 
 // layeredRoot builds a skills root with three tenants:
@@ -232,7 +233,7 @@ func TestRefusedSkillIsLoggedAndCounted(t *testing.T) {
 	addSkill(t, root, "", "good", "Good.")
 	writeFile(t, root, "bad/SKILL.md", fm("name: bad"))
 	writeFile(t, root, "tenants/acme/worse/SKILL.md", "nothing")
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	reg := prometheus.NewRegistry()
 	s := newTestServer(t, root, func(o *Options) {
 		o.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
