@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/services/gateway/internal/natstest"
 )
@@ -23,15 +25,25 @@ import (
 // the gateway (its NATS client included) over the wall time of the run;
 // nats_publisher_cores is the other server-side process's.
 // b.N is the event count: run with e.g. -bench FanoutSSE -benchtime 2000x.
+//
+// delivery=direct is the gateway as it runs (the run's fan-out writes to
+// caught-up clients itself); delivery=goroutine wakes each client's
+// goroutine for every event, for a side-by-side comparison.
 func BenchmarkFanoutSSE(b *testing.B) {
 	for _, c := range []struct{ clients, rate int }{{1, 1000}, {100, 1000}, {1000, 100}} {
-		b.Run(fmt.Sprintf("clients=%d/rate=%d", c.clients, c.rate), func(b *testing.B) {
-			benchFanout(b, c.clients, c.rate)
-		})
+		for _, direct := range []bool{true, false} {
+			delivery := "direct"
+			if !direct {
+				delivery = "goroutine"
+			}
+			b.Run(fmt.Sprintf("clients=%d/rate=%d/delivery=%s", c.clients, c.rate, delivery), func(b *testing.B) {
+				benchFanout(b, c.clients, c.rate, direct)
+			})
+		}
 	}
 }
 
-func benchFanout(b *testing.B, clients, rate int) {
+func benchFanout(b *testing.B, clients, rate int, direct bool) {
 	needFDs(b, clients)
 	pub, url := startPublisher(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -41,7 +53,7 @@ func benchFanout(b *testing.B, clients, rate int) {
 		b.Fatal(err)
 	}
 	defer nc.Close()
-	e := newEnvJS(b, Options{}, js)
+	e := newEnvJS(b, Options{noDirect: !direct}, js)
 	e.orch.put(&baagentv1.Run{RunId: "run-bench", Tenant: "acme", State: baagentv1.RunState_RUN_STATE_RUNNING})
 	pubCPU0 := pub.command(b, "text acme run-bench 1 1000") // the run has started
 	lg := startLoadgen(b, "fanout", e.base+"/v1/runs/run-bench/events", clients)
@@ -66,6 +78,9 @@ func benchFanout(b *testing.B, clients, rate int) {
 	b.ReportMetric(float64(pubCPU)/float64(wall), "nats_publisher_cores")
 	b.ReportMetric(res.cores, "client_cores")
 	b.ReportMetric(loadAverage(), "loadavg")
+	if direct && testutil.ToFloat64(e.srv.hub.DirectDeliveries()) == 0 {
+		b.Fatal("no event was written directly by the run's fan-out")
+	}
 }
 
 // BenchmarkReconnectCatchUp: a client reconnects with a Last-Event-ID

@@ -139,6 +139,80 @@ func TestTwoSSEOneGRPCAndOneWebSocketClientSeeIdenticalSequences(t *testing.T) {
 	}
 }
 
+// TestCaughtUpSSEClientsAreWrittenByTheRunsFanOut: live SSE clients that
+// keep up get their events from the run's fan-out goroutine (direct
+// writes), byte for byte the stream a client served by its own goroutine
+// gets.
+func TestCaughtUpSSEClientsAreWrittenByTheRunsFanOut(t *testing.T) {
+	e := newEnv(t, Options{})
+	ctx := testCtx(t)
+	r := e.run("acme", "run-direct")
+	publishN(t, r, 1)
+	const clients, events = 3, 40
+	streams := make([]*sseClient, clients)
+	for i := range streams {
+		c, err := e.sse(ctx, "/v1/runs/run-direct/events", bearerHeader(keyAcme))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.close()
+		streams[i] = c
+	}
+	got := make([][]string, clients)
+	for i := range events + 1 {
+		if i < events {
+			if _, err := r.Text(ctx, fmt.Sprintf("live %d ", i)); err != nil {
+				t.Fatal(err)
+			}
+		} else if _, err := r.Complete(ctx, "done"); err != nil {
+			t.Fatal(err)
+		}
+		// Each client reads the event before the next is published, so it
+		// is caught up (parked) when the next arrives.
+		for c, st := range streams {
+			ev, err := st.next()
+			if err != nil {
+				t.Fatalf("client %d after %d events: %v", c, len(got[c]), err)
+			}
+			got[c] = append(got[c], ev.id+":"+ev.event+":"+ev.data)
+		}
+	}
+	for c := range streams {
+		if _, err := streams[c].next(); !errors.Is(err, io.EOF) {
+			t.Fatalf("client %d: after the terminal event %v, want the end of the stream", c, err)
+		}
+	}
+	replay, err := e.sse(ctx, "/v1/runs/run-direct/events?cursor=1", bearerHeader(keyAcme))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer replay.close()
+	evs, err := replay.all()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, ev := range evs {
+		want = append(want, ev.id+":"+ev.event+":"+ev.data)
+	}
+	if len(want) != events+1 {
+		t.Fatalf("the replay has %d events, want %d", len(want), events+1)
+	}
+	for c := range streams {
+		if strings.Join(got[c], "\n") != strings.Join(want, "\n") {
+			t.Fatalf("client %d read\n%v\nwant (as replayed)\n%v", c, got[c], want)
+		}
+	}
+	// Most events reached the live clients without waking their goroutines
+	// (a client whose goroutine had not parked yet gets an event from it).
+	if direct := testutil.ToFloat64(e.srv.hub.DirectDeliveries()); direct < clients*events/2 {
+		t.Errorf("%v events written by the fan-out, want most of %d", direct, clients*(events+1))
+	}
+	if got := e.srvMetric(t, "baagent_gateway_events_delivered_total", "sse"); got != float64(clients*(events+1)+len(want)) {
+		t.Errorf("SSE events delivered = %v, want %d", got, clients*(events+1)+len(want))
+	}
+}
+
 func (e *env) srvMetric(t *testing.T, name, transport string) float64 {
 	t.Helper()
 	mfs, err := e.reg.Gather()

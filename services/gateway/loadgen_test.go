@@ -198,6 +198,9 @@ func runLoadgen(mode, url, key string, n int) error {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		cancel()
 	}()
+	if mode == "fanout" && epollLoadgen {
+		return runFanoutEpoll(ctx, url, key, n)
+	}
 	tr := &http.Transport{
 		MaxIdleConnsPerHost: -1,
 		DisableCompression:  true,
@@ -261,12 +264,17 @@ func runLoadgen(mode, url, key string, n int) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	all := slices.Concat(lats...)
+	cores := float64(processCPU()-cpu0) / float64(time.Since(wall0))
+	return printResult(slices.Concat(lats...), cores)
+}
+
+// printResult prints the fan-out result line: the latencies' count and
+// percentiles, and the clients' CPU.
+func printResult(all []time.Duration, cores float64) error {
 	if len(all) == 0 {
 		return errors.New("no events received")
 	}
 	slices.Sort(all)
-	cores := float64(processCPU()-cpu0) / float64(time.Since(wall0))
 	fmt.Printf("result count=%d p50=%d p99=%d max=%d cores=%.3f\n", len(all), all[len(all)/2], all[len(all)*99/100], all[len(all)-1], cores)
 	return nil
 }
@@ -340,41 +348,73 @@ func publishPaced(ctx context.Context, r *natstest.Run, n, rate int) error {
 	return nil
 }
 
-// readLatencies reads one SSE stream until its complete event. The
-// publisher puts its clock (Unix ns) in each text_delta, so the latency is
-// publish to client, read off the same clock. It allocates nothing per
-// event and reads the clock once per event, so that the clients, which
-// share the machine with the gateway, take as little of it as they can.
+// readLatencies reads one SSE stream until its complete event (see
+// sseLatencies).
 func readLatencies(r io.Reader) ([]time.Duration, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
-	var out []time.Duration
-	textDelta := false
+	var p sseLatencies
+	buf := make([]byte, 64<<10)
 	for {
-		line, err := br.ReadSlice('\n')
-		if err != nil {
-			return out, fmt.Errorf("stream ended before complete: %w", err)
+		n, err := r.Read(buf)
+		if n > 0 && p.feed(buf[:n], time.Now()) {
+			return p.lats, nil
 		}
-		switch {
-		case bytes.HasPrefix(line, eventPrefix):
-			typ := bytes.TrimSpace(line[len(eventPrefix):])
-			if string(typ) == "complete" {
-				return out, nil
-			}
-			textDelta = string(typ) == "text_delta"
-		case textDelta && bytes.HasPrefix(line, dataPrefix):
-			now := time.Now()
-			i := bytes.Index(line, deltaKey)
-			if i < 0 {
-				continue
-			}
-			rest := line[i+len(deltaKey):]
-			j := bytes.IndexByte(rest, '"')
-			if j < 0 {
-				continue
-			}
-			if ns, ok := parseNanos(rest[:j]); ok {
-				out = append(out, now.Sub(time.Unix(0, ns)))
-			}
+		if err != nil {
+			return p.lats, fmt.Errorf("stream ended before complete: %w", err)
+		}
+	}
+}
+
+// sseLatencies parses an SSE stream fed as it is read and measures, for
+// each text_delta, the time from publish to the read that brought it: the
+// publisher puts its clock (Unix ns) in the delta, so both ends read the
+// same clock. It allocates nothing per event once its line buffer has
+// grown, so that the clients, which share the machine with the gateway,
+// take as little of it as they can.
+type sseLatencies struct {
+	line      []byte // an incomplete line carried over to the next read
+	textDelta bool   // the event being read is a text_delta
+	done      bool   // the complete event was read
+	lats      []time.Duration
+}
+
+// feed parses b, read at now; it reports whether the stream is complete.
+func (p *sseLatencies) feed(b []byte, now time.Time) bool {
+	for len(b) > 0 && !p.done {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			p.line = append(p.line, b...)
+			return false
+		}
+		line := b[:i]
+		if len(p.line) > 0 {
+			p.line = append(p.line, line...)
+			line = p.line
+		}
+		p.parseLine(line, now)
+		p.line = p.line[:0]
+		b = b[i+1:]
+	}
+	return p.done
+}
+
+func (p *sseLatencies) parseLine(line []byte, now time.Time) {
+	switch {
+	case bytes.HasPrefix(line, eventPrefix):
+		typ := bytes.TrimSpace(line[len(eventPrefix):])
+		p.done = string(typ) == "complete"
+		p.textDelta = string(typ) == "text_delta"
+	case p.textDelta && bytes.HasPrefix(line, dataPrefix):
+		i := bytes.Index(line, deltaKey)
+		if i < 0 {
+			return
+		}
+		rest := line[i+len(deltaKey):]
+		j := bytes.IndexByte(rest, '"')
+		if j < 0 {
+			return
+		}
+		if ns, ok := parseNanos(rest[:j]); ok {
+			p.lats = append(p.lats, now.Sub(time.Unix(0, ns)))
 		}
 	}
 }

@@ -125,6 +125,11 @@ type Options struct {
 	RateBurst int
 	// MaxRateBuckets bounds the limiter's per-key state (default 10,000).
 	MaxRateBuckets int
+
+	// noDirect makes every SSE event go through the client's own goroutine
+	// (no direct writes by the run's fan-out): for tests and benchmarks
+	// comparing the two.
+	noDirect bool
 }
 
 // Server implements baagentv1.GatewayServiceServer and the HTTP edge.

@@ -92,7 +92,13 @@ func (s *Server) pumpSSE(ctx context.Context, w http.ResponseWriter, r *http.Req
 	}()
 	start := func() bool {
 		out = s.startSSE(ctx, w, r)
-		return s.sseWritten(sub, out.write([]byte("retry: "+sseRetryMillis+"\n: stream open\n\n")))
+		if !s.sseWritten(sub, out.write([]byte("retry: "+sseRetryMillis+"\n: stream open\n\n"))) {
+			return false
+		}
+		if out.direct() && !s.opts.noDirect {
+			out.enableDirect(sub)
+		}
+		return true
 	}
 	var batch []hub.Item // grown with the first events: idle clients stay small
 	for {
@@ -127,7 +133,7 @@ func (s *Server) pumpSSE(ctx context.Context, w http.ResponseWriter, r *http.Req
 			if out == nil && !start() {
 				return
 			}
-			s.sseSlowConsumer(out, cursor)
+			s.sseSlowConsumer(out, resumeCursor(sub, cursor))
 			return
 		case err != nil:
 			if out == nil && ctx.Err() == nil {
@@ -146,11 +152,6 @@ func (s *Server) pumpSSE(ctx context.Context, w http.ResponseWriter, r *http.Req
 			return
 		}
 		sub.DeliveredBatch(batch)
-		for _, it := range batch {
-			if it.Cursor != "" {
-				cursor = it.Cursor
-			}
-		}
 		clear(batch) // do not keep entries the feed has trimmed alive
 	}
 }
@@ -161,6 +162,15 @@ const (
 	sseBatchBytes  = 64 << 10
 	sseBatchEvents = 256
 )
+
+// resumeCursor is where a cut client should resume: after the last event
+// it was given, or where it started when it was given none.
+func resumeCursor(sub *hub.Subscription, requested string) string {
+	if c := sub.Cursor(); c != "" {
+		return c
+	}
+	return requested
+}
 
 func (s *Server) sseWritten(sub *hub.Subscription, err error) bool {
 	if err != nil {

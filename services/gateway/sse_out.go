@@ -5,6 +5,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/baagent/baagent/services/gateway/internal/hub"
@@ -29,9 +30,11 @@ type sseOut struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	conn       net.Conn  // set when hijacked
-	head       []byte    // the response head, sent with the first write
-	armed      time.Time // when the write deadline was last set
+	conn       net.Conn        // set when hijacked
+	raw        syscall.RawConn // conn's descriptor, for writes that never block
+	directOn   bool            // the run's fan-out writes too (enableDirect)
+	head       []byte          // the response head, sent with the first write
+	armed      time.Time       // when the write deadline was last set
 	readerDone chan struct{}
 	bufs       net.Buffers // reused for writev
 	vec        net.Buffers // what WriteTo consumes (a field: no allocation per write)
@@ -50,6 +53,7 @@ func (s *Server) startSSE(ctx context.Context, w http.ResponseWriter, r *http.Re
 	if r.ProtoMajor == 1 && r.ProtoMinor >= 1 {
 		if conn, head, ok := hijackSSE(w, h); ok {
 			out.conn, out.head = conn, head
+			out.raw = rawConn(conn)
 			out.ctx, out.cancel = context.WithCancel(ctx)
 			out.readerDone = make(chan struct{})
 			go out.watchClient()
@@ -102,13 +106,33 @@ func (o *sseOut) write(p []byte) error {
 	return o.writeFrames(p, nil)
 }
 
-// writeItems sends the SSE frames of items in one write.
+// writeItems sends the SSE frames of items in one write (of each frame,
+// what the run's fan-out has not already written).
 func (o *sseOut) writeItems(items []hub.Item) error {
 	if len(items) == 1 {
-		return o.writeFrames(items[0].SSE, nil)
+		return o.writeFrames(items[0].SSE[items[0].Offset:], nil)
 	}
 	return o.writeFrames(nil, items)
 }
+
+// direct reports whether the run's fan-out may write to this client
+// itself: the connection is a plain socket and the response head is out.
+func (o *sseOut) direct() bool { return o.raw != nil && o.head == nil }
+
+// enableDirect lets the run's fan-out write to this client (see
+// hub.Subscription.EnableDirect); from then on this goroutine's writes
+// carry their own deadline and clear it after.
+func (o *sseOut) enableDirect(sub *hub.Subscription) {
+	if err := o.conn.SetWriteDeadline(time.Time{}); err != nil {
+		return
+	}
+	o.directOn = true
+	sub.EnableDirect(o, hub.FormatSSE)
+}
+
+// TryWrite implements hub.DirectWriter: it writes what the socket takes
+// now, never waiting.
+func (o *sseOut) TryWrite(frames [][]byte) (int, error) { return tryWrite(o.raw, frames) }
 
 func (o *sseOut) writeFrames(p []byte, items []hub.Item) error {
 	now := time.Now()
@@ -122,18 +146,26 @@ func (o *sseOut) writeFrames(p []byte, items []hub.Item) error {
 			if err != nil {
 				break
 			}
-			_, err = o.w.Write(it.SSE)
+			_, err = o.w.Write(it.SSE[it.Offset:])
 		}
 		if err == nil {
 			err = o.rc.Flush()
 		}
 		return err
 	}
-	// The deadline is moved only when it has come an eighth of the timeout
-	// closer, so a write always gets between 7/8 of WriteTimeout and all of
-	// it, and a client taking an event every millisecond does not move a
-	// runtime timer every millisecond.
-	if now.Sub(o.armed) > o.timeout/8 {
+	if o.directOn {
+		// The run's fan-out writes between this goroutine's writes, and a
+		// deadline left behind would fail its writes: set one for this write
+		// only.
+		if err := o.conn.SetWriteDeadline(now.Add(o.timeout)); err != nil {
+			return err
+		}
+		defer func() { _ = o.conn.SetWriteDeadline(time.Time{}) }()
+	} else if now.Sub(o.armed) > o.timeout/8 {
+		// The deadline is moved only when it has come an eighth of the
+		// timeout closer, so a write always gets between 7/8 of
+		// WriteTimeout and all of it, and a client taking an event every
+		// millisecond does not move a runtime timer every millisecond.
 		if err := o.conn.SetWriteDeadline(now.Add(o.timeout)); err != nil {
 			return err
 		}
@@ -152,7 +184,7 @@ func (o *sseOut) writeFrames(p []byte, items []hub.Item) error {
 		o.bufs = append(o.bufs, p)
 	}
 	for _, it := range items {
-		o.bufs = append(o.bufs, it.SSE)
+		o.bufs = append(o.bufs, it.SSE[it.Offset:])
 	}
 	o.vec = o.bufs // WriteTo consumes its receiver
 	_, err := o.vec.WriteTo(o.conn)

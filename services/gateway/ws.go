@@ -81,7 +81,7 @@ func (s *Server) pumpWS(ctx context.Context, conn *wsock.Conn, sub *hub.Subscrip
 			_ = conn.Close(wsock.CloseNormal, "run ended", timeout)
 			return
 		case hub.IsSlowConsumer(err):
-			_ = conn.Close(wsock.CloseTryAgain, slowReason(cursor), timeout)
+			_ = conn.Close(wsock.CloseTryAgain, slowReason(resumeCursor(sub, cursor)), timeout)
 			return
 		case errors.Is(err, hub.ErrClosed):
 			_ = conn.Close(wsock.CloseGoingAway, "gateway shutting down", timeout)
@@ -100,15 +100,10 @@ func (s *Server) pumpWS(ctx context.Context, conn *wsock.Conn, sub *hub.Subscrip
 			if isTimeout(err) {
 				sub.WriteTimedOut()
 			}
-			_ = conn.Close(wsock.CloseTryAgain, slowReason(cursor), timeout)
+			_ = conn.Close(wsock.CloseTryAgain, slowReason(resumeCursor(sub, cursor)), timeout)
 			return
 		}
 		sub.DeliveredBatch(batch)
-		for _, it := range batch {
-			if it.Cursor != "" {
-				cursor = it.Cursor
-			}
-		}
 		clear(batch) // do not keep entries the feed has trimmed alive
 		clear(msgs)
 	}

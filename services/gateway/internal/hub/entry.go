@@ -52,6 +52,10 @@ type Entry struct {
 type Item struct {
 	*Entry
 	Live bool
+	// Offset is how many bytes of the entry's frame the run's fan-out has
+	// already written to this client (see EnableDirect); the transport
+	// writes the rest. It is 0 unless direct delivery is enabled.
+	Offset int
 }
 
 // entryOverhead approximates the memory of an Entry besides its JSON and

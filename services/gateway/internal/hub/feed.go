@@ -47,6 +47,8 @@ type feed struct {
 	terminal       bool
 	err            error // why the feed stopped, once it has
 	subs           map[*Subscription]struct{}
+
+	fanWake chan struct{} // wakes the direct fan-out (capacity 1)
 }
 
 func newFeed(h *Hub, key feedKey, subject string) *feed {
@@ -54,6 +56,7 @@ func newFeed(h *Hub, key feedKey, subject string) *feed {
 	return &feed{
 		h: h, key: key, subject: subject, ready: make(chan struct{}),
 		ctx: ctx, stopFn: cancel, idleSince: time.Now(), subs: map[*Subscription]struct{}{},
+		fanWake: make(chan struct{}, 1),
 	}
 }
 
@@ -80,6 +83,12 @@ func (f *feed) run() {
 	defer f.h.m.feeds.Dec()
 	close(f.ready)
 	defer context.AfterFunc(ctx, it.Stop)()
+	fanDone := make(chan struct{})
+	go f.fanOut(ctx, fanDone)
+	defer func() {
+		f.stopFn()
+		<-fanDone
+	}()
 
 	var r reorder
 	for {
@@ -240,14 +249,32 @@ func (f *feed) append(e *Entry) {
 	f.trimLocked()
 
 	limit := uint64(f.h.opts.SendQueueBytes)
+	fan := false
 	for s := range f.subs {
-		if f.cum-max(s.consumedCum, s.attachCum) > limit {
+		// A client the fan-out is writing to is not behind: its position
+		// moves once the writes of this round are settled.
+		if !s.claimed && f.cum-max(s.consumedCum, s.attachCum) > limit {
 			s.failLocked(ErrSlowConsumer)
 			delete(f.subs, s)
 			f.h.m.slow.WithLabelValues(s.transport, SlowQueue).Inc()
 			continue
 		}
+		if s.sink != nil && s.parked {
+			fan = true // written by the fan-out, or woken by it
+			continue
+		}
 		s.notify()
+	}
+	if fan {
+		f.wakeFanOut()
+	}
+}
+
+// wakeFanOut asks the fan-out goroutine to look for direct writes.
+func (f *feed) wakeFanOut() {
+	select {
+	case f.fanWake <- struct{}{}:
+	default:
 	}
 }
 

@@ -31,6 +31,7 @@ type metrics struct {
 	feedBytes  prometheus.Gauge
 	feedEvents prometheus.Counter
 	badEvents  prometheus.Counter
+	direct     prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -73,6 +74,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: ns, Subsystem: sub, Name: "feed_bad_events_total",
 			Help: "Messages on a run's event subject that could not be decoded or did not match the run; skipped.",
 		}),
+		direct: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "direct_deliveries_total",
+			Help: "Events written to caught-up clients by their run's fan-out without waking the client's goroutine (included in events_delivered_total).",
+		}),
 	}
 	for _, t := range []string{TransportGRPC, TransportSSE, TransportWS} {
 		m.clients.WithLabelValues(t)
@@ -85,7 +90,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, k := range []string{"cursor", "earliest", "reset", "jetstream_catchup"} {
 		m.replays.WithLabelValues(k)
 	}
-	if err := basemetrics.RegisterExclusive(reg, "gateway hub", m.clients, m.delivered, m.lag, m.slow, m.replays, m.feeds, m.feedBytes, m.feedEvents, m.badEvents); err != nil {
+	if err := basemetrics.RegisterExclusive(reg, "gateway hub", m.clients, m.delivered, m.lag, m.slow, m.replays, m.feeds, m.feedBytes, m.feedEvents, m.badEvents, m.direct); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -96,3 +101,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 func (h *Hub) SlowCounter(transport, reason string) prometheus.Counter {
 	return h.m.slow.WithLabelValues(transport, reason)
 }
+
+// DirectDeliveries counts the events written by the runs' fan-out directly,
+// for tests and diagnostics.
+func (h *Hub) DirectDeliveries() prometheus.Counter { return h.m.direct }

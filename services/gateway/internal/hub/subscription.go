@@ -30,6 +30,14 @@ type Subscription struct {
 	finished    bool   // the terminal event (or final reset) was read
 	err         error  // set when the feed cuts the client
 
+	// Direct delivery (see direct.go), guarded by f.mu.
+	sink         DirectWriter
+	format       Format
+	parked       bool // the owner waits in Next with nothing to write
+	claimed      bool // the fan-out is writing to the client
+	unparkWanted bool // the owner is leaving and waits for the claim to end
+	offset       int  // bytes of entry s.next the fan-out already wrote
+
 	// Owned by the Next caller.
 	closed    bool
 	catchup   jetstream.MessagesContext // replay from JetStream, when behind the buffer
@@ -143,11 +151,22 @@ func (s *Subscription) wait(ctx context.Context, tick <-chan time.Time, dst []It
 			continue // the buffer reaches back far enough again
 		}
 		f.mu.Lock()
+		if s.claimed {
+			// The fan-out is writing to the client: nothing may be written
+			// until it is done, and it wakes the owner if it has to.
+			f.mu.Unlock()
+			if err := s.park(ctx, tick); err != nil {
+				return dst, err
+			}
+			continue
+		}
 		it, ok, err := s.nextLocked()
 		if ok {
 			dst = s.fillLocked(append(dst, it), maxItems, maxBytes)
 		}
 		needCatchup := !ok && err == nil && s.next <= f.trimmedThrough
+		// Once parked, an append wakes the fan-out instead of the owner.
+		s.parked = !ok && err == nil && !needCatchup
 		f.mu.Unlock()
 		if err != nil || ok {
 			return dst, err
@@ -158,14 +177,51 @@ func (s *Subscription) wait(ctx context.Context, tick <-chan time.Time, dst []It
 			}
 			continue
 		}
-		select {
-		case <-s.wake:
-		case <-tick:
-			return dst, errTicked
-		case <-ctx.Done():
-			return dst, ctx.Err()
+		if err := s.park(ctx, tick); err != nil {
+			return dst, err
 		}
 	}
+}
+
+// park waits for a wake-up. On a tick or the end of ctx the subscription
+// stops being parked (waiting for a direct write in flight to finish), so
+// the owner may write; a tick during a direct write, or with an event half
+// written, is skipped.
+func (s *Subscription) park(ctx context.Context, tick <-chan time.Time) error {
+	f := s.f
+	select {
+	case <-s.wake:
+		return nil
+	case <-tick:
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if s.claimed || s.offset > 0 {
+			// The client is receiving data, or has half an event to finish
+			// first: a heartbeat now is not needed, or would split it.
+			return nil
+		}
+		s.parked = false
+		return errTicked
+	case <-ctx.Done():
+		s.unpark()
+		return ctx.Err()
+	}
+}
+
+// unpark takes the subscription back from the fan-out before its owner
+// leaves: it waits for a direct write in flight, which never blocks.
+func (s *Subscription) unpark() {
+	f := s.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for s.claimed {
+		s.unparkWanted = true
+		f.mu.Unlock()
+		<-s.wake
+		f.mu.Lock()
+	}
+	s.unparkWanted = false
+	s.parked = false
 }
 
 // fillLocked appends the items already buffered after the last one in
@@ -202,6 +258,10 @@ func (s *Subscription) nextLocked() (Item, bool, error) {
 		return Item{Entry: resetEntry(f.key.tenant, f.key.runID, "", s.requested, s.resetReason, 0)}, true, nil
 	}
 	if s.next <= f.trimmedThrough {
+		if s.offset > 0 { // as below: the rest of a half-written entry is gone
+			s.err = ErrSlowConsumer
+			return Item{}, false, s.err
+		}
 		return Item{}, false, nil
 	}
 	i := f.searchLocked(s.next)
@@ -216,13 +276,22 @@ func (s *Subscription) nextLocked() (Item, bool, error) {
 		return Item{}, false, nil
 	}
 	e := f.buf[i]
+	offset := s.offset
+	if offset > 0 && e.Seq != s.next {
+		// The entry half written by the fan-out is gone: the client cannot
+		// be given the rest of it. (Its queue bound, well under the
+		// buffer's, cuts it long before that can happen.)
+		s.err = ErrSlowConsumer
+		return Item{}, false, s.err
+	}
 	if r := s.resetBefore(e); r != nil {
 		return Item{Entry: r}, true, nil
 	}
+	s.offset = 0
 	s.next = e.Seq + 1
 	s.consumedCum = e.cum
 	s.finished = e.Terminal
-	return Item{Entry: e, Live: e.Seq > s.attachSeq}, true, nil
+	return Item{Entry: e, Live: e.Seq > s.attachSeq, Offset: offset}, true, nil
 }
 
 // resetBefore returns the stream_reset due before e, if any, and moves the
@@ -332,6 +401,19 @@ func (s *Subscription) stopCatchup() {
 		s.catchup.Stop()
 		s.catchup = nil
 	}
+}
+
+// Cursor is the cursor of the last event given to the client in full (by
+// Next or by a direct write): the position to resume from after the
+// subscription ends. It is "" when nothing can be resumed from.
+func (s *Subscription) Cursor() string {
+	f := s.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s.next == 0 {
+		return ""
+	}
+	return FormatCursor(s.next - 1)
 }
 
 // Delivered records that the transport wrote it to the client.

@@ -1,0 +1,369 @@
+package hub
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/baagent/baagent/internal/testkit"
+	"github.com/baagent/baagent/services/gateway/internal/natstest"
+)
+
+// fakeConn stands in for a client connection written by both the run's
+// fan-out (TryWrite) and the subscription's owner (write). It records the
+// byte stream the client would read and detects two writers at once.
+type fakeConn struct {
+	mu       sync.Mutex
+	out      bytes.Buffer
+	inUse    atomic.Bool
+	overlaps atomic.Int64
+	// accept, when set, is how many bytes a TryWrite takes (of want);
+	// otherwise all of them.
+	accept func(want int) int
+	fail   error // TryWrite's error, when set
+	tries  atomic.Int64
+}
+
+func (c *fakeConn) enter() {
+	if !c.inUse.CompareAndSwap(false, true) {
+		c.overlaps.Add(1)
+	}
+}
+
+func (c *fakeConn) leave() { c.inUse.Store(false) }
+
+func (c *fakeConn) TryWrite(frames [][]byte) (int, error) {
+	c.enter()
+	defer c.leave()
+	c.tries.Add(1)
+	if c.fail != nil {
+		return 0, c.fail
+	}
+	all := bytes.Join(frames, nil)
+	n := len(all)
+	if c.accept != nil {
+		n = min(c.accept(n), n)
+	}
+	c.mu.Lock()
+	c.out.Write(all[:n])
+	c.mu.Unlock()
+	return n, nil
+}
+
+// write is the owner's blocking write of what Next returned.
+func (c *fakeConn) write(items []Item) {
+	c.enter()
+	defer c.leave()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, it := range items {
+		c.out.Write(it.SSE[it.Offset:])
+	}
+}
+
+func (c *fakeConn) bytes() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return bytes.Clone(c.out.Bytes())
+}
+
+// ownSSE runs a subscription's owner the way the SSE transport does:
+// direct delivery enabled, every batch Next returns written to conn, until
+// the stream ends. It returns how many items the owner wrote itself.
+func ownSSE(ctx context.Context, s *Subscription, conn *fakeConn) (int, error) {
+	return ownSSETicking(ctx, s, conn, nil)
+}
+
+// heartbeat is what ownSSETicking writes on a tick, as the SSE transport
+// does.
+var heartbeat = []byte(": heartbeat\n\n")
+
+// ownSSETicking is ownSSE with a heartbeat written on each tick.
+func ownSSETicking(ctx context.Context, s *Subscription, conn *fakeConn, tick <-chan time.Time) (int, error) {
+	s.EnableDirect(conn, FormatSSE)
+	own := 0
+	var batch []Item
+	for {
+		var err error
+		var ticked bool
+		batch, ticked, err = s.NextBatch(ctx, tick, batch[:0], 16, 0)
+		switch {
+		case errors.Is(err, io.EOF):
+			return own, nil
+		case err != nil:
+			return own, err
+		case ticked:
+			conn.write([]Item{{Entry: &Entry{SSE: heartbeat}}})
+			continue
+		}
+		conn.write(batch)
+		own += len(batch)
+	}
+}
+
+// wantStream checks that the client read exactly the frames of seqs
+// first..last, in order, once each.
+func wantStream(t *testing.T, got []byte, want []byte) {
+	t.Helper()
+	if !bytes.Equal(got, want) {
+		n := 0
+		for n < min(len(got), len(want)) && got[n] == want[n] {
+			n++
+		}
+		t.Fatalf("the client read %d bytes, want %d; they differ from byte %d:\n got …%q\nwant …%q",
+			len(got), len(want), n, got[n:min(len(got), n+80)], want[n:min(len(want), n+80)])
+	}
+}
+
+// framesOf is the stream a reader of every event of r (seq 1 on) reads.
+func framesOf(t *testing.T, ctx context.Context, h *Hub, r *natstest.Run) []byte {
+	t.Helper()
+	s := subscribe(t, ctx, h, r, Earliest)
+	var b bytes.Buffer
+	for {
+		it, err := s.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return b.Bytes()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(it.SSE)
+	}
+}
+
+func TestDirectDeliveryWritesCaughtUpClientsFromTheFanOut(t *testing.T) {
+	ctx := testCtx(t)
+	js, _ := natstest.JetStream(t)
+	h := newHub(t, js, Options{})
+	r := natstest.NewRun(js, "acme", "run-direct")
+	publishTexts(t, ctx, r, 1)
+
+	conn := &fakeConn{}
+	s := subscribe(t, ctx, h, r, "")
+	done := make(chan error, 1)
+	var own int
+	go func() {
+		var err error
+		own, err = ownSSE(ctx, s, conn)
+		done <- err
+	}()
+	// Publish one event at a time once the owner is parked, so each goes
+	// out through the fan-out.
+	for i := range 20 {
+		waitParked(t, s)
+		if _, err := r.Text(ctx, "live "); err != nil {
+			t.Fatal(err)
+		}
+		waitDelivered(t, conn, i+1)
+	}
+	waitParked(t, s)
+	if _, err := r.Complete(ctx, "done"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("owner: %v", err)
+	}
+	all := framesOf(t, ctx, h, r)
+	first := bytes.Index(all, []byte("id: 2\n")) // live from seq 2
+	wantStream(t, conn.bytes(), all[first:])
+	if own != 0 {
+		t.Errorf("the owner wrote %d events itself; every one was due to the fan-out", own)
+	}
+	if got := testutil.ToFloat64(h.DirectDeliveries()); got != 21 {
+		t.Errorf("direct deliveries %v, want 21", got)
+	}
+	if n := conn.overlaps.Load(); n != 0 {
+		t.Fatalf("%d writes overlapped", n)
+	}
+	if got := s.Cursor(); got != FormatCursor(r.Seq()) {
+		t.Errorf("Cursor() = %q after the end, want %q", got, FormatCursor(r.Seq()))
+	}
+}
+
+func TestDirectPartialWriteIsFinishedByTheOwner(t *testing.T) {
+	ctx := testCtx(t)
+	js, _ := natstest.JetStream(t)
+	h := newHub(t, js, Options{})
+	r := natstest.NewRun(js, "acme", "run-partial")
+	publishTexts(t, ctx, r, 1)
+
+	// The socket takes 7 bytes of each direct write: the owner must write
+	// the rest of the entry, from that offset, and nothing twice.
+	conn := &fakeConn{accept: func(int) int { return 7 }}
+	s := subscribe(t, ctx, h, r, "")
+	done := make(chan error, 1)
+	var own int
+	go func() {
+		var err error
+		own, err = ownSSE(ctx, s, conn)
+		done <- err
+	}()
+	for range 10 {
+		waitParked(t, s)
+		if _, err := r.Text(ctx, "a longer live event than seven bytes"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.Complete(ctx, "done"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("owner: %v", err)
+	}
+	all := framesOf(t, ctx, h, r)
+	wantStream(t, conn.bytes(), all[bytes.Index(all, []byte("id: 2\n")):])
+	if own == 0 || conn.tries.Load() == 0 {
+		t.Fatalf("owner wrote %d, fan-out tried %d: want both", own, conn.tries.Load())
+	}
+}
+
+func TestDirectWriteErrorEndsTheSubscription(t *testing.T) {
+	ctx := testCtx(t)
+	js, _ := natstest.JetStream(t)
+	h := newHub(t, js, Options{})
+	r := natstest.NewRun(js, "acme", "run-broken")
+	publishTexts(t, ctx, r, 1)
+
+	broken := errors.New("connection reset by peer")
+	conn := &fakeConn{fail: broken}
+	s := subscribe(t, ctx, h, r, "")
+	done := make(chan error, 1)
+	go func() {
+		_, err := ownSSE(ctx, s, conn)
+		done <- err
+	}()
+	waitParked(t, s)
+	if _, err := r.Text(ctx, "never arrives"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, broken) {
+			t.Fatalf("owner ended with %v, want the write error", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the owner was not told the direct write failed")
+	}
+}
+
+func TestDirectOwnerGetsHeartbeatsAndLeavesCleanly(t *testing.T) {
+	ctx := testCtx(t)
+	js, _ := natstest.JetStream(t)
+	h := newHub(t, js, Options{})
+	r := natstest.NewRun(js, "acme", "run-tick")
+	publishTexts(t, ctx, r, 1)
+	s := subscribe(t, ctx, h, r, "")
+	s.EnableDirect(&fakeConn{}, FormatSSE)
+	tick := make(chan time.Time, 1)
+	tick <- time.Now()
+	items, ticked, err := s.NextBatch(ctx, tick, nil, 4, 0)
+	if err != nil || !ticked || len(items) != 0 {
+		t.Fatalf("NextBatch on a tick: %d items, ticked %v, %v", len(items), ticked, err)
+	}
+	leave, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, _, err := s.NextBatch(leave, nil, nil, 4, 0); !errors.Is(err, context.Canceled) {
+		t.Fatalf("NextBatch after the client left: %v", err)
+	}
+}
+
+// TestDirectAndOwnerWritesNeverInterleave: many clients whose sockets take
+// a random share of each direct write, with events published as fast as
+// possible and heartbeats due all the time. Every client must read exactly
+// the run's frames, in order, with no byte lost, repeated or interleaved
+// (a heartbeat only ever between two frames), and no two writes at once.
+func TestDirectAndOwnerWritesNeverInterleave(t *testing.T) {
+	ctx := testCtx(t)
+	js, _ := natstest.JetStream(t)
+	h := newHub(t, js, Options{})
+	r := natstest.NewRun(js, "acme", "run-race")
+	publishTexts(t, ctx, r, 1)
+
+	const clients, events = 8, 300
+	conns := make([]*fakeConn, clients)
+	errs := make(chan error, clients)
+	for i := range conns {
+		rng := rand.New(rand.NewPCG(uint64(i), 7))
+		var rmu sync.Mutex
+		conns[i] = &fakeConn{accept: func(want int) int {
+			rmu.Lock()
+			defer rmu.Unlock()
+			if rng.IntN(3) == 0 {
+				return rng.IntN(want + 1) // a full socket: some or none of it
+			}
+			return want
+		}}
+		s := subscribe(t, ctx, h, r, "")
+		// Heartbeats as often as events: one must never land inside an
+		// event the fan-out has half written.
+		tick := time.NewTicker(time.Duration(100+i*37) * time.Microsecond)
+		t.Cleanup(tick.Stop)
+		go func() {
+			_, err := ownSSETicking(ctx, s, conns[i], tick.C)
+			errs <- err
+		}()
+	}
+	for i := range events {
+		if _, err := r.Text(ctx, "event "+FormatCursor(uint64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.Complete(ctx, "done"); err != nil {
+		t.Fatal(err)
+	}
+	for range clients {
+		if err := <-errs; err != nil {
+			t.Fatalf("owner: %v", err)
+		}
+	}
+	all := framesOf(t, ctx, h, r)
+	want := all[bytes.Index(all, []byte("id: 2\n")):]
+	for ci, c := range conns {
+		if n := c.overlaps.Load(); n != 0 {
+			t.Fatalf("client %d: %d writes overlapped", ci, n)
+		}
+		got := c.bytes()
+		for rest, at := got, 0; ; {
+			i := bytes.Index(rest, heartbeat)
+			if i < 0 {
+				break
+			}
+			if at+i > 0 && !bytes.HasSuffix(got[:at+i], []byte("\n\n")) {
+				t.Fatalf("client %d: a heartbeat inside an event at byte %d: …%q", ci, at+i, got[max(0, at+i-40):at+i+len(heartbeat)])
+			}
+			at += i + len(heartbeat)
+			rest = rest[i+len(heartbeat):]
+		}
+		wantStream(t, bytes.ReplaceAll(got, heartbeat, nil), want)
+	}
+	if testutil.ToFloat64(h.DirectDeliveries()) == 0 {
+		t.Fatal("no event went out through the fan-out")
+	}
+}
+
+// waitParked waits until s's owner waits in Next with nothing to write.
+func waitParked(t *testing.T, s *Subscription) {
+	t.Helper()
+	testkit.Eventually(t, 10*time.Second, "the owner parks", func() bool {
+		s.f.mu.Lock()
+		defer s.f.mu.Unlock()
+		return s.parked && !s.claimed
+	})
+}
+
+// waitDelivered waits until conn holds n event frames.
+func waitDelivered(t *testing.T, conn *fakeConn, n int) {
+	t.Helper()
+	testkit.Eventually(t, 10*time.Second, "events reach the client", func() bool {
+		return bytes.Count(conn.bytes(), []byte("\n\n")) >= n
+	})
+}

@@ -1,0 +1,216 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"runtime"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// epollLoadgen: on Linux the fan-out clients are read by one epoll loop
+// instead of one goroutine per stream. Each event then costs a client one
+// read instead of a failed read, a park, a netpoll wake-up and a second
+// read, which halves the clients' share of a machine they share with the
+// gateway. What is measured is unchanged: the time from publish to the
+// read that brought the event.
+const epollLoadgen = true
+
+// runFanoutEpoll opens n SSE streams of rawURL, prints "ready" once every
+// response head is in, reads them all until their complete events and
+// prints the result line.
+func runFanoutEpoll(ctx context.Context, rawURL, key string, n int) error {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return err
+	}
+	req := []byte("GET " + u.RequestURI() + " HTTP/1.1\r\nHost: " + u.Host + "\r\nAuthorization: Bearer " + key + "\r\n\r\n")
+	addr, err := netip.ParseAddrPort(u.Host)
+	if err != nil || !addr.Addr().Is4() {
+		return fmt.Errorf("load generator: %q is not an IPv4 address and port", u.Host)
+	}
+	fds := make([]int, n)
+	for i := range fds {
+		fds[i] = -1
+	}
+	defer func() {
+		for _, fd := range fds {
+			if fd >= 0 {
+				syscall.Close(fd)
+			}
+		}
+	}()
+	// Open the streams a few hundred at a time, within the listen backlog.
+	sem := make(chan struct{}, 200)
+	var (
+		wg      sync.WaitGroup
+		errOnce sync.Once
+		openErr error
+	)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			fd, err := dialRaw(addr, req)
+			if err != nil {
+				errOnce.Do(func() { openErr = fmt.Errorf("stream %d: %w", i, err) })
+				return
+			}
+			fds[i] = fd
+		}()
+	}
+	wg.Wait()
+	if openErr != nil {
+		return openErr
+	}
+
+	ep, err := newEpollReader(fds)
+	if err != nil {
+		return err
+	}
+	defer ep.close()
+	if err := ep.run(ctx, func() bool { return ep.heads == n }); err != nil {
+		return err
+	}
+	fmt.Println("ready")
+	cpu0, wall0 := processCPU(), time.Now()
+	if err := ep.run(ctx, func() bool { return ep.done == n }); err != nil {
+		return err
+	}
+	cores := float64(processCPU()-cpu0) / float64(time.Since(wall0))
+	var all []time.Duration
+	for _, s := range ep.streams {
+		all = append(all, s.lats...)
+	}
+	return printResult(all, cores)
+}
+
+// epollReader reads many SSE responses from one goroutine.
+type epollReader struct {
+	epfd    int
+	streams []*epollStream
+	heads   int // responses whose head has been read
+	done    int // streams that reached their complete event
+	buf     []byte
+	events  []syscall.EpollEvent
+}
+
+type epollStream struct {
+	fd     int
+	inBody bool
+	head   []byte // the response head read so far
+	sseLatencies
+}
+
+func newEpollReader(fds []int) (*epollReader, error) {
+	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	ep := &epollReader{epfd: epfd, buf: make([]byte, 64<<10), events: make([]syscall.EpollEvent, 256)}
+	for i, fd := range fds {
+		ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(i)}
+		if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
+			ep.close()
+			return nil, err
+		}
+		ep.streams = append(ep.streams, &epollStream{fd: fd})
+	}
+	return ep, nil
+}
+
+// dialRaw connects a socket that the Go runtime's poller does not know
+// (a net.Conn's socket would wake it on every event, for nothing), sends
+// req and makes the socket non-blocking for the epoll loop.
+func dialRaw(addr netip.AddrPort, req []byte) (int, error) {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	sa := &syscall.SockaddrInet4{Port: int(addr.Port()), Addr: addr.Addr().As4()}
+	if err := syscall.Connect(fd, sa); err != nil {
+		syscall.Close(fd)
+		return -1, err
+	}
+	for b := req; len(b) > 0; {
+		n, err := syscall.Write(fd, b)
+		if err != nil {
+			syscall.Close(fd)
+			return -1, err
+		}
+		b = b[n:]
+	}
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		syscall.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+func (ep *epollReader) close() { syscall.Close(ep.epfd) }
+
+// run reads whatever is ready until until() holds or ctx ends.
+func (ep *epollReader) run(ctx context.Context, until func() bool) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for !until() {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		n, err := syscall.EpollWait(ep.epfd, ep.events, 100)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("epoll_wait: %w", err)
+		}
+		for _, ev := range ep.events[:n] {
+			if err := ep.read(int(ev.Fd)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// read reads one ready stream once.
+func (ep *epollReader) read(i int) error {
+	s := ep.streams[i]
+	n, err := syscall.Read(s.fd, ep.buf)
+	now := time.Now()
+	switch {
+	case errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.EINTR):
+		return nil
+	case err != nil:
+		return fmt.Errorf("stream %d: %w", i, err)
+	case n == 0:
+		return fmt.Errorf("stream %d ended before complete", i)
+	}
+	b := ep.buf[:n]
+	if !s.inBody {
+		s.head = append(s.head, b...)
+		end := bytes.Index(s.head, []byte("\r\n\r\n"))
+		if end < 0 {
+			return nil
+		}
+		if !bytes.HasPrefix(s.head, []byte("HTTP/1.1 200 ")) {
+			return fmt.Errorf("stream %d: %q", i, s.head[:min(len(s.head), 64)])
+		}
+		b = slices.Clone(s.head[end+4:])
+		s.inBody, s.head = true, nil
+		ep.heads++
+	}
+	if s.feed(b, now) {
+		ep.done++
+		return syscall.EpollCtl(ep.epfd, syscall.EPOLL_CTL_DEL, s.fd, nil)
+	}
+	return nil
+}
