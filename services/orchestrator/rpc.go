@@ -116,8 +116,23 @@ func (s *Server) GetRun(ctx context.Context, req *baagentv1.OrchestratorServiceG
 	}
 	if !isFinished(run.GetState()) {
 		s.withProgress(ctx, run)
+		s.withEnding(ctx, run)
 	}
 	return &baagentv1.OrchestratorServiceGetRunResponse{Run: run}, nil
+}
+
+// withEnding reports an unfinished record as ended when the run's terminal
+// event is already stored. The record is written just after that event (so
+// that a crash in between loses nothing: the resuming replica reads the
+// event back), and a client that saw the event must not then read RUNNING.
+// Without a readable last event the record is returned as it is.
+func (s *Server) withEnding(ctx context.Context, run *baagentv1.Run) {
+	ev, err := s.lastEvent(ctx, run.GetTenant(), run.GetRunId())
+	if err != nil || !IsTerminal(ev) {
+		return
+	}
+	endRecord(run, ev)
+	run.LastSeq = max(run.GetLastSeq(), ev.GetSeq())
 }
 
 // withProgress fills an unfinished run's step, metrics and last_seq from

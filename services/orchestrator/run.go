@@ -370,19 +370,7 @@ func (r *run) record(ev *baagentv1.Event) {
 	r.awaitCheckpoints() // none may land after the delete below
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), finalizeTimeout)
 	defer cancel()
-	switch p := ev.GetPayload().(type) {
-	case *baagentv1.Event_Complete:
-		r.rec.State = baagentv1.RunState_RUN_STATE_COMPLETED
-		r.rec.FinalAnswer = p.Complete.GetContent()
-		r.rec.Metrics = p.Complete.GetMetrics()
-	case *baagentv1.Event_Cancelled:
-		r.rec.State = baagentv1.RunState_RUN_STATE_CANCELLED
-	case *baagentv1.Event_Error:
-		r.rec.State = baagentv1.RunState_RUN_STATE_FAILED
-		r.rec.Error = &baagentv1.RunError{Code: p.Error.GetCode(), Message: p.Error.GetMessage()}
-	}
-	r.rec.PendingInput = nil
-	r.rec.FinishedAt = ev.GetTs()
+	endRecord(r.rec, ev)
 	if r.rec.FinishedAt == nil { // the terminal event was not published
 		r.rec.FinishedAt = timestamppb.Now()
 	}
@@ -391,6 +379,24 @@ func (r *run) record(ev *baagentv1.Event) {
 	if err := r.cps.delete(ctx, r.rec.GetTenant(), r.rec.GetRunId()); err != nil {
 		r.log.Warn("checkpoint of a finished run not deleted (it expires with the bucket's TTL)", "error", err)
 	}
+}
+
+// endRecord sets what a run's terminal event says in its record: the final
+// state, answer or error, and when it ended.
+func endRecord(rec *baagentv1.Run, ev *baagentv1.Event) {
+	switch p := ev.GetPayload().(type) {
+	case *baagentv1.Event_Complete:
+		rec.State = baagentv1.RunState_RUN_STATE_COMPLETED
+		rec.FinalAnswer = p.Complete.GetContent()
+		rec.Metrics = p.Complete.GetMetrics()
+	case *baagentv1.Event_Cancelled:
+		rec.State = baagentv1.RunState_RUN_STATE_CANCELLED
+	case *baagentv1.Event_Error:
+		rec.State = baagentv1.RunState_RUN_STATE_FAILED
+		rec.Error = &baagentv1.RunError{Code: p.Error.GetCode(), Message: p.Error.GetMessage()}
+	}
+	rec.PendingInput = nil
+	rec.FinishedAt = ev.GetTs()
 }
 
 // finish publishes the one terminal event and stores the final record. It
