@@ -59,6 +59,7 @@ func benchFanout(b *testing.B, clients, rate int, direct bool) {
 	lg := startLoadgen(b, "fanout", e.base+"/v1/runs/run-bench/events", clients)
 
 	b.ResetTimer()
+	lag0 := sseLag(b, e)
 	cpu0, wall0 := processCPU(), time.Now()
 	pub.command(b, "text acme run-bench %d %d", b.N, rate)
 	pubCPU := pub.command(b, "complete acme run-bench") - pubCPU0
@@ -71,6 +72,12 @@ func benchFanout(b *testing.B, clients, rate int, direct bool) {
 	}
 	b.ReportMetric(ms(res.p50), "p50_ms")
 	b.ReportMetric(ms(res.p99), "p99_ms")
+	// The gateway's share: JetStream storing the event to its write to the
+	// client's socket, from the gateway's delivery-lag histogram
+	// (interpolated within its buckets).
+	lag := sseLag(b, e).sub(lag0)
+	b.ReportMetric(lag.quantile(0.50)*1000, "gw_lag_p50_ms")
+	b.ReportMetric(lag.quantile(0.99)*1000, "gw_lag_p99_ms")
 	b.ReportMetric(ms(res.max), "max_ms")
 	b.ReportMetric(cores, "gateway_cores")
 	// The NATS server and publisher, for comparison with figures taken
@@ -179,6 +186,74 @@ func benchIdle(b *testing.B, conns int) {
 	_ = lg.stdin.Close()
 }
 
+// lagHistogram is a snapshot of a delivery-lag histogram: cumulative
+// counts by upper bound.
+type lagHistogram struct {
+	bounds []float64
+	counts []uint64
+}
+
+// sseLag reads the gateway's SSE delivery-lag histogram.
+func sseLag(tb testing.TB, e *env) lagHistogram {
+	tb.Helper()
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "baagent_gateway_delivery_lag_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() != "transport" || l.GetValue() != "sse" {
+					continue
+				}
+				var h lagHistogram
+				for _, b := range m.GetHistogram().GetBucket() {
+					h.bounds = append(h.bounds, b.GetUpperBound())
+					h.counts = append(h.counts, b.GetCumulativeCount())
+				}
+				return h
+			}
+		}
+	}
+	tb.Fatal("no SSE delivery-lag histogram")
+	return lagHistogram{}
+}
+
+// sub is what was observed since before.
+func (h lagHistogram) sub(before lagHistogram) lagHistogram {
+	d := lagHistogram{bounds: h.bounds, counts: slices.Clone(h.counts)}
+	for i := range d.counts {
+		if i < len(before.counts) {
+			d.counts[i] -= before.counts[i]
+		}
+	}
+	return d
+}
+
+// quantile estimates the q-quantile in seconds, interpolating linearly
+// within the bucket it falls in (as PromQL's histogram_quantile does).
+func (h lagHistogram) quantile(q float64) float64 {
+	if len(h.counts) == 0 || h.counts[len(h.counts)-1] == 0 {
+		return 0
+	}
+	rank := q * float64(h.counts[len(h.counts)-1])
+	lower, below := 0.0, uint64(0)
+	for i, c := range h.counts {
+		if float64(c) >= rank {
+			in := c - below
+			if in == 0 {
+				return h.bounds[i]
+			}
+			return lower + (h.bounds[i]-lower)*(rank-float64(below))/float64(in)
+		}
+		lower, below = h.bounds[i], c
+	}
+	return h.bounds[len(h.bounds)-1]
+}
+
 // goMemory is the Go heap in use plus goroutine stacks, after a GC.
 func goMemory() int64 {
 	runtime.GC()
@@ -223,3 +298,19 @@ func streamClients(tb testing.TB, e *env, transport string) int {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func TestLagHistogramQuantile(t *testing.T) {
+	h := lagHistogram{bounds: []float64{.001, .005, .01}, counts: []uint64{50, 90, 100}}
+	for _, c := range []struct{ q, want float64 }{{0.5, .001}, {0.25, .0005}, {0.7, .003}, {0.99, .0095}, {1, .01}} {
+		if got := h.quantile(c.q); got < c.want-1e-9 || got > c.want+1e-9 {
+			t.Errorf("quantile(%v) = %v, want %v", c.q, got, c.want)
+		}
+	}
+	before := lagHistogram{bounds: h.bounds, counts: []uint64{50, 50, 50}}
+	if got := h.sub(before).quantile(0.5); got < .0035-1e-9 || got > .0035+1e-9 {
+		t.Errorf("quantile of the difference = %v, want .0035", got)
+	}
+	if got := (lagHistogram{}).quantile(0.99); got != 0 {
+		t.Errorf("empty histogram: %v", got)
+	}
+}

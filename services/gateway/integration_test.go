@@ -19,6 +19,7 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/internal/testkit"
 	"github.com/baagent/baagent/services/gateway/internal/hub"
 	"github.com/baagent/baagent/services/gateway/internal/natstest"
 	"github.com/baagent/baagent/services/gateway/internal/wsock"
@@ -213,6 +214,74 @@ func TestCaughtUpSSEClientsAreWrittenByTheRunsFanOut(t *testing.T) {
 	}
 }
 
+// TestCaughtUpWebSocketClientsAreWrittenByTheRunsFanOut: the same for
+// WebSocket clients: their text frames come from the fan-out while they
+// keep up, one message per event, as replayed.
+func TestCaughtUpWebSocketClientsAreWrittenByTheRunsFanOut(t *testing.T) {
+	e := newEnv(t, Options{})
+	ctx := testCtx(t)
+	r := e.run("acme", "run-wsdirect")
+	publishN(t, r, 1)
+	const clients, events = 2, 40
+	tok := e.streamToken(t, keyAcme)
+	socks := make([]*wsock.Client, clients)
+	for i := range socks {
+		ws, err := wsock.Dial(ctx, "ws"+strings.TrimPrefix(e.base, "http")+"/v1/runs/run-wsdirect/ws?token="+tok, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ws.Close()
+		socks[i] = ws
+	}
+	testkit.Eventually(t, 10*time.Second, "both WebSocket clients subscribed", func() bool {
+		return streamClients(t, e, "websocket") == clients
+	})
+	got := make([][]string, clients)
+	for i := range events + 1 {
+		if i < events {
+			if _, err := r.Text(ctx, fmt.Sprintf("live %d ", i)); err != nil {
+				t.Fatal(err)
+			}
+		} else if _, err := r.Complete(ctx, "done"); err != nil {
+			t.Fatal(err)
+		}
+		for c, ws := range socks {
+			m, err := ws.Read()
+			if err != nil {
+				t.Fatalf("client %d after %d messages: %v", c, len(got[c]), err)
+			}
+			got[c] = append(got[c], string(m))
+		}
+	}
+	for c, ws := range socks {
+		var ce *wsock.CloseError
+		if _, err := ws.Read(); !errors.As(err, &ce) || ce.Code != wsock.CloseNormal {
+			t.Fatalf("client %d: after the terminal event %v, want a normal close", c, err)
+		}
+	}
+	replay, err := e.sse(ctx, "/v1/runs/run-wsdirect/events?cursor=1", bearerHeader(keyAcme))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer replay.close()
+	evs, err := replay.all()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, ev := range evs {
+		want = append(want, ev.data)
+	}
+	for c := range socks {
+		if strings.Join(got[c], "\n") != strings.Join(want, "\n") {
+			t.Fatalf("client %d read\n%v\nwant (as replayed)\n%v", c, got[c], want)
+		}
+	}
+	if direct := testutil.ToFloat64(e.srv.hub.DirectDeliveries()); direct < clients*events/2 {
+		t.Errorf("%v events written by the fan-out, want most of %d", direct, clients*(events+1))
+	}
+}
+
 func (e *env) srvMetric(t *testing.T, name, transport string) float64 {
 	t.Helper()
 	mfs, err := e.reg.Gather()
@@ -369,11 +438,87 @@ func TestStalledClientIsCutWithoutDelayingOthers(t *testing.T) {
 }
 
 func (e *env) slowDisconnects(t *testing.T) float64 {
+	return e.slowDisconnectsOf(hub.TransportSSE)
+}
+
+func (e *env) slowDisconnectsOf(transport string) float64 {
 	var n float64
 	for _, reason := range []string{hub.SlowQueue, hub.SlowDeadline} {
-		n += testutil.ToFloat64(e.srv.hubMetricSlow(hub.TransportSSE, reason))
+		n += testutil.ToFloat64(e.srv.hubMetricSlow(transport, reason))
 	}
 	return n
+}
+
+// TestStalledWebSocketClientIsCutWithoutDelayingOthers: as for SSE, a
+// WebSocket client that stops reading is cut (the fan-out's writes to it
+// come up short, its own goroutine's write meets the deadline or its queue
+// fills) while a reading client gets every event.
+func TestStalledWebSocketClientIsCutWithoutDelayingOthers(t *testing.T) {
+	e := newEnv(t, Options{SendQueueBytes: 256 << 10, WriteTimeout: 300 * time.Millisecond})
+	ctx := testCtx(t)
+	r := e.run("acme", "run-wsstall")
+	publishN(t, r, 1)
+	tok := e.streamToken(t, keyAcme)
+
+	// The stalled client: a raw connection that completes the handshake
+	// request and never reads, with a small receive buffer.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.(*net.TCPConn).SetReadBuffer(4096)
+	fmt.Fprintf(conn, "GET /v1/runs/run-wsstall/ws?token=%s HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", tok)
+
+	ws, err := wsock.Dial(ctx, "ws"+strings.TrimPrefix(e.base, "http")+"/v1/runs/run-wsstall/ws?token="+tok, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	testkit.Eventually(t, 10*time.Second, "both WebSocket clients subscribed", func() bool {
+		return streamClients(t, e, "websocket") == 2
+	})
+	got := make(chan []string, 1)
+	var progress atomic.Int64
+	go func() {
+		var cursors []string
+		for {
+			m, err := ws.Read()
+			if err != nil {
+				got <- cursors
+				return
+			}
+			var env struct{ Cursor string }
+			_ = json.Unmarshal(m, &env)
+			cursors = append(cursors, env.Cursor)
+			progress.Add(1)
+		}
+	}()
+
+	big := strings.Repeat("z", 16<<10)
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; ; i++ {
+		for int64(r.Seq())-1 > progress.Load()+2 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if _, err := r.Text(ctx, big); err != nil {
+			t.Fatal(err)
+		}
+		if e.slowDisconnectsOf(hub.TransportWS) > 0 && i > 10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stalled client was never cut")
+		}
+	}
+	if _, err := r.Complete(ctx, "done"); err != nil {
+		t.Fatal(err)
+	}
+	cursors := <-got
+	if n := len(cursors); n != int(r.Seq())-1 || cursors[0] != "2" || cursors[n-1] != fmt.Sprint(r.Seq()) {
+		t.Fatalf("the reading client got %d events (%v … %v), want 2..%d", n, cursors[0], cursors[n-1], r.Seq())
+	}
 }
 
 func TestCrossTenantAccessIsNotFound(t *testing.T) {

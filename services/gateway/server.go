@@ -126,7 +126,7 @@ type Options struct {
 	// MaxRateBuckets bounds the limiter's per-key state (default 10,000).
 	MaxRateBuckets int
 
-	// noDirect makes every SSE event go through the client's own goroutine
+	// noDirect makes every SSE and WebSocket event go through the client's own goroutine
 	// (no direct writes by the run's fan-out): for tests and benchmarks
 	// comparing the two.
 	noDirect bool

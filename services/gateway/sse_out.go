@@ -5,10 +5,10 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"syscall"
 	"time"
 
 	"github.com/baagent/baagent/services/gateway/internal/hub"
+	"github.com/baagent/baagent/services/gateway/internal/nbwrite"
 )
 
 // sseOut is the write side of one SSE response once it has started.
@@ -31,7 +31,7 @@ type sseOut struct {
 	cancel context.CancelFunc
 
 	conn       net.Conn        // set when hijacked
-	raw        syscall.RawConn // conn's descriptor, for writes that never block
+	nb         *nbwrite.Writer // conn's writes that never block (nil: none)
 	directOn   bool            // the run's fan-out writes too (enableDirect)
 	head       []byte          // the response head, sent with the first write
 	armed      time.Time       // when the write deadline was last set
@@ -53,7 +53,7 @@ func (s *Server) startSSE(ctx context.Context, w http.ResponseWriter, r *http.Re
 	if r.ProtoMajor == 1 && r.ProtoMinor >= 1 {
 		if conn, head, ok := hijackSSE(w, h); ok {
 			out.conn, out.head = conn, head
-			out.raw = rawConn(conn)
+			out.nb = nbwrite.New(conn)
 			out.ctx, out.cancel = context.WithCancel(ctx)
 			out.readerDone = make(chan struct{})
 			go out.watchClient()
@@ -117,7 +117,7 @@ func (o *sseOut) writeItems(items []hub.Item) error {
 
 // direct reports whether the run's fan-out may write to this client
 // itself: the connection is a plain socket and the response head is out.
-func (o *sseOut) direct() bool { return o.raw != nil && o.head == nil }
+func (o *sseOut) direct() bool { return o.nb != nil && o.head == nil }
 
 // enableDirect lets the run's fan-out write to this client (see
 // hub.Subscription.EnableDirect); from then on this goroutine's writes
@@ -132,7 +132,7 @@ func (o *sseOut) enableDirect(sub *hub.Subscription) {
 
 // TryWrite implements hub.DirectWriter: it writes what the socket takes
 // now, never waiting.
-func (o *sseOut) TryWrite(frames [][]byte) (int, error) { return tryWrite(o.raw, frames) }
+func (o *sseOut) TryWrite(frames [][]byte) (int, error) { return o.nb.TryWrite(frames) }
 
 func (o *sseOut) writeFrames(p []byte, items []hub.Item) error {
 	now := time.Now()

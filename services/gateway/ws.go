@@ -62,6 +62,11 @@ func (s *Server) pumpWS(ctx context.Context, conn *wsock.Conn, sub *hub.Subscrip
 	heartbeat := time.NewTicker(s.opts.Heartbeat)
 	defer heartbeat.Stop()
 	timeout := s.opts.WriteTimeout
+	if !s.opts.noDirect && conn.EnableDirect() {
+		// The run's fan-out writes to this client itself while it keeps
+		// up (see hub.DirectWriter).
+		sub.EnableDirect(conn, hub.FormatWS)
+	}
 	var (
 		batch []hub.Item // grown with the first events: idle clients stay small
 		msgs  [][]byte
@@ -91,12 +96,13 @@ func (s *Server) pumpWS(ctx context.Context, conn *wsock.Conn, sub *hub.Subscrip
 			return
 		}
 		// One text frame per event, every event already available in one
-		// write under one deadline.
+		// write under one deadline (less what the fan-out already wrote of
+		// the first).
 		msgs = msgs[:0]
 		for _, it := range batch {
 			msgs = append(msgs, it.JSON)
 		}
-		if err := conn.WriteTexts(msgs, timeout); err != nil {
+		if err := conn.WriteTextsFrom(msgs, batch[0].Offset, timeout); err != nil {
 			if isTimeout(err) {
 				sub.WriteTimedOut()
 			}

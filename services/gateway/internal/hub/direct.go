@@ -32,21 +32,37 @@ type DirectWriter interface {
 	TryWrite(frames [][]byte) (int, error)
 }
 
-// Format selects the bytes of an entry a direct writer is given.
+// Format selects the bytes that carry an entry to a direct writer's client.
 type Format int
 
 const (
 	// FormatSSE writes Entry.SSE, the entry's Server-Sent Events frame.
 	FormatSSE Format = iota + 1
+	// FormatWS writes the entry as one WebSocket text frame holding
+	// Entry.JSON (a server's frames are not masked).
+	FormatWS
 )
 
-// frame is the bytes carrying e to a client of format f.
-func (f Format) frame(e *Entry) []byte {
+// appendFrame appends the slices that carry e to a client of format f.
+func (f Format) appendFrame(dst [][]byte, e *Entry) [][]byte {
 	switch f {
 	case FormatSSE:
-		return e.SSE
+		return append(dst, e.SSE)
+	case FormatWS:
+		return append(dst, e.wsHead[:e.wsHeadLen], e.JSON)
 	}
-	return nil
+	return dst
+}
+
+// frameSize is how many bytes carry e to a client of format f.
+func (f Format) frameSize(e *Entry) int {
+	switch f {
+	case FormatSSE:
+		return len(e.SSE)
+	case FormatWS:
+		return int(e.wsHeadLen) + len(e.JSON)
+	}
+	return 0
 }
 
 // Bounds of one direct write: the same order as a transport's own batch,
@@ -157,7 +173,7 @@ func (s *Subscription) directEntriesLocked() ([]*Entry, bool) {
 	}
 	j, size := i, 0
 	for j < len(f.buf) && j-i < directMaxEntries {
-		n := len(s.format.frame(f.buf[j]))
+		n := s.format.frameSize(f.buf[j])
 		if size > 0 && size+n > directMaxBytes {
 			break
 		}
@@ -172,13 +188,15 @@ func (s *Subscription) directEntriesLocked() ([]*Entry, bool) {
 func (c *claim) settleLocked() {
 	s := c.s
 	s.claimed = false
+	total := len(c.entries)
 	left := c.n
 	written := 0
-	for _, fr := range c.frames {
-		if left < len(fr) {
+	for _, e := range c.entries {
+		size := s.format.frameSize(e)
+		if left < size {
 			break
 		}
-		left -= len(fr)
+		left -= size
 		written++
 	}
 	for _, e := range c.entries[:written] {
@@ -186,14 +204,14 @@ func (c *claim) settleLocked() {
 		s.consumedCum = e.cum
 		s.finished = e.Terminal
 	}
-	if written < len(c.entries) {
+	if written < total {
 		s.offset = left // bytes of entry s.next already sent
 	}
 	c.entries = c.entries[:written]
 	if c.err != nil {
 		s.failLocked(fmt.Errorf("write to client: %w", c.err))
 	}
-	if s.err != nil || s.offset > 0 || written < len(c.frames) || s.finished || s.unparkWanted {
+	if s.err != nil || s.offset > 0 || written < total || s.finished || s.unparkWanted {
 		// Handed back to the owner: appends wake it directly from now on,
 		// until it parks again with nothing left to write.
 		s.parked = false
@@ -225,9 +243,9 @@ func writeClaims(claims []claim) {
 	for i := range claims {
 		c := &claims[i]
 		if prev == nil || prev.entries[0] != c.entries[0] || len(prev.entries) != len(c.entries) || prev.s.format != c.s.format {
-			frames = make([][]byte, 0, len(c.entries))
+			frames = make([][]byte, 0, 2*len(c.entries))
 			for _, e := range c.entries {
-				frames = append(frames, c.s.format.frame(e))
+				frames = c.s.format.appendFrame(frames, e)
 			}
 		}
 		c.frames = frames

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/gateway/internal/wsock"
 )
 
 // JSONOptions is the one JSON mapping every client transport shows: the
@@ -41,6 +42,8 @@ type Entry struct {
 	// Terminal is true for complete, error and cancelled.
 	Terminal bool
 
+	wsHead    [10]byte // the WebSocket text frame header for JSON
+	wsHeadLen uint8
 	streamSeq uint64 // JetStream stream sequence
 	size      uint64 // bytes charged to queues and buffers
 	cum       uint64 // cumulative size through this entry within its feed
@@ -52,9 +55,10 @@ type Entry struct {
 type Item struct {
 	*Entry
 	Live bool
-	// Offset is how many bytes of the entry's frame the run's fan-out has
-	// already written to this client (see EnableDirect); the transport
-	// writes the rest. It is 0 unless direct delivery is enabled.
+	// Offset is how many bytes of the entry's frame (in the format given
+	// to EnableDirect) the run's fan-out has already written to this
+	// client; the transport writes the rest. It is 0 unless direct
+	// delivery is enabled.
 	Offset int
 }
 
@@ -98,6 +102,7 @@ func decodeEntry(tenant, runID string, data []byte, streamSeq uint64, published 
 		streamSeq: streamSeq,
 	}
 	e.SSE = appendSSE(nil, e)
+	e.wsHeadLen = uint8(len(wsock.AppendHeader(e.wsHead[:0], wsock.OpText, len(js))))
 	e.size = uint64(len(js)+len(e.SSE)+len(data)) + entryOverhead
 	return e, nil
 }

@@ -47,8 +47,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"transport"}),
 		lag: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Subsystem: sub, Name: "delivery_lag_seconds",
-			Help:    "Time from JetStream storing a live event to its write to a client, by transport.",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5},
+			Help: "Time from JetStream storing a live event to its write to a client, by transport.",
+			// Fine around the fan-out targets (5 ms, 25 ms p99).
+			Buckets: []float64{.00025, .0005, .001, .002, .003, .005, .0075, .01, .015, .025, .05, .1, .25, .5, 1, 5},
 		}, []string{"transport"}),
 		slow: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "slow_consumer_disconnects_total",

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/baagent/baagent/services/gateway/internal/nbwrite"
 )
 
 // Opcodes (RFC 6455 §5.2).
@@ -57,11 +59,12 @@ type Conn struct {
 	br *bufio.Reader
 
 	wmu     sync.Mutex
-	wbuf    []byte      // frame headers (and control frames) being written
-	wvec    net.Buffers // headers and payloads of a batch, for one writev
-	wsend   net.Buffers // what WriteTo consumes (a field: no allocation per write)
-	wends   []int       // end of each header in wbuf
-	closing bool        // a close frame was sent
+	wbuf    []byte          // frame headers (and control frames) being written
+	wvec    net.Buffers     // headers and payloads of a batch, for one writev
+	wsend   net.Buffers     // what WriteTo consumes (a field: no allocation per write)
+	wends   []int           // end of each header in wbuf
+	closing bool            // a close frame was sent
+	nb      *nbwrite.Writer // writes that never block, once EnableDirect is called
 
 	done    chan struct{} // closed when the reader stops
 	readErr error         // why the reader stopped, set before done closes
@@ -146,7 +149,13 @@ func (c *Conn) WriteText(p []byte, timeout time.Duration) error {
 // the payloads are not copied) within timeout, so a batch of events costs
 // one syscall instead of one per event.
 func (c *Conn) WriteTexts(msgs [][]byte, timeout time.Duration) error {
-	if len(msgs) == 1 {
+	return c.WriteTextsFrom(msgs, 0, timeout)
+}
+
+// WriteTextsFrom is WriteTexts without the first skip bytes of the first
+// frame (header included), which were already sent by TryWrite.
+func (c *Conn) WriteTextsFrom(msgs [][]byte, skip int, timeout time.Duration) error {
+	if len(msgs) == 1 && skip == 0 {
 		return c.write(OpText, msgs[0], timeout)
 	}
 	c.wmu.Lock()
@@ -156,7 +165,7 @@ func (c *Conn) WriteTexts(msgs [][]byte, timeout time.Duration) error {
 	}
 	c.wbuf, c.wends = c.wbuf[:0], c.wends[:0]
 	for _, p := range msgs {
-		c.wbuf = appendHeader(c.wbuf, OpText, len(p))
+		c.wbuf = AppendHeader(c.wbuf, OpText, len(p))
 		c.wends = append(c.wends, len(c.wbuf))
 	}
 	c.wvec = c.wvec[:0]
@@ -165,9 +174,18 @@ func (c *Conn) WriteTexts(msgs [][]byte, timeout time.Duration) error {
 		c.wvec = append(c.wvec, c.wbuf[start:c.wends[i]], p)
 		start = c.wends[i]
 	}
-	_ = c.nc.SetWriteDeadline(time.Now().Add(timeout))
+	for skip > 0 && len(c.wvec) > 0 {
+		n := min(skip, len(c.wvec[0]))
+		c.wvec[0] = c.wvec[0][n:]
+		skip -= n
+		if len(c.wvec[0]) == 0 {
+			c.wvec = c.wvec[1:]
+		}
+	}
+	c.armLocked(timeout)
 	c.wsend = c.wvec // WriteTo consumes its receiver
 	_, err := c.wsend.WriteTo(c.nc)
+	c.disarmLocked()
 	clear(c.wvec) // do not keep the payloads alive
 	c.wsend = nil
 	if err != nil {
@@ -175,6 +193,52 @@ func (c *Conn) WriteTexts(msgs [][]byte, timeout time.Duration) error {
 		c.shutdown()
 	}
 	return err
+}
+
+// EnableDirect lets TryWrite write to the connection (see
+// hub.DirectWriter). It reports false when the connection cannot take
+// writes that never block (TLS, a wrapper). From then on every other write
+// clears its deadline when done, since a deadline left behind would fail
+// TryWrite.
+func (c *Conn) EnableDirect() bool {
+	nb := nbwrite.New(c.nc)
+	if nb == nil {
+		return false
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.nb = nb
+	return true
+}
+
+// TryWrite writes as much of frames (whole frames, header included, as
+// hub.FormatWS renders them) as the socket takes now and returns the
+// bytes written. While another write (a pong, a close) is under way it
+// writes nothing.
+func (c *Conn) TryWrite(frames [][]byte) (int, error) {
+	if !c.wmu.TryLock() {
+		return 0, nil
+	}
+	defer c.wmu.Unlock()
+	if c.closing {
+		return 0, ErrClosed
+	}
+	if c.nb == nil {
+		return 0, nil
+	}
+	return c.nb.TryWrite(frames)
+}
+
+// armLocked sets the deadline of a write; disarmLocked clears it again
+// when writes that never block share the connection.
+func (c *Conn) armLocked(timeout time.Duration) {
+	_ = c.nc.SetWriteDeadline(time.Now().Add(timeout))
+}
+
+func (c *Conn) disarmLocked() {
+	if c.nb != nil {
+		_ = c.nc.SetWriteDeadline(time.Time{})
+	}
 }
 
 // Ping sends a ping within timeout.
@@ -213,8 +277,9 @@ func (c *Conn) write(op byte, p []byte, timeout time.Duration) error {
 		return ErrClosed
 	}
 	c.wbuf = AppendFrame(c.wbuf[:0], op, p)
-	_ = c.nc.SetWriteDeadline(time.Now().Add(timeout))
+	c.armLocked(timeout)
 	_, err := c.nc.Write(c.wbuf)
+	c.disarmLocked()
 	if err != nil {
 		c.closing = true
 		c.shutdown()
@@ -227,11 +292,12 @@ func (c *Conn) write(op byte, p []byte, timeout time.Duration) error {
 
 // AppendFrame appends an unmasked, final frame (as a server sends).
 func AppendFrame(b []byte, op byte, p []byte) []byte {
-	return append(appendHeader(b, op, len(p)), p...)
+	return append(AppendHeader(b, op, len(p)), p...)
 }
 
-// appendHeader appends the header of an unmasked, final frame of n bytes.
-func appendHeader(b []byte, op byte, n int) []byte {
+// AppendHeader appends the header of an unmasked, final frame of n bytes
+// (at most 10 bytes).
+func AppendHeader(b []byte, op byte, n int) []byte {
 	b = append(b, 0x80|op)
 	switch {
 	case n <= 125:
