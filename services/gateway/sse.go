@@ -164,7 +164,7 @@ const (
 )
 
 // resumeCursor is where a cut client should resume: after the last event
-// it was given, or where it started when it was given none.
+// written to it in full, or where it started when none was.
 func resumeCursor(sub *hub.Subscription, requested string) string {
 	if c := sub.Cursor(); c != "" {
 		return c

@@ -203,6 +203,7 @@ func (c *claim) settleLocked() {
 		s.next = e.Seq + 1
 		s.consumedCum = e.cum
 		s.finished = e.Terminal
+		s.resume = e.Cursor
 	}
 	if written < total {
 		s.offset = left // bytes of entry s.next already sent

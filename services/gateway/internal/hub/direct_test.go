@@ -432,3 +432,53 @@ func waitDelivered(t *testing.T, conn *fakeConn, n int) {
 		return bytes.Count(conn.bytes(), []byte("\n\n")) >= n
 	})
 }
+
+// TestCursorIsTheLastEventWrittenInFull: the resume cursor a cut client is
+// told moves with what was written (reported by the owner, or done by the
+// fan-out), not with what was only served: a batch whose write failed is
+// not skipped on resume.
+func TestCursorIsTheLastEventWrittenInFull(t *testing.T) {
+	ctx := testCtx(t)
+	js, _ := natstest.JetStream(t)
+	h := newHub(t, js, Options{})
+	r := natstest.NewRun(js, "acme", "run-cursor")
+	publishTexts(t, ctx, r, 3)
+	s := subscribe(t, ctx, h, r, "1")
+	if got := s.Cursor(); got != "" {
+		t.Fatalf("Cursor() before any write = %q, want \"\"", got)
+	}
+	items, _, err := s.NextBatch(ctx, nil, nil, 10, 0)
+	if err != nil || len(items) != 2 {
+		t.Fatalf("NextBatch: %d items, %v", len(items), err)
+	}
+	if got := s.Cursor(); got != "" {
+		t.Fatalf("Cursor() after serving, before the write = %q, want \"\"", got)
+	}
+	s.DeliveredBatch(items)
+	if got := s.Cursor(); got != "3" {
+		t.Fatalf("Cursor() after the write = %q, want 3", got)
+	}
+	// A caught-up client written by the fan-out.
+	conn := &fakeConn{}
+	s.EnableDirect(conn, FormatSSE)
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := s.NextBatch(ctx, nil, nil, 10, 0) // parks; the fan-out writes
+		done <- err
+	}()
+	waitParked(t, s)
+	if _, err := r.Text(ctx, "live"); err != nil {
+		t.Fatal(err)
+	}
+	waitDelivered(t, conn, 1)
+	testkit.Eventually(t, 10*time.Second, "the direct write is settled", func() bool { return s.Cursor() == "4" })
+	if _, err := r.Complete(ctx, "done"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, io.EOF) {
+		t.Fatalf("after the terminal event: %v", err)
+	}
+	if got := s.Cursor(); got != "5" {
+		t.Fatalf("Cursor() at the end = %q, want 5", got)
+	}
+}

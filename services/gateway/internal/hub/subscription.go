@@ -33,10 +33,11 @@ type Subscription struct {
 	// Direct delivery (see direct.go), guarded by f.mu.
 	sink         DirectWriter
 	format       Format
-	parked       bool // the owner waits in Next with nothing to write
-	claimed      bool // the fan-out is writing to the client
-	unparkWanted bool // the owner is leaving and waits for the claim to end
-	offset       int  // bytes of entry s.next the fan-out already wrote
+	parked       bool   // the owner waits in Next with nothing to write
+	claimed      bool   // the fan-out is writing to the client
+	unparkWanted bool   // the owner is leaving and waits for the claim to end
+	offset       int    // bytes of entry s.next the fan-out already wrote
+	resume       string // cursor of the last event written to the client in full
 
 	// Owned by the Next caller.
 	closed    bool
@@ -403,17 +404,15 @@ func (s *Subscription) stopCatchup() {
 	}
 }
 
-// Cursor is the cursor of the last event given to the client in full (by
-// Next or by a direct write): the position to resume from after the
-// subscription ends. It is "" when nothing can be resumed from.
+// Cursor is the cursor of the last event written to the client in full (by
+// the owner, as reported to DeliveredBatch, or by the fan-out): where the
+// client resumes without a gap after the subscription ends. It is "" when
+// nothing was written yet.
 func (s *Subscription) Cursor() string {
 	f := s.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if s.next == 0 {
-		return ""
-	}
-	return FormatCursor(s.next - 1)
+	return s.resume
 }
 
 // Delivered records that the transport wrote it to the client.
@@ -428,6 +427,14 @@ func (s *Subscription) DeliveredBatch(items []Item) {
 		return
 	}
 	s.delivered.Add(float64(len(items)))
+	for i := len(items) - 1; i >= 0; i-- {
+		if c := items[i].Cursor; c != "" {
+			s.f.mu.Lock()
+			s.resume = c
+			s.f.mu.Unlock()
+			break
+		}
+	}
 	var now time.Time
 	for _, it := range items {
 		if it.Live && !it.Published.IsZero() {
