@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -159,41 +160,17 @@ func TestCaughtUpSSEClientsAreWrittenByTheRunsFanOut(t *testing.T) {
 		defer c.close()
 		streams[i] = c
 	}
-	got := make([][]string, clients)
-	for i := range events + 1 {
-		if i < events {
-			if _, err := r.Text(ctx, fmt.Sprintf("live %d ", i)); err != nil {
-				t.Fatal(err)
-			}
-		} else if _, err := r.Complete(ctx, "done"); err != nil {
-			t.Fatal(err)
-		}
-		// Each client reads the event before the next is published, so it
-		// is caught up (parked) when the next arrives.
-		for c, st := range streams {
-			ev, err := st.next()
-			if err != nil {
-				t.Fatalf("client %d after %d events: %v", c, len(got[c]), err)
-			}
-			got[c] = append(got[c], ev.id+":"+ev.event+":"+ev.data)
-		}
-	}
+	got := publishInStep(t, ctx, r, clients, events, func(c int) (string, error) {
+		ev, err := streams[c].next()
+		return ev.id + ":" + ev.event + ":" + ev.data, err
+	})
 	for c := range streams {
 		if _, err := streams[c].next(); !errors.Is(err, io.EOF) {
 			t.Fatalf("client %d: after the terminal event %v, want the end of the stream", c, err)
 		}
 	}
-	replay, err := e.sse(ctx, "/v1/runs/run-direct/events?cursor=1", bearerHeader(keyAcme))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer replay.close()
-	evs, err := replay.all()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var want []string
-	for _, ev := range evs {
+	for _, ev := range e.replay(t, ctx, "run-direct", "1") {
 		want = append(want, ev.id+":"+ev.event+":"+ev.data)
 	}
 	if len(want) != events+1 {
@@ -236,40 +213,18 @@ func TestCaughtUpWebSocketClientsAreWrittenByTheRunsFanOut(t *testing.T) {
 	testkit.Eventually(t, 10*time.Second, "both WebSocket clients subscribed", func() bool {
 		return streamClients(t, e, "websocket") == clients
 	})
-	got := make([][]string, clients)
-	for i := range events + 1 {
-		if i < events {
-			if _, err := r.Text(ctx, fmt.Sprintf("live %d ", i)); err != nil {
-				t.Fatal(err)
-			}
-		} else if _, err := r.Complete(ctx, "done"); err != nil {
-			t.Fatal(err)
-		}
-		for c, ws := range socks {
-			m, err := ws.Read()
-			if err != nil {
-				t.Fatalf("client %d after %d messages: %v", c, len(got[c]), err)
-			}
-			got[c] = append(got[c], string(m))
-		}
-	}
+	got := publishInStep(t, ctx, r, clients, events, func(c int) (string, error) {
+		m, err := socks[c].Read()
+		return string(m), err
+	})
 	for c, ws := range socks {
 		var ce *wsock.CloseError
 		if _, err := ws.Read(); !errors.As(err, &ce) || ce.Code != wsock.CloseNormal {
 			t.Fatalf("client %d: after the terminal event %v, want a normal close", c, err)
 		}
 	}
-	replay, err := e.sse(ctx, "/v1/runs/run-wsdirect/events?cursor=1", bearerHeader(keyAcme))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer replay.close()
-	evs, err := replay.all()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var want []string
-	for _, ev := range evs {
+	for _, ev := range e.replay(t, ctx, "run-wsdirect", "1") {
 		want = append(want, ev.data)
 	}
 	for c := range socks {
@@ -279,6 +234,70 @@ func TestCaughtUpWebSocketClientsAreWrittenByTheRunsFanOut(t *testing.T) {
 	}
 	if direct := testutil.ToFloat64(e.srv.hub.DirectDeliveries()); direct < clients*events/2 {
 		t.Errorf("%v events written by the fan-out, want most of %d", direct, clients*(events+1))
+	}
+}
+
+// publishInStep publishes events text events and then the terminal one,
+// each only once every client has read the one before (read(c) reads
+// client c's next event), so the clients are caught up whenever an event
+// arrives. It returns what each client read.
+func publishInStep(t *testing.T, ctx context.Context, r *natstest.Run, clients, events int, read func(c int) (string, error)) [][]string {
+	t.Helper()
+	got := make([][]string, clients)
+	for i := range events + 1 {
+		if i < events {
+			if _, err := r.Text(ctx, fmt.Sprintf("live %d ", i)); err != nil {
+				t.Fatal(err)
+			}
+		} else if _, err := r.Complete(ctx, "done"); err != nil {
+			t.Fatal(err)
+		}
+		for c := range clients {
+			ev, err := read(c)
+			if err != nil {
+				t.Fatalf("client %d after %d events: %v", c, len(got[c]), err)
+			}
+			got[c] = append(got[c], ev)
+		}
+	}
+	return got
+}
+
+// replay reads a run's events after cursor over SSE, to the end.
+func (e *env) replay(t *testing.T, ctx context.Context, runID, cursor string) []sseEvent {
+	t.Helper()
+	c, err := e.sse(ctx, "/v1/runs/"+runID+"/events?cursor="+cursor, bearerHeader(keyAcme))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	evs, err := c.all()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+// publishUntilCut publishes 16 KiB events until a client of transport has
+// been cut as a slow consumer, each only once the reading client (whose
+// count of events read is progress) is at most two behind, so that only
+// the stalled client falls behind on a loaded machine.
+func (e *env) publishUntilCut(t *testing.T, ctx context.Context, r *natstest.Run, transport string, progress *atomic.Int64) {
+	t.Helper()
+	big := strings.Repeat("z", 16<<10)
+	for i := 0; ; i++ {
+		testkit.Eventually(t, 30*time.Second, "the reading client keeps up", func() bool {
+			return int64(r.Seq())-1 <= progress.Load()+2
+		})
+		if _, err := r.Text(ctx, big); err != nil {
+			t.Fatal(err)
+		}
+		if e.slowDisconnectsOf(transport) > 0 && i > 10 {
+			return
+		}
+		if i > 10000 {
+			t.Fatal("the stalled client was never cut")
+		}
 	}
 }
 
@@ -410,24 +429,7 @@ func TestStalledClientIsCutWithoutDelayingOthers(t *testing.T) {
 		}
 	}()
 
-	big := strings.Repeat("z", 16<<10)
-	deadline := time.Now().Add(30 * time.Second)
-	for i := 0; ; i++ {
-		// Keep the reading client close behind, so only the stalled one
-		// falls behind on a loaded machine.
-		for int64(r.Seq())-1 > progress.Load()+2 && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
-		if _, err := r.Text(ctx, big); err != nil {
-			t.Fatal(err)
-		}
-		if e.slowDisconnects(t) > 0 && i > 10 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the stalled client was never cut")
-		}
-	}
+	e.publishUntilCut(t, ctx, r, hub.TransportSSE, &progress)
 	if _, err := r.Complete(ctx, "done"); err != nil {
 		t.Fatal(err)
 	}
@@ -435,10 +437,6 @@ func TestStalledClientIsCutWithoutDelayingOthers(t *testing.T) {
 	if n := len(evs); n == 0 || evs[n-1].event != "complete" || evs[0].id != "2" || evs[n-1].id != fmt.Sprint(r.Seq()) || n != int(r.Seq())-1 {
 		t.Fatalf("the reading client got %d events (%v … %v), want 2..%d", n, evs[0], evs[n-1], r.Seq())
 	}
-}
-
-func (e *env) slowDisconnects(t *testing.T) float64 {
-	return e.slowDisconnectsOf(hub.TransportSSE)
 }
 
 func (e *env) slowDisconnectsOf(transport string) float64 {
@@ -496,22 +494,7 @@ func TestStalledWebSocketClientIsCutWithoutDelayingOthers(t *testing.T) {
 		}
 	}()
 
-	big := strings.Repeat("z", 16<<10)
-	deadline := time.Now().Add(30 * time.Second)
-	for i := 0; ; i++ {
-		for int64(r.Seq())-1 > progress.Load()+2 && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
-		if _, err := r.Text(ctx, big); err != nil {
-			t.Fatal(err)
-		}
-		if e.slowDisconnectsOf(hub.TransportWS) > 0 && i > 10 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the stalled client was never cut")
-		}
-	}
+	e.publishUntilCut(t, ctx, r, hub.TransportWS, &progress)
 	if _, err := r.Complete(ctx, "done"); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"runtime"
 	"slices"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -46,30 +45,13 @@ func runFanoutEpoll(ctx context.Context, rawURL, key string, n int) error {
 			}
 		}
 	}()
-	// Open the streams a few hundred at a time, within the listen backlog.
-	sem := make(chan struct{}, 200)
-	var (
-		wg      sync.WaitGroup
-		errOnce sync.Once
-		openErr error
-	)
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			fd, err := dialRaw(addr, req)
-			if err != nil {
-				errOnce.Do(func() { openErr = fmt.Errorf("stream %d: %w", i, err) })
-				return
-			}
-			fds[i] = fd
-		}()
-	}
-	wg.Wait()
-	if openErr != nil {
-		return openErr
+	err = openStreams(n, func(i int) error {
+		fd, err := dialRaw(addr, req)
+		fds[i] = fd
+		return err
+	})
+	if err != nil {
+		return err
 	}
 
 	ep, err := newEpollReader(fds)

@@ -209,36 +209,19 @@ func runLoadgen(mode, url, key string, n int) error {
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
 	streams := make([]*http.Response, n)
-	// Open the streams a few hundred at a time, within the listen backlog.
-	sem := make(chan struct{}, 200)
-	var (
-		wg      sync.WaitGroup
-		errOnce sync.Once
-		openErr error
-	)
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-			req.Header.Set("Authorization", "Bearer "+key)
-			resp, err := client.Do(req)
-			if err == nil && resp.StatusCode != http.StatusOK {
-				resp.Body.Close()
-				err = fmt.Errorf("status %s", resp.Status)
-			}
-			if err != nil {
-				errOnce.Do(func() { openErr = fmt.Errorf("stream %d: %w", i, err) })
-				return
-			}
-			streams[i] = resp
-		}()
-	}
-	wg.Wait()
-	if openErr != nil {
-		return openErr
+	err := openStreams(n, func(i int) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := client.Do(req)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			err = fmt.Errorf("status %s", resp.Status)
+		}
+		streams[i] = resp
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	fmt.Println("ready")
 	if mode == "idle" {
@@ -252,6 +235,7 @@ func runLoadgen(mode, url, key string, n int) error {
 	cpu0, wall0 := processCPU(), time.Now()
 	lats := make([][]time.Duration, n)
 	errs := make([]error, n)
+	var wg sync.WaitGroup
 	for i, s := range streams {
 		wg.Add(1)
 		go func() {
@@ -266,6 +250,30 @@ func runLoadgen(mode, url, key string, n int) error {
 	}
 	cores := float64(processCPU()-cpu0) / float64(time.Since(wall0))
 	return printResult(slices.Concat(lats...), cores)
+}
+
+// openStreams runs open(i) for each of n streams, a few hundred at a time
+// (within the listen backlog), and returns the first failure.
+func openStreams(n int, open func(i int) error) error {
+	sem := make(chan struct{}, 200)
+	var (
+		wg      sync.WaitGroup
+		errOnce sync.Once
+		openErr error
+	)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := open(i); err != nil {
+				errOnce.Do(func() { openErr = fmt.Errorf("stream %d: %w", i, err) })
+			}
+		}()
+	}
+	wg.Wait()
+	return openErr
 }
 
 // printResult prints the fan-out result line: the latencies' count and

@@ -101,6 +101,22 @@ func ownSSE(ctx context.Context, s *Subscription, conn *fakeConn) (int, error) {
 	return ownSSETicking(ctx, s, conn, nil)
 }
 
+// ownResult is how an owner run by startOwner ended.
+type ownResult struct {
+	own int // events the owner wrote itself
+	err error
+}
+
+// startOwner runs ownSSE in a goroutine; its result arrives on the channel.
+func startOwner(ctx context.Context, s *Subscription, conn *fakeConn) <-chan ownResult {
+	done := make(chan ownResult, 1)
+	go func() {
+		own, err := ownSSE(ctx, s, conn)
+		done <- ownResult{own, err}
+	}()
+	return done
+}
+
 // heartbeat is what ownSSETicking writes on a tick, as the SSE transport
 // does.
 var heartbeat = []byte(": heartbeat\n\n")
@@ -172,13 +188,7 @@ func TestDirectDeliveryWritesCaughtUpClientsFromTheFanOut(t *testing.T) {
 
 	conn := &fakeConn{}
 	s := subscribe(t, ctx, h, r, "")
-	done := make(chan error, 1)
-	var own int
-	go func() {
-		var err error
-		own, err = ownSSE(ctx, s, conn)
-		done <- err
-	}()
+	done := startOwner(ctx, s, conn)
 	// Publish one event at a time once the owner is parked, so each goes
 	// out through the fan-out.
 	for i := range 20 {
@@ -192,9 +202,11 @@ func TestDirectDeliveryWritesCaughtUpClientsFromTheFanOut(t *testing.T) {
 	if _, err := r.Complete(ctx, "done"); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-done; err != nil {
-		t.Fatalf("owner: %v", err)
+	res := <-done
+	if res.err != nil {
+		t.Fatalf("owner: %v", res.err)
 	}
+	own := res.own
 	all := framesOf(t, ctx, h, r)
 	first := bytes.Index(all, []byte("id: 2\n")) // live from seq 2
 	wantStream(t, conn.bytes(), all[first:])
@@ -223,13 +235,7 @@ func TestDirectPartialWriteIsFinishedByTheOwner(t *testing.T) {
 	// the rest of the entry, from that offset, and nothing twice.
 	conn := &fakeConn{accept: func(int) int { return 7 }}
 	s := subscribe(t, ctx, h, r, "")
-	done := make(chan error, 1)
-	var own int
-	go func() {
-		var err error
-		own, err = ownSSE(ctx, s, conn)
-		done <- err
-	}()
+	done := startOwner(ctx, s, conn)
 	for range 10 {
 		waitParked(t, s)
 		if _, err := r.Text(ctx, "a longer live event than seven bytes"); err != nil {
@@ -239,9 +245,11 @@ func TestDirectPartialWriteIsFinishedByTheOwner(t *testing.T) {
 	if _, err := r.Complete(ctx, "done"); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-done; err != nil {
-		t.Fatalf("owner: %v", err)
+	res := <-done
+	if res.err != nil {
+		t.Fatalf("owner: %v", res.err)
 	}
+	own := res.own
 	all := framesOf(t, ctx, h, r)
 	wantStream(t, conn.bytes(), all[bytes.Index(all, []byte("id: 2\n")):])
 	if own == 0 || conn.tries.Load() == 0 {
@@ -259,19 +267,15 @@ func TestDirectWriteErrorEndsTheSubscription(t *testing.T) {
 	broken := errors.New("connection reset by peer")
 	conn := &fakeConn{fail: broken}
 	s := subscribe(t, ctx, h, r, "")
-	done := make(chan error, 1)
-	go func() {
-		_, err := ownSSE(ctx, s, conn)
-		done <- err
-	}()
+	done := startOwner(ctx, s, conn)
 	waitParked(t, s)
 	if _, err := r.Text(ctx, "never arrives"); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-done:
-		if !errors.Is(err, broken) {
-			t.Fatalf("owner ended with %v, want the write error", err)
+	case res := <-done:
+		if !errors.Is(res.err, broken) {
+			t.Fatalf("owner ended with %v, want the write error", res.err)
 		}
 	case <-ctx.Done():
 		t.Fatal("the owner was not told the direct write failed")
