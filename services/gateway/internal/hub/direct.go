@@ -203,7 +203,9 @@ func (c *claim) settleLocked() {
 		s.next = e.Seq + 1
 		s.consumedCum = e.cum
 		s.finished = e.Terminal
-		s.resume = e.Cursor
+	}
+	if written > 0 {
+		s.wrote(c.entries[written-1].Cursor)
 	}
 	if written < total {
 		s.offset = left // bytes of entry s.next already sent

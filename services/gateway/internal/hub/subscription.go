@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -33,11 +35,15 @@ type Subscription struct {
 	// Direct delivery (see direct.go), guarded by f.mu.
 	sink         DirectWriter
 	format       Format
-	parked       bool   // the owner waits in Next with nothing to write
-	claimed      bool   // the fan-out is writing to the client
-	unparkWanted bool   // the owner is leaving and waits for the claim to end
-	offset       int    // bytes of entry s.next the fan-out already wrote
-	resume       string // cursor of the last event written to the client in full
+	parked       bool // the owner waits in Next with nothing to write
+	claimed      bool // the fan-out is writing to the client
+	unparkWanted bool // the owner is leaving and waits for the claim to end
+	offset       int  // bytes of entry s.next the fan-out already wrote
+
+	// resume is 1 + the cursor (a seq) of the last event written to the
+	// client in full, 0 before any: set by the owner after its writes and
+	// by the fan-out, read by Cursor, without the feed's lock.
+	resume atomic.Uint64
 
 	// Owned by the Next caller.
 	closed    bool
@@ -409,10 +415,18 @@ func (s *Subscription) stopCatchup() {
 // client resumes without a gap after the subscription ends. It is "" when
 // nothing was written yet.
 func (s *Subscription) Cursor() string {
-	f := s.f
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return s.resume
+	v := s.resume.Load()
+	if v == 0 {
+		return ""
+	}
+	return FormatCursor(v - 1)
+}
+
+// wrote records that the event with cursor c was written in full.
+func (s *Subscription) wrote(c string) {
+	if seq, err := strconv.ParseUint(c, 10, 64); err == nil {
+		s.resume.Store(seq + 1)
+	}
 }
 
 // Delivered records that the transport wrote it to the client.
@@ -429,9 +443,7 @@ func (s *Subscription) DeliveredBatch(items []Item) {
 	s.delivered.Add(float64(len(items)))
 	for i := len(items) - 1; i >= 0; i-- {
 		if c := items[i].Cursor; c != "" {
-			s.f.mu.Lock()
-			s.resume = c
-			s.f.mu.Unlock()
+			s.wrote(c)
 			break
 		}
 	}
