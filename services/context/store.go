@@ -95,7 +95,7 @@ func (h *historyStore) getStream(ctx context.Context) (jetstream.Stream, error) 
 	if h.stream != nil {
 		return h.stream, nil
 	}
-	s, err := jsCall(ctx, func(ctx context.Context) (jetstream.Stream, error) { return h.js.Stream(ctx, natsx.StreamHistory) })
+	s, err := natsx.Call(ctx, func(ctx context.Context) (jetstream.Stream, error) { return h.js.Stream(ctx, natsx.StreamHistory) })
 	if err != nil {
 		return nil, fmt.Errorf("history stream %s: %w (is JetStream provisioned?)", natsx.StreamHistory, err)
 	}
@@ -139,7 +139,7 @@ func (h *historyStore) refresh(ctx context.Context, c *conversation) error {
 	if err != nil {
 		return err
 	}
-	last, err := jsCall(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+	last, err := natsx.Call(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
 		return st.GetLastMsgForSubject(ctx, c.subject)
 	})
 	switch {
@@ -154,7 +154,7 @@ func (h *historyStore) refresh(ctx context.Context, c *conversation) error {
 		return nil
 	}
 	if c.loaded && c.firstSeq > 0 {
-		first, err := jsCall(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+		first, err := natsx.Call(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
 			return st.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(c.subject))
 		})
 		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -191,7 +191,7 @@ func (h *historyStore) fetch(ctx context.Context, st jetstream.Stream, c *conver
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = c.lastSeq + 1
 	}
-	cons, err := jsCall(ctx, func(ctx context.Context) (jetstream.Consumer, error) { return st.OrderedConsumer(ctx, cfg) })
+	cons, err := natsx.Call(ctx, func(ctx context.Context) (jetstream.Consumer, error) { return st.OrderedConsumer(ctx, cfg) })
 	if err != nil {
 		return fmt.Errorf("read history: %w", err)
 	}
@@ -382,7 +382,7 @@ func (h *historyStore) append(ctx context.Context, key convKey, in []*baagentv1.
 func (h *historyStore) publish(ctx context.Context, c *conversation, rec []byte) (*jetstream.PubAck, error) {
 	msg := &nats.Msg{Subject: c.subject, Data: rec, Header: nats.Header{}}
 	msg.Header.Set(formatHeader, formatVersion)
-	return jsCall(ctx, func(ctx context.Context) (*jetstream.PubAck, error) {
+	return natsx.Call(ctx, func(ctx context.Context) (*jetstream.PubAck, error) {
 		return h.js.PublishMsg(ctx, msg,
 			jetstream.WithExpectStream(natsx.StreamHistory),
 			jetstream.WithExpectLastSequencePerSubject(c.lastSeq),
@@ -415,7 +415,7 @@ func (h *historyStore) delete(ctx context.Context, key convKey) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if _, err := jsCall(ctx, func(ctx context.Context) (struct{}, error) {
+	if _, err := natsx.Call(ctx, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, st.Purge(ctx, jetstream.WithPurgeSubject(c.subject))
 	}); err != nil {
 		return 0, fmt.Errorf("delete history: %w", err)

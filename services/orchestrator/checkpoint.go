@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -163,15 +164,26 @@ func (s *checkpointStore) write(ctx context.Context, tenant, runID string, cp *c
 	if err != nil {
 		return 0, fmt.Errorf("encode checkpoint: %w", err)
 	}
-	var next uint64
-	if rev == 0 {
-		next, err = s.kv.Create(ctx, key, data)
-	} else {
-		next, err = s.kv.Update(ctx, key, data, rev)
-	}
+	// Bounded and retried across a NATS restart: the write is guarded by
+	// the revision, so a retry whose earlier attempt was stored (its reply
+	// lost) fails that check, and is recognised by finding this very
+	// checkpoint stored.
+	attempts := 0
+	next, err := natsx.Call(ctx, func(ctx context.Context) (uint64, error) {
+		attempts++
+		if rev == 0 {
+			return s.kv.Create(ctx, key, data)
+		}
+		return s.kv.Update(ctx, key, data, rev)
+	})
 	if err != nil {
 		var apiErr *jetstream.APIError
 		if errors.Is(err, jetstream.ErrKeyExists) || (errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence) {
+			if attempts > 1 {
+				if e, gerr := natsx.Call(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.kv.Get(ctx, key) }); gerr == nil && bytes.Equal(e.Value(), data) {
+					return e.Revision(), nil
+				}
+			}
 			return 0, errLostRun
 		}
 		return 0, fmt.Errorf("write checkpoint of run %s: %w", runID, err)
