@@ -39,6 +39,7 @@ import (
 	"github.com/baagent/baagent/services/tokens/encoding"
 	"github.com/baagent/baagent/services/toolrunner"
 	"github.com/baagent/baagent/services/toolrunner/external"
+	"github.com/baagent/baagent/services/toolrunner/idempotency"
 	"github.com/baagent/baagent/services/toolrunner/tool"
 )
 
@@ -155,7 +156,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *App, err
 	}
 
 	for _, svc := range a.order {
-		srv, err := a.buildService(svc, dial)
+		srv, err := a.buildService(ctx, svc, dial)
 		if err != nil {
 			return nil, fmt.Errorf("service %s: %w", svc, err)
 		}
@@ -219,7 +220,7 @@ func (a *App) startNATS(ctx context.Context) error {
 }
 
 // buildService constructs one service with its dependencies.
-func (a *App) buildService(svc string, dial map[string]string) (registrar, error) {
+func (a *App) buildService(ctx context.Context, svc string, dial map[string]string) (registrar, error) {
 	log := a.log
 	switch svc {
 	case config.TargetTokens:
@@ -273,11 +274,20 @@ func (a *App) buildService(svc string, dial map[string]string) (registrar, error
 		a.background = append(a.background, s.Run)
 		return s, nil
 	case config.TargetToolRunner:
+		js, err := a.jetStream()
+		if err != nil {
+			return nil, err
+		}
+		records, err := idempotency.OpenKV(ctx, js)
+		if err != nil {
+			return nil, fmt.Errorf("toolrunner (setting nats-url): %w", err)
+		}
 		sources, err := a.externalTools()
 		if err != nil {
 			return nil, err
 		}
 		s, err := toolrunner.New(toolrunner.Options{
+			Records:          records,
 			Logger:           log,
 			Registerer:       a.reg,
 			WorkspaceDir:     a.cfg.WorkspaceDir,

@@ -136,7 +136,9 @@ func (c *Config) RunServices() []string {
 // NeedsNATS reports whether service publishes or consumes on NATS.
 func NeedsNATS(service string) bool {
 	switch service {
-	case TargetGateway, TargetOrchestrator, TargetContext:
+	case TargetGateway, TargetOrchestrator, TargetContext, TargetToolRunner:
+		// The toolrunner keeps its idempotency records in a KV bucket
+		// that every replica shares.
 		return true
 	}
 	return false
@@ -200,7 +202,7 @@ func newFlagSet(r *raw, output io.Writer) *flag.FlagSet {
 	r.dial = map[string]*string{}
 	for _, svc := range Services {
 		r.listen[svc] = fs.String(svc+"-listen", "", fmt.Sprintf("%s gRPC listen address (default 127.0.0.1:%d in -target=all, else :%d)", svc, DefaultPorts[svc], DefaultPorts[svc]))
-		r.dial[svc] = fs.String(svc+"-addr", DefaultDialAddr(svc), fmt.Sprintf("address at which peers reach %s", svc))
+		r.dial[svc] = fs.String(svc+"-addr", DefaultDialAddr(svc), fmt.Sprintf("address at which peers reach %s: host:port, dns:///name:port, or static:///host1:port1,host2:port2 listing its replicas (calls go round-robin)", svc))
 	}
 	fs.Float64Var(&r.gatewayRateLimit, "gateway-rate-limit", 50, "calls and stream opens per second each gateway API key may make; 0 = unlimited")
 	fs.IntVar(&r.gatewayRateBurst, "gateway-rate-burst", 100, "calls an idle gateway API key may make at once")
@@ -469,7 +471,7 @@ func (r *raw) validate() (*Config, error) {
 		}
 	}
 	for _, svc := range Services {
-		if err := checkAddr(c.Dial[svc]); err != nil {
+		if err := checkDialAddr(c.Dial[svc]); err != nil {
 			return nil, fmt.Errorf("setting %s-addr: %w", svc, err)
 		}
 	}
@@ -554,6 +556,21 @@ func (r *raw) validate() (*Config, error) {
 	}
 	c.APIKeys = keys
 	return c, nil
+}
+
+// checkDialAddr accepts what checkAddr does, and
+// static:///host:port,host:port (every replica of a peer, each entry
+// checked by checkAddr; internal/grpcclient checks the rest).
+func checkDialAddr(addr string) error {
+	if list, ok := strings.CutPrefix(addr, "static:///"); ok {
+		for _, a := range strings.Split(list, ",") {
+			if err := checkAddr(a); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return checkAddr(addr)
 }
 
 // checkAddr accepts host:port with a numeric port 0–65535.

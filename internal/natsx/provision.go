@@ -21,6 +21,9 @@ const (
 	BucketCheckpoints = "baagent_checkpoints"
 	// BucketRuns holds run records (status, timestamps) for get and list.
 	BucketRuns = "baagent_runs"
+	// BucketToolIdempotency holds the toolrunner's idempotency records
+	// (a call started, then its result), shared by every replica.
+	BucketToolIdempotency = "baagent_tool_idempotency"
 )
 
 // Subject patterns captured by the streams. They must not overlap (JetStream
@@ -45,6 +48,10 @@ const (
 	DefaultCheckpointsMaxBytes = 1 << 30 // 1 GiB
 	DefaultRunRecordsTTL       = 30 * 24 * time.Hour
 	DefaultRunRecordsMaxBytes  = 256 << 20 // 256 MiB
+	// A retry of a tool call comes within a run's life (a resumed run
+	// re-sends its calls minutes later, seldom hours); a day covers it.
+	DefaultToolIdempotencyTTL      = 24 * time.Hour
+	DefaultToolIdempotencyMaxBytes = 1 << 30 // 1 GiB
 )
 
 // ProvisionConfig holds the limits of what Provision creates. Zero fields
@@ -78,6 +85,13 @@ type ProvisionConfig struct {
 	// RunRecordsTTL and RunRecordsMaxBytes bound the run record bucket.
 	RunRecordsTTL      time.Duration
 	RunRecordsMaxBytes int64
+
+	// ToolIdempotencyTTL and ToolIdempotencyMaxBytes bound the
+	// toolrunner's idempotency records. When the bucket is full a call
+	// with side effects is refused (nothing runs) rather than run without
+	// a record.
+	ToolIdempotencyTTL      time.Duration
+	ToolIdempotencyMaxBytes int64
 }
 
 func (c ProvisionConfig) withDefaults() (ProvisionConfig, error) {
@@ -99,6 +113,8 @@ func (c ProvisionConfig) withDefaults() (ProvisionConfig, error) {
 		{name: "CheckpointsMaxBytes", n: &c.CheckpointsMaxBytes, def: DefaultCheckpointsMaxBytes},
 		{name: "RunRecordsTTL", dur: &c.RunRecordsTTL, def: int64(DefaultRunRecordsTTL)},
 		{name: "RunRecordsMaxBytes", n: &c.RunRecordsMaxBytes, def: DefaultRunRecordsMaxBytes},
+		{name: "ToolIdempotencyTTL", dur: &c.ToolIdempotencyTTL, def: int64(DefaultToolIdempotencyTTL)},
+		{name: "ToolIdempotencyMaxBytes", n: &c.ToolIdempotencyMaxBytes, def: DefaultToolIdempotencyMaxBytes},
 	}
 	for _, f := range fields {
 		switch {
@@ -197,6 +213,15 @@ func (c ProvisionConfig) Buckets() ([]jetstream.KeyValueConfig, error) {
 			History:     1,
 			TTL:         c.RunRecordsTTL,
 			MaxBytes:    c.RunRecordsMaxBytes,
+			Storage:     jetstream.FileStorage,
+			Replicas:    c.Replicas,
+		},
+		{
+			Bucket:      BucketToolIdempotency,
+			Description: "BA-Agent toolrunner idempotency records, key hash(tenant, idempotency key)",
+			History:     1,
+			TTL:         c.ToolIdempotencyTTL,
+			MaxBytes:    c.ToolIdempotencyMaxBytes,
 			Storage:     jetstream.FileStorage,
 			Replicas:    c.Replicas,
 		},

@@ -13,6 +13,8 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	contextsvc "github.com/baagent/baagent/services/context"
 	"github.com/baagent/baagent/services/toolrunner"
+	"github.com/baagent/baagent/services/toolrunner/idempotency"
+	"github.com/baagent/baagent/services/toolrunner/tool"
 )
 
 // realPeers builds the committed context and toolrunner services (history in
@@ -20,14 +22,26 @@ import (
 // background loops for the test.
 func realPeers(t testing.TB, js jetstream.JetStream, tokens baagentv1.TokensServiceClient) (baagentv1.ContextServiceServer, baagentv1.ToolRunnerServiceServer) {
 	t.Helper()
+	return realPeersWith(t, js, tokens, nil)
+}
+
+// realPeersWith is realPeers with tool sources besides the built-in tools.
+func realPeersWith(t testing.TB, js jetstream.JetStream, tokens baagentv1.TokensServiceClient, sources []tool.Source) (baagentv1.ContextServiceServer, baagentv1.ToolRunnerServiceServer) {
+	t.Helper()
 	discard := slog.New(slog.DiscardHandler)
 	cs := contextsvc.New(contextsvc.Options{Logger: discard, JetStream: js, Tokens: tokens})
 	dir := t.TempDir()
+	records, err := idempotency.OpenKV(context.Background(), js)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tr, err := toolrunner.New(toolrunner.Options{
 		Logger:           discard,
 		WorkspaceDir:     filepath.Join(dir, "workspaces"),
 		WorkspaceSeedDir: filepath.Join("..", "..", "examples", "data"),
 		ArtifactDir:      filepath.Join(dir, "artifacts"),
+		Records:          records,
+		Sources:          sources,
 	})
 	if err != nil {
 		t.Fatal(err)

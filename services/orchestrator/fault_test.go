@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -24,6 +25,7 @@ import (
 	"github.com/baagent/baagent/internal/natsx"
 	"github.com/baagent/baagent/services/skills"
 	"github.com/baagent/baagent/services/tokens"
+	"github.com/baagent/baagent/services/toolrunner/tool"
 )
 
 // The fault test: two orchestrator replicas as separate processes
@@ -32,8 +34,9 @@ import (
 // with SIGKILL at random points (between steps, during model and tool
 // calls) and restarted, until at least faultKills runs have lost their
 // replica. Every run must complete on the surviving replica with the
-// scripted answer, each file_write must have run once, and every event
-// stream must be contiguous with one terminal event.
+// scripted answer, each write must have been executed once (counted by the
+// tool itself, not by the answers its callers saw), and every event stream
+// must be contiguous with one terminal event.
 
 const faultKills = 20
 
@@ -45,37 +48,53 @@ match:
 turns:
   - text: Writing the first report.
     tool_calls:
-      - name: file_write
-        arguments: { path: reports/one.md, content: "first" }
+      - name: note_write
+        arguments: { note: "first" }
   - tool_calls:
       - name: sql_query
         arguments:
           query: "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 300000) SELECT count(*) AS n FROM c"
   - tool_calls:
-      - name: file_write
-        arguments: { path: reports/two.md, content: "second" }
+      - name: note_write
+        arguments: { note: "second" }
       - name: sql_query
         arguments:
           query: "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 200000) SELECT count(*) AS n FROM c"
   - text: "Done: {{ .LastToolResult | firstRow | cell 0 }} rows counted."
 `
 
-// countingToolRunner counts the completed (not cached) executions of each
-// idempotency key of file_write.
-type countingToolRunner struct {
-	baagentv1.ToolRunnerServiceServer
+// countingWrites is a tool source with one tool with side effects,
+// note_write, that counts its executions by idempotency key. It takes a
+// while, so that kills land during it too, and like an external process
+// it completes its effect even when its caller has gone.
+type countingWrites struct {
 	mu     sync.Mutex
 	writes map[string]int
 }
 
-func (c *countingToolRunner) Invoke(ctx context.Context, req *baagentv1.InvokeRequest) (*baagentv1.InvokeResponse, error) {
-	resp, err := c.ToolRunnerServiceServer.Invoke(ctx, req)
-	if err == nil && req.GetRequest().GetToolName() == "file_write" && resp.GetResult().GetSuccess() && !resp.GetResult().GetCached() {
-		c.mu.Lock()
-		c.writes[req.GetRequest().GetIdempotencyKey()]++
-		c.mu.Unlock()
+func (c *countingWrites) Name() string { return "fault-test" }
+
+func (c *countingWrites) Tools() []tool.Tool { return []tool.Tool{c} }
+
+func (c *countingWrites) Spec() tool.Spec {
+	return tool.Spec{
+		Name: "note_write", Description: "Writes a note (a side effect).", Version: "1", Source: "test",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"note":{"type":"string"}},"required":["note"]}`),
 	}
-	return resp, err
+}
+
+func (c *countingWrites) Execute(_ context.Context, call tool.Call) (tool.Result, error) {
+	<-time.After(30 * time.Millisecond)
+	c.mu.Lock()
+	c.writes[call.IdempotencyKey]++
+	c.mu.Unlock()
+	return tool.Result{Data: "written"}, nil
+}
+
+func (c *countingWrites) count(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.writes[key]
 }
 
 func serveTCP(t *testing.T, register func(grpc.ServiceRegistrar)) string {
@@ -160,11 +179,11 @@ func TestFaultKillReplicaMidRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tokConn.Close() })
-	cs, tr := realPeers(t, js, baagentv1.NewTokensServiceClient(tokConn))
-	counting := &countingToolRunner{ToolRunnerServiceServer: tr, writes: map[string]int{}}
+	counting := &countingWrites{writes: map[string]int{}}
+	cs, tr := realPeersWith(t, js, baagentv1.NewTokensServiceClient(tokConn), []tool.Source{counting})
 	peerAddr := serveTCP(t, func(gs grpc.ServiceRegistrar) {
 		baagentv1.RegisterContextServiceServer(gs, cs)
-		baagentv1.RegisterToolRunnerServiceServer(gs, counting)
+		baagentv1.RegisterToolRunnerServiceServer(gs, tr)
 	})
 
 	start := func(name string) *replicaProc {
@@ -259,11 +278,8 @@ func TestFaultKillReplicaMidRun(t *testing.T) {
 			t.Errorf("run %s: %d events, record last_seq %d", r.GetRunId(), len(evs), rec.GetLastSeq())
 		}
 		for _, key := range []string{r.GetRunId() + ":s1:c0", r.GetRunId() + ":s3:c0"} {
-			counting.mu.Lock()
-			n := counting.writes[key]
-			counting.mu.Unlock()
-			if n != 1 {
-				t.Errorf("run %s: file_write %s ran %d times", r.GetRunId(), key, n)
+			if n := counting.count(key); n != 1 {
+				t.Errorf("run %s: note_write %s ran %d times", r.GetRunId(), key, n)
 			}
 		}
 	}

@@ -72,22 +72,56 @@ func TestReadOnlyCallGivesUpWhenToolRunnerStaysAway(t *testing.T) {
 	}
 }
 
-// A call with side effects is never sent twice: the model is told its
-// outcome is unknown, and the run goes on.
-func TestWriteCallNotRetriedWhenToolRunnerLost(t *testing.T) {
+// A call with side effects is sent again with its idempotency key (the
+// toolrunner's records make that safe) and the run goes on.
+func TestWriteCallResentWithItsKeyWhenToolRunnerLost(t *testing.T) {
+	ctx := testCtx(t)
+	h := newHarness(t, func(_ context.Context, n int, req ModelRequest) (*ModelResponse, error) {
+		if n == 0 {
+			return callTools("", "call_w", "always_fails", `{"path":"reports/x.md"}`), nil // not read-only
+		}
+		if res := lastToolResults(req); len(res) != 1 || contains(res[0].GetContent(), codeToolRunnerLost) {
+			t.Errorf("the model saw %v, want the toolrunner's own answer", res)
+		}
+		return answer("Done."), nil
+	}, harnessOptions{})
+	h.tools.mu.Lock()
+	h.tools.unavailable = toolRunnerAttempts - 1
+	h.tools.mu.Unlock()
+
+	run := h.start(ctx, &baagentv1.RunSpec{Input: "write the report"})
+	evs := h.events(ctx, run.GetRunId())
+	checkEnvelope(t, run, evs)
+	if got := evs[len(evs)-1].GetComplete().GetContent(); got != "Done." {
+		t.Fatalf("events %v, last %v", types(evs), evs[len(evs)-1])
+	}
+	var keys []string
+	for _, r := range h.tools.invocations() {
+		if r.GetToolCallId() == "call_w" {
+			keys = append(keys, r.GetIdempotencyKey())
+		}
+	}
+	if len(keys) != toolRunnerAttempts || keys[0] == "" || keys[0] != keys[1] || keys[1] != keys[2] {
+		t.Fatalf("the write was sent with keys %q, want %d sends with one key", keys, toolRunnerAttempts)
+	}
+}
+
+// A call with side effects whose toolrunner stays away: the model is told
+// its outcome is unknown, and the run goes on.
+func TestWriteCallOutcomeUnknownWhenToolRunnerStaysAway(t *testing.T) {
 	ctx := testCtx(t)
 	h := newHarness(t, func(_ context.Context, n int, req ModelRequest) (*ModelResponse, error) {
 		if n == 0 {
 			return callTools("", "call_w", "always_fails", `{"path":"reports/x.md"}`), nil // not read-only
 		}
 		res := lastToolResults(req)
-		if len(res) != 1 || !res[0].GetIsError() || !contains(res[0].GetContent(), codeToolRunnerLost, "not known whether", "check its effect") {
+		if len(res) != 1 || !res[0].GetIsError() || !contains(res[0].GetContent(), codeToolRunnerLost, "not known whether", "Check its effect") {
 			t.Errorf("the model saw %v, want the lost-write observation", res)
 		}
 		return answer("I will check the file first."), nil
 	}, harnessOptions{})
 	h.tools.mu.Lock()
-	h.tools.unavailable = 1
+	h.tools.unavailable = 100
 	h.tools.mu.Unlock()
 
 	run := h.start(ctx, &baagentv1.RunSpec{Input: "write the report"})
@@ -96,7 +130,7 @@ func TestWriteCallNotRetriedWhenToolRunnerLost(t *testing.T) {
 	if got := evs[len(evs)-1].GetComplete().GetContent(); got != "I will check the file first." {
 		t.Fatalf("events %v, last %v", types(evs), evs[len(evs)-1])
 	}
-	if n := invocationsOf(h.tools, "call_w"); n != 1 {
-		t.Fatalf("the write was sent %d times, want exactly once", n)
+	if n := invocationsOf(h.tools, "call_w"); n != toolRunnerAttempts {
+		t.Fatalf("the write was sent %d times, want %d", n, toolRunnerAttempts)
 	}
 }

@@ -182,7 +182,7 @@ func (r *run) invoke(ctx context.Context, c *baagentv1.ToolCall, ts *toolset, ca
 		AllowedTools:   ts.allow,
 		IdempotencyKey: idemKey,
 		Approved:       approved,
-	}}, readOnly)
+	}})
 	if err != nil {
 		switch status.Code(err) {
 		case codes.Unavailable:

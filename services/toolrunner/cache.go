@@ -12,29 +12,27 @@ import (
 	"github.com/baagent/baagent/services/toolrunner/artifact"
 )
 
-// Defaults of the idempotency cache (seed 000 IdempotencyCache: 10000
+// Defaults of the result cache (seed 000 IdempotencyCache: 10000
 // entries) plus a byte bound, since one result may hold 50 KiB.
 const (
 	DefaultCacheEntries = 10_000
 	DefaultCacheBytes   = 64 << 20
-	// idempotencyTTL keeps the result of a call with an explicit
-	// idempotency key when its cache policy does not say longer (seed
-	// IdempotencyCache ttl_seconds = 3600).
-	idempotencyTTL = time.Hour
 )
 
 // cacheEntry is a stored result, without its tool_call_id.
 type cacheEntry struct {
-	key         string
-	owner       artifact.Owner
-	fingerprint string // derived key of the call that stored it
-	result      *baagentv1.ToolExecutionResult
-	expires     time.Time
-	size        int
+	key     string
+	owner   artifact.Owner
+	result  *baagentv1.ToolExecutionResult
+	stored  time.Time
+	expires time.Time
+	size    int
 }
 
-// resultCache is the idempotency cache: a bounded LRU of results with a TTL
-// per entry, on an injected clock. It also tracks calls in flight so that a
+// resultCache caches read-only tools' results by their derived key (the
+// seed's cache policies): a bounded LRU of results with a TTL per entry,
+// on an injected clock. It is per replica: a cache, not a guarantee
+// (exactly-once effects are the idempotency records' job). It also tracks calls in flight so that a
 // duplicate arriving while the first runs waits for it instead of running
 // twice. Safe for concurrent use.
 type resultCache struct {
@@ -109,13 +107,14 @@ func (c *resultCache) acquire(ctx context.Context, key string) (*cacheEntry, fun
 }
 
 // put stores a copy of r (without tool_call_id) under key for ttl.
-func (c *resultCache) put(key string, owner artifact.Owner, fingerprint string, r *baagentv1.ToolExecutionResult, ttl time.Duration) {
+func (c *resultCache) put(key string, owner artifact.Owner, r *baagentv1.ToolExecutionResult, ttl time.Duration) {
 	if ttl <= 0 {
 		return
 	}
 	r = proto.Clone(r).(*baagentv1.ToolExecutionResult)
 	r.ToolCallId = ""
-	e := &cacheEntry{key: key, owner: owner, fingerprint: fingerprint, result: r, expires: c.now().Add(ttl), size: proto.Size(r) + len(key) + 128}
+	now := c.now()
+	e := &cacheEntry{key: key, owner: owner, result: r, stored: now, expires: now.Add(ttl), size: proto.Size(r) + len(key) + 128}
 	if e.size > c.maxBytes {
 		return
 	}

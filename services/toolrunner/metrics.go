@@ -17,6 +17,7 @@ type metrics struct {
 	errors        *prometheus.CounterVec // tool, type
 	retries       *prometheus.CounterVec
 	cacheHits     *prometheus.CounterVec
+	keyed         *prometheus.CounterVec // outcome
 	artifactBytes prometheus.Counter
 	artifactsGone prometheus.Counter
 }
@@ -42,8 +43,12 @@ func newMetrics(reg prometheus.Registerer, storeStats func() (int, int64)) (*met
 		}, []string{"tool"}),
 		cacheHits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "baagent", Subsystem: "toolrunner", Name: "cache_hits_total",
-			Help: "Invocations answered from the idempotency cache, by tool.",
+			Help: "Read-only invocations answered from the result cache (the tool's cache policy), by tool.",
 		}, []string{"tool"}),
+		keyed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "baagent", Subsystem: "toolrunner", Name: "keyed_calls_total",
+			Help: "Calls with side effects and an idempotency key, by outcome: executed, replayed (answered from the record), unknown (its execution died mid-call), unavailable (no record could be written; nothing ran), key_reused.",
+		}, []string{"outcome"}),
 		artifactBytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "baagent", Subsystem: "toolrunner", Name: "artifact_bytes_written_total",
 			Help: "Bytes written to the artifact store.",
@@ -64,7 +69,7 @@ func newMetrics(reg prometheus.Registerer, storeStats func() (int, int64)) (*met
 	if reg == nil {
 		return m, nil
 	}
-	if err := basemetrics.RegisterExclusive(reg, "toolrunner", m.calls, m.duration, m.errors, m.retries, m.cacheHits, m.artifactBytes, m.artifactsGone, stored, count); err != nil {
+	if err := basemetrics.RegisterExclusive(reg, "toolrunner", m.calls, m.duration, m.errors, m.retries, m.cacheHits, m.keyed, m.artifactBytes, m.artifactsGone, stored, count); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -16,6 +16,7 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/services/toolrunner/artifact"
+	"github.com/baagent/baagent/services/toolrunner/idempotency"
 	"github.com/baagent/baagent/services/toolrunner/tool"
 	"github.com/baagent/baagent/services/toolrunner/truncate"
 )
@@ -83,75 +84,177 @@ func (s *Server) invoke(ctx context.Context, req *baagentv1.ToolInvocationReques
 
 	owner := artifact.Owner{Tenant: req.GetTenant(), ConversationID: req.GetConversationId()}
 	fingerprint := derivedKey(req, spec, args)
-	cacheKey, ttl := "", time.Duration(0)
+	res.IdempotencyKey = fingerprint
+	if k := req.GetIdempotencyKey(); k != "" {
+		res.IdempotencyKey = k
+	}
+	x := execution{t: t, pol: pol, req: req, level: level, owner: owner, args: args}
+
+	// Idempotency and caching are separate: a call with side effects and
+	// a key runs under an idempotency record (exactly once, whoever
+	// retries it); a read-only call is cached by its derived key when its
+	// cache policy says so, whatever key it carries.
+	if !spec.ReadOnly && req.GetIdempotencyKey() != "" {
+		return s.invokeKeyed(ctx, x, res, fingerprint, start)
+	}
 	policy := pol.cache
 	if p := req.GetCachePolicy(); p != baagentv1.ToolCachePolicy_TOOL_CACHE_POLICY_UNSPECIFIED {
 		policy = p
 	}
-	if explicit := req.GetIdempotencyKey(); explicit != "" {
-		// The caller's key wins and covers writes too, so that a request
-		// retried after a crash does not run a write twice.
-		res.IdempotencyKey = explicit
-		cacheKey = "explicit\x00" + req.GetTenant() + "\x00" + explicit
-		ttl = idempotencyTTL
-		if spec.ReadOnly {
-			ttl = max(ttl, cacheTTL(policy))
-		}
-	} else {
-		res.IdempotencyKey = fingerprint
-		if spec.ReadOnly && cacheTTL(policy) > 0 { // writes are never cached
-			cacheKey, ttl = "derived\x00"+fingerprint, cacheTTL(policy)
-		}
-	}
-	if cacheKey != "" {
-		entry, release, err := s.cache.acquire(ctx, cacheKey)
+	if ttl := cacheTTL(policy); spec.ReadOnly && ttl > 0 {
+		entry, release, err := s.cache.acquire(ctx, fingerprint)
 		if err != nil {
 			return nil, status.FromContextError(err).Err()
 		}
 		if entry != nil {
-			if entry.fingerprint != fingerprint {
-				fail(res, tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_INVALID_PARAMETERS, "IDEMPOTENCY_KEY_REUSED",
-					"idempotency key %q was used for a different call (another tool, caller or arguments)", req.GetIdempotencyKey()))
-				return finish()
-			}
-			hit := proto.Clone(entry.result).(*baagentv1.ToolExecutionResult)
-			hit.ToolCallId = req.GetToolCallId()
-			hit.Cached = true
-			hit.RetryCount, hit.LastError = 0, ""
-			hit.IdempotencyKey = res.IdempotencyKey
-			res = hit
+			res = cachedResult(entry, req, res.IdempotencyKey, s.clock.Now())
 			s.metrics.cacheHits.WithLabelValues(label).Inc()
 			return finish()
 		}
 		defer release()
+		if err := s.run(ctx, x, res); err != nil {
+			return nil, status.FromContextError(err).Err()
+		}
+		if res.GetSuccess() {
+			s.cache.put(fingerprint, owner, res, ttl)
+		}
+		return finish()
 	}
+	if err := s.run(ctx, x, res); err != nil {
+		return nil, status.FromContextError(err).Err()
+	}
+	return finish()
+}
 
+// execution is a call past validation and permissions, ready to run.
+type execution struct {
+	t     tool.Tool
+	pol   effective
+	req   *baagentv1.ToolInvocationRequest
+	level baagentv1.OutputLevel
+	owner artifact.Owner
+	args  map[string]any
+}
+
+// run executes x in the conversation's workspace, with its timeout and
+// retries, and presents the outcome in res. An error means ctx ended.
+func (s *Server) run(ctx context.Context, x execution, res *baagentv1.ToolExecutionResult) error {
+	req := x.req
 	ws, release, err := s.workspaces.acquire(req.GetTenant(), req.GetConversationId())
 	if err != nil {
 		s.log.ErrorContext(ctx, "workspace unavailable", "tenant", req.GetTenant(), "conversation_id", req.GetConversationId(), "error", scrubPath(err))
 		fail(res, tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_INTERNAL_ERROR, "WORKSPACE_UNAVAILABLE", "the conversation's workspace could not be opened"))
-		return finish()
+		return nil
 	}
 	defer release()
-
 	call := tool.Call{
 		ToolCallID: req.GetToolCallId(), Tenant: req.GetTenant(), ConversationID: req.GetConversationId(),
-		RunID: req.GetRunId(), CallerID: req.GetCallerId(), Args: args,
-		IdempotencyKey: res.IdempotencyKey, Workspace: ws,
+		RunID: req.GetRunId(), CallerID: req.GetCallerId(), Args: x.args,
+		IdempotencyKey: res.GetIdempotencyKey(), Workspace: ws,
 	}
-	data, err := s.execute(ctx, t, call, pol, req, res)
+	data, err := s.execute(ctx, x.t, call, x.pol, req, res)
 	if ctx.Err() != nil {
-		return nil, status.FromContextError(ctx.Err()).Err()
+		return ctx.Err()
 	}
 	if err != nil {
 		fail(res, tool.Classify(err))
-		return finish()
+		return nil
 	}
-	s.present(ctx, res, spec.Name, data, level, owner, req)
-	if cacheKey != "" {
-		s.cache.put(cacheKey, owner, fingerprint, res, ttl)
+	s.present(ctx, res, x.t.Spec().Name, data, x.level, x.owner, req)
+	return nil
+}
+
+// cachedResult is a cache hit answering req: the stored result with the
+// new call's id, and an observation that says it was served from the
+// cache, and how old it is.
+func cachedResult(e *cacheEntry, req *baagentv1.ToolInvocationRequest, key string, now time.Time) *baagentv1.ToolExecutionResult {
+	hit := proto.Clone(e.result).(*baagentv1.ToolExecutionResult)
+	hit.ToolCallId = req.GetToolCallId()
+	hit.Cached = true
+	hit.RetryCount, hit.LastError = 0, ""
+	hit.IdempotencyKey = key
+	age := max(now.Sub(e.stored), 0).Round(time.Second)
+	hit.Observation += fmt.Sprintf("\n\n(Cached result from %s ago: the same call with the same arguments was answered then; the tool did not run again.)", age)
+	return hit
+}
+
+// invokeKeyed runs a call with side effects under its idempotency record:
+// the first delivery executes it to its own end, detached from its caller
+// (bounded by the tool's timeouts and the server's life) and records the
+// outcome; a later delivery gets that outcome, waits for it, or learns
+// that the execution died mid-call. The tool never runs twice for a key.
+func (s *Server) invokeKeyed(ctx context.Context, x execution, res *baagentv1.ToolExecutionResult, fingerprint string, start time.Time) (*baagentv1.ToolExecutionResult, error) {
+	name := x.t.Spec().Name
+	key := idempotency.Key(x.req.GetTenant(), x.req.GetIdempotencyKey())
+	c, err := s.ledger.claim(ctx, key, fingerprint, name)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		s.log.ErrorContext(ctx, "idempotency record not written; call refused", "tool", name, "tool_call_id", x.req.GetToolCallId(), "error", err)
+		s.metrics.keyed.WithLabelValues(keyedRefused).Inc()
+		fail(res, tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_TRANSIENT_ERROR, codeRecordUnavailable,
+			"%s was not run because its idempotency record could not be written (the record store is unavailable); nothing was executed, so calling it again later is safe", name))
+		s.record(name, res, start)
+		return res, nil
 	}
-	return finish()
+	switch c.kind {
+	case claimMismatch:
+		s.metrics.keyed.WithLabelValues(keyedReused).Inc()
+		fail(res, tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_INVALID_PARAMETERS, codeKeyReused,
+			"idempotency key %q was used for a different call (another tool, caller or arguments)", x.req.GetIdempotencyKey()))
+		s.record(name, res, start)
+		return res, nil
+	case claimDone:
+		s.metrics.keyed.WithLabelValues(keyedReplayed).Inc()
+		r := c.result
+		r.ToolCallId, r.IdempotencyKey, r.Replayed = x.req.GetToolCallId(), res.GetIdempotencyKey(), true
+		s.record(name, r, start)
+		return r, nil
+	case claimUnknown:
+		s.metrics.keyed.WithLabelValues(keyedUnknown).Inc()
+		r := outcomeUnknown(name, c.rec.StartedAt)
+		r.ToolCallId, r.IdempotencyKey, r.Replayed = x.req.GetToolCallId(), res.GetIdempotencyKey(), true
+		s.record(name, r, start)
+		return r, nil
+	}
+
+	done := make(chan struct{})
+	s.detached.Add(1)
+	go func() {
+		defer s.detached.Done()
+		defer close(done)
+		// The caller's values (logger, trace) but not its cancellation:
+		// the server's shutdown is what may cut the call short.
+		ectx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		defer cancel()
+		defer context.AfterFunc(s.life, cancel)()
+		bctx, stopBeat := context.WithCancel(ectx)
+		revc := make(chan uint64, 1)
+		go func() { revc <- s.ledger.beat(bctx, key, c.rec, c.rev) }()
+		if err := s.run(ectx, x, res); err != nil {
+			s.log.Warn("tool call cut short by shutdown; outcome recorded as unknown", "tool", name, "tool_call_id", x.req.GetToolCallId())
+			unknown := outcomeUnknown(name, c.rec.StartedAt)
+			unknown.ToolCallId, unknown.IdempotencyKey = res.GetToolCallId(), res.GetIdempotencyKey()
+			proto.Reset(res)
+			proto.Merge(res, unknown)
+		}
+		stopBeat()
+		if err := s.ledger.complete(key, c.rec, <-revc, res); err != nil {
+			// The record stays started (or was taken over): retries get
+			// TOOL_OUTCOME_UNKNOWN, never a second execution.
+			s.log.Error("tool call's outcome not recorded", "tool", name, "tool_call_id", x.req.GetToolCallId(), "error", err)
+		}
+		s.metrics.keyed.WithLabelValues(keyedExecuted).Inc()
+		s.record(name, res, start)
+	}()
+	select {
+	case <-done:
+		return res, nil
+	case <-ctx.Done():
+		s.log.DebugContext(ctx, "caller left; the tool call runs on and its outcome will be recorded", "tool", name, "tool_call_id", x.req.GetToolCallId())
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
 }
 
 // execute runs attempts until one succeeds, the failure is not retryable,

@@ -307,14 +307,15 @@ func TestIdempotencyAndCache(t *testing.T) {
 	nocache := &funcTool{spec: echoSpec("nocache"), fn: count}
 	env.source.set(write, read, nocache)
 
-	// A write with an explicit idempotency key runs once.
+	// A write with an explicit idempotency key runs once; the retry is
+	// answered from its record.
 	r := req("write", map[string]any{"x": "a"})
 	r.IdempotencyKey = "order-42"
 	first := mustInvoke(t, s, r)
 	r2 := proto.Clone(r).(*baagentv1.ToolInvocationRequest)
 	r2.ToolCallId = "call_2"
 	second := mustInvoke(t, s, r2)
-	if write.calls.Load() != 1 || !second.Cached || second.ToolCallId != "call_2" || second.Observation != first.Observation || second.IdempotencyKey != "order-42" {
+	if write.calls.Load() != 1 || !second.Replayed || second.Cached || second.ToolCallId != "call_2" || second.Observation != first.Observation || second.IdempotencyKey != "order-42" {
 		t.Fatalf("second identical write ran or lost its id: calls %d, %v", write.calls.Load(), second)
 	}
 	r3 := proto.Clone(r2).(*baagentv1.ToolInvocationRequest)
@@ -337,6 +338,16 @@ func TestIdempotencyAndCache(t *testing.T) {
 	b := mustInvoke(t, s, rb)
 	if read.calls.Load() != 1 || !b.Cached || b.ToolCallId != "call_other" || a.IdempotencyKey != b.IdempotencyKey || a.IdempotencyKey == "" {
 		t.Fatalf("cache miss within TTL: %v", b)
+	}
+	if !strings.HasPrefix(b.Observation, a.Observation) || !strings.Contains(b.Observation, "Cached result from 0s ago") {
+		t.Fatalf("cached observation does not say so: %q", b.Observation)
+	}
+	// Each call of a run carries its own idempotency key: the cache
+	// follows the derived key all the same.
+	rk := req("read", map[string]any{"x": "q"})
+	rk.IdempotencyKey = "run-1:s3:c0"
+	if res := mustInvoke(t, s, rk); !res.Cached || read.calls.Load() != 1 || res.IdempotencyKey != "run-1:s3:c0" {
+		t.Fatalf("a keyed read-only call is not served from the cache: %v", res)
 	}
 	// Another caller or permission level is another key.
 	rc := req("read", map[string]any{"x": "q"})
@@ -386,7 +397,7 @@ func TestIdempotencyAndCache(t *testing.T) {
 	if nocache.calls.Load() != before+2 {
 		t.Error("NO_CACHE default cached")
 	}
-	if got := testutil.ToFloat64(s.metrics.cacheHits.WithLabelValues("read")); got != 2 {
+	if got := testutil.ToFloat64(s.metrics.cacheHits.WithLabelValues("read")); got != 3 {
 		t.Errorf("cache hit metric = %v", got)
 	}
 }
@@ -423,7 +434,7 @@ func TestConcurrentDuplicateRunsOnce(t *testing.T) {
 		if !r.Success {
 			t.Fatalf("%v", r)
 		}
-		if r.Cached {
+		if r.Replayed {
 			cached++
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +26,7 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/services/toolrunner/artifact"
 	"github.com/baagent/baagent/services/toolrunner/builtin"
+	"github.com/baagent/baagent/services/toolrunner/idempotency"
 	"github.com/baagent/baagent/services/toolrunner/tool"
 )
 
@@ -83,6 +85,20 @@ type Options struct {
 	// WorkspaceMaxIdle removes a conversation's workspace after it has not
 	// been used for this long (default 7 days); a later call starts afresh.
 	WorkspaceMaxIdle time.Duration
+
+	// Records holds the idempotency records of calls with side effects.
+	// The service passes the JetStream KV store shared by every replica;
+	// nil keeps them in this process (idempotency.Memory), which holds
+	// within one process only.
+	Records idempotency.Store
+	// Heartbeat and Lease tune how a retry tells a call still running
+	// from one whose toolrunner died (defaults 1 s and 5 s).
+	Heartbeat time.Duration
+	Lease     time.Duration
+	// DrainTimeout is how long shutdown lets calls that outlived their
+	// callers finish before cancelling them (default 10 s); a call cut
+	// short is recorded with an unknown outcome.
+	DrainTimeout time.Duration
 }
 
 // Server implements baagentv1.ToolRunnerServiceServer.
@@ -100,6 +116,15 @@ type Server struct {
 	largeDataBytes int
 	cleanupEvery   time.Duration
 	wsMaxIdle      time.Duration
+
+	ledger *ledger
+	// Calls with side effects run detached from their callers until they
+	// end; life bounds them (cancelled at shutdown after drainTimeout).
+	detached     sync.WaitGroup
+	life         context.Context
+	endLife      context.CancelFunc
+	drainTimeout time.Duration
+	drainOnce    sync.Once
 }
 
 var _ baagentv1.ToolRunnerServiceServer = (*Server)(nil)
@@ -129,11 +154,29 @@ func New(opts Options) (*Server, error) {
 	if opts.WorkspaceMaxIdle <= 0 {
 		opts.WorkspaceMaxIdle = DefaultWorkspaceMaxIdle
 	}
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = DefaultHeartbeat
+	}
+	if opts.Lease <= 0 {
+		opts.Lease = DefaultLease
+	}
+	if opts.Lease < 2*opts.Heartbeat {
+		return nil, fmt.Errorf("idempotency lease %s must be at least twice the heartbeat %s", opts.Lease, opts.Heartbeat)
+	}
+	if opts.DrainTimeout <= 0 {
+		opts.DrainTimeout = DefaultDrainTimeout
+	}
+	if opts.Records == nil {
+		opts.Records = idempotency.NewMemory(nil, time.Hour, DefaultCacheEntries)
+	}
 	s := &Server{
 		log: opts.Logger.With("service", ServiceName), clock: opts.Clock,
 		largeDataBytes: opts.LargeDataBytes, cleanupEvery: opts.CleanupInterval, wsMaxIdle: opts.WorkspaceMaxIdle,
-		policies: &Policies{Tools: map[string]ToolPolicy{}},
+		policies:     &Policies{Tools: map[string]ToolPolicy{}},
+		drainTimeout: opts.DrainTimeout,
 	}
+	s.life, s.endLife = context.WithCancel(context.Background())
+	s.ledger = &ledger{store: opts.Records, replica: newReplicaID(), heartbeat: opts.Heartbeat, lease: opts.Lease, log: s.log}
 	if opts.ConfigFile != "" {
 		ps, err := LoadPolicies(opts.ConfigFile)
 		if err != nil {
@@ -173,8 +216,10 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// Close releases the directories. Call it after the gRPC server stopped.
+// Close waits for detached calls (see Run), then releases the
+// directories. Call it after the gRPC server stopped.
 func (s *Server) Close() error {
+	s.drain()
 	var errs []error
 	if s.artifacts != nil {
 		errs = append(errs, s.artifacts.Close())
@@ -186,7 +231,10 @@ func (s *Server) Close() error {
 }
 
 // Run cleans up artifacts (by age and size), the cache's expired entries
-// and idle workspaces every CleanupInterval until ctx is done.
+// and idle workspaces every CleanupInterval until ctx is done. Then it
+// drains: calls with side effects that outlived their callers get
+// DrainTimeout to finish and record their outcomes while the process's
+// NATS connection is still open.
 func (s *Server) Run(ctx context.Context) error {
 	t := time.NewTicker(s.cleanupEvery)
 	defer t.Stop()
@@ -198,10 +246,32 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
+			s.drain()
 			return nil
 		case <-t.C:
 		}
 	}
+}
+
+// drain waits up to drainTimeout for detached calls, then cancels them
+// and waits for their (unknown) outcomes to be recorded.
+func (s *Server) drain() {
+	s.drainOnce.Do(func() {
+		idle := make(chan struct{})
+		go func() {
+			s.detached.Wait()
+			close(idle)
+		}()
+		t := time.NewTimer(s.drainTimeout)
+		defer t.Stop()
+		select {
+		case <-idle:
+		case <-t.C:
+			s.log.Warn("calls still running at shutdown are cancelled", "drain_timeout", s.drainTimeout.String())
+		}
+		s.endLife()
+		<-idle
+	})
 }
 
 // Register registers the ToolRunnerService on gs.

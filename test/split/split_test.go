@@ -71,6 +71,10 @@ func TestSplitModeAnswersAsAllInOne(t *testing.T) {
 		if !slices.Contains(suite.Args[svc], "-target="+svc) {
 			t.Fatalf("%s started with %v", svc, suite.Args[svc])
 		}
+		// Exactly the services that use NATS reach the suite's server.
+		if got := slices.Contains(suite.Args[svc], "-nats-url="+suite.NATSURL); got != config.NeedsNATS(svc) {
+			t.Fatalf("%s: NeedsNATS=%v but started with %v (NATS at %s)", svc, config.NeedsNATS(svc), suite.Args[svc], suite.NATSURL)
+		}
 	}
 	split, err := runScenario(ctx, suite.Addr[config.TargetGateway], devAPIKey)
 	if err != nil {

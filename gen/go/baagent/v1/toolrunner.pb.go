@@ -650,8 +650,11 @@ type ToolExecutionResult struct {
 	// True when the tool needs the user's approval (permission ASK) and the call
 	// was not approved; nothing ran.
 	ApprovalRequired bool `protobuf:"varint,18,opt,name=approval_required,json=approvalRequired,proto3" json:"approval_required,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// True when the result is the outcome recorded under the idempotency key
+	// by an earlier delivery of the same call: the tool did not run again.
+	Replayed      bool `protobuf:"varint,19,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ToolExecutionResult) Reset() {
@@ -806,6 +809,13 @@ func (x *ToolExecutionResult) GetIdempotencyKey() string {
 func (x *ToolExecutionResult) GetApprovalRequired() bool {
 	if x != nil {
 		return x.ApprovalRequired
+	}
+	return false
+}
+
+func (x *ToolExecutionResult) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
 	}
 	return false
 }
@@ -1438,7 +1448,7 @@ const file_baagent_v1_toolrunner_proto_rawDesc = "" +
 	"\rallowed_tools\x18\x11 \x01(\v2\x19.baagent.v1.ToolAllowListR\fallowedTools\x12>\n" +
 	"\fretry_policy\x18\x12 \x01(\v2\x1b.baagent.v1.ToolRetryPolicyR\vretryPolicy\x12\x1a\n" +
 	"\bapproved\x18\x13 \x01(\bR\bapprovedB\x13\n" +
-	"\x11_retry_on_timeout\"\xa3\x05\n" +
+	"\x11_retry_on_timeout\"\xbf\x05\n" +
 	"\x13ToolExecutionResult\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
 	"toolCallId\x12 \n" +
@@ -1465,7 +1475,8 @@ const file_baagent_v1_toolrunner_proto_rawDesc = "" +
 	"\x06cached\x18\x0f \x01(\bR\x06cached\x12\x1c\n" +
 	"\ttruncated\x18\x10 \x01(\bR\ttruncated\x12'\n" +
 	"\x0fidempotency_key\x18\x11 \x01(\tR\x0eidempotencyKey\x12+\n" +
-	"\x11approval_required\x18\x12 \x01(\bR\x10approvalRequired\"\xc4\x03\n" +
+	"\x11approval_required\x18\x12 \x01(\bR\x10approvalRequired\x12\x1a\n" +
+	"\breplayed\x18\x13 \x01(\bR\breplayed\"\xc4\x03\n" +
 	"\x0eToolDefinition\x12.\n" +
 	"\x06schema\x18\x01 \x01(\v2\x16.baagent.v1.ToolSchemaR\x06schema\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12I\n" +
