@@ -93,23 +93,29 @@ func (l *ledger) claim(ctx context.Context, key, fingerprint, toolName string) (
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:])
 	holder := l.replica + "/" + hex.EncodeToString(nonce[:])
+	create := func() (claim, error) {
+		now := time.Now()
+		rec := idempotency.Record{State: idempotency.Started, Fingerprint: fingerprint, Holder: holder, Tool: toolName, StartedAt: now, HeartbeatAt: now}
+		rev, err := l.store.Create(ctx, key, rec)
+		return claim{kind: claimOwned, rec: rec, rev: rev}, err
+	}
+	// The first delivery of a call is the common case: write first, and
+	// read only when a record is there (another delivery's, or our own
+	// retried write's).
+	if c, err := create(); !errors.Is(err, idempotency.ErrExists) {
+		return c, err
+	}
 	var seenRev uint64
 	var seenAt time.Time
 	poll := pollFirst
 	for {
 		e, err := l.store.Get(ctx, key)
 		switch {
-		case errors.Is(err, idempotency.ErrNotFound):
-			now := time.Now()
-			rec := idempotency.Record{State: idempotency.Started, Fingerprint: fingerprint, Holder: holder, Tool: toolName, StartedAt: now, HeartbeatAt: now}
-			rev, err := l.store.Create(ctx, key, rec)
-			if err == nil {
-				return claim{kind: claimOwned, rec: rec, rev: rev}, nil
+		case errors.Is(err, idempotency.ErrNotFound): // expired or purged meanwhile
+			if c, err := create(); !errors.Is(err, idempotency.ErrExists) {
+				return c, err
 			}
-			if !errors.Is(err, idempotency.ErrExists) {
-				return claim{}, err
-			}
-			continue // another delivery won, or our own retried write did: look
+			continue
 		case err != nil && seenRev == 0:
 			return claim{}, err
 		case err != nil:
