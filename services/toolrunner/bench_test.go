@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -123,11 +124,15 @@ func BenchmarkKeyedCall(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			r := req(bc.tool, map[string]any{"x": "y"})
 			var times []time.Duration
+			prefix := fmt.Sprintf("%s-%d-", b.Name(), time.Now().UnixNano()) // -count runs share the store
 			n := 0
+			if bc.keyed {
+				r.IdempotencyKey = prefix + "0"
+			}
 			for b.Loop() {
-				if bc.keyed {
+				if bc.keyed && bc.tool == "write" { // a new call each time
 					n++
-					r.IdempotencyKey = fmt.Sprintf("%s-%s-%d", b.Name(), time.Now().Format(time.RFC3339Nano), n)
+					r.IdempotencyKey = prefix + strconv.Itoa(n)
 				}
 				start := time.Now()
 				res, err := s.invoke(ctx, r)
