@@ -2,11 +2,13 @@
 // everywhere: plaintext inside the cluster (TLS terminates at the mesh or
 // the gateway), message size limits matching the servers', and keepalives
 // that notice a dead peer behind a silent load balancer, and round-robin
-// over every replica a name resolves to.
+// over every replica a name resolves to (or that a static:/// target
+// lists).
 package grpcclient
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -29,12 +31,25 @@ type Options struct {
 // DefaultMaxMsgBytes matches the servers' default limit.
 const DefaultMaxMsgBytes = 16 << 20
 
-// Dial returns a lazily connecting client for addr ("host:port", or any
-// gRPC target such as "dns:///tokens:7705"). It fails only on a malformed
-// target; an unreachable peer shows up as Unavailable on the first call.
+// Dial returns a lazily connecting client for addr ("host:port", any gRPC
+// target such as "dns:///tokens:7705", or "static:///host1:port1,host2:port2"
+// listing replicas; see StaticScheme). It fails only on a malformed target;
+// an unreachable peer shows up as Unavailable on the first call.
 func Dial(addr string, opts Options) (*grpc.ClientConn, error) {
 	if addr == "" {
 		return nil, fmt.Errorf("empty address")
+	}
+	switch {
+	case IsStaticTarget(addr):
+		// Checked here: gRPC builds the resolver only on the first call.
+		if _, err := ParseStaticTarget(addr); err != nil {
+			return nil, fmt.Errorf("dial %s: %w", addr, err)
+		}
+	case strings.HasPrefix(addr, StaticScheme+":"):
+		// A host named "static" ("static:7702"), which gRPC would
+		// otherwise hand to the static resolver: resolved as it would be
+		// without it.
+		addr = "dns:///" + addr
 	}
 	size := opts.MaxMsgBytes
 	if size <= 0 {
@@ -48,6 +63,9 @@ func Dial(addr string, opts Options) (*grpc.ClientConn, error) {
 		// behind a headless Service); servers recycle connections so new
 		// replicas are picked up.
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
+		// static:///a,b lists the replicas itself; the resolver is given to
+		// this connection only, not registered process-wide.
+		grpc.WithResolvers(staticBuilder{}),
 	}
 	wait := opts.ReconnectWait
 	if wait == 0 {
