@@ -38,7 +38,8 @@ const (
 )
 
 // baagentBin is built once by TestMain; every test reads it only.
-var baagentBin string
+// buildDir is where TestMain builds it, and tests build other binaries.
+var baagentBin, buildDir string
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -55,6 +56,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	buildDir = dir
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
