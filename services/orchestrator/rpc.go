@@ -211,6 +211,12 @@ func (s *Server) CancelRun(ctx context.Context, req *baagentv1.OrchestratorServi
 	switch {
 	case isFinished(rec.GetState()):
 	case s.cancelLocal(ctx, req.GetTenant(), req.GetRunId(), reason):
+		// The execution has ended, but one that was storing a pause (a
+		// question, a sub-agent wait) when the cancel came leaves the run
+		// waiting instead of cancelled: end it here.
+		if err := s.cancelOrphan(ctx, store, req.GetTenant(), req.GetRunId(), reason); err != nil {
+			return nil, err
+		}
 	case rec.GetState() == baagentv1.RunState_RUN_STATE_RUNNING && s.cancelRemote(ctx, req):
 		// The executing replica ends the run; wait for its record.
 		s.waitFinished(ctx, store, req.GetTenant(), req.GetRunId())

@@ -4,8 +4,11 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/status"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 )
@@ -99,6 +102,19 @@ func (h *harness) waitSubAgentWait(ctx context.Context, runID, not string) (*che
 			h.t.Fatalf("run %s never waited for its sub-agent (%v)", runID, err)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitReleased waits until no execution of the run is in progress on the
+// harness's replica (a waiting run holds no goroutine).
+func (h *harness) waitReleased(ctx context.Context, runID string) {
+	h.t.Helper()
+	for r := h.srv.local(runID); r != nil; r = h.srv.local(runID) {
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			h.t.Fatalf("run %s is still executing: %v", runID, ctx.Err())
+		}
 	}
 }
 
@@ -215,7 +231,10 @@ func TestCancelParentCancelsSubAgent(t *testing.T) {
 	h.waitSubAgentWait(ctx, parent.GetRunId(), "")
 	child := h.waitChild(ctx, parent.GetRunId())
 	// The waiting parent stays RUNNING (nobody is asked anything) and
-	// holds no goroutine.
+	// holds no goroutine. Its execution lets go of it only after storing
+	// the wait, so wait for that: a CancelRun reaching the execution as
+	// it pauses is not what this test is about.
+	h.waitReleased(ctx, parent.GetRunId())
 	if got := h.waitState(ctx, parent.GetRunId(), baagentv1.RunState_RUN_STATE_RUNNING); got.GetPendingInput() != nil {
 		t.Errorf("parent %v", got)
 	}
@@ -339,6 +358,93 @@ func TestSubAgentTimeoutCancelsTheChild(t *testing.T) {
 	evs := h.events(ctx, parent.GetRunId())
 	checkEnvelope(t, parent, evs)
 	if c := evs[len(evs)-1].GetComplete().GetContent(); !contains(c, codeSubAgentTimeout, "did not finish within 1s and was cancelled") {
+		t.Errorf("final %q", c)
+	}
+	child := h.waitRun(ctx, h.waitChild(ctx, parent.GetRunId()).GetRunId())
+	if child.GetState() != baagentv1.RunState_RUN_STATE_CANCELLED {
+		t.Errorf("child %v", child)
+	}
+}
+
+// holdingContext is the fake context service whose history append of a
+// run's task result is slow: held until that result is durable in the
+// run's checkpoint, or until the run's execution stops (the request is
+// cancelled). It forces the interleaving in which an execution that has
+// just settled a task call may lose its run before the result enters the
+// history, as a loaded machine may; the result must still be the one the
+// first execution decided.
+type holdingContext struct {
+	*fakeContext
+	srv  atomic.Pointer[Server]
+	held atomic.Int32
+}
+
+func (f *holdingContext) Append(ctx context.Context, req *baagentv1.AppendRequest) (*baagentv1.AppendResponse, error) {
+	for _, m := range req.GetMessages() {
+		if m.GetRole() != baagentv1.Role_ROLE_TOOL || m.GetToolCallId() != "call_task" {
+			continue
+		}
+		runID, _, _ := strings.Cut(m.GetId(), ":") // "<run>:s<step>:tool:<i>"
+		f.held.Add(1)
+		if err := f.awaitDurable(ctx, req.GetTenant(), runID); err != nil {
+			return nil, err
+		}
+	}
+	return f.fakeContext.Append(ctx, req)
+}
+
+// awaitDurable waits until the run's checkpoint holds the task call's
+// result.
+func (f *holdingContext) awaitDurable(ctx context.Context, tenant, runID string) error {
+	cps, err := f.srv.Load().checkpoints(ctx)
+	if err != nil {
+		return err
+	}
+	for {
+		cp, _, err := cps.load(ctx, tenant, runID)
+		if err == nil && cp != nil && slices.ContainsFunc(cp.Tools, func(t toolRecord) bool { return t.CallID == "call_task" && t.finished() }) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// The parent's timeout cancels the child, whose end (CANCELLED) must not
+// be taken for the cause. It used to answer the parent's still-open wait,
+// taking the run over from the execution settling the timeout; whether
+// that execution's SUBAGENT_TIMEOUT reached the history before it stopped
+// decided the result, and the resumed execution reported
+// SUBAGENT_CANCELLED. The held append makes that execution stop first
+// whenever it loses the run, so the old race fails here every time.
+func TestSubAgentTimeoutWinsOverTheCancelledChildsEnd(t *testing.T) {
+	ctx := testCtx(t)
+	fc := &holdingContext{fakeContext: newFakeContext()}
+	h := newHarness(t, delegating, harnessOptions{context: fc, mutate: func(o *Options) {
+		o.SubAgentsDir = "../../examples/agents"
+		o.SubAgentTimeout = time.Second
+	}})
+	fc.srv.Store(h.srv)
+	h.blockTools() // the child's query hangs until it is cancelled
+	parent := h.start(ctx, &baagentv1.RunSpec{Input: "which category sells best?"})
+	evs := h.events(ctx, parent.GetRunId())
+	checkEnvelope(t, parent, evs)
+	if fc.held.Load() == 0 {
+		t.Fatal("the task result's append was never held: the test no longer forces the interleaving")
+	}
+	var obs []string
+	for _, e := range evs {
+		if o := e.GetObserve(); o.GetToolName() == TaskToolName {
+			obs = append(obs, o.GetObservation())
+		}
+	}
+	if len(obs) != 1 || !strings.Contains(obs[0], codeSubAgentTimeout) {
+		t.Errorf("task observations %q, want one %s", obs, codeSubAgentTimeout)
+	}
+	if c := evs[len(evs)-1].GetComplete().GetContent(); !contains(c, codeSubAgentTimeout, "did not finish within 1s and was cancelled") || strings.Contains(c, codeSubAgentCancelled) {
 		t.Errorf("final %q", c)
 	}
 	child := h.waitRun(ctx, h.waitChild(ctx, parent.GetRunId()).GetRunId())

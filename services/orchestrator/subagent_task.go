@@ -298,13 +298,32 @@ func (r *run) awaitTask(ctx context.Context, i int, c *baagentv1.ToolCall, child
 		r.wait, r.paused = nil, false
 		return r.taskResult(c, time.Now(), now), nil
 	}
+	if ctx.Err() != nil {
+		// Cancelled (or lost, or shutting down) while it stored the wait:
+		// pausing now would drop a CancelRun that is waiting for this
+		// execution to end.
+		r.wait, r.paused = nil, false
+		return nil, context.Cause(ctx)
+	}
 	r.s.metrics.waits.WithLabelValues(waitSubAgent).Inc()
 	r.log.Info("run waits for its sub-agent", "child_run_id", child.GetRunId(), "subagent", child.GetLabels()[labelSubAgent], "deadline", w.Deadline)
 	return nil, nil
 }
 
+// subAgentTimedOut is the answer a run stores in its own sub-agent wait
+// when it gives up on the child at the wait's deadline (a child's end
+// answers with its state name, which never reads like this).
+const subAgentTimedOut = "timed out"
+
 // settleTask turns an ended wait into the call's observation; a child
 // still working at the deadline is cancelled.
+//
+// The cause is decided once, from which happened first: the child's end
+// (the wait's answer) or the wait's deadline. A child found ended is its
+// own outcome, unless this run had already given up on it: the timeout is
+// stored in the wait before the child is cancelled (recordTimeout), so the
+// CANCELLED state the cancellation leaves the child in never reads as the
+// child's own end, whichever execution of the run settles the call.
 func (r *run) settleTask(ctx context.Context, c *baagentv1.ToolCall, w *waitState) (*callResult, error) {
 	began := time.Now()
 	store, err := r.s.runStore(ctx)
@@ -315,16 +334,41 @@ func (r *run) settleTask(ctx context.Context, c *baagentv1.ToolCall, w *waitStat
 	if err != nil {
 		return nil, newRunError(CodeQueueUnavailable, err, "the sub-agent run %s cannot be read: %v", w.Child, err)
 	}
-	if isFinished(child.GetState()) {
-		return r.taskResult(c, began, child), nil
+	timedOut := w.Answer != nil && w.Answer.Text == subAgentTimedOut
+	if !timedOut {
+		if isFinished(child.GetState()) {
+			return r.taskResult(c, began, child), nil
+		}
+		if err := r.recordTimeout(w, began); err != nil {
+			return nil, err
+		}
 	}
-	reason := fmt.Sprintf("the delegating run %s waited %s for it", r.rec.GetRunId(), r.s.opts.SubAgentTimeout)
-	if _, err := r.s.CancelRun(ctx, &baagentv1.OrchestratorServiceCancelRunRequest{Tenant: r.rec.GetTenant(), RunId: w.Child, Reason: reason}); err != nil {
-		r.log.Warn("sub-agent past its deadline not cancelled", "child_run_id", w.Child, "error", err)
+	if !isFinished(child.GetState()) {
+		reason := fmt.Sprintf("the delegating run %s waited %s for it", r.rec.GetRunId(), r.s.opts.SubAgentTimeout)
+		if _, err := r.s.CancelRun(ctx, &baagentv1.OrchestratorServiceCancelRunRequest{Tenant: r.rec.GetTenant(), RunId: w.Child, Reason: reason}); err != nil {
+			r.log.Warn("sub-agent past its deadline not cancelled", "child_run_id", w.Child, "error", err)
+		}
 	}
 	return r.failedCall(c, began, baagentv1.ToolErrorType_TOOL_ERROR_TYPE_TIMEOUT, codeSubAgentTimeout,
 		fmt.Sprintf("The sub-agent %s (run %s) did not finish within %s and was cancelled. Do the task another way or delegate a smaller one.",
 			child.GetLabels()[labelSubAgent], w.Child, r.s.opts.SubAgentTimeout)), nil
+}
+
+// recordTimeout stores, before the child is cancelled, that the wait w
+// ended at its deadline. Without it the cancelled child's end would answer
+// the still-open wait (subAgentEnded), taking the run over from this
+// execution, and the execution resuming it would find the child CANCELLED
+// and report that instead of the timeout. With it subAgentEnded leaves the
+// answered wait alone, and a run that stops here for any other reason
+// resumes to report the timeout. A write that fails because the child's
+// end got in first (errLostRun) stops this execution; the next one finds
+// the child ended and reports its outcome.
+func (r *run) recordTimeout(w *waitState, at time.Time) error {
+	answered := *w // w is shared with the checkpoint the run resumed from
+	answered.Answer = &inputAnswer{Text: subAgentTimedOut, At: at}
+	r.wait = &answered
+	defer func() { r.wait = nil }() // settled: due took it off the run
+	return r.checkpoint(cpWaitingSubAgent)
 }
 
 // startTask starts the child run of the step's task call i, or finds the
