@@ -37,6 +37,10 @@ const DefaultRunAckWait = 6 * time.Second
 // DefaultMaxRunsPerTenant bounds a tenant's runs queued or in progress.
 const DefaultMaxRunsPerTenant = 32
 
+// adoptRetryDelay is how long a delivery this replica could not take (it
+// executes the run already, or is shutting down) waits to come back.
+const adoptRetryDelay = 250 * time.Millisecond
+
 // runsStream returns the work-queue stream.
 func (s *Server) runsStream(ctx context.Context) (jetstream.Stream, error) {
 	st, err := s.opts.JetStream.Stream(ctx, natsx.StreamRuns)
@@ -159,7 +163,9 @@ func (s *Server) handle(msg jetstream.Msg) {
 	}
 	r, ok := s.adopt(rec, spec, attempt, workSeq)
 	if !ok { // shutting down, or already executing here (a stale delivery)
-		_ = msg.Nak()
+		// Not at once: a delivery that finds the run executing here would
+		// come back in a tight loop until that execution ends.
+		_ = msg.NakWithDelay(adoptRetryDelay)
 		return
 	}
 	stop := s.heartbeat(r, msg)
