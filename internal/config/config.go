@@ -118,6 +118,26 @@ type Config struct {
 	// APIKeys maps gateway API keys to tenants, from -api-keys and
 	// -api-keys-file together.
 	APIKeys map[string]string
+
+	// Tracing (OpenTelemetry). OTLPEndpoint empty: off, unless the
+	// OTEL_EXPORTER_OTLP_* environment names an endpoint. OTLPProtocol is
+	// "grpc", "http" or "" (the OTEL_* environment, else grpc).
+	OTLPEndpoint      string
+	OTLPProtocol      string
+	OTLPHeaders       map[string]string
+	OTLPInsecure      bool
+	OTLPExportTimeout time.Duration
+	OTLPBatchSize     int
+	// TraceSampling is a level: always, high, medium, low or never.
+	TraceSampling string
+	// TraceServiceName is service.name; empty: OTEL_SERVICE_NAME, else
+	// baagent-<target> (baagent for all).
+	TraceServiceName string
+	TraceEnvironment string
+	TraceTags        map[string]string
+	// TraceLinkTemplate makes a run's trace id a link in the dashboard:
+	// a URL with {trace_id} in it; empty: no link.
+	TraceLinkTemplate string
 }
 
 // Runs reports whether this process runs service.
@@ -171,6 +191,12 @@ type raw struct {
 	natsReplicas                                  int
 	modelBaseURL, modelAPIKey, model              string
 	apiKeys, apiKeysFile                          string
+	otlpEndpoint, otlpProtocol, otlpHeaders       string
+	otlpInsecure                                  bool
+	otlpExportTimeout                             time.Duration
+	otlpBatchSize                                 int
+	traceSampling, traceServiceName, traceEnv     string
+	traceTags, traceLinkTemplate                  string
 }
 
 func newFlagSet(r *raw, output io.Writer) *flag.FlagSet {
@@ -219,6 +245,17 @@ func newFlagSet(r *raw, output io.Writer) *flag.FlagSet {
 	fs.StringVar(&r.model, "model", "gpt-4o", "default model")
 	fs.StringVar(&r.apiKeys, "api-keys", "", "gateway API keys as key=tenant,key=tenant (prefer the environment variable)")
 	fs.StringVar(&r.apiKeysFile, "api-keys-file", "", "file of key=tenant lines mapping gateway API keys to tenants")
+	fs.StringVar(&r.otlpEndpoint, "otlp-endpoint", "", "OpenTelemetry: OTLP endpoint for traces, host:port or http(s)://host:port; empty: tracing off (unless OTEL_EXPORTER_OTLP_ENDPOINT is set)")
+	fs.StringVar(&r.otlpProtocol, "otlp-protocol", "", "OTLP transport: grpc or http (default grpc, or what OTEL_EXPORTER_OTLP_PROTOCOL says)")
+	fs.StringVar(&r.otlpHeaders, "otlp-headers", "", "headers sent with every OTLP export, as k=v,k=v (prefer the environment variable for secrets)")
+	fs.BoolVar(&r.otlpInsecure, "otlp-insecure", false, "export OTLP without TLS to a host:port endpoint (an http:// URL is plaintext anyway)")
+	fs.DurationVar(&r.otlpExportTimeout, "otlp-export-timeout", 5*time.Second, "how long one OTLP export may take")
+	fs.IntVar(&r.otlpBatchSize, "otlp-batch-size", 100, "spans per OTLP export batch (1-10000)")
+	fs.StringVar(&r.traceSampling, "trace-sampling", "always", "share of runs traced, decided once per run: always (1), high (0.5), medium (0.1), low (0.01) or never (0)")
+	fs.StringVar(&r.traceServiceName, "trace-service-name", "", "service.name of this process's spans (default OTEL_SERVICE_NAME, else baagent-<target>, or baagent for all)")
+	fs.StringVar(&r.traceEnv, "trace-environment", "", "deployment.environment of this process's spans (e.g. prod, staging)")
+	fs.StringVar(&r.traceTags, "trace-tags", "", "extra resource attributes of this process's spans, as k=v,k=v")
+	fs.StringVar(&r.traceLinkTemplate, "trace-link-template", "", "URL of a trace in the tracing UI, with {trace_id}, e.g. http://localhost:16686/trace/{trace_id}; the dashboard links a run's trace id with it")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: baagent [flags]")
 		fmt.Fprintln(fs.Output(), "Each flag also reads BAAGENT_<NAME> (-skills-dir ↔ BAAGENT_SKILLS_DIR) and the -config YAML file;")
@@ -555,7 +592,102 @@ func (r *raw) validate() (*Config, error) {
 		}
 	}
 	c.APIKeys = keys
+	if err := r.validateTracing(c); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// validateTracing checks and copies the tracing settings.
+func (r *raw) validateTracing(c *Config) error {
+	c.OTLPEndpoint = strings.TrimSpace(r.otlpEndpoint)
+	if c.OTLPEndpoint != "" {
+		if strings.Contains(c.OTLPEndpoint, "://") {
+			u, err := url.Parse(c.OTLPEndpoint)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return fmt.Errorf("setting otlp-endpoint: want host:port or an http(s) URL such as http://collector:4318, got %q", c.OTLPEndpoint)
+			}
+		} else if err := checkAddr(c.OTLPEndpoint); err != nil {
+			return fmt.Errorf("setting otlp-endpoint: %w", err)
+		}
+	}
+	switch p := strings.ToLower(strings.TrimSpace(r.otlpProtocol)); p {
+	case "", "grpc", "http":
+		c.OTLPProtocol = p
+	case "http/protobuf":
+		c.OTLPProtocol = "http"
+	default:
+		return fmt.Errorf("setting otlp-protocol: want grpc or http, got %q", r.otlpProtocol)
+	}
+	headers, err := parsePairs(r.otlpHeaders)
+	if err != nil {
+		return fmt.Errorf("setting otlp-headers: %w", err)
+	}
+	c.OTLPHeaders = headers
+	c.OTLPInsecure = r.otlpInsecure
+	if r.otlpExportTimeout <= 0 || r.otlpExportTimeout > 5*time.Minute {
+		return fmt.Errorf("setting otlp-export-timeout: want more than 0 and at most 5m, got %s", r.otlpExportTimeout)
+	}
+	c.OTLPExportTimeout = r.otlpExportTimeout
+	if r.otlpBatchSize < 1 || r.otlpBatchSize > 10000 {
+		return fmt.Errorf("setting otlp-batch-size: want 1 to 10000, got %d", r.otlpBatchSize)
+	}
+	c.OTLPBatchSize = r.otlpBatchSize
+	level := strings.ToLower(strings.TrimSpace(r.traceSampling))
+	switch level {
+	case "always", "high", "medium", "low", "never":
+	default:
+		return fmt.Errorf("setting trace-sampling: want always, high, medium, low or never, got %q", r.traceSampling)
+	}
+	c.TraceSampling = level
+	for _, s := range []struct{ name, v string }{{"trace-service-name", r.traceServiceName}, {"trace-environment", r.traceEnv}} {
+		if len(s.v) > 256 || strings.ContainsFunc(s.v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return fmt.Errorf("setting %s: at most 256 printable characters, got %q", s.name, s.v)
+		}
+	}
+	c.TraceServiceName = strings.TrimSpace(r.traceServiceName)
+	c.TraceEnvironment = strings.TrimSpace(r.traceEnv)
+	tags, err := parsePairs(r.traceTags)
+	if err != nil {
+		return fmt.Errorf("setting trace-tags: %w", err)
+	}
+	c.TraceTags = tags
+	if t := strings.TrimSpace(r.traceLinkTemplate); t != "" {
+		if !strings.Contains(t, "{trace_id}") {
+			return fmt.Errorf("setting trace-link-template: must contain {trace_id}, got %q", t)
+		}
+		u, err := url.Parse(strings.ReplaceAll(t, "{trace_id}", "0"))
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("setting trace-link-template: want an http(s) URL with {trace_id}, such as http://localhost:16686/trace/{trace_id}, got %q", t)
+		}
+		c.TraceLinkTemplate = t
+	}
+	return nil
+}
+
+// parsePairs reads "k=v,k=v" (blank entries skipped); keys must be
+// non-empty and unique, values may be empty.
+func parsePairs(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for i, entry := range strings.Split(s, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(entry, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || k == "" {
+			return nil, fmt.Errorf("entry %d: want key=value", i+1)
+		}
+		if strings.ContainsFunc(k+v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return nil, fmt.Errorf("entry %d: control characters are not allowed", i+1)
+		}
+		if _, dup := out[k]; dup {
+			return nil, fmt.Errorf("entry %d: key %q given twice", i+1, k)
+		}
+		out[k] = v
+	}
+	return out, nil
 }
 
 // checkDialAddr accepts what checkAddr does, and

@@ -11,9 +11,14 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+
+	"github.com/baagent/baagent/internal/tracing"
 )
 
 // Options tune a connection; the zero value is usable.
@@ -24,8 +29,25 @@ type Options struct {
 	// connection waits for one (default DefaultReconnectWait; negative
 	// fails such calls at once).
 	ReconnectWait time.Duration
+	// TracerProvider traces every call and propagates the caller's span
+	// (W3C trace context in the metadata). Nil or a no-op provider
+	// installs nothing.
+	TracerProvider trace.TracerProvider
 	// Extra dial options, appended last.
 	Extra []grpc.DialOption
+}
+
+// TraceOptions are the dial options that trace a client's calls with tp:
+// none when tp is nil or a no-op provider.
+func TraceOptions(tp trace.TracerProvider) []grpc.DialOption {
+	if !tracing.Enabled(tp) {
+		return nil
+	}
+	return []grpc.DialOption{grpc.WithStatsHandler(otelgrpc.NewClientHandler(
+		otelgrpc.WithTracerProvider(tp),
+		otelgrpc.WithPropagators(tracing.Propagator()),
+		otelgrpc.WithMeterProvider(metricnoop.NewMeterProvider()),
+	))}
 }
 
 // DefaultMaxMsgBytes matches the servers' default limit.
@@ -75,6 +97,7 @@ func Dial(addr string, opts Options) (*grpc.ClientConn, error) {
 	if wait > 0 {
 		dopts = append(dopts, grpc.WithChainUnaryInterceptor(reconnectInterceptor(wait)))
 	}
+	dopts = append(dopts, TraceOptions(opts.TracerProvider)...)
 	dopts = append(dopts, opts.Extra...)
 	conn, err := grpc.NewClient(addr, dopts...)
 	if err != nil {

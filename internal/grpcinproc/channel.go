@@ -15,14 +15,20 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/baagent/baagent/internal/tracing"
 )
 
 // DefaultMaxMsgBytes bounds one request or response, as the network
@@ -40,6 +46,10 @@ type Options struct {
 	// Logger receives the panics of handlers called without a recovering
 	// interceptor; nil discards them.
 	Logger *slog.Logger
+	// TracerProvider traces every call with one span (what a network
+	// call's client and server spans are together); the caller's span is
+	// its parent, as the context is shared. Nil or no-op: no spans.
+	TracerProvider trace.TracerProvider
 }
 
 // Channel is a grpc.ClientConnInterface for unary calls to the services
@@ -47,8 +57,9 @@ type Options struct {
 // to the fallback connection of their service (SetStreamFallback): the
 // in-process path would save little on a long-lived stream.
 type Channel struct {
-	opts Options
-	log  *slog.Logger
+	opts   Options
+	log    *slog.Logger
+	tracer trace.Tracer // nil without tracing
 
 	mu        sync.RWMutex
 	methods   map[string]registered // full method name → handler
@@ -76,9 +87,14 @@ func New(opts Options) *Channel {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	var tracer trace.Tracer
+	if tracing.Enabled(opts.TracerProvider) {
+		tracer = opts.TracerProvider.Tracer("github.com/baagent/baagent/internal/grpcinproc")
+	}
 	return &Channel{
 		opts:      opts,
 		log:       log,
+		tracer:    tracer,
 		methods:   map[string]registered{},
 		fallbacks: map[string]grpc.ClientConnInterface{},
 	}
@@ -131,7 +147,7 @@ func (c *Channel) Close() {
 
 // Invoke calls the registered handler of method with a copy of args and
 // copies its response into reply.
-func (c *Channel) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+func (c *Channel) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) (err error) {
 	c.mu.RLock()
 	m, ok := c.methods[method]
 	closed := c.closed
@@ -154,6 +170,18 @@ func (c *Channel) Invoke(ctx context.Context, method string, args, reply any, op
 		return status.Errorf(codes.ResourceExhausted, "grpc: trying to send message larger than max (%d vs. %d)", n, c.opts.MaxMsgBytes)
 	}
 
+	if c.tracer != nil {
+		var span trace.Span
+		ctx, span = c.startSpan(ctx, method)
+		defer span.End()
+		defer func() {
+			if err != nil {
+				st := status.Convert(err)
+				span.SetAttributes(attribute.Int("rpc.grpc.status_code", int(st.Code())))
+				span.SetStatus(otelcodes.Error, st.Message())
+			}
+		}()
+	}
 	sts := &transportStream{method: method}
 	sctx := serverContext(ctx, sts)
 	dec := func(v any) error {
@@ -179,6 +207,18 @@ func (c *Channel) Invoke(ctx context.Context, method string, args, reply any, op
 	proto.Reset(out)
 	proto.Merge(out, rm)
 	return nil
+}
+
+// startSpan starts the span of an in-process call of method.
+func (c *Channel) startSpan(ctx context.Context, method string) (context.Context, trace.Span) {
+	service, name, _ := splitMethod(method)
+	return c.tracer.Start(ctx, strings.TrimPrefix(method, "/"), trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(
+			attribute.String("rpc.system", "grpc"),
+			attribute.String("rpc.service", service),
+			attribute.String("rpc.method", name),
+			attribute.String("network.transport", "inproc"),
+		))
 }
 
 // call runs the handler, turning a panic that no interceptor recovered

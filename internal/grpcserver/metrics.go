@@ -78,21 +78,21 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 
 // begin records the start of an RPC and returns the function that records
 // its end with the returned error.
-func (m *ServerMetrics) begin(fullMethod string) func(error) {
+func (m *ServerMetrics) begin(ctx context.Context, fullMethod string) func(error) {
 	svc, method := splitMethod(fullMethod)
 	g := m.inFlight.WithLabelValues(svc, method)
 	g.Inc()
 	start := time.Now()
 	return func(err error) {
 		g.Dec()
-		m.handling.WithLabelValues(svc, method).Observe(time.Since(start).Seconds())
+		metrics.Observe(ctx, m.handling.WithLabelValues(svc, method), time.Since(start).Seconds())
 		m.handled.WithLabelValues(svc, method, status.Code(err).String()).Inc()
 	}
 }
 
 func (m *ServerMetrics) unaryInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		end := m.begin(info.FullMethod)
+		end := m.begin(ctx, info.FullMethod)
 		resp, err := handler(ctx, req)
 		end(err)
 		return resp, err
@@ -101,7 +101,7 @@ func (m *ServerMetrics) unaryInterceptor() grpc.UnaryServerInterceptor {
 
 func (m *ServerMetrics) streamInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		end := m.begin(info.FullMethod)
+		end := m.begin(ss.Context(), info.FullMethod)
 		err := handler(srv, ss)
 		end(err)
 		return err

@@ -12,12 +12,18 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc/filters"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
+
+	"github.com/baagent/baagent/internal/tracing"
 )
 
 // Defaults applied by New when the corresponding Options field is zero.
@@ -63,6 +69,10 @@ type Options struct {
 	StartNotServing bool
 	// ServerOptions are appended to the built-in options (e.g. credentials).
 	ServerOptions []grpc.ServerOption
+	// TracerProvider traces every RPC (otelgrpc's stats handler, W3C
+	// propagation; health checks and reflection are not traced). Nil or a
+	// no-op provider installs no handler at all.
+	TracerProvider trace.TracerProvider
 }
 
 // Server is a *grpc.Server with health and reflection registered and the
@@ -124,6 +134,14 @@ func New(opts Options) *Server {
 			MaxConnectionAge:      maxConnectionAge,
 			MaxConnectionAgeGrace: maxConnectionAgeGrace,
 		}),
+	}
+	if tracing.Enabled(opts.TracerProvider) {
+		sopts = append(sopts, grpc.StatsHandler(otelgrpc.NewServerHandler(
+			otelgrpc.WithTracerProvider(opts.TracerProvider),
+			otelgrpc.WithPropagators(tracing.Propagator()),
+			otelgrpc.WithMeterProvider(metricnoop.NewMeterProvider()),
+			otelgrpc.WithFilter(untraced()),
+		)))
 	}
 	sopts = append(sopts, opts.ServerOptions...)
 
@@ -282,4 +300,10 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	s.log.Info("gRPC server stopped")
 	return nil
+}
+
+// untraced leaves out health checks and reflection: probes every few
+// seconds would drown the traces of real work.
+func untraced() otelgrpc.Filter {
+	return filters.None(filters.HealthCheck(), filters.ServicePrefix("grpc.reflection."))
 }

@@ -13,6 +13,12 @@ import (
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/attribute"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/baagent/baagent/internal/tracing"
 )
 
 // Model is what the orchestrator needs from a model: one streaming chat
@@ -68,6 +74,7 @@ type Client struct {
 	api     *openai.Client
 	log     *slog.Logger
 	metrics *clientMetrics
+	tracer  trace.Tracer // nil without tracing
 
 	// Replaceable in tests.
 	rand  func() float64
@@ -93,6 +100,20 @@ func New(cfg Config) (*Client, error) {
 	if hc == nil {
 		hc = &http.Client{Transport: defaultTransport()}
 	}
+	var tracer trace.Tracer
+	if tracing.Enabled(cfg.TracerProvider) {
+		tracer = cfg.TracerProvider.Tracer(tracerName)
+		traced := *hc
+		base := traced.Transport
+		if base == nil {
+			base = http.DefaultTransport
+		}
+		traced.Transport = otelhttp.NewTransport(base,
+			otelhttp.WithTracerProvider(cfg.TracerProvider),
+			otelhttp.WithPropagators(tracing.Propagator()),
+			otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()))
+		hc = &traced
+	}
 	oc := openai.DefaultConfig(cfg.APIKey)
 	oc.BaseURL = cfg.BaseURL
 	oc.HTTPClient = headerDoer{client: hc}
@@ -105,7 +126,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	return &Client{
-		cfg: cfg, api: openai.NewClientWithConfig(oc), log: log.With("component", "llm"), metrics: m,
+		cfg: cfg, api: openai.NewClientWithConfig(oc), log: log.With("component", "llm"), metrics: m, tracer: tracer,
 		rand: defaultRand, sleep: sleepCtx, now: time.Now,
 	}, nil
 }
@@ -133,21 +154,25 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 	return c.call(ctx, req, false, nil)
 }
 
-func (c *Client) call(ctx context.Context, req Request, stream bool, onDelta DeltaFunc) (*Response, error) {
+func (c *Client) call(ctx context.Context, req Request, stream bool, onDelta DeltaFunc) (resp *Response, err error) {
 	start := c.now()
 	model := req.Model
 	if model == "" {
 		model = c.cfg.Model
 	}
+	if c.tracer != nil {
+		var span trace.Span
+		ctx, span = c.startSpan(ctx, model, stream)
+		defer func() { endSpan(span, resp, err) }()
+	}
 	wire, err := c.wireRequest(model, req, stream)
 	if err != nil {
 		e := &Error{Kind: KindBadRequest, Model: model, Message: err.Error(), Err: err}
-		c.metrics.observe(model, e.Kind.String(), c.now().Sub(start))
+		c.metrics.observe(ctx, model, e.Kind.String(), c.now().Sub(start))
 		return nil, e
 	}
 	var last *Error
 	for attempt := 1; ; attempt++ {
-		var resp *Response
 		var delivered int
 		if stream {
 			resp, delivered, err = c.streamOnce(ctx, wire, onDelta, start)
@@ -157,13 +182,13 @@ func (c *Client) call(ctx context.Context, req Request, stream bool, onDelta Del
 		if err == nil {
 			resp.Attempts = attempt
 			resp.Duration = c.now().Sub(start)
-			c.metrics.observe(model, "ok", resp.Duration)
+			c.metrics.observe(ctx, model, "ok", resp.Duration)
 			c.metrics.tokens(model, resp.Usage)
 			return resp, nil
 		}
 		var cbErr *callbackError
 		if errors.As(err, &cbErr) {
-			c.metrics.observe(model, KindCanceled.String(), c.now().Sub(start))
+			c.metrics.observe(ctx, model, KindCanceled.String(), c.now().Sub(start))
 			return nil, fmt.Errorf("llm: stream stopped by the caller: %w", cbErr.err)
 		}
 		if !errors.As(err, &last) {
@@ -181,13 +206,17 @@ func (c *Client) call(ctx context.Context, req Request, stream bool, onDelta Del
 			break
 		}
 		c.metrics.retry(model, last.Kind.String())
+		if c.tracer != nil {
+			trace.SpanFromContext(ctx).AddEvent("retry", trace.WithAttributes(
+				attribute.Int("attempt", attempt), attribute.String("error.type", last.Kind.String())))
+		}
 		c.log.WarnContext(ctx, "model call failed; retrying", "model", model, "attempt", attempt, "error", last.Error(), "wait", wait)
 		if err := c.sleep(ctx, wait); err != nil {
 			last = &Error{Kind: KindCanceled, Model: model, Attempts: attempt, Message: "the call was cancelled", Err: err}
 			break
 		}
 	}
-	c.metrics.observe(model, last.Kind.String(), c.now().Sub(start))
+	c.metrics.observe(ctx, model, last.Kind.String(), c.now().Sub(start))
 	return nil, last
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults of Config.
@@ -62,6 +63,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the metrics listed in the package doc; nil = none.
 	Registerer prometheus.Registerer
+	// TracerProvider traces each call (a GenAI "chat" span) and its HTTP
+	// requests (children, with the trace context propagated to the
+	// endpoint); nil or a no-op provider: nothing is traced.
+	TracerProvider trace.TracerProvider
 }
 
 // Options are per-model request options. Nil pointers and zero values are

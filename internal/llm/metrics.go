@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"context"
 	"fmt"
 	"github.com/baagent/baagent/internal/metrics"
 	"time"
@@ -61,12 +62,12 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 	return c, nil
 }
 
-func (m *clientMetrics) observe(model, outcome string, d time.Duration) {
+func (m *clientMetrics) observe(ctx context.Context, model, outcome string, d time.Duration) {
 	if m == nil {
 		return
 	}
 	m.requests.WithLabelValues(model, outcome).Inc()
-	m.duration.WithLabelValues(model, outcome).Observe(d.Seconds())
+	metrics.Observe(ctx, m.duration.WithLabelValues(model, outcome), d.Seconds())
 }
 
 func (m *clientMetrics) firstDeltaObserve(model string, d time.Duration) {
