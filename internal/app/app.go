@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
@@ -31,6 +32,7 @@ import (
 	"github.com/baagent/baagent/internal/metrics"
 	"github.com/baagent/baagent/internal/natsx"
 	"github.com/baagent/baagent/internal/scripted"
+	"github.com/baagent/baagent/internal/tracing"
 	contextsvc "github.com/baagent/baagent/services/context"
 	"github.com/baagent/baagent/services/gateway"
 	"github.com/baagent/baagent/services/orchestrator"
@@ -82,21 +84,71 @@ type App struct {
 	// httpAddr is the gateway's bound HTTP address, if it runs here.
 	httpAddr net.Addr
 
+	// tp traces the process's work (a no-op provider with tracing off);
+	// it is passed to every service, never installed globally.
+	tp trace.TracerProvider
+
 	// cleanup undoes New in reverse order; Run calls it on exit.
 	cleanup []func()
+}
+
+// Option adjusts how New builds the process (tests and benchmarks).
+type Option func(*options)
+
+type options struct {
+	trace func(*tracing.Config)
+}
+
+// WithTracing adjusts the tracing configuration derived from the settings,
+// e.g. to export to an in-memory exporter in tests.
+func WithTracing(f func(*tracing.Config)) Option {
+	return func(o *options) { o.trace = f }
+}
+
+// TracingConfig is the tracing configuration of cfg: the -otlp-* and
+// -trace-* settings, with service.name baagent-<target> (baagent for
+// all) unless -trace-service-name or OTEL_SERVICE_NAME names it.
+func TracingConfig(cfg *config.Config, getenv func(string) string) tracing.Config {
+	name := cfg.TraceServiceName
+	if name == "" && getenv("OTEL_SERVICE_NAME") == "" {
+		name = "baagent"
+		if cfg.Target != config.TargetAll {
+			name += "-" + cfg.Target
+		}
+	}
+	return tracing.Config{
+		Endpoint:      cfg.OTLPEndpoint,
+		Protocol:      cfg.OTLPProtocol,
+		Headers:       cfg.OTLPHeaders,
+		Insecure:      cfg.OTLPInsecure,
+		Sampling:      cfg.TraceSampling,
+		ExportTimeout: cfg.OTLPExportTimeout,
+		BatchSize:     cfg.OTLPBatchSize,
+		ServiceName:   name,
+		Environment:   cfg.TraceEnvironment,
+		Tags:          cfg.TraceTags,
+		Getenv:        getenv,
+	}
 }
 
 // New builds the services cfg selects. It binds every port first, so that a
 // port in use fails before anything starts, then starts or connects to NATS,
 // then constructs and registers the services. On error everything already
 // started is stopped again.
-func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *App, err error) {
+func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Option) (_ *App, err error) {
 	a := &App{cfg: cfg, log: log, reg: metrics.NewRegistry(), servers: map[string]*grpcserver.Server{}}
 	defer func() {
 		if err != nil {
 			a.close()
 		}
 	}()
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := a.startTracing(ctx, o); err != nil {
+		return nil, err
+	}
 
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("setting data-dir: %w", err)
@@ -124,6 +176,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *App, err
 			MaxRecvMsgBytes: cfg.MaxMsgBytes,
 			MaxSendMsgBytes: cfg.MaxMsgBytes,
 			ShutdownTimeout: cfg.ShutdownTimeout,
+			TracerProvider:  a.tp,
 		})
 		if err := s.Listen(); err != nil {
 			return nil, fmt.Errorf("setting %s-listen: %w", svc, err)
@@ -147,7 +200,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *App, err
 	a.dial = dial
 	a.networkPeers = make(map[string]*grpc.ClientConn)
 	if cfg.Target == config.TargetAll {
-		a.inproc = grpcinproc.New(grpcinproc.Options{MaxMsgBytes: cfg.MaxMsgBytes, Logger: log})
+		a.inproc = grpcinproc.New(grpcinproc.Options{MaxMsgBytes: cfg.MaxMsgBytes, Logger: log, TracerProvider: a.tp})
 		a.cleanup = append(a.cleanup, a.inproc.Close)
 	}
 
@@ -165,6 +218,37 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *App, err
 	log.Info("baagent built", "target", cfg.Target, "version", buildinfo.Read().String(), "services", a.order)
 	return a, nil
 }
+
+// startTracing builds the process's tracer provider; its shutdown, the
+// last cleanup, flushes the spans still buffered once everything else has
+// stopped.
+func (a *App) startTracing(ctx context.Context, o options) error {
+	tc := TracingConfig(a.cfg, os.Getenv)
+	if o.trace != nil {
+		o.trace(&tc)
+	}
+	tp, shutdown, err := tracing.Setup(ctx, tc)
+	if err != nil {
+		return fmt.Errorf("tracing (settings otlp-*, trace-*): %w", err)
+	}
+	a.tp = tp
+	if !tracing.Enabled(tp) {
+		return nil
+	}
+	a.cleanup = append(a.cleanup, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
+		defer cancel()
+		if err := shutdown(sctx); err != nil {
+			a.log.Warn("trace export not flushed", "err", err.Error())
+		}
+	})
+	a.log.Info("tracing on", "otlp_endpoint", tc.Endpoint, "protocol", tc.Protocol, "sampling", tc.Sampling, "service_name", tc.ServiceName)
+	return nil
+}
+
+// TracerProvider is the process's tracer provider (no-op with tracing
+// off).
+func (a *App) TracerProvider() trace.TracerProvider { return a.tp }
 
 // startNATS starts the embedded server in -target=all and connects and
 // provisions JetStream when a service this process runs needs it.
@@ -332,6 +416,7 @@ func (a *App) buildOrchestrator() (registrar, error) {
 		IdleTimeout:      a.cfg.ModelIdleTimeout,
 		Retry:            llm.RetryPolicy{MaxAttempts: a.cfg.ModelMaxAttempts},
 		Logger:           a.log, Registerer: a.reg,
+		TracerProvider: a.tp,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("setting model-base-url: %w", err)
@@ -355,6 +440,7 @@ func (a *App) buildOrchestrator() (registrar, error) {
 		SubAgentTimeout:      a.cfg.SubAgentTimeout,
 		ClarificationTimeout: a.cfg.ClarificationTimeout,
 		DecisionTimeout:      a.cfg.DecisionTimeout,
+		TracerProvider:       a.tp,
 	})
 	a.background = append(a.background, s.Run)
 	return s, nil
@@ -390,6 +476,9 @@ func (a *App) buildGateway() (registrar, error) {
 		RateBurst:       a.cfg.GatewayRateBurst,
 		HTTPListener:    lis,
 		ShutdownTimeout: a.cfg.ShutdownTimeout,
+		TracerProvider:  a.tp,
+
+		TraceLinkTemplate: a.cfg.TraceLinkTemplate,
 	})
 	a.background = append(a.background, s.Run)
 	a.log.Info("gateway HTTP API and dashboard", "addr", lis.Addr().String(), "api_keys", len(a.cfg.APIKeys))
@@ -476,7 +565,7 @@ func (a *App) network(svc string) (*grpc.ClientConn, error) {
 	if conn, ok := a.networkPeers[svc]; ok {
 		return conn, nil
 	}
-	conn, err := grpcclient.Dial(a.dial[svc], grpcclient.Options{MaxMsgBytes: a.cfg.MaxMsgBytes})
+	conn, err := grpcclient.Dial(a.dial[svc], grpcclient.Options{MaxMsgBytes: a.cfg.MaxMsgBytes, TracerProvider: a.tp})
 	if err != nil {
 		return nil, fmt.Errorf("setting %s-addr: %w", svc, err)
 	}
@@ -520,7 +609,7 @@ func (a *App) externalTools() ([]tool.Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("setting tools-file: %w", err)
 	}
-	mgr, err := external.New(cfg, external.Options{Logger: a.log, Registerer: a.reg})
+	mgr, err := external.New(cfg, external.Options{Logger: a.log, Registerer: a.reg, TracerProvider: a.tp})
 	if err != nil {
 		return nil, fmt.Errorf("setting tools-file: %w", err)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -14,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	promx "github.com/baagent/baagent/internal/metrics"
 )
 
 // NoteHeader is the response header (gRPC metadata) that says why a window
@@ -233,6 +236,16 @@ func (s *Server) buildWindow(ctx context.Context, req *baagentv1.BuildWindowRequ
 		PrunedTokens:           mg.apply(p.prunedRaw),
 	}
 	resp.ContextUsage = float64(final) / float64(b.input)
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		// On the BuildWindow RPC's span: what the window cost before and
+		// after compression.
+		span.SetAttributes(
+			attribute.String("baagent.context.strategy", strategyName(applied)),
+			attribute.Int64("baagent.context.tokens_before", mg.apply(original)),
+			attribute.Int64("baagent.context.tokens_after", final),
+			attribute.Int64("baagent.context.token_budget", b.input),
+		)
+	}
 	if err := checkChatRequest(resp.Messages); err != nil {
 		s.log.ErrorContext(ctx, "built an invalid window", "tenant", key.tenant, "conversation_id", key.id, "err", err)
 		return nil, status.Errorf(codes.Internal, "built an invalid window: %v", err)
@@ -251,7 +264,7 @@ func (s *Server) buildWindow(ctx context.Context, req *baagentv1.BuildWindowRequ
 		s.log.WarnContext(ctx, "context compression fallback", "tenant", key.tenant, "conversation_id", key.id, "note", note)
 		_ = grpc.SetHeader(ctx, metadata.Pairs(NoteHeader, note)) // fails only outside a gRPC call
 	}
-	s.metrics.buildSeconds.Observe(time.Since(started).Seconds())
+	promx.Observe(ctx, s.metrics.buildSeconds, time.Since(started).Seconds())
 	return resp, nil
 }
 

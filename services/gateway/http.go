@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -16,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/tracing"
 	"github.com/baagent/baagent/internal/validate"
 	"github.com/baagent/baagent/services/gateway/internal/hub"
 )
@@ -29,18 +32,32 @@ var unmarshalJSON = protojson.UnmarshalOptions{}
 
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/runs", s.httpStartRun)
-	mux.HandleFunc("GET /v1/runs", s.httpListRuns)
-	mux.HandleFunc("GET /v1/runs/{run_id}", s.httpGetRun)
-	mux.HandleFunc("POST /v1/runs/{run_id}/cancel", s.httpCancelRun)
-	mux.HandleFunc("POST /v1/runs/{run_id}/input", s.httpSubmitInput)
-	mux.HandleFunc("GET /v1/runs/{run_id}/events", s.httpSSE)
-	mux.HandleFunc("GET /v1/runs/{run_id}/ws", s.httpWebSocket)
-	mux.HandleFunc("GET /v1/skills", s.httpListSkills)
-	mux.HandleFunc("GET /v1/tools", s.httpListTools)
-	mux.HandleFunc("POST /v1/tokens/count", s.httpCountTokens)
-	mux.HandleFunc("POST /v1/auth/stream-token", s.httpStreamToken)
-	mux.HandleFunc("GET /v1/whoami", s.httpWhoAmI)
+	// The API routes are traced (one server span per request, named by
+	// its route; an SSE or WebSocket span lasts as long as the stream),
+	// the health check and the dashboard's static files are not.
+	api := func(pattern string, h http.HandlerFunc) {
+		if !tracing.Enabled(s.opts.TracerProvider) {
+			mux.Handle(pattern, h)
+			return
+		}
+		mux.Handle(pattern, otelhttp.NewHandler(h, pattern,
+			otelhttp.WithTracerProvider(s.opts.TracerProvider),
+			otelhttp.WithPropagators(tracing.Propagator()),
+			otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
+			otelhttp.WithSpanNameFormatter(func(op string, _ *http.Request) string { return op })))
+	}
+	api("POST /v1/runs", s.httpStartRun)
+	api("GET /v1/runs", s.httpListRuns)
+	api("GET /v1/runs/{run_id}", s.httpGetRun)
+	api("POST /v1/runs/{run_id}/cancel", s.httpCancelRun)
+	api("POST /v1/runs/{run_id}/input", s.httpSubmitInput)
+	api("GET /v1/runs/{run_id}/events", s.httpSSE)
+	api("GET /v1/runs/{run_id}/ws", s.httpWebSocket)
+	api("GET /v1/skills", s.httpListSkills)
+	api("GET /v1/tools", s.httpListTools)
+	api("POST /v1/tokens/count", s.httpCountTokens)
+	api("POST /v1/auth/stream-token", s.httpStreamToken)
+	api("GET /v1/whoami", s.httpWhoAmI)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")

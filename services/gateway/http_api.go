@@ -113,10 +113,13 @@ type whoAmI struct {
 	// KeysRequired is false when no API keys are configured (loopback,
 	// tenant default).
 	KeysRequired bool `json:"keys_required"`
+	// TraceLinkTemplate is the tracing UI's URL of a trace, with
+	// {trace_id} (omitted when none is configured).
+	TraceLinkTemplate string `json:"trace_link_template,omitempty"`
 }
 
 func (s *Server) httpWhoAmI(w http.ResponseWriter, r *http.Request) {
 	s.serveJSON(w, r, nil, nil, func(tenant string) (any, error) {
-		return whoAmI{Tenant: tenant, KeysRequired: !s.auth.open()}, nil
+		return whoAmI{Tenant: tenant, KeysRequired: !s.auth.open(), TraceLinkTemplate: s.opts.TraceLinkTemplate}, nil
 	})
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -125,6 +126,15 @@ type Options struct {
 	RateBurst int
 	// MaxRateBuckets bounds the limiter's per-key state (default 10,000).
 	MaxRateBuckets int
+
+	// TracerProvider traces the HTTP API (server spans, W3C trace context
+	// from the caller) and, through the context, the calls to the peers;
+	// nil or a no-op provider: nothing is traced.
+	TracerProvider trace.TracerProvider
+	// TraceLinkTemplate is a URL with {trace_id} that the dashboard makes
+	// a run's trace id a link with (served by GET /v1/whoami); empty: no
+	// link.
+	TraceLinkTemplate string
 
 	// noDirect makes every SSE and WebSocket event go through the client's own goroutine
 	// (no direct writes by the run's fan-out): for tests and benchmarks

@@ -90,6 +90,9 @@ type checkpoint struct {
 	Calls []callSig `json:"calls,omitempty"`
 	// Wait is the question the run waits on, when WAITING_INPUT.
 	Wait *waitState `json:"wait,omitempty"`
+	// Span is the W3C traceparent of the execution that wrote it (when
+	// traced): the execution that resumes the run links to it.
+	Span string `json:"span,omitempty"`
 }
 
 // toolRecord is seed 004's ToolExecutionRecord of one call, with the result

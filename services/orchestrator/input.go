@@ -100,7 +100,10 @@ func (s *Server) wake(ctx context.Context, rec *baagentv1.Run, w *waitState) err
 	if old.Subject != subject {
 		return fmt.Errorf("work item %d belongs to %s", w.WorkSeq, old.Subject)
 	}
-	if _, err := s.opts.JetStream.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: old.Data}, jetstream.WithMsgID(rec.GetRunId()+":"+w.ID)); err != nil {
+	// The new item keeps the old one's trace context: the run goes on in
+	// the trace it started in, not in that of the answer's call.
+	msg := &nats.Msg{Subject: subject, Data: old.Data, Header: traceHeaders(old.Header)}
+	if _, err := s.opts.JetStream.PublishMsg(ctx, msg, jetstream.WithMsgID(rec.GetRunId()+":"+w.ID)); err != nil {
 		return fmt.Errorf("requeue: %w", err)
 	}
 	if err := st.DeleteMsg(ctx, w.WorkSeq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {

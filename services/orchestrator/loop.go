@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	promx "github.com/baagent/baagent/internal/metrics"
 )
 
 // callModel streams one completion, publishing text and thought fragments
@@ -28,7 +29,7 @@ func (r *run) callModel(ctx context.Context, model string, msgs []*baagentv1.Cha
 	began := time.Now()
 	resp, err := r.s.opts.Model.Stream(ctx, ModelRequest{Model: model, Messages: msgs, Tools: tools}, onDelta)
 	took := time.Since(began)
-	r.s.metrics.modelLatency.Observe(took.Seconds())
+	promx.Observe(ctx, r.s.metrics.modelLatency, took.Seconds())
 	switch {
 	case ctx.Err() != nil:
 		return nil, took, context.Cause(ctx)

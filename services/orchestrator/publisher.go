@@ -55,6 +55,10 @@ type eventSink interface {
 	Stream(ctx context.Context, name string) (jetstream.Stream, error)
 }
 
+// traceparentHeader carries the W3C span context of the execution that
+// published an event.
+const traceparentHeader = "traceparent"
+
 // inflight is one pipelined event.
 type inflight struct {
 	seq    uint64
@@ -85,6 +89,9 @@ type publisher struct {
 	// those of the execution it replaces (whose unconfirmed events may have
 	// been deleted but are still in the duplicate window).
 	idSuffix string
+	// traceparent is the span context of the execution publishing, sent
+	// in every event's headers (empty: untraced, no header).
+	traceparent string
 }
 
 func newPublisher(sink eventSink, run *baagentv1.Run) (*publisher, error) {
@@ -102,6 +109,7 @@ func newPublisher(sink eventSink, run *baagentv1.Run) (*publisher, error) {
 			ConversationId: run.GetConversationId(),
 			Tenant:         run.GetTenant(),
 			ParentRunId:    run.GetParentRunId(),
+			TraceId:        run.GetTraceId(),
 		},
 	}, nil
 }
@@ -136,6 +144,7 @@ func (p *publisher) add(ctx context.Context, ev *baagentv1.Event, send bool) err
 	ev.ConversationId = p.base.ConversationId
 	ev.Tenant = p.base.Tenant
 	ev.ParentRunId = p.base.ParentRunId
+	ev.TraceId = p.base.TraceId
 	ev.Seq = seq
 	ev.Cursor = strconv.FormatUint(seq, 10)
 	ev.Ts = timestamppb.Now()
@@ -146,6 +155,9 @@ func (p *publisher) add(ctx context.Context, ev *baagentv1.Event, send bool) err
 	}
 	msg := &nats.Msg{Subject: p.subject, Data: data, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, MsgID(ev.RunId, seq)+p.idSuffix)
+	if p.traceparent != "" {
+		msg.Header[traceparentHeader] = []string{p.traceparent}
+	}
 	f := &inflight{seq: seq, typ: ev.Type, msg: msg}
 	if send && !p.sync {
 		// A refused async publish (stalled, disconnected) is left for the
@@ -394,6 +406,9 @@ func (p *publisher) republish(ctx context.Context, outbox []outboxEvent) (*baage
 		}
 		msg := &nats.Msg{Subject: p.subject, Data: e.Data, Header: nats.Header{}}
 		msg.Header.Set(jetstream.MsgIDHeader, MsgID(p.base.RunId, e.Seq)+p.idSuffix)
+		if p.traceparent != "" {
+			msg.Header[traceparentHeader] = []string{p.traceparent}
+		}
 		f := &inflight{seq: e.Seq, typ: ev.GetType(), msg: msg}
 		if err := p.publishSync(ctx, f); err != nil {
 			return nil, err

@@ -15,6 +15,7 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/internal/tracing"
 )
 
 // The run queue. StartRun publishes a work item on the work-queue stream
@@ -88,7 +89,10 @@ func (s *Server) enqueue(ctx context.Context, rec *baagentv1.Run, spec *baagentv
 	if err != nil {
 		return fmt.Errorf("encode run spec: %w", err)
 	}
-	_, err = s.opts.JetStream.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: data}, jetstream.WithMsgID(rec.GetRunId()))
+	msg := &nats.Msg{Subject: subject, Data: data}
+	// The run's executions join the trace of the call that queued it.
+	tracing.Inject(ctx, msg)
+	_, err = s.opts.JetStream.PublishMsg(ctx, msg, jetstream.WithMsgID(rec.GetRunId()))
 	return err
 }
 
@@ -161,7 +165,7 @@ func (s *Server) handle(msg jetstream.Msg) {
 		_ = msg.Ack()
 		return
 	}
-	r, ok := s.adopt(rec, spec, attempt, workSeq)
+	r, ok := s.adopt(rec, spec, attempt, workSeq, msg.Headers())
 	if !ok { // shutting down, or already executing here (a stale delivery)
 		// Not at once: a delivery that finds the run executing here would
 		// come back in a tight loop until that execution ends.
@@ -171,6 +175,7 @@ func (s *Server) handle(msg jetstream.Msg) {
 	stop := s.heartbeat(r, msg)
 	outcome := r.execute()
 	stop()
+	r.endTrace(outcome)
 	switch outcome {
 	case outcomeEnded:
 		if err := msg.DoubleAck(context.WithoutCancel(r.ctx)); err != nil {
@@ -188,7 +193,7 @@ func (s *Server) handle(msg jetstream.Msg) {
 }
 
 // adopt registers an executing run on this replica.
-func (s *Server) adopt(rec *baagentv1.Run, spec *baagentv1.RunSpec, attempt int, workSeq uint64) (*run, bool) {
+func (s *Server) adopt(rec *baagentv1.Run, spec *baagentv1.RunSpec, attempt int, workSeq uint64, h nats.Header) (*run, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing || s.runs[rec.GetRunId()] != nil {
@@ -196,6 +201,7 @@ func (s *Server) adopt(rec *baagentv1.Run, spec *baagentv1.RunSpec, attempt int,
 	}
 	r := newRun(s, rec, spec)
 	r.attempt, r.workSeq = attempt, workSeq
+	r.startTrace(h)
 	s.runs[rec.GetRunId()] = r
 	return r, true
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/tracing"
 	"github.com/baagent/baagent/internal/validate"
 )
 
@@ -39,6 +40,7 @@ func (s *Server) StartRun(ctx context.Context, req *baagentv1.OrchestratorServic
 		ParentRunId:    req.GetParentRunId(),
 		ScriptedModel:  s.opts.ScriptedModel,
 		Labels:         spec.GetLabels(),
+		TraceId:        tracing.TraceID(ctx),
 	}
 	if rec.ConversationId == "" {
 		rec.ConversationId = newConversationID()

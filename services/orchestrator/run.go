@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
@@ -73,6 +74,10 @@ type run struct {
 	paused bool
 	// workSeq is the stream sequence of the work item being executed.
 	workSeq uint64
+	// span is this execution's span (nil without tracing); traceparent
+	// its W3C form when it is sampled, for events and checkpoints.
+	span        trace.Span
+	traceparent string
 }
 
 func newRun(s *Server, rec *baagentv1.Run, spec *baagentv1.RunSpec) *run {
@@ -175,6 +180,7 @@ func (r *run) prepare() (*baagentv1.Event, error) {
 	if err != nil { // the ids were validated at the edge; this is a bug
 		return nil, err
 	}
+	pub.traceparent = r.traceparent
 	r.pub = pub
 	cps, err := r.s.checkpoints(ctx)
 	if err != nil {
@@ -186,6 +192,7 @@ func (r *run) prepare() (*baagentv1.Event, error) {
 		return nil, err
 	}
 	r.cpRev = rev
+	r.linkPrevious(cp)
 	r.metrics = newConvMetrics(r.rec.GetConversationId(), time.Now())
 	if cp != nil || r.attempt > 1 || r.rec.GetState() != baagentv1.RunState_RUN_STATE_QUEUED {
 		terminal, err := r.resumeEvents(ctx, cp)
@@ -234,7 +241,7 @@ func (r *run) restore(cp *checkpoint) error {
 // was published again), so the claim holds no outbox.
 func (r *run) claim(cp *checkpoint) error {
 	c := *cp
-	c.Owner, c.Attempt, c.At = r.s.opts.Replica, r.attempt, time.Now()
+	c.Owner, c.Attempt, c.At, c.Span = r.s.opts.Replica, r.attempt, time.Now(), r.traceparent
 	c.LastSeq, c.LastPos = r.pub.position()
 	c.Outbox = nil
 	r.cpMu.Lock()
@@ -324,6 +331,7 @@ func (r *run) snapshot(kind string) (*checkpoint, error) {
 		Metrics: marshalProto(r.metrics.snapshot(now, false)),
 		Calls:   r.doom.window(),
 		Wait:    r.wait,
+		Span:    r.traceparent,
 	}
 	var size int
 	cp.LastSeq, cp.LastPos, cp.Outbox, size = r.pub.unconfirmed()

@@ -23,12 +23,14 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/internal/tracing"
 )
 
 // ServiceName is the fully qualified gRPC service name, equal to
@@ -131,6 +133,11 @@ type Options struct {
 	// run; past it the child is cancelled and the call fails (default 30
 	// minutes).
 	SubAgentTimeout time.Duration
+
+	// TracerProvider traces runs: one span per execution, its steps, model
+	// and tool calls, context windows and skill activations (see
+	// trace.go). Nil or a no-op provider: nothing is traced.
+	TracerProvider trace.TracerProvider
 }
 
 func (o Options) withDefaults() Options {
@@ -207,7 +214,8 @@ type Server struct {
 
 	opts      Options
 	log       *slog.Logger
-	agents    *subAgents // the sub-agent definitions; empty without any
+	tracer    trace.Tracer // nil without tracing
+	agents    *subAgents   // the sub-agent definitions; empty without any
 	metrics   *metrics
 	configErr error // why the server cannot run runs, if it cannot
 
@@ -242,6 +250,9 @@ func New(opts Options) *Server {
 		runs: map[string]*run{},
 	}
 	s.base, s.stopRuns = context.WithCancelCause(context.Background())
+	if tracing.Enabled(opts.TracerProvider) {
+		s.tracer = opts.TracerProvider.Tracer(tracerName)
+	}
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		s.log.Error("orchestrator metrics not registered", "error", err)

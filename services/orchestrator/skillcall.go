@@ -6,6 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -19,6 +22,22 @@ import (
 // activation (cycle, depth, unknown or disabled skill, bad arguments) is an
 // error observation the model can act on.
 func (r *run) activateSkill(ctx context.Context, i int, c *baagentv1.ToolCall) (*callResult, error) {
+	ctx, span := r.s.span(ctx, "activate_skill", trace.SpanKindInternal)
+	res, err := r.activateSkillTraced(ctx, i, c)
+	if span.IsRecording() {
+		name, _ := parseSkillArgs(c.GetArguments())
+		span.SetAttributes(attribute.String("baagent.skill.name", name), attribute.String("gen_ai.tool.call.id", c.GetId()),
+			attribute.Int("baagent.skill.depth", len(r.skills.frames)))
+		if res != nil && res.observe != nil && !res.observe.GetSuccess() {
+			span.SetAttributes(attribute.String("error.type", res.observe.GetErrorCode()))
+			span.SetStatus(otelcodes.Error, res.observe.GetErrorCode())
+		}
+	}
+	endSpan(span, err)
+	return res, err
+}
+
+func (r *run) activateSkillTraced(ctx context.Context, i int, c *baagentv1.ToolCall) (*callResult, error) {
 	began := time.Now()
 	name, err := parseSkillArgs(c.GetArguments())
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
@@ -96,7 +98,15 @@ func (r *run) loop() (string, error) {
 			}
 			toolsFor = len(r.skills.frames)
 		}
-		answer, final, err := r.step(ctx, system, tools)
+		sctx, span := r.s.span(ctx, "step", trace.SpanKindInternal)
+		if span.IsRecording() {
+			span.SetAttributes(attribute.Int("baagent.step", int(r.rec.GetStep())), attribute.Bool("baagent.step.resumed", r.cur != nil))
+		}
+		answer, final, err := r.step(sctx, system, tools)
+		if span.IsRecording() {
+			span.SetAttributes(attribute.Bool("baagent.step.final", final), attribute.Bool("baagent.step.paused", r.paused))
+		}
+		endSpan(span, err)
 		switch {
 		case err != nil:
 			return "", err
@@ -157,7 +167,8 @@ func (r *run) step(ctx context.Context, system []*baagentv1.ChatMessage, tools *
 func (r *run) think(ctx context.Context, step int32, system []*baagentv1.ChatMessage, tools *toolset) error {
 	model := r.skills.model(r.rec.GetModel())
 	info := r.modelInfo(ctx, model)
-	win, err := r.buildWindow(ctx, &baagentv1.BuildWindowRequest{
+	wctx, wspan := r.s.span(ctx, "build_window", trace.SpanKindInternal)
+	win, err := r.buildWindow(wctx, &baagentv1.BuildWindowRequest{
 		Tenant:         r.rec.GetTenant(),
 		ConversationId: r.rec.GetConversationId(),
 		Model:          model,
@@ -168,6 +179,7 @@ func (r *run) think(ctx context.Context, step int32, system []*baagentv1.ChatMes
 		},
 		RunId: r.rec.GetRunId(),
 	}, tools)
+	windowSpan(wspan, model, win, err)
 	if err != nil {
 		return peerError(ctx, "context", "BuildWindow", err)
 	}

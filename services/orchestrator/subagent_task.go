@@ -21,6 +21,7 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/internal/tracing"
 )
 
 // cpWaitingSubAgent is the checkpoint of a run that waits for its
@@ -408,6 +409,7 @@ func (r *run) startTask(ctx context.Context, st *stepState, i int, c *baagentv1.
 	}
 
 	child, spec := r.childRun(id, c.GetId(), def, args)
+	child.TraceId = tracing.TraceID(ctx) // a sub-agent is in its parent's trace
 	if err := r.s.accept(ctx, store, child, spec); err != nil {
 		if status.Code(err) == codes.ResourceExhausted {
 			return nil, r.failedCall(c, began, baagentv1.ToolErrorType_TOOL_ERROR_TYPE_RATE_LIMIT, codeSubAgentRefused,

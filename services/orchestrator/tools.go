@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	promx "github.com/baagent/baagent/internal/metrics"
 )
 
 // toolset is what the model is offered in a step.
@@ -129,7 +130,7 @@ func (r *run) observed(res *callResult) error {
 		}
 	}
 	r.s.metrics.toolCalls.WithLabelValues(outcome).Inc()
-	r.s.metrics.toolDuration.Observe(res.observe.GetDurationMs() / 1000)
+	promx.Observe(r.ctx, r.s.metrics.toolDuration, res.observe.GetDurationMs()/1000)
 	return r.emit(&baagentv1.Event{Payload: &baagentv1.Event_Observe{Observe: res.observe}})
 }
 
@@ -151,6 +152,12 @@ const (
 // The call carries the record's idempotency key, so a call re-invoked after
 // a crash is answered from the toolrunner's record if it had completed.
 func (r *run) invoke(ctx context.Context, c *baagentv1.ToolCall, ts *toolset, caller string, usage float64, idemKey string, approved bool) (*callResult, error) {
+	return r.toolSpan(ctx, c, func(ctx context.Context) (*callResult, error) {
+		return r.invokeTool(ctx, c, ts, caller, usage, idemKey, approved)
+	})
+}
+
+func (r *run) invokeTool(ctx context.Context, c *baagentv1.ToolCall, ts *toolset, caller string, usage float64, idemKey string, approved bool) (*callResult, error) {
 	began := time.Now()
 	if ts.defs[c.GetName()] == nil {
 		avail := slices.Clone(ts.names)

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	promx "github.com/baagent/baagent/internal/metrics"
 	"github.com/baagent/baagent/services/toolrunner/artifact"
 	"github.com/baagent/baagent/services/toolrunner/idempotency"
 	"github.com/baagent/baagent/services/toolrunner/tool"
@@ -37,7 +38,7 @@ func (s *Server) invoke(ctx context.Context, req *baagentv1.ToolInvocationReques
 	res := &baagentv1.ToolExecutionResult{ToolCallId: req.GetToolCallId()}
 	label := unknownTool
 	finish := func() (*baagentv1.ToolExecutionResult, error) {
-		s.record(label, res, start)
+		s.record(ctx, label, res, start)
 		return res, nil
 	}
 
@@ -195,7 +196,7 @@ func (s *Server) invokeKeyed(ctx context.Context, x execution, res *baagentv1.To
 		s.metrics.keyed.WithLabelValues(keyedRefused).Inc()
 		fail(res, tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_TRANSIENT_ERROR, codeRecordUnavailable,
 			"%s was not run because its idempotency record could not be written (the record store is unavailable); nothing was executed, so calling it again later is safe", name))
-		s.record(name, res, start)
+		s.record(ctx, name, res, start)
 		return res, nil
 	}
 	switch c.kind {
@@ -203,19 +204,19 @@ func (s *Server) invokeKeyed(ctx context.Context, x execution, res *baagentv1.To
 		s.metrics.keyed.WithLabelValues(keyedReused).Inc()
 		fail(res, tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_INVALID_PARAMETERS, codeKeyReused,
 			"idempotency key %q was used for a different call (another tool, caller or arguments)", x.req.GetIdempotencyKey()))
-		s.record(name, res, start)
+		s.record(ctx, name, res, start)
 		return res, nil
 	case claimDone:
 		s.metrics.keyed.WithLabelValues(keyedReplayed).Inc()
 		r := c.result
 		r.ToolCallId, r.IdempotencyKey, r.Replayed = x.req.GetToolCallId(), res.GetIdempotencyKey(), true
-		s.record(name, r, start)
+		s.record(ctx, name, r, start)
 		return r, nil
 	case claimUnknown:
 		s.metrics.keyed.WithLabelValues(keyedUnknown).Inc()
 		r := outcomeUnknown(name, c.rec.StartedAt)
 		r.ToolCallId, r.IdempotencyKey, r.Replayed = x.req.GetToolCallId(), res.GetIdempotencyKey(), true
-		s.record(name, r, start)
+		s.record(ctx, name, r, start)
 		return r, nil
 	}
 
@@ -246,7 +247,7 @@ func (s *Server) invokeKeyed(ctx context.Context, x execution, res *baagentv1.To
 			s.log.Error("tool call's outcome not recorded", "tool", name, "tool_call_id", x.req.GetToolCallId(), "error", err)
 		}
 		s.metrics.keyed.WithLabelValues(keyedExecuted).Inc()
-		s.record(name, res, start)
+		s.record(ctx, name, res, start)
 	}()
 	select {
 	case <-done:
@@ -421,7 +422,7 @@ func derivedKey(req *baagentv1.ToolInvocationRequest, spec tool.Spec, args map[s
 }
 
 // record logs the call and updates the metrics.
-func (s *Server) record(label string, res *baagentv1.ToolExecutionResult, start time.Time) {
+func (s *Server) record(ctx context.Context, label string, res *baagentv1.ToolExecutionResult, start time.Time) {
 	elapsed := time.Since(start)
 	res.DurationMs = float64(elapsed.Microseconds()) / 1000
 	outcome := "success"
@@ -435,7 +436,7 @@ func (s *Server) record(label string, res *baagentv1.ToolExecutionResult, start 
 		s.metrics.errors.WithLabelValues(label, strings.ToLower(strings.TrimPrefix(res.GetErrorType().String(), "TOOL_ERROR_TYPE_"))).Inc()
 	}
 	s.metrics.calls.WithLabelValues(label, outcome).Inc()
-	s.metrics.duration.WithLabelValues(label).Observe(elapsed.Seconds())
+	promx.Observe(ctx, s.metrics.duration.WithLabelValues(label), elapsed.Seconds())
 	if s.log.Enabled(context.Background(), slog.LevelDebug) {
 		s.log.Debug("tool call", "tool", label, "tool_call_id", res.GetToolCallId(), "outcome", outcome,
 			"error_code", res.GetErrorCode(), "retries", res.GetRetryCount(), "artifact_id", res.GetArtifactId(), "duration_ms", res.GetDurationMs())

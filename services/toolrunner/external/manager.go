@@ -10,7 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/baagent/baagent/internal/grpcclient"
 	"github.com/baagent/baagent/services/toolrunner/tool"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Options configures a Manager.
@@ -34,6 +36,10 @@ type Options struct {
 	StopGrace time.Duration
 	// SDKLogger, when set, receives the MCP SDK's own debug logs.
 	SDKLogger *slog.Logger
+	// TracerProvider traces the calls to ToolProvider servers (gRPC) and
+	// streamable HTTP MCP servers (HTTP), propagating the caller's trace
+	// context; nil or a no-op provider: nothing is traced.
+	TracerProvider trace.TracerProvider
 }
 
 // Manager owns the connections to the configured ToolProvider and MCP
@@ -77,7 +83,7 @@ func New(cfg Config, opts Options) (*Manager, error) {
 		if err != nil {
 			return nil, err
 		}
-		dialOpts[i] = o
+		dialOpts[i] = append(o, grpcclient.TraceOptions(opts.TracerProvider)...)
 	}
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {

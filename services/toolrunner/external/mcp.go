@@ -15,6 +15,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/baagent/baagent/internal/buildinfo"
+	"github.com/baagent/baagent/internal/tracing"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults of an MCP server entry.
@@ -46,6 +50,7 @@ type mcpSource struct {
 	keepAlive time.Duration
 	stopGrace time.Duration
 	logger    *slog.Logger // passed to the SDK; nil keeps it quiet
+	tp        trace.TracerProvider
 
 	mu      sync.RWMutex
 	session *mcp.ClientSession // nil while down
@@ -65,6 +70,7 @@ func newMCPSource(cfg MCPServerConfig, opts Options, m *metrics, names *nameRegi
 		backoff:     opts.Backoff.withDefaults(),
 		keepAlive:   opts.KeepAlive,
 		stopGrace:   opts.StopGrace,
+		tp:          opts.TracerProvider,
 		listChanged: make(chan struct{}, 1),
 	}
 }
@@ -214,7 +220,7 @@ func (s *mcpSource) transport() (mcp.Transport, *exec.Cmd, error) {
 	if c := s.cfg.HTTP; c != nil {
 		return &mcp.StreamableClientTransport{
 			Endpoint:   c.URL,
-			HTTPClient: &http.Client{Transport: headerTransport{headers: c.Headers, base: http.DefaultTransport}},
+			HTTPClient: &http.Client{Transport: s.traced(headerTransport{headers: c.Headers, base: http.DefaultTransport})},
 			// Few reconnects of the event stream: when the server is gone
 			// the session should end, so that the run loop restarts it
 			// with its own backoff and the tools are withdrawn meanwhile.
@@ -252,6 +258,18 @@ func childEnv(c *StdioConfig, lookup func(string) (string, bool), environ func()
 		env = append(env, k+"="+c.Env[k])
 	}
 	return env
+}
+
+// traced wraps rt in an HTTP client span per request (with the trace
+// context propagated) when tracing is on.
+func (s *mcpSource) traced(rt http.RoundTripper) http.RoundTripper {
+	if !tracing.Enabled(s.tp) {
+		return rt
+	}
+	return otelhttp.NewTransport(rt,
+		otelhttp.WithTracerProvider(s.tp),
+		otelhttp.WithPropagators(tracing.Propagator()),
+		otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()))
 }
 
 // headerTransport adds the configured headers to every request.

@@ -53,6 +53,10 @@ type Event struct {
 	Step int32 `protobuf:"varint,8,opt,name=step,proto3" json:"step,omitempty"`
 	// Parent run, for events of a sub-agent run.
 	ParentRunId string `protobuf:"bytes,9,opt,name=parent_run_id,json=parentRunId,proto3" json:"parent_run_id,omitempty"`
+	// OpenTelemetry trace id of the run (32 lowercase hex digits), empty when
+	// the run is not traced (tracing off or not sampled). A sub-agent run is
+	// in its parent's trace.
+	TraceId string `protobuf:"bytes,10,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	// The typed payload; its field name is the event type.
 	//
 	// Types that are valid to be assigned to Payload:
@@ -173,6 +177,13 @@ func (x *Event) GetStep() int32 {
 func (x *Event) GetParentRunId() string {
 	if x != nil {
 		return x.ParentRunId
+	}
+	return ""
+}
+
+func (x *Event) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
 	}
 	return ""
 }
@@ -1908,7 +1919,7 @@ var File_baagent_v1_events_proto protoreflect.FileDescriptor
 const file_baagent_v1_events_proto_rawDesc = "" +
 	"\n" +
 	"\x17baagent/v1/events.proto\x12\n" +
-	"baagent.v1\x1a\x18baagent/v1/context.proto\x1a\x19baagent/v1/messages.proto\x1a\x14baagent/v1/run.proto\x1a\x17baagent/v1/skills.proto\x1a\x1bbaagent/v1/toolrunner.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfe\r\n" +
+	"baagent.v1\x1a\x18baagent/v1/context.proto\x1a\x19baagent/v1/messages.proto\x1a\x14baagent/v1/run.proto\x1a\x17baagent/v1/skills.proto\x1a\x1bbaagent/v1/toolrunner.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x99\x0e\n" +
 	"\x05Event\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12'\n" +
 	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x16\n" +
@@ -1918,7 +1929,9 @@ const file_baagent_v1_events_proto_rawDesc = "" +
 	"\x02ts\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02ts\x12\x12\n" +
 	"\x04type\x18\a \x01(\tR\x04type\x12\x12\n" +
 	"\x04step\x18\b \x01(\x05R\x04step\x12\"\n" +
-	"\rparent_run_id\x18\t \x01(\tR\vparentRunId\x120\n" +
+	"\rparent_run_id\x18\t \x01(\tR\vparentRunId\x12\x19\n" +
+	"\btrace_id\x18\n" +
+	" \x01(\tR\atraceId\x120\n" +
 	"\x05start\x18\x14 \x01(\v2\x18.baagent.v1.StartPayloadH\x00R\x05start\x126\n" +
 	"\athought\x18\x15 \x01(\v2\x1a.baagent.v1.ThoughtPayloadH\x00R\athought\x12F\n" +
 	"\rthought_delta\x18\x16 \x01(\v2\x1f.baagent.v1.ThoughtDeltaPayloadH\x00R\fthoughtDelta\x12=\n" +

@@ -1234,7 +1234,11 @@ type Run struct {
 	// Seq of the last event published.
 	LastSeq uint64 `protobuf:"varint,19,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
 	// Caller-supplied labels.
-	Labels        map[string]string `protobuf:"bytes,20,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Labels map[string]string `protobuf:"bytes,20,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// OpenTelemetry trace id of the run (32 lowercase hex digits): the trace
+	// of the StartRun call that created it, which every execution of the run
+	// joins. Empty when the run is not traced (tracing off or not sampled).
+	TraceId       string `protobuf:"bytes,21,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1407,6 +1411,13 @@ func (x *Run) GetLabels() map[string]string {
 		return x.Labels
 	}
 	return nil
+}
+
+func (x *Run) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
 }
 
 // RunSpec is what a client asks for when starting a run.
@@ -1627,7 +1638,7 @@ const file_baagent_v1_run_proto_rawDesc = "" +
 	"\bquestion\"8\n" +
 	"\bRunError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xd2\x06\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xed\x06\n" +
 	"\x03Run\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12'\n" +
 	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x16\n" +
@@ -1652,7 +1663,8 @@ const file_baagent_v1_run_proto_rawDesc = "" +
 	"\rpending_input\x18\x11 \x01(\v2\x18.baagent.v1.PendingInputR\fpendingInput\x12%\n" +
 	"\x0escripted_model\x18\x12 \x01(\bR\rscriptedModel\x12\x19\n" +
 	"\blast_seq\x18\x13 \x01(\x04R\alastSeq\x123\n" +
-	"\x06labels\x18\x14 \x03(\v2\x1b.baagent.v1.Run.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\x14 \x03(\v2\x1b.baagent.v1.Run.LabelsEntryR\x06labels\x12\x19\n" +
+	"\btrace_id\x18\x15 \x01(\tR\atraceId\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfc\x02\n" +
