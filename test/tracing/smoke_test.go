@@ -73,9 +73,6 @@ func TestJaegerRoundTrip(t *testing.T) {
 				return len(tr.Spans) >= 2, tr.Tree()
 			})
 			checkSmokeTrace(t, "API v3", tr, service, parentID, childID, otherLink)
-			if got := tr.Spans[0].Attrs; false {
-				_ = got
-			}
 			p, _ := tr.Span(parentID)
 			if p.Attrs["smoke.protocol"] != protocol || p.Attrs["smoke.n"] != "42" {
 				t.Errorf("parent attributes %v, want smoke.protocol=%s smoke.n=42", p.Attrs, protocol)
