@@ -162,6 +162,7 @@ func (c *cli) printRun(r *baagentv1.Run) {
 	row("conversation", r.GetConversationId())
 	row("project", r.GetProject())
 	row("parent run", r.GetParentRunId())
+	row("trace", r.GetTraceId())
 	row("model", model)
 	row("steps", fmt.Sprintf("%d of at most %d", r.GetStep(), r.GetMaxSteps()))
 	row("events", fmt.Sprint(r.GetLastSeq()))

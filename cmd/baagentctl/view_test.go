@@ -38,3 +38,18 @@ func TestLiveViewShowsPermissionQuestions(t *testing.T) {
 		t.Errorf("prompted for %q, want perm_s1_c0", prompted)
 	}
 }
+
+// runs get shows a traced run's trace id, and no trace row otherwise.
+func TestPrintRunShowsTheTraceID(t *testing.T) {
+	var out bytes.Buffer
+	c := &cli{stdout: &out}
+	c.printRun(&baagentv1.Run{RunId: "run_1", TraceId: "4bf92f3577b34da6a3ce929d0e0e4736"})
+	if !strings.Contains(out.String(), "trace") || !strings.Contains(out.String(), "4bf92f3577b34da6a3ce929d0e0e4736") {
+		t.Errorf("no trace row:\n%s", out.String())
+	}
+	out.Reset()
+	c.printRun(&baagentv1.Run{RunId: "run_1"})
+	if strings.Contains(out.String(), "trace") {
+		t.Errorf("trace row for an untraced run:\n%s", out.String())
+	}
+}

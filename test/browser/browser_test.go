@@ -17,9 +17,18 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/baagent/baagent/internal/app"
 	"github.com/baagent/baagent/internal/config"
+	"github.com/baagent/baagent/internal/tracing"
 )
+
+// discard is a span exporter that drops every span.
+type discard struct{}
+
+func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discard) Shutdown(context.Context) error                             { return nil }
 
 // chromiumPath is Debian's chromium package, which .ci/run installs.
 const chromiumPath = "/usr/bin/chromium"
@@ -129,6 +138,7 @@ func startSuite(ctx context.Context, t *testing.T) string {
 		"-workspace-seed-dir=../../examples/data",
 		"-scenarios-dir=" + scenarios,
 		"-log-level=warn",
+		"-trace-link-template=http://localhost:16686/trace/{trace_id}",
 	}
 	for _, svc := range config.Services {
 		args = append(args, "-"+svc+"-listen=127.0.0.1:0")
@@ -139,7 +149,9 @@ func startSuite(ctx context.Context, t *testing.T) string {
 	}
 	var over atomic.Bool
 	log := slog.New(slog.NewTextHandler(testWriter{t, &over}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	a, err := app.New(ctx, cfg, log)
+	// Traced (to an exporter that keeps nothing), so that runs have trace
+	// ids the dashboard links to.
+	a, err := app.New(ctx, cfg, log, app.WithTracing(func(c *tracing.Config) { c.Exporter = discard{} }))
 	if err != nil {
 		t.Fatalf("app.New: %v", err)
 	}

@@ -110,6 +110,7 @@ async function deepDive(page) {
   for (const t of ["start", "act", "observe", "step_start", "step_end"]) {
     assert.ok(after.types.includes(t), `deep dive: no ${t} in the timeline (${after.types.join(",")})`);
   }
+  await checkGantt(page, runId);
   const server = await serverSeqs(runId);
   assert.equal(after.lastSeq, server.at(-1), `deep dive: page ends at seq ${after.lastSeq}, server at ${server.at(-1)}`);
   assert.equal(after.distinct, server.length, `deep dive: page shows ${after.distinct} events, server retained ${server.length}`);
@@ -119,6 +120,43 @@ async function deepDive(page) {
   await page.screenshot({ path: shot, fullPage: true });
   log(`deep dive: ${after.distinct} events, seqs 1..${after.lastSeq}, none missing or repeated across the reload; screenshot ${shot}`);
   return midRun;
+}
+
+// checkGantt checks the run's timeline chart (steps, model calls and tool
+// calls as bars on one time axis) and its trace link.
+async function checkGantt(page, runId) {
+  const g = await page.evaluate(() => {
+    const bars = (kind) => [...document.querySelectorAll("#gantt-rows .bar-" + kind)].map((b) => ({
+      left: parseFloat(b.style.left), width: parseFloat(b.style.width), px: b.getBoundingClientRect().width,
+      open: b.classList.contains("open"),
+    }));
+    const link = document.getElementById("trace-link");
+    return {
+      hidden: document.getElementById("gantt").hidden,
+      step: bars("step"), model: bars("model"), tool: bars("tool"),
+      traceId: document.getElementById("trace").dataset.traceId || "",
+      href: link.hidden ? "" : link.href,
+    };
+  });
+  assert.ok(!g.hidden, "timeline chart hidden");
+  const steps = g.step.length;
+  assert.ok(steps >= 2, `timeline chart: ${steps} step bars`);
+  assert.equal(g.model.length, steps, `timeline chart: ${g.model.length} model bars for ${steps} steps`);
+  assert.ok(g.tool.length >= 1, "timeline chart: no tool bar");
+  for (const [kind, list] of Object.entries({ step: g.step, model: g.model, tool: g.tool })) {
+    for (const b of list) {
+      assert.ok(!b.open, `timeline chart: a ${kind} bar is still open after the run ended`);
+      assert.ok(b.left >= 0 && b.left <= 100 && b.width >= 0 && b.left + b.width <= 100.01, `timeline chart: ${kind} bar at ${b.left}% width ${b.width}%`);
+      assert.ok(b.px >= 1, `timeline chart: a ${kind} bar is not drawn (${b.px}px)`);
+    }
+  }
+  // Bars follow time: each step starts after the previous one.
+  for (let i = 1; i < steps; i++) assert.ok(g.step[i].left >= g.step[i - 1].left, "timeline chart: steps out of order");
+  const rec = await (await fetch(`${base}/v1/runs/${encodeURIComponent(runId)}`)).json();
+  assert.match(rec.run.trace_id || "", /^[0-9a-f]{32}$/, "the run record has no trace id");
+  assert.equal(g.traceId, rec.run.trace_id, "the page shows another trace id");
+  assert.equal(g.href, `http://localhost:16686/trace/${rec.run.trace_id}`, "trace link");
+  log(`timeline chart: ${steps} steps, ${g.model.length} model calls, ${g.tool.length} tool calls; trace ${g.traceId}`);
 }
 
 async function clarification(page) {

@@ -20,6 +20,8 @@ const state = {
   answer: "",
   pending: null,
   ended: false,
+  traceLink: "",
+  spans: null,
 };
 
 function headers(extra) {
@@ -55,6 +57,7 @@ async function whoami() {
   try {
     const w = await api("GET", "/v1/whoami");
     state.keysRequired = w.keys_required;
+    state.traceLink = w.trace_link_template || "";
     $("tenant").textContent = "tenant " + w.tenant;
     $("key-form").hidden = !w.keys_required;
     return true;
@@ -94,7 +97,105 @@ function resetTimeline() {
   for (const id of ["u-in", "u-out", "u-cost", "u-events"]) $(id).textContent = "0";
   state.lastSeq = 0; state.cursor = ""; state.seen = new Set(); state.answer = ""; state.ended = false;
   state.received = 0; state.duplicates = 0;
+  state.spans = newSpans();
+  $("gantt").hidden = true;
+  $("gantt-rows").replaceChildren();
+  showTrace("");
   showCounts();
+}
+
+// showTrace shows the run's trace id, as a link into the tracing UI when
+// the gateway has a link template (-trace-link-template).
+function showTrace(id) {
+  const link = $("trace-link"), code = $("trace-id");
+  $("trace").hidden = !id;
+  $("trace").dataset.traceId = id || "";
+  link.hidden = !(id && state.traceLink);
+  code.hidden = !id || !link.hidden;
+  if (!id) return;
+  if (state.traceLink) {
+    link.href = state.traceLink.split("{trace_id}").join(encodeURIComponent(id));
+    link.textContent = id;
+  } else {
+    code.textContent = id;
+  }
+}
+
+// The timeline chart: steps, model calls and tool calls as bars on one
+// time axis, from the events' timestamps (no tracing backend needed).
+function newSpans() { return { t0: 0, t1: 0, rows: [], open: {} }; }
+
+function tsMs(ts) {
+  if (!ts) return 0;
+  // Protobuf JSON timestamps may carry nanoseconds; Date.parse wants ms.
+  return Date.parse(String(ts).replace(/(\.\d{3})\d+/, "$1"));
+}
+
+function spanEvent(ev) {
+  const sp = state.spans, t = tsMs(ev.ts), p = ev[ev.type] || {};
+  if (!t) return false;
+  if (!sp.t0 || t < sp.t0) sp.t0 = t;
+  sp.t1 = Math.max(sp.t1, t);
+  const open = (key, kind, label) => {
+    const row = { kind, label, start: t, end: 0, failed: false };
+    sp.rows.push(row);
+    sp.open[key] = row;
+  };
+  const close = (key, failed) => {
+    const row = sp.open[key];
+    if (!row) return;
+    row.end = t; row.failed = !!failed;
+    delete sp.open[key];
+  };
+  switch (ev.type) {
+    case "step_start":
+      open("step", "step", "step " + p.step_number);
+      open("model", "model", "model");
+      return true;
+    case "cost_update": close("model"); return true;
+    case "act": close("model"); open("tool:" + p.tool_call_id, "tool", p.tool_name); return true;
+    case "observe": close("tool:" + p.tool_call_id, !p.success); return true;
+    case "skill_activated": close("tool:" + p.activation_id); return true;
+    case "step_end": close("model"); close("step"); return true;
+    case "complete": case "error": case "cancelled":
+      for (const k of Object.keys(sp.open)) close(k);
+      return true;
+  }
+  return false;
+}
+
+function renderGantt() {
+  const sp = state.spans, rows = $("gantt-rows");
+  if (!sp || !sp.rows.length) return;
+  const span = Math.max(1, sp.t1 - sp.t0);
+  rows.replaceChildren();
+  for (const r of sp.rows) {
+    const row = document.createElement("div");
+    row.className = "g-row";
+    const label = document.createElement("span");
+    label.className = "g-label";
+    label.textContent = (r.kind === "step" ? "" : "\u00a0\u00a0") + r.label;
+    const track = document.createElement("div");
+    track.className = "g-track";
+    const bar = document.createElement("div");
+    const end = r.end || sp.t1;
+    bar.className = "bar bar-" + r.kind + (r.failed ? " failed" : "") + (r.end ? "" : " open");
+    bar.style.left = ((r.start - sp.t0) / span * 100).toFixed(2) + "%";
+    bar.style.width = (Math.max(0, end - r.start) / span * 100).toFixed(2) + "%";
+    bar.title = r.label + ": " + Math.round(end - r.start) + " ms";
+    bar.dataset.ms = String(Math.round(end - r.start));
+    track.append(bar);
+    row.append(label, track);
+    rows.append(row);
+  }
+  const axis = $("gantt-axis");
+  axis.replaceChildren();
+  for (const f of [0, 0.5, 1]) {
+    const s = document.createElement("span");
+    s.textContent = Math.round(span * f) + " ms";
+    axis.append(s);
+  }
+  $("gantt").hidden = false;
 }
 
 // showCounts keeps the delivery counters on the timeline element, where
@@ -119,6 +220,7 @@ function selectRun(runId) {
   $("cancel").disabled = false;
   api("GET", "/v1/runs/" + encodeURIComponent(runId)).then((d) => {
     setPill($("run-state"), d.run.state);
+    if (d.run.trace_id && runId === state.runId) showTrace(d.run.trace_id);
     if (ENDED_STATES.has(d.run.state)) $("cancel").disabled = true;
   }).catch(() => {});
   // A fresh view replays everything retained, so a reload misses nothing.
@@ -199,6 +301,8 @@ function onEvent(ev) {
   }
   if (ev.cursor) state.cursor = ev.cursor;
   showCounts();
+  if (ev.trace_id && $("trace").dataset.traceId !== ev.trace_id) showTrace(ev.trace_id);
+  if (state.spans && spanEvent(ev)) renderGantt();
   const p = ev[ev.type] || {};
   switch (ev.type) {
     case "start":
