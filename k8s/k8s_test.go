@@ -25,6 +25,8 @@ type overlay struct {
 	// externalSecrets are Secrets the overlay expects to exist in the
 	// cluster without rendering them, with stand-in values.
 	externalSecrets map[string]map[string]string
+	// traced overlays point every service at an OTLP collector.
+	traced bool
 }
 
 var overlays = []overlay{
@@ -32,6 +34,8 @@ var overlays = []overlay{
 	{name: "prod", natsReplicas: 3, externalSecrets: map[string]map[string]string{
 		"baagent-secrets": {"api-keys": "stand-in-key-for-validation=acme\n", "model-api-key": "stand-in"},
 	}},
+	// The dev overlay with the otel component.
+	{name: "dev-otel", dev: true, natsReplicas: 1, traced: true},
 }
 
 func TestOverlaysRenderAndHoldTheInvariants(t *testing.T) {
@@ -81,6 +85,7 @@ func check(t *testing.T, m *render.Manifest, o overlay) []error {
 	add(checkNetworkPolicies(m)...)
 	add(checkAvailability(m, o)...)
 	add(checkNATS(t, m, o)...)
+	add(checkTracing(t, m, o)...)
 	add(checkConfigFiles(t, m, o)...)
 	add(checkServiceMonitor(m)...)
 	return errs
