@@ -28,6 +28,7 @@ import (
 	vt "github.com/baagent/baagent/internal/validate/validatetest"
 	"github.com/baagent/baagent/services/skills"
 	"github.com/baagent/baagent/services/tokens"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // The harness runs the orchestrator against an embedded JetStream, the real
@@ -104,15 +105,18 @@ type harnessOptions struct {
 	// inproc connects the peers through an in-process channel, as
 	// -target=all does, instead of loopback gRPC.
 	inproc bool
+	// tp traces the in-process peer calls (as -target=all does with
+	// tracing on); set Options.TracerProvider with mutate too.
+	tp trace.TracerProvider
 }
 
 // servePeers makes the services register registers callable: over
 // loopback gRPC, or in process.
-func servePeers(t testing.TB, inproc bool, register func(grpc.ServiceRegistrar)) grpc.ClientConnInterface {
+func servePeers(t testing.TB, inproc bool, tp trace.TracerProvider, register func(grpc.ServiceRegistrar)) grpc.ClientConnInterface {
 	if !inproc {
 		return vt.Serve(t, register)
 	}
-	ch := grpcinproc.New(grpcinproc.Options{})
+	ch := grpcinproc.New(grpcinproc.Options{TracerProvider: tp})
 	t.Cleanup(ch.Close)
 	register(ch)
 	return ch
@@ -134,7 +138,7 @@ func newHarness(t testing.TB, turns turnFunc, ho harnessOptions) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := servePeers(t, ho.inproc, func(gs grpc.ServiceRegistrar) {
+	base := servePeers(t, ho.inproc, ho.tp, func(gs grpc.ServiceRegistrar) {
 		tok.Register(gs)
 		sk.Register(gs)
 	})
@@ -149,7 +153,7 @@ func newHarness(t testing.TB, turns turnFunc, ho harnessOptions) *harness {
 	if ho.real != nil {
 		ctxSvc, trSvc = ho.real(t, js, baagentv1.NewTokensServiceClient(base))
 	}
-	peers := servePeers(t, ho.inproc, func(gs grpc.ServiceRegistrar) {
+	peers := servePeers(t, ho.inproc, ho.tp, func(gs grpc.ServiceRegistrar) {
 		baagentv1.RegisterContextServiceServer(gs, ctxSvc)
 		baagentv1.RegisterToolRunnerServiceServer(gs, trSvc)
 	})
