@@ -2,7 +2,10 @@
 // (./bin/jaeger, built by `make bin/jaeger` from the pinned tools module
 // tools/jaeger) with memory storage, its OTLP receivers and query API on
 // free loopback ports, one Jaeger per test. The tests export spans to it
-// and read them back through its query API.
+// and read them back through its query API: smoke_test.go with the OTel
+// SDK alone (the harness itself), suite_test.go with the suite in
+// microservices mode (a run is one trace, across an orchestrator failover
+// too).
 //
 // Without bin/jaeger the tests skip, unless CI or BAAGENT_REQUIRE_JAEGER is
 // set (true, 1): then they fail, so that CI cannot pass without them.

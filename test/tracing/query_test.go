@@ -472,8 +472,9 @@ func (tr *Trace) Select(f func(Span) bool) []Span {
 	return out
 }
 
-// Tree renders the trace for failure messages: each span under its parent
-// (spans whose parent is missing at the top, marked), in start order.
+// Tree renders the trace for logs and failure messages: each span (service,
+// name, id, kind, duration) under its parent, in start order; spans whose
+// parent is missing are at the top, marked.
 func (tr *Trace) Tree() string {
 	if tr == nil {
 		return "(no trace)"
@@ -497,7 +498,7 @@ func (tr *Trace) Tree() string {
 	var walk func(s Span, depth int)
 	walk = func(s Span, depth int) {
 		b.WriteString(strings.Repeat("  ", depth))
-		fmt.Fprintf(&b, "%s: %s [%s kind=%d]", s.Service, s.Name, s.SpanID, s.Kind)
+		fmt.Fprintf(&b, "%s: %s [%s kind=%d %s]", s.Service, s.Name, s.SpanID, s.Kind, s.End.Sub(s.Start).Round(time.Microsecond))
 		if depth == 0 && s.ParentSpanID != "" {
 			fmt.Fprintf(&b, " (parent %s missing)", s.ParentSpanID)
 		}

@@ -1,17 +1,19 @@
-//go:build tracing_e2e
-
-// The suite's own tracing, end to end, against a real Jaeger: built only
-// with -tags tracing_e2e until the tracing implementation (internal/tracing
-// wired into every service) has landed; then the tag goes.
+// The suite's own tracing, end to end, against a real Jaeger: the suite in
+// microservices mode (test/reliability/harness: each service its own
+// `baagent -target=<service>` process) exports to it over OTLP gRPC, runs
+// scripted scenarios with a skill activation and tool calls, and the tests
+// read the run's trace back from the query API.
 //
-// It needs from the implementation: the settings -otlp-endpoint (host:port
-// of an OTLP gRPC receiver), -otlp-protocol=grpc, -otlp-insecure,
-// -otlp-batch-size, -trace-sampling=always and -trace-tags (extra resource
-// attributes); service.name baagent-<target>; the run's trace id as
-// trace_id of the run in the HTTP API (GET /v1/runs/{id}); a span named
-// "run" for each execution of a run, in the orchestrator, with the
-// attribute baagent.run_id; and every span exported when a process stops
-// on SIGTERM.
+// What they need of the tracing implementation: the settings
+// -otlp-endpoint (host:port of an OTLP gRPC receiver), -otlp-protocol=grpc,
+// -otlp-insecure, -otlp-batch-size, -trace-sampling=always and -trace-tags
+// (extra resource attributes, k=v); service.name baagent-<target>; the
+// run's trace id as trace_id of the run in the HTTP API (GET
+// /v1/runs/{id}); a span named "run" for each execution of a run, in the
+// orchestrator, with the attribute baagent.run_id, a child of the
+// orchestrator's StartRun server span; and every ended span exported when
+// a process stops on SIGTERM. OTEL_BSP_SCHEDULE_DELAY, which the processes
+// inherit, only makes exports prompter.
 
 package tracing
 
@@ -425,8 +427,8 @@ func TestRunIsOneTrace(t *testing.T) {
 	}
 }
 
-// The orchestrator is killed (SIGKILL) while the run's second tool call
-// runs, and started again; the run resumes on the new process and
+// The orchestrator is killed (SIGKILL) while the run's second sql_query
+// call runs, and started again; the run resumes on the new process and
 // completes, and it is still one trace: the new execution's run span is a
 // child of StartRun's span (it may link to the lost execution), spans of
 // both orchestrator processes are in the trace, and the only spans whose
@@ -437,10 +439,13 @@ func TestRunIsOneTraceAcrossOrchestratorFailover(t *testing.T) {
 	defer cancel()
 	j := startJaeger(t)
 	started := time.Now()
-	const rows = 2000000
+	// Four queries of ~0.5-1.5 s each (different, so that doom-loop
+	// detection does not see a repeated call): killed at the second, the
+	// run has seconds of work left.
+	const rows = 3000000
 	c := startTracedCluster(ctx, t, j, map[string]string{
 		"tracing-failover": e2eScenario("tracing-failover", "tracing failover",
-			slowQuery(rows-2), slowQuery(rows-1), slowQuery(rows)),
+			slowQuery(rows-3), slowQuery(rows-2), slowQuery(rows-1), slowQuery(rows)),
 	}, map[string][]string{
 		// Every span the orchestrator ends is exported at once, so that the
 		// killed process's spans are in Jaeger before the kill.
