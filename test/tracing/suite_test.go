@@ -294,6 +294,15 @@ func actOf(tool string) func(*baagentv1.Event) bool {
 	return func(ev *baagentv1.Event) bool { return ev.GetAct().GetToolName() == tool }
 }
 
+// readCtx bounds reading a trace back once every process has stopped: all
+// their spans have been exported by then, and Jaeger stores them within
+// moments, so a trace still incomplete after a minute is a failure.
+func readCtx(ctx context.Context, t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // ancestors returns the ids of s's ancestors within tr, nearest first.
 func ancestors(tr *Trace, s Span) []string {
 	var out []string
@@ -390,13 +399,14 @@ func TestRunIsOneTrace(t *testing.T) {
 	c.stopAll(t)
 
 	var tr *Trace
-	eventually(ctx, t, "the whole trace "+traceID+" of run "+runID, func() (bool, string) {
+	eventually(readCtx(ctx, t), t, "the whole trace "+traceID+" of run "+runID, func() (bool, string) {
 		var err error
 		if tr, err = j.GetTrace(ctx, traceID); err != nil {
 			return false, err.Error()
 		}
-		ok := len(missingServices(tr, config.Services)) == 0 && len(tr.Dangling()) == 0 && len(runSpans(tr, runID)) == 1
-		return ok, tr.Tree()
+		missing, dangling, runs := missingServices(tr, config.Services), len(tr.Dangling()), len(runSpans(tr, runID))
+		return len(missing) == 0 && dangling == 0 && runs == 1,
+			fmt.Sprintf("services without spans %v (want none), %d spans whose parent is missing (want 0), %d run spans (want 1)\n%s", missing, dangling, runs, tr.Tree())
 	})
 	t.Logf("run %s, %s", runID, tr.Tree())
 
@@ -496,17 +506,18 @@ func TestRunIsOneTraceAcrossOrchestratorFailover(t *testing.T) {
 	}
 	var tr *Trace
 	var newRun Span
-	eventually(ctx, t, "the whole trace "+traceID+" of run "+runID, func() (bool, string) {
+	eventually(readCtx(ctx, t), t, "the whole trace "+traceID+" of run "+runID, func() (bool, string) {
 		var err error
 		if tr, err = j.GetTrace(ctx, traceID); err != nil {
 			return false, err.Error()
 		}
 		runs := tr.Select(func(s Span) bool { return incarnation("2")(s) && s.Name == "run" && s.Attrs["baagent.run_id"] == runID })
-		if len(runs) != 1 || len(missingServices(tr, config.Services)) != 0 {
-			return false, tr.Tree()
+		missing := missingServices(tr, config.Services)
+		if len(runs) != 1 || len(missing) != 0 {
+			return false, fmt.Sprintf("services without spans %v (want none), %d run spans of the new orchestrator (want 1)\n%s", missing, len(runs), tr.Tree())
 		}
 		newRun = runs[0]
-		return true, tr.Tree()
+		return true, ""
 	})
 	t.Logf("run %s, %s", runID, tr.Tree())
 
