@@ -5,6 +5,7 @@ import (
 	"net"
 	"slices"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -62,12 +63,14 @@ func BenchmarkReActStepTracing(b *testing.B) {
 			var runs []*baagentv1.Run
 			b.ResetTimer()
 			began := time.Now()
+			cpu0 := cpuTime()
 			for range b.N {
 				run := h.start(ctx, &baagentv1.RunSpec{Input: "bench"})
 				h.waitForgotten(ctx, ends, run.GetRunId())
 				runs = append(runs, run)
 			}
 			elapsed := time.Since(began)
+			cpu := cpuTime() - cpu0
 			b.StopTimer()
 			var steps []float64
 			for _, run := range runs {
@@ -77,6 +80,10 @@ func BenchmarkReActStepTracing(b *testing.B) {
 			b.ReportMetric(percentile(steps, 0.50), "p50-ms/step")
 			b.ReportMetric(percentile(steps, 0.99), "p99-ms/step")
 			b.ReportMetric(float64(len(steps))/elapsed.Seconds(), "steps/s")
+			// CPU time of the whole process (orchestrator, peers, embedded
+			// NATS, exporter, receiver) per step: unlike latency, it does
+			// not move with the machine's load.
+			b.ReportMetric(float64(cpu.Microseconds())/1000/float64(len(steps)), "cpu-ms/step")
 			if shutdown != nil {
 				h.stop()
 				if err := shutdown(ctx); err != nil {
@@ -92,6 +99,15 @@ func BenchmarkReActStepTracing(b *testing.B) {
 			}
 		})
 	}
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // discardExporter drops every span.
