@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,6 +20,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
@@ -332,7 +335,15 @@ func (a *App) buildService(ctx context.Context, svc string, dial map[string]stri
 		// and would return nonsense, so without an endpoint SUMMARIZE falls
 		// back to EXTRACT (and the window says so).
 		if a.cfg.ModelBaseURL != "" {
-			sum, err := contextsvc.NewOpenAISummarizer(contextsvc.OpenAISummarizerOptions{BaseURL: a.cfg.ModelBaseURL, APIKey: a.cfg.ModelAPIKey})
+			sumOpts := contextsvc.OpenAISummarizerOptions{BaseURL: a.cfg.ModelBaseURL, APIKey: a.cfg.ModelAPIKey}
+			if tracing.Enabled(a.tp) {
+				// The summaries' model calls are HTTP client spans (in
+				// the background, so mostly roots of their own traces).
+				sumOpts.HTTPClient = &http.Client{Transport: otelhttp.NewTransport(http.DefaultTransport,
+					otelhttp.WithTracerProvider(a.tp), otelhttp.WithPropagators(tracing.Propagator()),
+					otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()))}
+			}
+			sum, err := contextsvc.NewOpenAISummarizer(sumOpts)
 			if err != nil {
 				return nil, fmt.Errorf("setting model-base-url: %w", err)
 			}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc/filters"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
@@ -47,6 +48,8 @@ func TraceOptions(tp trace.TracerProvider) []grpc.DialOption {
 		otelgrpc.WithTracerProvider(tp),
 		otelgrpc.WithPropagators(tracing.Propagator()),
 		otelgrpc.WithMeterProvider(metricnoop.NewMeterProvider()),
+		// Health checks and reflection are not traced, as on the servers.
+		otelgrpc.WithFilter(filters.None(filters.HealthCheck(), filters.ServicePrefix("grpc.reflection."))),
 	))}
 }
 
