@@ -13,6 +13,8 @@ import (
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/baagent/baagent/internal/metrics"
 )
 
 // Model is what the orchestrator needs from a model: one streaming chat
@@ -100,7 +102,7 @@ func New(cfg Config) (*Client, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m, err := newClientMetrics(cfg.Registerer)
+	m, err := newClientMetrics(cfg.Registerer, metricModels(cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -108,6 +110,17 @@ func New(cfg Config) (*Client, error) {
 		cfg: cfg, api: openai.NewClientWithConfig(oc), log: log.With("component", "llm"), metrics: m,
 		rand: defaultRand, sleep: sleepCtx, now: time.Now,
 	}, nil
+}
+
+// metricModels are the models the metrics name: the configured ones. A
+// request names its model freely (from a client's run spec), so nothing
+// learnt from requests may widen the set.
+func metricModels(cfg Config) metrics.LabelSet {
+	names := append([]string{cfg.Model}, cfg.MetricModels...)
+	for name := range cfg.Models {
+		names = append(names, name)
+	}
+	return metrics.NewLabelSet(names...)
 }
 
 // DefaultModel is Config.Model.
