@@ -43,6 +43,7 @@ import (
 	"github.com/baagent/baagent/services/tokens"
 	"github.com/baagent/baagent/services/tokens/encoding"
 	"github.com/baagent/baagent/services/toolrunner"
+	"github.com/baagent/baagent/services/toolrunner/builtin"
 	"github.com/baagent/baagent/services/toolrunner/external"
 	"github.com/baagent/baagent/services/toolrunner/idempotency"
 	"github.com/baagent/baagent/services/toolrunner/tool"
@@ -381,6 +382,7 @@ func (a *App) buildService(ctx context.Context, svc string, dial map[string]stri
 		if err != nil {
 			return nil, err
 		}
+		tb := a.cfg.ToolBudgets
 		s, err := toolrunner.New(toolrunner.Options{
 			Records:          records,
 			Logger:           log,
@@ -391,6 +393,20 @@ func (a *App) buildService(ctx context.Context, svc string, dial map[string]stri
 			ArtifactDir:      a.cfg.ArtifactDir,
 			ConfigFile:       a.cfg.ToolsFile,
 			Sources:          sources,
+			// The services read 0 as their default and a negative
+			// quota or heap limit as none; the settings read 0 as none.
+			WorkspaceQuotaBytes: int64(unlimitedIfZero(int(tb.WorkspaceQuotaBytes))),
+			ArtifactQuotaBytes:  int64(unlimitedIfZero(int(tb.ArtifactQuotaBytes))),
+			Builtin: builtin.Options{
+				QueryMaxBytes:        tb.SQLMaxValueBytes,
+				QueryHeapLimit:       int64(unlimitedIfZero(int(tb.SQLHeapLimitBytes))),
+				MaxConcurrentQueries: tb.SQLMaxConcurrent,
+				MaxQueriesPerTenant:  tb.SQLMaxPerTenant,
+				SearchTimeout:        tb.SearchTimeout,
+				GrepMaxBytes:         tb.GrepMaxBytes,
+				MaxConcurrentGreps:   tb.GrepMaxConcurrent,
+				MaxGrepsPerTenant:    tb.GrepMaxPerTenant,
+			},
 		})
 		if err != nil {
 			return nil, fmt.Errorf("toolrunner (settings workspace-dir, workspace-seed-dir, artifact-dir, tools-file): %w", err)
@@ -421,8 +437,15 @@ func (a *App) buildOrchestrator() (registrar, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Models the registry knows by name keep their own metric label value;
+	// any other name a client picks counts as "other".
+	known, err := tokens.KnownModels(a.cfg.TokenEncodersFile)
+	if err != nil {
+		return nil, fmt.Errorf("setting token-encoders-file: %w", err)
+	}
 	client, err := llm.New(llm.Config{
 		BaseURL: ep.baseURL, APIKey: ep.apiKey, Model: ep.model,
+		MetricModels:     known,
 		FirstByteTimeout: a.cfg.ModelFirstByteTimeout,
 		IdleTimeout:      a.cfg.ModelIdleTimeout,
 		Retry:            llm.RetryPolicy{MaxAttempts: a.cfg.ModelMaxAttempts},
@@ -452,6 +475,7 @@ func (a *App) buildOrchestrator() (registrar, error) {
 		ClarificationTimeout: a.cfg.ClarificationTimeout,
 		DecisionTimeout:      a.cfg.DecisionTimeout,
 		TracerProvider:       a.tp,
+		MaxMsgBytes:          a.cfg.MaxMsgBytes,
 	})
 	a.background = append(a.background, s.Run)
 	return s, nil
@@ -474,20 +498,32 @@ func (a *App) buildGateway() (registrar, error) {
 	}
 	a.cleanup = append(a.cleanup, func() { _ = lis.Close() })
 	a.httpAddr = lis.Addr()
+	edge := a.cfg.GatewayEdge
 	s := gateway.New(gateway.Options{
-		Logger:          a.log,
-		Registerer:      a.reg,
-		JetStream:       js,
-		Orchestrator:    baagentv1.NewOrchestratorServiceClient(conns[config.TargetOrchestrator]),
-		Skills:          baagentv1.NewSkillsServiceClient(conns[config.TargetSkills]),
-		ToolRunner:      baagentv1.NewToolRunnerServiceClient(conns[config.TargetToolRunner]),
-		Tokens:          baagentv1.NewTokensServiceClient(conns[config.TargetTokens]),
-		APIKeys:         a.cfg.APIKeys,
-		RateLimit:       a.cfg.GatewayRateLimit,
-		RateBurst:       a.cfg.GatewayRateBurst,
-		HTTPListener:    lis,
-		ShutdownTimeout: a.cfg.ShutdownTimeout,
-		TracerProvider:  a.tp,
+		Logger:       a.log,
+		Registerer:   a.reg,
+		JetStream:    js,
+		Orchestrator: baagentv1.NewOrchestratorServiceClient(conns[config.TargetOrchestrator]),
+		Skills:       baagentv1.NewSkillsServiceClient(conns[config.TargetSkills]),
+		ToolRunner:   baagentv1.NewToolRunnerServiceClient(conns[config.TargetToolRunner]),
+		Tokens:       baagentv1.NewTokensServiceClient(conns[config.TargetTokens]),
+		APIKeys:      a.cfg.APIKeys,
+		RateLimit:    a.cfg.GatewayRateLimit,
+		RateBurst:    a.cfg.GatewayRateBurst,
+		MaxMsgBytes:  a.cfg.MaxMsgBytes,
+		// The gateway reads 0 as its default and a negative limit as
+		// none; the settings read 0 as none.
+		StreamTokenSecret: edge.TokenSecret,
+		TokenTTL:          edge.TokenTTL,
+		AllowedOrigins:    edge.AllowedOrigins,
+		MaxStreamsPerKey:  unlimitedIfZero(edge.MaxStreamsPerKey),
+		MaxInFlightPerKey: unlimitedIfZero(edge.MaxInFlightPerKey),
+		AuthFailureLimit:  unlimitedIfZero(edge.AuthFailureLimit),
+		AuthFailureWindow: edge.AuthFailureWindow,
+		BodyReadTimeout:   time.Duration(unlimitedIfZero(int(edge.BodyReadTimeout))),
+		HTTPListener:      lis,
+		ShutdownTimeout:   a.cfg.ShutdownTimeout,
+		TracerProvider:    a.tp,
 
 		TraceLinkTemplate: a.cfg.TraceLinkTemplate,
 	})
@@ -727,4 +763,13 @@ func (a *App) close() {
 		a.cleanup[i]()
 	}
 	a.cleanup = nil
+}
+
+// unlimitedIfZero maps a setting's 0 (no limit) to a service option's
+// negative (no limit; 0 there is the default).
+func unlimitedIfZero(v int) int {
+	if v == 0 {
+		return -1
+	}
+	return v
 }

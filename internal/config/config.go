@@ -96,6 +96,12 @@ type Config struct {
 	// key may make (0: unlimited); GatewayRateBurst how many at once.
 	GatewayRateLimit float64
 	GatewayRateBurst int
+	// ToolBudgets bound what one built-in tool call and one tenant's
+	// files may cost the toolrunner.
+	ToolBudgets ToolBudgets
+	// GatewayEdge holds the gateway's other per-client limits and its
+	// browser rules.
+	GatewayEdge GatewayEdge
 	// MetricsAddr serves /metrics for the whole process.
 	MetricsAddr string
 
@@ -138,6 +144,38 @@ type Config struct {
 	// TraceLinkTemplate makes a run's trace id a link in the dashboard:
 	// a URL with {trace_id} in it; empty: no link.
 	TraceLinkTemplate string
+}
+
+// ToolBudgets are the toolrunner settings that keep one tenant's tool
+// calls from hurting the others. Counts of 0 take the default (derived
+// from the cores); quotas of 0 are unlimited.
+type ToolBudgets struct {
+	SQLMaxValueBytes    int
+	SQLHeapLimitBytes   int64
+	SQLMaxConcurrent    int
+	SQLMaxPerTenant     int
+	SearchTimeout       time.Duration
+	GrepMaxBytes        int64
+	GrepMaxConcurrent   int
+	GrepMaxPerTenant    int
+	WorkspaceQuotaBytes int64
+	ArtifactQuotaBytes  int64
+}
+
+// GatewayEdge are the gateway settings that keep one client from hurting
+// the others and keep foreign web pages out. Limits of 0 are unlimited.
+type GatewayEdge struct {
+	// TokenSecret signs browser stream tokens; every replica shares it.
+	TokenSecret string
+	TokenTTL    time.Duration
+	// AllowedOrigins are browser origins, besides the gateway's own, that
+	// may use it (WebSockets in every mode; everything without API keys).
+	AllowedOrigins    []string
+	MaxStreamsPerKey  int
+	MaxInFlightPerKey int
+	AuthFailureLimit  int
+	AuthFailureWindow time.Duration
+	BodyReadTimeout   time.Duration
 }
 
 // Runs reports whether this process runs service.
@@ -185,6 +223,12 @@ type raw struct {
 	shutdownTimeout                               time.Duration
 	gatewayRateLimit                              float64
 	gatewayRateBurst                              int
+	gatewayTokenSecret, gatewayOrigins            string
+	gatewayTokenTTL, gatewayAuthWindow            time.Duration
+	gatewayBodyTimeout                            time.Duration
+	gatewayMaxStreams, gatewayMaxInFlight         int
+	gatewayAuthFailures                           int
+	tools                                         ToolBudgets
 	modelFirstByte, modelIdle                     time.Duration
 	modelAttempts                                 int
 	maxMsgBytes                                   int
@@ -213,6 +257,16 @@ func newFlagSet(r *raw, output io.Writer) *flag.FlagSet {
 	fs.IntVar(&r.maxQueuedRuns, "max-queued-runs", 1024, "runs queued or in progress over all replicas and tenants; StartRun beyond is refused (ResourceExhausted)")
 	fs.IntVar(&r.maxRunsPerTenant, "max-runs-per-tenant", 32, "runs one tenant may have queued or in progress; StartRun beyond is refused (ResourceExhausted)")
 	fs.DurationVar(&r.workspaceMaxIdle, "workspace-max-idle", 7*24*time.Hour, "how long a conversation's workspace may stay unused before the toolrunner removes it")
+	fs.IntVar(&r.tools.SQLMaxValueBytes, "sql-max-value-bytes", 1<<20, "largest string, blob or row one sql_query may build (SQLite's length limit); its result is bounded at 16 times this")
+	fs.Int64Var(&r.tools.SQLHeapLimitBytes, "sql-heap-limit-bytes", 512<<20, "memory SQLite may use for all sql_query calls of the process together; 0 = no limit")
+	fs.IntVar(&r.tools.SQLMaxConcurrent, "sql-max-concurrent", 0, "sql_query calls executing at once per toolrunner (0: one per core)")
+	fs.IntVar(&r.tools.SQLMaxPerTenant, "sql-max-per-tenant", 0, "sql_query slots one tenant may hold (0: all but one, so one tenant never holds them all)")
+	fs.DurationVar(&r.tools.SearchTimeout, "search-timeout", 30*time.Second, "time one glob or grep may search; a search that spends it is not retried")
+	fs.Int64Var(&r.tools.GrepMaxBytes, "grep-max-bytes", 64<<20, "bytes one grep call may read")
+	fs.IntVar(&r.tools.GrepMaxConcurrent, "grep-max-concurrent", 0, "grep calls searching at once per toolrunner (0: one per core)")
+	fs.IntVar(&r.tools.GrepMaxPerTenant, "grep-max-per-tenant", 0, "grep slots one tenant may hold (0: all but one)")
+	fs.Int64Var(&r.tools.WorkspaceQuotaBytes, "workspace-quota-bytes", 1<<30, "disk space one tenant's conversation workspaces may use, seed copies included; a write past it fails with QUOTA_EXCEEDED; 0 = no quota")
+	fs.Int64Var(&r.tools.ArtifactQuotaBytes, "artifact-quota-bytes", 2<<30, "disk space one tenant's stored tool results (artifacts) may use; past it the tenant's least recently used artifacts are removed; 0 = no quota")
 	fs.IntVar(&r.subAgentDepth, "subagent-max-depth", 1, "delegation depth through the task tool (1: sub-agents never delegate further; at most 4)")
 	fs.DurationVar(&r.subAgentTimeout, "subagent-timeout", 30*time.Minute, "how long a task call waits for its sub-agent run before cancelling it")
 	fs.DurationVar(&r.clarifyTimeout, "clarification-timeout", 60*time.Second, "how long a run waits for a clarification answer before taking the recommended option")
@@ -232,6 +286,14 @@ func newFlagSet(r *raw, output io.Writer) *flag.FlagSet {
 	}
 	fs.Float64Var(&r.gatewayRateLimit, "gateway-rate-limit", 50, "calls and stream opens per second each gateway API key may make; 0 = unlimited")
 	fs.IntVar(&r.gatewayRateBurst, "gateway-rate-burst", 100, "calls an idle gateway API key may make at once")
+	fs.StringVar(&r.gatewayTokenSecret, "gateway-token-secret", "", "secret (at least 16 bytes) signing browser stream tokens, shared by every gateway replica; empty: derived from the API keys (prefer the environment variable)")
+	fs.DurationVar(&r.gatewayTokenTTL, "gateway-token-ttl", 10*time.Minute, "lifetime of a browser stream token; tokens that expire later are refused")
+	fs.StringVar(&r.gatewayOrigins, "gateway-allowed-origins", "", "browser origins (scheme://host[:port], comma-separated) besides the gateway's own that may use it; WebSockets from other origins are refused")
+	fs.IntVar(&r.gatewayMaxStreams, "gateway-max-streams-per-key", 100, "event streams (gRPC, SSE, WebSocket together) one API key may hold open; 0 = unlimited")
+	fs.IntVar(&r.gatewayMaxInFlight, "gateway-max-in-flight-per-key", 64, "requests one API key may have in progress at once; 0 = unlimited")
+	fs.IntVar(&r.gatewayAuthFailures, "gateway-auth-failure-limit", 20, "invalid API keys or tokens one client address may present per window before its requests are refused (429); 0 = no throttling")
+	fs.DurationVar(&r.gatewayAuthWindow, "gateway-auth-failure-window", time.Minute, "window of gateway-auth-failure-limit")
+	fs.DurationVar(&r.gatewayBodyTimeout, "gateway-body-read-timeout", 30*time.Second, "how long an HTTP request body may take to arrive (408 after); 0 = no limit")
 	fs.StringVar(&r.gatewayHTTPAddr, "gateway-http-listen", "", fmt.Sprintf("gateway HTTP listen address (default 127.0.0.1:%d in -target=all, else :%d)", DefaultGatewayHTTPPort, DefaultGatewayHTTPPort))
 	fs.StringVar(&r.metricsAddr, "metrics-addr", "", fmt.Sprintf("Prometheus /metrics listen address (default 127.0.0.1:%d in -target=all, else :%d)", DefaultMetricsPort, DefaultMetricsPort))
 	fs.StringVar(&r.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -397,33 +459,42 @@ func parseYAML(path string, data []byte) (map[string]string, error) {
 
 func (r *raw) validate() (*Config, error) {
 	c := &Config{
-		Target:                r.target,
-		ConfigFile:            r.configFile,
-		DataDir:               r.dataDir,
-		SkillsDir:             r.skillsDir,
-		SubAgentsDir:          r.subAgentsDir,
-		SubAgentMaxDepth:      r.subAgentDepth,
-		MaxConcurrentRuns:     r.maxConcurrentRuns,
-		MaxQueuedRuns:         r.maxQueuedRuns,
-		MaxRunsPerTenant:      r.maxRunsPerTenant,
-		WorkspaceMaxIdle:      r.workspaceMaxIdle,
-		SubAgentTimeout:       r.subAgentTimeout,
-		ClarificationTimeout:  r.clarifyTimeout,
-		DecisionTimeout:       r.decisionTimeout,
-		WorkspaceDir:          r.workspaceDir,
-		ArtifactDir:           r.artifactDir,
-		ScenariosDir:          r.scenariosDir,
-		TokenEncodersFile:     r.tokenEncodersFile,
-		ToolsFile:             r.toolsFile,
-		WorkspaceSeedDir:      r.workspaceSeedDir,
-		NATSURL:               r.natsURL,
-		EmbeddedNATSAddr:      r.embeddedNATSAddr,
-		NATSReplicas:          r.natsReplicas,
-		Listen:                map[string]string{},
-		Dial:                  map[string]string{},
-		GatewayHTTPAddr:       r.gatewayHTTPAddr,
-		GatewayRateLimit:      r.gatewayRateLimit,
-		GatewayRateBurst:      r.gatewayRateBurst,
+		Target:               r.target,
+		ConfigFile:           r.configFile,
+		DataDir:              r.dataDir,
+		SkillsDir:            r.skillsDir,
+		SubAgentsDir:         r.subAgentsDir,
+		SubAgentMaxDepth:     r.subAgentDepth,
+		MaxConcurrentRuns:    r.maxConcurrentRuns,
+		MaxQueuedRuns:        r.maxQueuedRuns,
+		MaxRunsPerTenant:     r.maxRunsPerTenant,
+		WorkspaceMaxIdle:     r.workspaceMaxIdle,
+		SubAgentTimeout:      r.subAgentTimeout,
+		ClarificationTimeout: r.clarifyTimeout,
+		DecisionTimeout:      r.decisionTimeout,
+		WorkspaceDir:         r.workspaceDir,
+		ArtifactDir:          r.artifactDir,
+		ScenariosDir:         r.scenariosDir,
+		TokenEncodersFile:    r.tokenEncodersFile,
+		ToolsFile:            r.toolsFile,
+		WorkspaceSeedDir:     r.workspaceSeedDir,
+		NATSURL:              r.natsURL,
+		EmbeddedNATSAddr:     r.embeddedNATSAddr,
+		NATSReplicas:         r.natsReplicas,
+		Listen:               map[string]string{},
+		Dial:                 map[string]string{},
+		GatewayHTTPAddr:      r.gatewayHTTPAddr,
+		GatewayRateLimit:     r.gatewayRateLimit,
+		GatewayRateBurst:     r.gatewayRateBurst,
+		ToolBudgets:          r.tools,
+		GatewayEdge: GatewayEdge{
+			TokenSecret: r.gatewayTokenSecret, TokenTTL: r.gatewayTokenTTL,
+			AllowedOrigins:    splitList(r.gatewayOrigins),
+			MaxStreamsPerKey:  r.gatewayMaxStreams,
+			MaxInFlightPerKey: r.gatewayMaxInFlight,
+			AuthFailureLimit:  r.gatewayAuthFailures, AuthFailureWindow: r.gatewayAuthWindow,
+			BodyReadTimeout: r.gatewayBodyTimeout,
+		},
 		MetricsAddr:           r.metricsAddr,
 		LogLevel:              r.logLevel,
 		ShutdownTimeout:       r.shutdownTimeout,
@@ -548,6 +619,12 @@ func (r *raw) validate() (*Config, error) {
 		return nil, fmt.Errorf("setting decision-timeout: must be positive, got %s", c.DecisionTimeout)
 	case c.GatewayRateBurst < 1:
 		return nil, fmt.Errorf("setting gateway-rate-burst: must be at least 1, got %d", c.GatewayRateBurst)
+	}
+	if err := c.ToolBudgets.validate(); err != nil {
+		return nil, err
+	}
+	if err := c.GatewayEdge.validate(); err != nil {
+		return nil, err
 	}
 	if c.ShutdownTimeout <= 0 {
 		return nil, fmt.Errorf("setting shutdown-timeout: must be positive, got %s", c.ShutdownTimeout)
@@ -772,4 +849,67 @@ func isLoopbackHost(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// splitList splits a comma-separated setting, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+func (g GatewayEdge) validate() error {
+	switch {
+	case g.TokenSecret != "" && len(g.TokenSecret) < 16:
+		return fmt.Errorf("setting gateway-token-secret: want at least 16 bytes, got %d", len(g.TokenSecret))
+	case g.TokenTTL < time.Minute || g.TokenTTL > 24*time.Hour:
+		return fmt.Errorf("setting gateway-token-ttl: want 1m to 24h, got %s", g.TokenTTL)
+	case g.MaxStreamsPerKey < 0:
+		return fmt.Errorf("setting gateway-max-streams-per-key: want >= 0 (0 = unlimited), got %d", g.MaxStreamsPerKey)
+	case g.MaxInFlightPerKey < 0:
+		return fmt.Errorf("setting gateway-max-in-flight-per-key: want >= 0 (0 = unlimited), got %d", g.MaxInFlightPerKey)
+	case g.AuthFailureLimit < 0:
+		return fmt.Errorf("setting gateway-auth-failure-limit: want >= 0 (0 = no throttling), got %d", g.AuthFailureLimit)
+	case g.AuthFailureWindow < time.Second:
+		return fmt.Errorf("setting gateway-auth-failure-window: want at least 1s, got %s", g.AuthFailureWindow)
+	case g.BodyReadTimeout < 0:
+		return fmt.Errorf("setting gateway-body-read-timeout: want >= 0 (0 = no limit), got %s", g.BodyReadTimeout)
+	}
+	for _, o := range g.AllowedOrigins {
+		u, err := url.Parse(strings.TrimSuffix(o, "/"))
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
+			return fmt.Errorf("setting gateway-allowed-origins: %q is not an origin (want http://host[:port] or https://host[:port])", o)
+		}
+	}
+	return nil
+}
+
+func (b ToolBudgets) validate() error {
+	switch {
+	case b.SQLMaxValueBytes < 1<<10 || b.SQLMaxValueBytes > 1<<30:
+		return fmt.Errorf("setting sql-max-value-bytes: want 1024 to 1073741824, got %d", b.SQLMaxValueBytes)
+	case b.SQLHeapLimitBytes != 0 && b.SQLHeapLimitBytes < 16<<20:
+		return fmt.Errorf("setting sql-heap-limit-bytes: want 0 (no limit) or at least 16 MiB, got %d", b.SQLHeapLimitBytes)
+	case b.SQLMaxConcurrent < 0 || b.SQLMaxConcurrent > 1024:
+		return fmt.Errorf("setting sql-max-concurrent: want 0 (one per core) to 1024, got %d", b.SQLMaxConcurrent)
+	case b.SQLMaxPerTenant < 0 || (b.SQLMaxConcurrent > 0 && b.SQLMaxPerTenant > b.SQLMaxConcurrent):
+		return fmt.Errorf("setting sql-max-per-tenant: want 0 (all but one) to sql-max-concurrent, got %d", b.SQLMaxPerTenant)
+	case b.SearchTimeout < 100*time.Millisecond:
+		return fmt.Errorf("setting search-timeout: want at least 100ms, got %s", b.SearchTimeout)
+	case b.GrepMaxBytes < 1<<10:
+		return fmt.Errorf("setting grep-max-bytes: want at least 1024, got %d", b.GrepMaxBytes)
+	case b.GrepMaxConcurrent < 0 || b.GrepMaxConcurrent > 1024:
+		return fmt.Errorf("setting grep-max-concurrent: want 0 (one per core) to 1024, got %d", b.GrepMaxConcurrent)
+	case b.GrepMaxPerTenant < 0 || (b.GrepMaxConcurrent > 0 && b.GrepMaxPerTenant > b.GrepMaxConcurrent):
+		return fmt.Errorf("setting grep-max-per-tenant: want 0 (all but one) to grep-max-concurrent, got %d", b.GrepMaxPerTenant)
+	case b.WorkspaceQuotaBytes < 0:
+		return fmt.Errorf("setting workspace-quota-bytes: want >= 0 (0 = no quota), got %d", b.WorkspaceQuotaBytes)
+	case b.ArtifactQuotaBytes < 0:
+		return fmt.Errorf("setting artifact-quota-bytes: want >= 0 (0 = no quota), got %d", b.ArtifactQuotaBytes)
+	}
+	return nil
 }

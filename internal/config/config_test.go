@@ -184,6 +184,24 @@ func TestBadSettingsNameTheSetting(t *testing.T) {
 		{"conflicting key", []string{"-api-keys=abcdefghijklmnop1=other", "-api-keys-file=" + keysFile}, nil, "both tenant"},
 		{"positional argument", []string{"all"}, nil, `unexpected argument "all"`},
 		{"empty data dir", []string{"-data-dir="}, nil, "setting data-dir"},
+		{"tiny sql values", []string{"-sql-max-value-bytes=10"}, nil, "setting sql-max-value-bytes"},
+		{"tiny sql heap", []string{"-sql-heap-limit-bytes=1024"}, nil, "setting sql-heap-limit-bytes"},
+		{"sql share over slots", []string{"-sql-max-concurrent=2", "-sql-max-per-tenant=3"}, nil, "setting sql-max-per-tenant"},
+		{"negative sql slots", []string{"-sql-max-concurrent=-1"}, nil, "setting sql-max-concurrent"},
+		{"short search", []string{"-search-timeout=1ms"}, nil, "setting search-timeout"},
+		{"tiny grep", []string{"-grep-max-bytes=1"}, nil, "setting grep-max-bytes"},
+		{"grep share over slots", []string{"-grep-max-concurrent=1", "-grep-max-per-tenant=2"}, nil, "setting grep-max-per-tenant"},
+		{"negative workspace quota", []string{"-workspace-quota-bytes=-1"}, nil, "setting workspace-quota-bytes"},
+		{"negative artifact quota", []string{"-artifact-quota-bytes=-5"}, nil, "setting artifact-quota-bytes"},
+		{"short token secret", nil, map[string]string{"BAAGENT_GATEWAY_TOKEN_SECRET": "short"}, "setting gateway-token-secret: want at least 16 bytes"},
+		{"long token ttl", []string{"-gateway-token-ttl=48h"}, nil, "setting gateway-token-ttl"},
+		{"origin with a path", []string{"-gateway-allowed-origins=https://app.example/x"}, nil, "setting gateway-allowed-origins"},
+		{"origin without scheme", []string{"-gateway-allowed-origins=app.example"}, nil, "setting gateway-allowed-origins"},
+		{"negative streams per key", []string{"-gateway-max-streams-per-key=-1"}, nil, "setting gateway-max-streams-per-key"},
+		{"negative in flight per key", []string{"-gateway-max-in-flight-per-key=-1"}, nil, "setting gateway-max-in-flight-per-key"},
+		{"negative auth failures", []string{"-gateway-auth-failure-limit=-1"}, nil, "setting gateway-auth-failure-limit"},
+		{"tiny auth window", []string{"-gateway-auth-failure-window=1ms"}, nil, "setting gateway-auth-failure-window"},
+		{"negative body timeout", []string{"-gateway-body-read-timeout=-1s"}, nil, "setting gateway-body-read-timeout"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -259,4 +277,30 @@ func FuzzParseYAML(f *testing.F) {
 			t.Fatalf("round trip changed settings: %v → %v", m, again)
 		}
 	})
+}
+
+func TestGatewayEdgeSettings(t *testing.T) {
+	c, err := load(t, []string{"-gateway-allowed-origins=https://app.example, http://localhost:3000/", "-gateway-max-streams-per-key=0"},
+		map[string]string{"BAAGENT_GATEWAY_TOKEN_SECRET": "0123456789abcdef"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := c.GatewayEdge
+	if len(g.AllowedOrigins) != 2 || g.AllowedOrigins[0] != "https://app.example" || g.AllowedOrigins[1] != "http://localhost:3000/" {
+		t.Errorf("allowed origins = %q", g.AllowedOrigins)
+	}
+	if g.TokenSecret != "0123456789abcdef" || g.MaxStreamsPerKey != 0 || g.MaxInFlightPerKey != 64 || g.AuthFailureLimit != 20 {
+		t.Errorf("edge settings = %+v", g)
+	}
+}
+
+func TestToolBudgetSettings(t *testing.T) {
+	c, err := load(t, []string{"-workspace-quota-bytes=0", "-sql-max-concurrent=4", "-sql-max-per-tenant=2"}, map[string]string{"BAAGENT_GREP_MAX_BYTES": "1048576"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := c.ToolBudgets
+	if b.WorkspaceQuotaBytes != 0 || b.ArtifactQuotaBytes != 2<<30 || b.SQLMaxConcurrent != 4 || b.SQLMaxPerTenant != 2 || b.GrepMaxBytes != 1<<20 || b.SQLMaxValueBytes != 1<<20 {
+		t.Errorf("tool budgets = %+v", b)
+	}
 }

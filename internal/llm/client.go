@@ -18,6 +18,7 @@ import (
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/baagent/baagent/internal/metrics"
 	"github.com/baagent/baagent/internal/tracing"
 )
 
@@ -121,7 +122,7 @@ func New(cfg Config) (*Client, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m, err := newClientMetrics(cfg.Registerer)
+	m, err := newClientMetrics(cfg.Registerer, metricModels(cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -129,6 +130,17 @@ func New(cfg Config) (*Client, error) {
 		cfg: cfg, api: openai.NewClientWithConfig(oc), log: log.With("component", "llm"), metrics: m, tracer: tracer,
 		rand: defaultRand, sleep: sleepCtx, now: time.Now,
 	}, nil
+}
+
+// metricModels are the models the metrics name: the configured ones. A
+// request names its model freely (from a client's run spec), so nothing
+// learnt from requests may widen the set.
+func metricModels(cfg Config) metrics.LabelSet {
+	names := append([]string{cfg.Model}, cfg.MetricModels...)
+	for name := range cfg.Models {
+		names = append(names, name)
+	}
+	return metrics.NewLabelSet(names...)
 }
 
 // DefaultModel is Config.Model.

@@ -67,6 +67,12 @@ type Config struct {
 	// requests (children, with the trace context propagated to the
 	// endpoint); nil or a no-op provider: nothing is traced.
 	TracerProvider trace.TracerProvider
+	// MetricModels are model names, besides Model and the keys of Models,
+	// that the metrics report by name (the exact names of the model
+	// registry, say). Any other model a request names — a client may pick
+	// one — is reported as "other", so that made-up names cannot grow the
+	// metrics without bound.
+	MetricModels []string
 }
 
 // Options are per-model request options. Nil pointers and zero values are

@@ -41,7 +41,10 @@
 //	baagent_llm_retries_total{model,reason}              counter
 //	baagent_llm_tokens_total{model,direction}            counter, direction = prompt | completion
 //
-// The model label is the model name sent to the endpoint; model names come
-// from configuration and skill context modifiers (operator-controlled files),
-// never from end users, so the label set stays bounded.
+// The model label is the model name sent to the endpoint when the
+// configuration names it (Config.Model, the keys of Config.Models,
+// Config.MetricModels), and "other" for any other name: a run's model comes
+// from the client's run spec as well as from configuration and skill context
+// modifiers, and every label value is a series kept for the life of the
+// process, so a label fed by requests must stay within a set fixed at start.
 package llm

@@ -3,15 +3,18 @@ package llm
 import (
 	"context"
 	"fmt"
-	"github.com/baagent/baagent/internal/metrics"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/baagent/baagent/internal/metrics"
 )
 
 // clientMetrics are the model-call metrics; a nil *clientMetrics records
 // nothing.
 type clientMetrics struct {
+	// models bounds the model label: a request may name any model.
+	models     metrics.LabelSet
 	requests   *prometheus.CounterVec
 	duration   *prometheus.HistogramVec
 	firstDelta *prometheus.HistogramVec
@@ -19,12 +22,14 @@ type clientMetrics struct {
 	tokensVec  *prometheus.CounterVec
 }
 
-func newClientMetrics(reg prometheus.Registerer) (*clientMetrics, error) {
+// newClientMetrics registers the metrics on reg, the model label bounded to
+// models (and "other").
+func newClientMetrics(reg prometheus.Registerer, models metrics.LabelSet) (*clientMetrics, error) {
 	if reg == nil {
 		return nil, nil
 	}
 	buckets := []float64{.05, .1, .25, .5, 1, 2, 4, 8, 15, 30, 60, 120, 300}
-	m := &clientMetrics{}
+	m := &clientMetrics{models: models}
 	var err error
 	if m.requests, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "baagent_llm_requests_total", Help: "Model calls by outcome (ok or the failure kind).",
@@ -66,6 +71,7 @@ func (m *clientMetrics) observe(ctx context.Context, model, outcome string, d ti
 	if m == nil {
 		return
 	}
+	model = m.models.Value(model)
 	m.requests.WithLabelValues(model, outcome).Inc()
 	metrics.Observe(ctx, m.duration.WithLabelValues(model, outcome), d.Seconds())
 }
@@ -74,20 +80,21 @@ func (m *clientMetrics) firstDeltaObserve(model string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.firstDelta.WithLabelValues(model).Observe(d.Seconds())
+	m.firstDelta.WithLabelValues(m.models.Value(model)).Observe(d.Seconds())
 }
 
 func (m *clientMetrics) retry(model, reason string) {
 	if m == nil {
 		return
 	}
-	m.retries.WithLabelValues(model, reason).Inc()
+	m.retries.WithLabelValues(m.models.Value(model), reason).Inc()
 }
 
 func (m *clientMetrics) tokens(model string, u Usage) {
 	if m == nil {
 		return
 	}
+	model = m.models.Value(model)
 	m.tokensVec.WithLabelValues(model, "prompt").Add(float64(u.PromptTokens))
 	m.tokensVec.WithLabelValues(model, "completion").Add(float64(u.CompletionTokens))
 }

@@ -197,6 +197,9 @@ func (m *Manifest) Env(c *corev1.Container, external map[string]map[string]strin
 				return nil, fmt.Errorf("env %s: %w", e.Name, err)
 			}
 			v, ok := data[ref.Key]
+			if !ok && ref.Optional != nil && *ref.Optional {
+				continue // Kubernetes leaves the variable unset
+			}
 			if !ok {
 				return nil, fmt.Errorf("env %s: Secret %s has no key %q", e.Name, ref.Name, ref.Key)
 			}

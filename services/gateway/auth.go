@@ -26,33 +26,49 @@ import (
 // Authentication. A caller presents an API key (`authorization: Bearer
 // <key>` or `x-api-key: <key>`), mapped to its tenant by configuration.
 // Browsers, which cannot set headers on EventSource or WebSocket, exchange
-// their key for a short-lived signed stream token (POST /v1/tokens) and
-// pass it as ?token=. With no keys configured there is one tenant,
-// "default", served to loopback clients only.
+// their key for a short-lived signed stream token (POST
+// /v1/auth/stream-token) and pass it as ?token=. With no keys configured
+// there is one tenant, "default", served to loopback clients only.
+// Every protocol authenticates before it validates anything, so a caller
+// without a valid credential learns nothing but that.
 
 // tokenPrefix versions the stream token format: v1.<payload>.<mac> with
-// payload = base64url("<tenant>|<unix expiry>").
+// payload = base64url("<tenant>|<unix expiry>|<subject>"). The subject
+// names the API key that asked for the token (an HMAC of its hash, so the
+// token reveals nothing about the key): its streams count as the key's,
+// and it stops working when the key is removed. Tokens without a subject
+// (earlier gateways) are accepted, counted per tenant.
 const tokenPrefix = "v1."
 
 // maxKeyLen bounds a presented key or token before any work is done on it.
 const maxKeyLen = 512
 
+// tokenClockSkew is how much later than TokenTTL from now a token may
+// expire: replicas' clocks differ a little.
+const tokenClockSkew = time.Minute
+
+// tokenRoute is where a stream token is obtained (see routes).
+const tokenRoute = "POST /v1/auth/stream-token"
+
 var (
 	errNoCredentials  = errors.New("missing API key: send `authorization: Bearer <key>` or `x-api-key: <key>`")
 	errBadCredentials = errors.New("invalid API key")
-	errBadToken       = errors.New("invalid or expired stream token: get a new one with POST /v1/tokens")
+	errBadToken       = errors.New("invalid or expired stream token: get a new one with " + tokenRoute)
+	errTokenTooLong   = errors.New("stream token expires later than this gateway's token lifetime allows: get a new one with " + tokenRoute)
 	errNotLoopback    = errors.New("no API keys are configured, so only loopback clients are served; configure api-keys or api-keys-file")
 )
 
 type authenticator struct {
-	keys   map[[32]byte]string // sha256(key) -> tenant; lookups leak nothing about keys
-	secret []byte
-	ttl    time.Duration
-	now    func() time.Time
+	keys     map[[32]byte]string // sha256(key) -> tenant; lookups leak nothing about keys
+	subjects map[string][32]byte // token subject -> sha256(key)
+	secret   []byte
+	derived  bool // secret derived from the key list (no StreamTokenSecret)
+	ttl      time.Duration
+	now      func() time.Time
 }
 
-func newAuthenticator(keys map[string]string, secret []byte, ttl time.Duration) (*authenticator, error) {
-	a := &authenticator{keys: make(map[[32]byte]string, len(keys)), ttl: ttl, now: time.Now}
+func newAuthenticator(keys map[string]string, secret string, ttl time.Duration) (*authenticator, error) {
+	a := &authenticator{keys: make(map[[32]byte]string, len(keys)), subjects: make(map[string][32]byte, len(keys)), ttl: ttl, now: time.Now}
 	names := make([]string, 0, len(keys))
 	for k, tenant := range keys {
 		if k == "" || len(k) > maxKeyLen {
@@ -65,9 +81,17 @@ func newAuthenticator(keys map[string]string, secret []byte, ttl time.Duration) 
 		names = append(names, k+"="+tenant)
 	}
 	switch {
-	case len(secret) > 0:
-		a.secret = slices.Clone(secret)
+	case secret != "":
+		if len(secret) < MinStreamTokenSecretBytes {
+			return nil, fmt.Errorf("stream token secret (gateway-token-secret): must be at least %d bytes, got %d", MinStreamTokenSecretBytes, len(secret))
+		}
+		// A fixed-length key whatever the secret's length and encoding.
+		mac := hmac.New(sha256.New, []byte("baagent gateway stream tokens v2"))
+		mac.Write([]byte(secret))
+		a.secret = mac.Sum(nil)
 	case len(keys) > 0:
+		// The fallback: replicas with the same keys agree on it without
+		// any other setting, and it changes when the keys do.
 		slices.Sort(names)
 		mac := hmac.New(sha256.New, []byte("baagent gateway stream tokens v1"))
 		for _, n := range names {
@@ -75,11 +99,15 @@ func newAuthenticator(keys map[string]string, secret []byte, ttl time.Duration) 
 			mac.Write([]byte{0})
 		}
 		a.secret = mac.Sum(nil)
+		a.derived = true
 	default:
 		a.secret = make([]byte, 32)
 		if _, err := rand.Read(a.secret); err != nil {
 			return nil, fmt.Errorf("stream token secret: %w", err)
 		}
+	}
+	for id := range a.keys {
+		a.subjects[a.subject(id)] = id
 	}
 	return a, nil
 }
@@ -93,8 +121,9 @@ func (a *authenticator) mode() string {
 	return strconv.Itoa(len(a.keys)) + " API keys"
 }
 
-// caller is an authenticated caller: its tenant and, for rate limiting,
-// an identity (a hash of its API key, or of its stream token's tenant).
+// caller is an authenticated caller: its tenant and, for the per-key
+// limits, an identity (the hash of its API key; for a stream token, of
+// the key that asked for it).
 type caller struct {
 	tenant string
 	id     [32]byte
@@ -124,16 +153,29 @@ func (a *authenticator) tenantForKey(key string, remote net.Addr) (caller, error
 	return caller{tenant: t, id: id, keyed: true}, nil
 }
 
-// tokenCaller is the caller of a verified stream token: the tenant's
-// keys minted it, so its streams share one bucket per tenant.
+// tokenCaller is the caller of a verified token without a subject: its
+// streams share one identity per tenant.
 func (a *authenticator) tokenCaller(tenant string) caller {
 	return caller{tenant: tenant, id: sha256.Sum256([]byte("stream-token\x00" + tenant)), keyed: !a.open()}
 }
 
-// issue returns a stream token for tenant and its expiry.
-func (a *authenticator) issue(tenant string) (string, time.Time) {
+// subject is the token subject of a key: not reversible, and only this
+// gateway's secret maps it back.
+func (a *authenticator) subject(id [32]byte) string {
+	mac := hmac.New(sha256.New, a.secret)
+	mac.Write([]byte("subject\x00"))
+	mac.Write(id[:])
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:12])
+}
+
+// issue returns a stream token for c and its expiry.
+func (a *authenticator) issue(c caller) (string, time.Time) {
 	exp := a.now().Add(a.ttl).Truncate(time.Second)
-	payload := base64.RawURLEncoding.EncodeToString([]byte(tenant + "|" + strconv.FormatInt(exp.Unix(), 10)))
+	claims := c.tenant + "|" + strconv.FormatInt(exp.Unix(), 10)
+	if c.keyed {
+		claims += "|" + a.subject(c.id)
+	}
+	payload := base64.RawURLEncoding.EncodeToString([]byte(claims))
 	return tokenPrefix + payload + "." + a.sign(payload), exp
 }
 
@@ -143,28 +185,48 @@ func (a *authenticator) sign(payload string) string {
 	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }
 
-// verify checks a stream token and returns its tenant.
-func (a *authenticator) verify(token string) (string, error) {
+// verify checks a stream token and returns its caller. A token that
+// expires further ahead than this gateway's TTL is refused even when its
+// signature is good: a signer with another TTL, or one that learnt the
+// secret, cannot mint tokens that outlive key rotations.
+func (a *authenticator) verify(token string) (caller, error) {
 	if len(token) > maxKeyLen || !strings.HasPrefix(token, tokenPrefix) {
-		return "", errBadToken
+		return caller{}, errBadToken
 	}
 	payload, mac, ok := strings.Cut(token[len(tokenPrefix):], ".")
 	if !ok || !hmac.Equal([]byte(mac), []byte(a.sign(payload))) {
-		return "", errBadToken
+		return caller{}, errBadToken
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(payload)
 	if err != nil {
-		return "", errBadToken
+		return caller{}, errBadToken
 	}
-	tenant, expStr, ok := strings.Cut(string(raw), "|")
-	exp, err := strconv.ParseInt(expStr, 10, 64)
-	if !ok || err != nil || natsx.ValidateToken("tenant", tenant) != nil {
-		return "", errBadToken
+	claims := strings.Split(string(raw), "|")
+	if len(claims) != 2 && len(claims) != 3 {
+		return caller{}, errBadToken
 	}
-	if !a.now().Before(time.Unix(exp, 0)) {
-		return "", errBadToken
+	tenant := claims[0]
+	exp, err := strconv.ParseInt(claims[1], 10, 64)
+	if err != nil || natsx.ValidateToken("tenant", tenant) != nil {
+		return caller{}, errBadToken
 	}
-	return tenant, nil
+	now := a.now()
+	expiry := time.Unix(exp, 0)
+	if !now.Before(expiry) {
+		return caller{}, errBadToken
+	}
+	if expiry.After(now.Add(a.ttl + tokenClockSkew)) {
+		return caller{}, errTokenTooLong
+	}
+	if len(claims) == 2 {
+		return a.tokenCaller(tenant), nil
+	}
+	id, ok := a.subjects[claims[2]]
+	if !ok || a.keys[id] != tenant {
+		// The key was removed (or never belonged to the tenant).
+		return caller{}, errBadToken
+	}
+	return caller{tenant: tenant, id: id, keyed: true}, nil
 }
 
 // bearer extracts the key from an authorization value ("Bearer <key>").
@@ -176,8 +238,56 @@ func bearer(v string) string {
 	return ""
 }
 
-// grpcTenant authenticates a gRPC call from its metadata.
-func (s *Server) grpcTenant(ctx context.Context) (string, error) {
+// authStatus turns an authentication failure into its status.
+func authStatus(err error) error {
+	code := codes.Unauthenticated
+	if errors.Is(err, errNotLoopback) {
+		code = codes.PermissionDenied
+	}
+	return status.Error(code, err.Error())
+}
+
+// authenticate resolves a credential presented from remote: a stream
+// token when token is set, else key. A throttled address is refused
+// before its credential is looked at; an invalid one counts against it.
+// The caller then takes a rate token.
+func (s *Server) authenticate(api string, remote net.Addr, key, token string) (caller, error) {
+	if err := s.ready(); err != nil {
+		return caller{}, err
+	}
+	keyed := !s.auth.open()
+	if keyed {
+		if err := s.throttled(api, remote); err != nil {
+			return caller{}, err
+		}
+	}
+	var c caller
+	var err error
+	switch {
+	case !keyed && !isLoopback(remote):
+		// Tokens too: without keys nothing but loopback is served.
+		err = errNotLoopback
+	case token != "":
+		c, err = s.auth.verify(token)
+	default:
+		c, err = s.auth.tenantForKey(key, remote)
+	}
+	if err != nil {
+		if keyed && !errors.Is(err, errNoCredentials) {
+			// Guessing costs an attempt; omitting the key does not (a
+			// browser asks once without one to learn keys are needed).
+			s.authFailed(api, remote)
+		}
+		return caller{}, authStatus(err)
+	}
+	if err := s.limit(c, api); err != nil {
+		return caller{}, err
+	}
+	return c, nil
+}
+
+// grpcCaller authenticates a gRPC call from its metadata.
+func (s *Server) grpcCaller(ctx context.Context) (caller, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	key := ""
 	if v := md.Get("authorization"); len(v) > 0 {
@@ -190,53 +300,38 @@ func (s *Server) grpcTenant(ctx context.Context) (string, error) {
 	if p, ok := peer.FromContext(ctx); ok {
 		remote = p.Addr
 	}
-	c, err := s.auth.tenantForKey(key, remote)
-	if err != nil {
-		code := codes.Unauthenticated
-		if errors.Is(err, errNotLoopback) {
-			code = codes.PermissionDenied
-		}
-		return "", status.Error(code, err.Error())
-	}
-	if err := s.limit(c, apiGRPC); err != nil {
-		return "", err
-	}
-	return c.tenant, nil
+	return s.authenticate(apiGRPC, remote, key, "")
 }
 
-// httpTenant authenticates an HTTP request from its headers, or, when
+// grpcUnary authenticates a unary gRPC call and takes one of its key's
+// in-flight slots; done gives it back.
+func (s *Server) grpcUnary(ctx context.Context) (tenant string, done func(), err error) {
+	c, err := s.grpcCaller(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	done, err = s.hold(c, s.inFlight, apiGRPC)
+	if err != nil {
+		return "", nil, err
+	}
+	return c.tenant, done, nil
+}
+
+// httpCaller authenticates an HTTP request from its headers, or, when
 // allowToken is set (event streams), from a ?token= stream token.
-func (s *Server) httpTenant(r *http.Request, allowToken bool) (string, error) {
+func (s *Server) httpCaller(r *http.Request, allowToken bool) (caller, error) {
+	var remote net.Addr
+	if ap, err := netipAddr(r.RemoteAddr); err == nil {
+		remote = ap
+	}
 	if tok := r.URL.Query().Get("token"); allowToken && tok != "" {
-		t, err := s.auth.verify(tok)
-		if err != nil {
-			return "", status.Error(codes.Unauthenticated, err.Error())
-		}
-		if err := s.limit(s.auth.tokenCaller(t), apiHTTP); err != nil {
-			return "", err
-		}
-		return t, nil
+		return s.authenticate(apiHTTP, remote, "", tok)
 	}
 	key := bearer(r.Header.Get("Authorization"))
 	if key == "" {
 		key = strings.TrimSpace(r.Header.Get("X-Api-Key"))
 	}
-	var remote net.Addr
-	if ap, err := netipAddr(r.RemoteAddr); err == nil {
-		remote = ap
-	}
-	c, err := s.auth.tenantForKey(key, remote)
-	if err != nil {
-		code := codes.Unauthenticated
-		if errors.Is(err, errNotLoopback) {
-			code = codes.PermissionDenied
-		}
-		return "", status.Error(code, err.Error())
-	}
-	if err := s.limit(c, apiHTTP); err != nil {
-		return "", err
-	}
-	return c.tenant, nil
+	return s.authenticate(apiHTTP, remote, key, "")
 }
 
 func netipAddr(hostport string) (net.Addr, error) {

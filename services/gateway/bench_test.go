@@ -53,7 +53,7 @@ func benchFanout(b *testing.B, clients, rate int, direct bool) {
 		b.Fatal(err)
 	}
 	defer nc.Close()
-	e := newEnvJS(b, Options{noDirect: !direct}, js)
+	e := newEnvJS(b, Options{noDirect: !direct, MaxStreamsPerKey: -1}, js)
 	e.orch.put(&baagentv1.Run{RunId: "run-bench", Tenant: "acme", State: baagentv1.RunState_RUN_STATE_RUNNING})
 	pubCPU0 := pub.command(b, "text acme run-bench 1 1000") // the run has started
 	lg := startLoadgen(b, "fanout", e.base+"/v1/runs/run-bench/events", clients)
@@ -96,7 +96,7 @@ func benchFanout(b *testing.B, clients, rate int, direct bool) {
 // reconnects.
 func BenchmarkReconnectCatchUp(b *testing.B) {
 	const behind, total = 1000, 1100
-	e := newEnvTB(b, Options{})
+	e := newEnvTB(b, Options{MaxStreamsPerKey: -1})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	r := e.run("acme", "run-catchup")
@@ -154,7 +154,7 @@ func BenchmarkIdleSSEConnections(b *testing.B) {
 
 func benchIdle(b *testing.B, conns int) {
 	b.StopTimer()
-	e := newEnvTB(b, Options{})
+	e := newEnvTB(b, Options{MaxStreamsPerKey: -1})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	r := e.run("acme", "run-idle")

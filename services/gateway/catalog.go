@@ -21,12 +21,13 @@ const scratchConversation = "scratch"
 
 // ListSkills lists the caller's skills.
 func (s *Server) ListSkills(ctx context.Context, req *baagentv1.GatewayServiceListSkillsRequest) (*baagentv1.GatewayServiceListSkillsResponse, error) {
-	if err := validateListSkills(req); err != nil {
-		return nil, s.rejected(ctx, "ListSkills", err)
-	}
-	tenant, err := s.grpcTenant(ctx)
+	tenant, done, err := s.grpcUnary(ctx)
 	if err != nil {
 		return nil, err
+	}
+	defer done()
+	if err := validateListSkills(req); err != nil {
+		return nil, s.rejected(ctx, "ListSkills", err)
 	}
 	return s.listSkills(ctx, tenant, req)
 }
@@ -44,12 +45,13 @@ func (s *Server) listSkills(ctx context.Context, tenant string, req *baagentv1.G
 
 // GetSkill reads one skill at a disclosure level.
 func (s *Server) GetSkill(ctx context.Context, req *baagentv1.GatewayServiceGetSkillRequest) (*baagentv1.GatewayServiceGetSkillResponse, error) {
-	if err := validateGetSkill(req); err != nil {
-		return nil, s.rejected(ctx, "GetSkill", err)
-	}
-	tenant, err := s.grpcTenant(ctx)
+	tenant, done, err := s.grpcUnary(ctx)
 	if err != nil {
 		return nil, err
+	}
+	defer done()
+	if err := validateGetSkill(req); err != nil {
+		return nil, s.rejected(ctx, "GetSkill", err)
 	}
 	if err := s.peerReady(s.opts.Skills == nil, "skills"); err != nil {
 		return nil, err
@@ -64,10 +66,11 @@ func (s *Server) GetSkill(ctx context.Context, req *baagentv1.GatewayServiceGetS
 // ListTools lists the tools the caller may use.
 func (s *Server) ListTools(ctx context.Context, _ *baagentv1.GatewayServiceListToolsRequest) (*baagentv1.GatewayServiceListToolsResponse, error) {
 	// GatewayServiceListToolsRequest has no fields to validate.
-	tenant, err := s.grpcTenant(ctx)
+	tenant, done, err := s.grpcUnary(ctx)
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	return s.listTools(ctx, tenant)
 }
 
@@ -84,12 +87,13 @@ func (s *Server) listTools(ctx context.Context, tenant string) (*baagentv1.Gatew
 
 // InvokeTool invokes a tool directly, outside a run.
 func (s *Server) InvokeTool(ctx context.Context, req *baagentv1.InvokeToolRequest) (*baagentv1.InvokeToolResponse, error) {
-	if err := validateInvokeTool(req); err != nil {
-		return nil, s.rejected(ctx, "InvokeTool", err)
-	}
-	tenant, err := s.grpcTenant(ctx)
+	tenant, done, err := s.grpcUnary(ctx)
 	if err != nil {
 		return nil, err
+	}
+	defer done()
+	if err := validateInvokeTool(req); err != nil {
+		return nil, s.rejected(ctx, "InvokeTool", err)
 	}
 	if err := s.peerReady(s.opts.ToolRunner == nil, "toolrunner"); err != nil {
 		return nil, err
@@ -115,11 +119,13 @@ func (s *Server) InvokeTool(ctx context.Context, req *baagentv1.InvokeToolReques
 
 // CountTokens counts the tokens of a text for a model.
 func (s *Server) CountTokens(ctx context.Context, req *baagentv1.GatewayServiceCountTokensRequest) (*baagentv1.GatewayServiceCountTokensResponse, error) {
+	_, done, err := s.grpcUnary(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	if err := s.validateCountTokens(req); err != nil {
 		return nil, s.rejected(ctx, "CountTokens", err)
-	}
-	if _, err := s.grpcTenant(ctx); err != nil {
-		return nil, err
 	}
 	return s.countTokens(ctx, req)
 }

@@ -2,12 +2,14 @@ package gateway
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -39,6 +41,19 @@ type fakeOrchestrator struct {
 	mu   sync.Mutex
 	runs map[string]*baagentv1.Run // tenant/run_id
 	n    int
+	// fail, if set, is asked first by every method: a non-nil error is
+	// the answer.
+	fail func(method string) error
+}
+
+func (f *fakeOrchestrator) failure(method string) error {
+	f.mu.Lock()
+	fail := f.fail
+	f.mu.Unlock()
+	if fail == nil {
+		return nil
+	}
+	return fail(method)
 }
 
 func (f *fakeOrchestrator) put(run *baagentv1.Run) {
@@ -48,6 +63,9 @@ func (f *fakeOrchestrator) put(run *baagentv1.Run) {
 }
 
 func (f *fakeOrchestrator) StartRun(_ context.Context, req *baagentv1.OrchestratorServiceStartRunRequest) (*baagentv1.OrchestratorServiceStartRunResponse, error) {
+	if err := f.failure("StartRun"); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	f.n++
 	id := fmt.Sprintf("run-%d", f.n)
@@ -58,6 +76,9 @@ func (f *fakeOrchestrator) StartRun(_ context.Context, req *baagentv1.Orchestrat
 }
 
 func (f *fakeOrchestrator) GetRun(_ context.Context, req *baagentv1.OrchestratorServiceGetRunRequest) (*baagentv1.OrchestratorServiceGetRunResponse, error) {
+	if err := f.failure("GetRun"); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	run, ok := f.runs[req.Tenant+"/"+req.RunId]
@@ -67,14 +88,26 @@ func (f *fakeOrchestrator) GetRun(_ context.Context, req *baagentv1.Orchestrator
 	return &baagentv1.OrchestratorServiceGetRunResponse{Run: run}, nil
 }
 
+// ListRuns pages by run id, page_size runs (default 50) after the id in
+// page_token; the token is the last id of a page followed by more.
 func (f *fakeOrchestrator) ListRuns(_ context.Context, req *baagentv1.OrchestratorServiceListRunsRequest) (*baagentv1.OrchestratorServiceListRunsResponse, error) {
+	if err := f.failure("ListRuns"); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := &baagentv1.OrchestratorServiceListRunsResponse{}
+	var runs []*baagentv1.Run
 	for _, r := range f.runs {
-		if r.Tenant == req.Tenant {
-			out.Runs = append(out.Runs, r)
+		if r.Tenant == req.Tenant && r.RunId > req.PageToken {
+			runs = append(runs, r)
 		}
+	}
+	slices.SortFunc(runs, func(a, b *baagentv1.Run) int { return strings.Compare(a.RunId, b.RunId) })
+	size := int(cmp.Or(req.PageSize, 50))
+	out := &baagentv1.OrchestratorServiceListRunsResponse{Runs: runs}
+	if len(runs) > size {
+		out.Runs = runs[:size]
+		out.NextPageToken = runs[size-1].RunId
 	}
 	return out, nil
 }

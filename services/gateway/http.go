@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
@@ -63,7 +64,7 @@ func (s *Server) routes() http.Handler {
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	mux.Handle("GET /", dashboardHandler())
-	return securityHeaders(mux)
+	return securityHeaders(s.bodyDeadline(s.browserGuard(mux)))
 }
 
 // securityHeaders applies the headers every response carries.
@@ -81,11 +82,19 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, m proto.Messag
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		switch {
+		case errors.As(err, &mbe):
 			return bodyTooLarge(mbe.Limit)
+		case isTimeout(err):
+			return s.bodyTimeout()
 		}
 		return status.Errorf(codes.InvalidArgument, "read body: %v", err)
 	}
+	// The body is in: lift bodyDeadline's read deadline, so that it
+	// cannot end the connection (and the request's context) during a
+	// slow call. net/http clears it too when it starts watching for the
+	// client going away, but that is its internal detail.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	if len(strings.TrimSpace(string(data))) == 0 {
 		return nil
 	}
@@ -144,6 +153,15 @@ type fieldIssue struct {
 	Description string `json:"description"`
 }
 
+// reasonStatus maps the ErrorInfo reasons whose HTTP status is more
+// precise than their gRPC code's.
+var reasonStatus = map[string]int{
+	reasonTooLarge:         http.StatusRequestEntityTooLarge,
+	reasonBodyTimeout:      http.StatusRequestTimeout,
+	reasonMediaType:        http.StatusUnsupportedMediaType,
+	reasonPeerMessageLarge: http.StatusBadGateway,
+}
+
 // writeError writes a gRPC status as an HTTP error.
 func writeError(w http.ResponseWriter, err error) {
 	st := status.Convert(err)
@@ -151,8 +169,10 @@ func writeError(w http.ResponseWriter, err error) {
 	body.Error.Code = codeName(st.Code())
 	code := httpStatus(st.Code())
 	for _, d := range st.Details() {
-		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetReason() == reasonTooLarge {
-			code = http.StatusRequestEntityTooLarge
+		if ei, ok := d.(*errdetails.ErrorInfo); ok {
+			if c, ok := reasonStatus[ei.GetReason()]; ok {
+				code = c
+			}
 		}
 		if br, ok := d.(*errdetails.BadRequest); ok {
 			for _, v := range br.GetFieldViolations() {
@@ -235,18 +255,24 @@ func runState(v string) (baagentv1.RunState, bool) {
 	return 0, false
 }
 
-// serveJSON authenticates (and rate-limits) the caller, then reads the
-// JSON body into body (nil: the call takes none), reports what validate
-// finds (the edge validation of the gRPC method), and otherwise writes what
-// call returns: a proto message in the proto JSON mapping, anything else
-// with encoding/json. An unauthenticated request is refused before its
-// body is read.
-func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request, body proto.Message, validate func() error, call func(tenant string) (any, error)) {
-	tenant, err := s.httpTenant(r, false)
+// serveJSON authenticates (and rate-limits) the caller and takes one of
+// its key's in-flight slots, then reads the JSON body into body (nil: the
+// call takes none), reports what validate finds (the edge validation of
+// the gRPC method), and otherwise writes what call returns: a proto
+// message in the proto JSON mapping, anything else with encoding/json. An
+// unauthenticated request is refused before its body is read.
+func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request, body proto.Message, validate func() error, call func(c caller) (any, error)) {
+	c, err := s.httpCaller(r, false)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
+	done, err := s.hold(c, s.inFlight, apiHTTP)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer done()
 	if body != nil {
 		if err := s.readBody(w, r, body); err != nil {
 			writeError(w, err)
@@ -263,7 +289,7 @@ func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request, body proto.Me
 		writeError(w, err)
 		return
 	}
-	out, err := call(tenant)
+	out, err := call(c)
 	if err != nil {
 		writeError(w, err)
 		return

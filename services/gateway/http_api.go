@@ -8,20 +8,20 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 )
 
-// HTTP/JSON handlers: decode, validate with the gRPC edge rules,
-// authenticate, and call the same code as the gRPC methods.
+// HTTP/JSON handlers: authenticate, decode, validate with the gRPC edge
+// rules, and call the same code as the gRPC methods (see serveJSON).
 
 func (s *Server) httpStartRun(w http.ResponseWriter, r *http.Request) {
 	req := &baagentv1.StartRunRequest{}
-	s.serveJSON(w, r, req, func() error { return validateStartRun(req) }, func(tenant string) (any, error) {
-		return s.startRun(r.Context(), tenant, req)
+	s.serveJSON(w, r, req, func() error { return validateStartRun(req) }, func(c caller) (any, error) {
+		return s.startRun(r.Context(), c.tenant, req)
 	})
 }
 
 func (s *Server) httpGetRun(w http.ResponseWriter, r *http.Request) {
 	req := &baagentv1.GetRunRequest{RunId: r.PathValue("run_id")}
-	s.serveJSON(w, r, nil, func() error { return validateGetRun(req) }, func(tenant string) (any, error) {
-		return s.getRun(r.Context(), tenant, req)
+	s.serveJSON(w, r, nil, func() error { return validateGetRun(req) }, func(c caller) (any, error) {
+		return s.getRun(r.Context(), c.tenant, req)
 	})
 }
 
@@ -44,8 +44,8 @@ func (s *Server) httpListRuns(w http.ResponseWriter, r *http.Request) {
 		}
 		req.States = append(req.States, st)
 	}
-	s.serveJSON(w, r, nil, func() error { return validateListRuns(req) }, func(tenant string) (any, error) {
-		return s.listRuns(r.Context(), tenant, req)
+	s.serveJSON(w, r, nil, func() error { return validateListRuns(req) }, func(c caller) (any, error) {
+		return s.listRuns(r.Context(), c.tenant, req)
 	})
 }
 
@@ -54,8 +54,8 @@ func (s *Server) httpCancelRun(w http.ResponseWriter, r *http.Request) {
 	s.serveJSON(w, r, req, func() error {
 		req.RunId = r.PathValue("run_id")
 		return validateCancelRun(req)
-	}, func(tenant string) (any, error) {
-		return s.cancelRun(r.Context(), tenant, req)
+	}, func(c caller) (any, error) {
+		return s.cancelRun(r.Context(), c.tenant, req)
 	})
 }
 
@@ -64,28 +64,28 @@ func (s *Server) httpSubmitInput(w http.ResponseWriter, r *http.Request) {
 	s.serveJSON(w, r, req, func() error {
 		req.RunId = r.PathValue("run_id")
 		return validateSubmitInput(req)
-	}, func(tenant string) (any, error) {
-		return s.submitInput(r.Context(), tenant, req)
+	}, func(c caller) (any, error) {
+		return s.submitInput(r.Context(), c.tenant, req)
 	})
 }
 
 func (s *Server) httpListSkills(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	req := &baagentv1.GatewayServiceListSkillsRequest{Project: q.Get("project"), IncludeInvalid: q.Get("include_invalid") == "true"}
-	s.serveJSON(w, r, nil, func() error { return validateListSkills(req) }, func(tenant string) (any, error) {
-		return s.listSkills(r.Context(), tenant, req)
+	s.serveJSON(w, r, nil, func() error { return validateListSkills(req) }, func(c caller) (any, error) {
+		return s.listSkills(r.Context(), c.tenant, req)
 	})
 }
 
 func (s *Server) httpListTools(w http.ResponseWriter, r *http.Request) {
-	s.serveJSON(w, r, nil, nil, func(tenant string) (any, error) {
-		return s.listTools(r.Context(), tenant)
+	s.serveJSON(w, r, nil, nil, func(c caller) (any, error) {
+		return s.listTools(r.Context(), c.tenant)
 	})
 }
 
 func (s *Server) httpCountTokens(w http.ResponseWriter, r *http.Request) {
 	req := &baagentv1.GatewayServiceCountTokensRequest{}
-	s.serveJSON(w, r, req, func() error { return s.validateCountTokens(req) }, func(string) (any, error) {
+	s.serveJSON(w, r, req, func() error { return s.validateCountTokens(req) }, func(caller) (any, error) {
 		return s.countTokens(r.Context(), req)
 	})
 }
@@ -101,9 +101,9 @@ type streamToken struct {
 // ?token= on the event streams, for browsers (EventSource and WebSocket
 // cannot send headers).
 func (s *Server) httpStreamToken(w http.ResponseWriter, r *http.Request) {
-	s.serveJSON(w, r, nil, nil, func(tenant string) (any, error) {
-		tok, exp := s.auth.issue(tenant)
-		return streamToken{Token: tok, Tenant: tenant, ExpiresAt: exp.UTC()}, nil
+	s.serveJSON(w, r, nil, nil, func(c caller) (any, error) {
+		tok, exp := s.auth.issue(c)
+		return streamToken{Token: tok, Tenant: c.tenant, ExpiresAt: exp.UTC()}, nil
 	})
 }
 
@@ -119,7 +119,7 @@ type whoAmI struct {
 }
 
 func (s *Server) httpWhoAmI(w http.ResponseWriter, r *http.Request) {
-	s.serveJSON(w, r, nil, nil, func(tenant string) (any, error) {
-		return whoAmI{Tenant: tenant, KeysRequired: !s.auth.open(), TraceLinkTemplate: s.opts.TraceLinkTemplate}, nil
+	s.serveJSON(w, r, nil, nil, func(c caller) (any, error) {
+		return whoAmI{Tenant: c.tenant, KeysRequired: !s.auth.open(), TraceLinkTemplate: s.opts.TraceLinkTemplate}, nil
 	})
 }

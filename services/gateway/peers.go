@@ -3,7 +3,9 @@ package gateway
 import (
 	"context"
 	"errors"
+	"strings"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -30,6 +32,33 @@ func peerError(ctx context.Context, peer, rpc string, err error) error {
 		return status.Errorf(codes.Unavailable, "the %s service is unavailable: %s", peer, st.Message())
 	case codes.Unknown, codes.Internal, codes.DataLoss:
 		return status.Errorf(st.Code(), "%s %s: %s", peer, rpc, st.Message())
+	case codes.ResourceExhausted:
+		if isMessageTooLarge(st) {
+			// Not the caller's fault and nothing a retry fixes: not a 429.
+			return peerMessageTooLarge(peer, rpc, st.Message())
+		}
+	}
+	return st.Err()
+}
+
+// reasonPeerMessageLarge marks an Internal status that HTTP answers 502:
+// a peer's answer (or the gateway's request to it) exceeded the gRPC
+// message limit.
+const reasonPeerMessageLarge = "PEER_MESSAGE_TOO_LARGE"
+
+// isMessageTooLarge reports grpc-go's (and grpcinproc's) refusal of a
+// message over the limit, which is ResourceExhausted like a rate limit:
+// "grpc: received message larger than max (N vs. M)", "grpc: trying to
+// send message larger than max …", "… after decompression larger than
+// max …".
+func isMessageTooLarge(st *status.Status) bool {
+	return st.Code() == codes.ResourceExhausted && strings.Contains(st.Message(), "larger than max")
+}
+
+func peerMessageTooLarge(peer, rpc, msg string) error {
+	st := status.Newf(codes.Internal, "%s %s: a message between the gateway and the %s service exceeded the gRPC message limit (max-msg-bytes): %s", peer, rpc, peer, msg)
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reasonPeerMessageLarge, Domain: "baagent.dev"}); err == nil {
+		st = d
 	}
 	return st.Err()
 }

@@ -58,10 +58,36 @@ const (
 	// DefaultTenant serves every caller when no API keys are configured
 	// (loopback clients only).
 	DefaultTenant = "default"
+	// DefaultPageSize is the ListRuns page size when none is given (the
+	// contract's default).
+	DefaultPageSize = 50
+	// DefaultMaxMsgBytes is the gRPC message limit assumed when
+	// Options.MaxMsgBytes is not set (grpcserver's default).
+	DefaultMaxMsgBytes = 16 << 20
+	// DefaultMaxStreamsPerKey bounds the event streams one API key holds
+	// open at once (gRPC, SSE and WebSocket together).
+	DefaultMaxStreamsPerKey = 100
+	// DefaultMaxInFlightPerKey bounds the requests of one API key in
+	// progress at once.
+	DefaultMaxInFlightPerKey = 64
+	// DefaultAuthFailureLimit is how many invalid credentials one address
+	// may present per DefaultAuthFailureWindow before it is throttled.
+	DefaultAuthFailureLimit = 20
+	// DefaultAuthFailureWindow is the window of DefaultAuthFailureLimit.
+	DefaultAuthFailureWindow = time.Minute
+	// DefaultMaxAuthFailureAddrs bounds the addresses the failed-auth
+	// throttle tracks.
+	DefaultMaxAuthFailureAddrs = 10000
+	// DefaultBodyReadTimeout bounds reading one HTTP request body (4 MiB
+	// at the default limit: about 140 KB/s at least).
+	DefaultBodyReadTimeout = 30 * time.Second
+	// MinStreamTokenSecretBytes is the shortest StreamTokenSecret accepted.
+	MinStreamTokenSecretBytes = 16
 )
 
 // Options configures a [Server]. Zero values take the defaults (RateLimit:
-// no limit). Without
+// no limit); a negative per-key limit, AuthFailureLimit or
+// BodyReadTimeout turns it off. Without
 // JetStream the event streams answer Unavailable; without a peer client the
 // RPCs that need it answer Unavailable naming it.
 type Options struct {
@@ -82,12 +108,56 @@ type Options struct {
 	// APIKeys maps API keys to tenants (config api-keys / api-keys-file).
 	// Empty serves the single tenant "default" to loopback clients only.
 	APIKeys map[string]string
-	// TokenSecret signs browser stream tokens (?token=). Nil derives it
-	// from APIKeys, so replicas configured with the same keys accept each
-	// other's tokens; with no keys a random secret is used.
-	TokenSecret []byte
-	// TokenTTL is the lifetime of a stream token (default 10 min).
+	// StreamTokenSecret is the secret the browser stream tokens (?token=)
+	// are signed with (config gateway-token-secret, from the environment);
+	// every replica behind one address must share it. At least
+	// MinStreamTokenSecretBytes. Empty derives the signing key from
+	// APIKeys (a warning is logged: tokens then change whenever the keys
+	// do), or with no keys from a random secret (one replica only).
+	StreamTokenSecret string
+	// TokenTTL is the lifetime of a stream token (default 10 min); a
+	// token expiring later than TokenTTL (plus a minute of clock skew)
+	// from now is refused, whoever signed it.
 	TokenTTL time.Duration
+
+	// AllowedOrigins are browser origins (scheme://host[:port]) other than
+	// the gateway's own that may use it: their pages may open WebSockets
+	// (which CORS does not protect) in every mode and, with no API keys,
+	// their host names are accepted in the Host header and their
+	// requests served (see origin.go). Empty: the gateway's own origin
+	// only.
+	AllowedOrigins []string
+
+	// MaxStreamsPerKey bounds the event streams one API key holds open at
+	// once, gRPC StreamRunEvents, SSE and WebSocket together (the key's
+	// stream tokens count as the key); one more is ResourceExhausted
+	// (HTTP 429). 0: DefaultMaxStreamsPerKey; negative: no limit.
+	MaxStreamsPerKey int
+	// MaxInFlightPerKey bounds the unary calls and HTTP/JSON requests of
+	// one API key in progress at once (a request holds its slot while its
+	// body is read). 0: DefaultMaxInFlightPerKey; negative: no limit.
+	MaxInFlightPerKey int
+	// AuthFailureLimit is how many invalid API keys or stream tokens one
+	// client address (an IPv4 address, an IPv6 /64) may present within
+	// AuthFailureWindow; after that every request from it is answered
+	// ResourceExhausted (HTTP 429) without its credential being looked
+	// at until the window ends. 0: DefaultAuthFailureLimit; negative: no
+	// throttling. Only with API keys configured.
+	AuthFailureLimit int
+	// AuthFailureWindow is the window of AuthFailureLimit (default 1 min).
+	AuthFailureWindow time.Duration
+	// MaxAuthFailureAddrs bounds the addresses tracked (default 10,000).
+	MaxAuthFailureAddrs int
+	// BodyReadTimeout bounds reading an HTTP request's body, from the end
+	// of its header (which http.Server bounds to 10 s): a body still not
+	// received is answered 408 and the connection closed, so slow bodies
+	// cannot hold connections and handlers. Event streams carry no body
+	// and are not affected. 0: DefaultBodyReadTimeout; negative: none.
+	BodyReadTimeout time.Duration
+	// MaxMsgBytes is the gRPC message limit of the server the gateway is
+	// registered on (config max-msg-bytes; default 16 MiB): a ListRuns
+	// page is trimmed to fit in it, with a next_page_token for the rest.
+	MaxMsgBytes int
 
 	// HTTPListener serves HTTP/JSON, SSE, WebSocket and the dashboard
 	// (config gateway-http-listen); nil serves no HTTP (see Handler).
@@ -157,6 +227,12 @@ type Server struct {
 	limiter     *rateLimiter // nil: no limit
 	rateLimited *prometheus.CounterVec
 
+	origins     *originPolicy
+	streamSlots *keySlots     // event streams per key
+	inFlight    *keySlots     // unary calls and JSON requests per key
+	throttle    *authThrottle // nil: no failed-auth throttling
+	edge        *edgeMetrics
+
 	runOnce sync.Once
 }
 
@@ -189,13 +265,33 @@ func New(opts Options) *Server {
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	opts.MaxStreamsPerKey = orDefault(opts.MaxStreamsPerKey, DefaultMaxStreamsPerKey)
+	opts.MaxInFlightPerKey = orDefault(opts.MaxInFlightPerKey, DefaultMaxInFlightPerKey)
+	opts.AuthFailureLimit = orDefault(opts.AuthFailureLimit, DefaultAuthFailureLimit)
+	opts.MaxAuthFailureAddrs = orDefault(opts.MaxAuthFailureAddrs, DefaultMaxAuthFailureAddrs)
+	opts.BodyReadTimeout = orDefault(opts.BodyReadTimeout, DefaultBodyReadTimeout)
+	if opts.AuthFailureWindow <= 0 {
+		opts.AuthFailureWindow = DefaultAuthFailureWindow
+	}
+	if opts.MaxMsgBytes <= 0 {
+		opts.MaxMsgBytes = DefaultMaxMsgBytes
+	}
 	s := &Server{opts: opts, log: opts.Logger.With("service", ServiceName)}
 	var err error
-	s.auth, err = newAuthenticator(opts.APIKeys, opts.TokenSecret, opts.TokenTTL)
+	s.auth, err = newAuthenticator(opts.APIKeys, opts.StreamTokenSecret, opts.TokenTTL)
 	if err != nil {
 		s.initErr = err
+	} else if s.auth.derived {
+		s.log.Warn("no stream token secret configured (gateway-token-secret): stream tokens are signed with a key derived from the API keys, so they stop working whenever the keys change, and replicas accept each other's tokens only with identical keys")
+	}
+	if s.origins, err = newOriginPolicy(opts.AllowedOrigins); err != nil {
+		s.origins = &originPolicy{} // nothing allowed but the own origin
+		if s.initErr == nil {
+			s.initErr = err
+		}
 	}
 	s.limiter = newRateLimiter(opts.RateLimit, opts.RateBurst, opts.MaxRateBuckets, time.Now)
+	s.throttle = newAuthThrottle(opts.AuthFailureLimit, opts.AuthFailureWindow, opts.MaxAuthFailureAddrs, time.Now)
 	if s.initErr == nil {
 		s.rateLimited, err = newRateLimitedCounter(opts.Registerer)
 		if err != nil {
@@ -205,6 +301,16 @@ func New(opts Options) *Server {
 	if s.rateLimited == nil {
 		s.rateLimited, _ = newRateLimitedCounter(nil)
 	}
+	if s.initErr == nil {
+		if s.edge, err = newEdgeMetrics(opts.Registerer); err != nil {
+			s.initErr = err
+		}
+	}
+	if s.edge == nil {
+		s.edge, _ = newEdgeMetrics(nil)
+	}
+	s.streamSlots = newKeySlots(limitStreams, opts.MaxStreamsPerKey, s.edge.held.WithLabelValues(limitStreams))
+	s.inFlight = newKeySlots(limitInFlight, opts.MaxInFlightPerKey, s.edge.held.WithLabelValues(limitInFlight))
 	if opts.JetStream != nil && s.initErr == nil {
 		s.hub, err = hub.New(hub.Options{
 			JetStream:      opts.JetStream,
@@ -228,7 +334,10 @@ func (s *Server) Register(gs grpc.ServiceRegistrar) {
 }
 
 // Handler is the HTTP edge (HTTP/JSON API, SSE, WebSocket, dashboard), for
-// callers that serve HTTP themselves instead of passing HTTPListener.
+// callers that serve HTTP themselves instead of passing HTTPListener. It
+// applies the body read timeout itself; such a caller's http.Server should
+// set what Run's does: ReadHeaderTimeout (10 s), MaxHeaderBytes, and no
+// ReadTimeout or WriteTimeout (they would cut event streams).
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Run serves HTTP on Options.HTTPListener (if set) and runs the event hub
@@ -254,6 +363,8 @@ func (s *Server) run(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
+	// No ReadTimeout or WriteTimeout: they would cut event streams. Bodies
+	// are bounded per request instead (bodyDeadline), headers here.
 	hs := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -198,7 +198,7 @@ func TestNilRequests(t *testing.T) {
 	vt.WantInvalid(t, err, "run_id")
 	_, err = s.SubmitInput(ctx, nil)
 	vt.WantInvalid(t, err, "input")
-	vt.WantInvalid(t, s.StreamRunEvents(nil, nil), "run_id")
+	vt.WantInvalid(t, s.StreamRunEvents(nil, fakeStream{ctx: ctx}), "run_id")
 	_, err = s.ListSkills(ctx, nil)
 	vt.WantUnimplemented(t, err)
 	_, err = s.GetSkill(ctx, nil)

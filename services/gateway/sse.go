@@ -39,7 +39,7 @@ const sseFirstWait = 50 * time.Millisecond
 var sseRetryMillis = strconv.FormatInt(hub.RetryAfter.Milliseconds(), 10)
 
 func (s *Server) httpSSE(w http.ResponseWriter, r *http.Request) {
-	tenant, err := s.httpTenant(r, true)
+	c, err := s.httpCaller(r, true)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -49,12 +49,18 @@ func (s *Server) httpSSE(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	done, err := s.hold(c, s.streamSlots, apiHTTP)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer done()
 	if !s.streams.add() {
 		writeError(w, errUnavailable(hub.ErrClosed))
 		return
 	}
 	defer s.streams.done()
-	sub, err := s.openStream(r.Context(), tenant, runID, cursor, hub.TransportSSE)
+	sub, err := s.openStream(r.Context(), c.tenant, runID, cursor, hub.TransportSSE)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -79,6 +79,9 @@ func hijackSSE(w http.ResponseWriter, h http.Header) (net.Conn, []byte, bool) {
 	if err != nil {
 		return nil, nil, false
 	}
+	// A body deadline (bodyDeadline, for a GET that came with a body)
+	// must not end the stream's watch for the client going away.
+	_ = conn.SetReadDeadline(time.Time{})
 	h.Set("Connection", "close")
 	var head bytes.Buffer
 	head.WriteString("HTTP/1.1 200 OK\r\n")

@@ -63,14 +63,19 @@ func (s *Server) StreamRunEvents(req *baagentv1.StreamRunEventsRequest, stream g
 	if stream != nil {
 		ctx = stream.Context()
 	}
-	if err := validateStreamRunEvents(req); err != nil {
-		return s.rejected(ctx, "StreamRunEvents", err)
-	}
-	tenant, err := s.grpcTenant(ctx)
+	c, err := s.grpcCaller(ctx)
 	if err != nil {
 		return err
 	}
-	sub, err := s.openStream(ctx, tenant, req.GetRunId(), req.GetAfter(), hub.TransportGRPC)
+	if err := validateStreamRunEvents(req); err != nil {
+		return s.rejected(ctx, "StreamRunEvents", err)
+	}
+	done, err := s.hold(c, s.streamSlots, apiGRPC)
+	if err != nil {
+		return err
+	}
+	defer done()
+	sub, err := s.openStream(ctx, c.tenant, req.GetRunId(), req.GetAfter(), hub.TransportGRPC)
 	if err != nil {
 		return err
 	}

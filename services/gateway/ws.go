@@ -19,7 +19,15 @@ import (
 // reason "slow_consumer retry_after_ms=1000 cursor=<cursor>".
 
 func (s *Server) httpWebSocket(w http.ResponseWriter, r *http.Request) {
-	tenant, err := s.httpTenant(r, true)
+	// CORS does not apply to WebSockets: a page of any site may open one
+	// and read it, with whatever credential its URL carries. So in every
+	// mode a browser's handshake must come from an allowed origin.
+	if err := s.origins.checkOrigin(r); err != nil {
+		s.edge.browserRefused.WithLabelValues(refusedOrigin).Inc()
+		writeError(w, err)
+		return
+	}
+	c, err := s.httpCaller(r, true)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -34,7 +42,13 @@ func (s *Server) httpWebSocket(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, he.Error(), he.Status)
 		return
 	}
-	sub, err := s.openStream(r.Context(), tenant, runID, cursor, hub.TransportWS)
+	done, err := s.hold(c, s.streamSlots, apiHTTP)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer done()
+	sub, err := s.openStream(r.Context(), c.tenant, runID, cursor, hub.TransportWS)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -157,7 +157,10 @@ func (s *Server) withProgress(ctx context.Context, run *baagentv1.Run) {
 	}
 }
 
-// ListRuns lists a tenant's runs, newest first.
+// ListRuns lists a tenant's runs, newest first, as summaries (see
+// summarize). A page ends at page_size runs or when one more would take the
+// response over the gRPC message limit, whichever comes first; the client
+// continues with next_page_token either way.
 func (s *Server) ListRuns(ctx context.Context, req *baagentv1.OrchestratorServiceListRunsRequest) (*baagentv1.OrchestratorServiceListRunsResponse, error) {
 	if err := validateListRuns(req); err != nil {
 		return nil, s.rejected(ctx, "ListRuns", err)
@@ -183,8 +186,9 @@ func (s *Server) ListRuns(ctx context.Context, req *baagentv1.OrchestratorServic
 	if err != nil {
 		return nil, storeStatus(err, "")
 	}
+	runs, cut := fitPage(runs, listPageBudget(s.opts.MaxMsgBytes))
 	resp := &baagentv1.OrchestratorServiceListRunsResponse{Runs: runs}
-	if more {
+	if (more || cut) && len(runs) > 0 {
 		resp.NextPageToken = encodePageToken(runs[len(runs)-1].GetRunId())
 	}
 	return resp, nil

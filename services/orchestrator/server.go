@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/grpcserver"
 	"github.com/baagent/baagent/internal/natsx"
 	"github.com/baagent/baagent/internal/tracing"
 )
@@ -88,6 +89,11 @@ type Options struct {
 	// DefaultModel is the model of runs that name none; required.
 	DefaultModel string
 
+	// MaxMsgBytes is the largest gRPC message the server may send (the
+	// process's -max-msg-bytes; default grpcserver.DefaultMaxMsgBytes).
+	// ListRuns ends a page early rather than exceed it.
+	MaxMsgBytes int
+
 	// SystemPrompt replaces DefaultSystemPrompt when set.
 	SystemPrompt string
 	// DefaultMaxSteps is the step limit of runs that set none (default 50).
@@ -146,6 +152,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SystemPrompt == "" {
 		o.SystemPrompt = DefaultSystemPrompt
+	}
+	if o.MaxMsgBytes <= 0 {
+		o.MaxMsgBytes = grpcserver.DefaultMaxMsgBytes
 	}
 	if o.DefaultMaxSteps <= 0 {
 		o.DefaultMaxSteps = DefaultMaxSteps

@@ -125,10 +125,11 @@ func (f listFilter) match(run *baagentv1.Run) bool {
 	return len(f.states) == 0 || slices.Contains(f.states, run.GetState())
 }
 
-// list returns up to f.limit of tenant's runs matching f, newest first (run
-// ids sort by creation time), and whether more match. It streams the
-// tenant's records and keeps only the best f.limit+1 in a heap, so memory
-// is bounded by the page size, not by the number of runs.
+// list returns the summaries (see summarize) of up to f.limit of tenant's
+// runs matching f, newest first (run ids sort by creation time), and
+// whether more match. It streams the tenant's records and keeps only the
+// best f.limit+1 summaries in a heap, so memory is bounded by the page
+// size, not by the number of runs or the size of their records.
 func (s *runStore) list(ctx context.Context, tenant string, f listFilter) ([]*baagentv1.Run, bool, error) {
 	if err := natsx.ValidateToken("tenant", tenant); err != nil {
 		return nil, false, err
@@ -157,6 +158,7 @@ func (s *runStore) list(ctx context.Context, tenant string, f listFilter) ([]*ba
 		if err := proto.Unmarshal(e.Value(), run); err != nil || !f.match(run) {
 			continue
 		}
+		summarize(run)
 		heap.Push(h, run)
 		if h.Len() > keep {
 			heap.Pop(h) // drop the oldest

@@ -274,3 +274,25 @@ func (r *Registry) Entries() []Resolution {
 	slices.SortFunc(out, func(a, b Resolution) int { return cmp.Compare(a.Model, b.Model) })
 	return out
 }
+
+// KnownModels returns the exact model names of the registry that a tokens
+// server with encodersFile would serve (patterns such as `gpt-4*` left out),
+// so that a process without a tokens server can still tell known models from
+// invented ones, e.g. to bound a metric label.
+func KnownModels(encodersFile string) ([]string, error) {
+	encoders, models := defaultEncoders(), defaultModelMetadata()
+	if encodersFile != "" {
+		cfg, err := LoadConfigFile(encodersFile)
+		if err != nil {
+			return nil, err
+		}
+		encoders, models = cfg.merge(encoders, models)
+	}
+	var names []string
+	for _, e := range NewRegistry(encoders, models).Entries() {
+		if !isGlob(e.Model) {
+			names = append(names, e.Model)
+		}
+	}
+	return names, nil
+}

@@ -2,6 +2,7 @@ package toolrunner
 
 import (
 	basemetrics "github.com/baagent/baagent/internal/metrics"
+	"github.com/baagent/baagent/services/toolrunner/quota"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -20,9 +21,13 @@ type metrics struct {
 	keyed         *prometheus.CounterVec // outcome
 	artifactBytes prometheus.Counter
 	artifactsGone prometheus.Counter
+	// quotaExceeded counts refusals by kind (workspace, artifact); per
+	// tenant usage is logged with each refusal, never a label: tenants
+	// are not a bounded label set.
+	quotaExceeded *prometheus.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer, storeStats func() (int, int64)) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, storeStats func() (int, int64), workspaceBytes func() int64) (*metrics, error) {
 	m := &metrics{
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "baagent", Subsystem: "toolrunner", Name: "calls_total",
@@ -55,8 +60,15 @@ func newMetrics(reg prometheus.Registerer, storeStats func() (int, int64)) (*met
 		}),
 		artifactsGone: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "baagent", Subsystem: "toolrunner", Name: "artifact_bytes_removed_total",
-			Help: "Bytes removed from the artifact store (age, size, conversation end).",
+			Help: "Bytes removed from the artifact store (age, size, tenant quota, conversation end).",
 		}),
+		quotaExceeded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "baagent", Subsystem: "toolrunner", Name: "quota_exceeded_total",
+			Help: "Writes refused by a tenant's disk quota, by kind: workspace (file writes, new workspaces) or artifact (a tool result that could not be stored).",
+		}, []string{"kind"}),
+	}
+	for _, kind := range []string{quota.Workspace, quota.Artifact} {
+		m.quotaExceeded.WithLabelValues(kind) // export zeros, so that rate() sees the first refusal
 	}
 	stored := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "baagent", Subsystem: "toolrunner", Name: "artifact_bytes",
@@ -66,10 +78,14 @@ func newMetrics(reg prometheus.Registerer, storeStats func() (int, int64)) (*met
 		Namespace: "baagent", Subsystem: "toolrunner", Name: "artifacts",
 		Help: "Artifacts held in the artifact store.",
 	}, func() float64 { n, _ := storeStats(); return float64(n) })
+	wsBytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "baagent", Subsystem: "toolrunner", Name: "workspace_bytes",
+		Help: "Workspace bytes charged to tenants' quotas (files in 4 KiB blocks, directories one block), summed over the tenants used since the process started: a tenant is counted on first use.",
+	}, func() float64 { return float64(workspaceBytes()) })
 	if reg == nil {
 		return m, nil
 	}
-	if err := basemetrics.RegisterExclusive(reg, "toolrunner", m.calls, m.duration, m.errors, m.retries, m.cacheHits, m.keyed, m.artifactBytes, m.artifactsGone, stored, count); err != nil {
+	if err := basemetrics.RegisterExclusive(reg, "toolrunner", m.calls, m.duration, m.errors, m.retries, m.cacheHits, m.keyed, m.artifactBytes, m.artifactsGone, m.quotaExceeded, stored, count, wsBytes); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	promx "github.com/baagent/baagent/internal/metrics"
 	"github.com/baagent/baagent/services/toolrunner/artifact"
 	"github.com/baagent/baagent/services/toolrunner/idempotency"
+	"github.com/baagent/baagent/services/toolrunner/quota"
 	"github.com/baagent/baagent/services/toolrunner/tool"
 	"github.com/baagent/baagent/services/toolrunner/truncate"
 )
@@ -141,17 +143,22 @@ type execution struct {
 // retries, and presents the outcome in res. An error means ctx ended.
 func (s *Server) run(ctx context.Context, x execution, res *baagentv1.ToolExecutionResult) error {
 	req := x.req
-	ws, release, err := s.workspaces.acquire(req.GetTenant(), req.GetConversationId())
+	ws, err := s.workspaces.acquire(req.GetTenant(), req.GetConversationId())
+	var qe *quota.Error
+	if errors.As(err, &qe) { // no room for a new workspace: the tenant's quota, not a fault
+		fail(res, qe.ToolError())
+		return nil
+	}
 	if err != nil {
 		s.log.ErrorContext(ctx, "workspace unavailable", "tenant", req.GetTenant(), "conversation_id", req.GetConversationId(), "error", scrubPath(err))
 		fail(res, tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_INTERNAL_ERROR, "WORKSPACE_UNAVAILABLE", "the conversation's workspace could not be opened"))
 		return nil
 	}
-	defer release()
+	defer ws.release()
 	call := tool.Call{
 		ToolCallID: req.GetToolCallId(), Tenant: req.GetTenant(), ConversationID: req.GetConversationId(),
 		RunID: req.GetRunId(), CallerID: req.GetCallerId(), Args: x.args,
-		IdempotencyKey: res.GetIdempotencyKey(), Workspace: ws,
+		IdempotencyKey: res.GetIdempotencyKey(), Workspace: ws.root, QuotaWrite: ws.write,
 	}
 	data, err := s.execute(ctx, x.t, call, x.pol, req, res)
 	if ctx.Err() != nil {
@@ -258,8 +265,9 @@ func (s *Server) invokeKeyed(ctx context.Context, x execution, res *baagentv1.To
 	}
 }
 
-// execute runs attempts until one succeeds, the failure is not retryable,
-// or the retries are spent, waiting the backoff delay between attempts and
+// execute runs attempts until one succeeds, the failure is not retryable
+// (by type, or because the tool spent its own budget), or the retries are
+// spent, waiting the backoff delay between attempts and
 // growing the timeout by the timeout multiplier. It records retry_count and
 // last_error in res.
 func (s *Server) execute(ctx context.Context, t tool.Tool, call tool.Call, pol effective, req *baagentv1.ToolInvocationRequest, res *baagentv1.ToolExecutionResult) (any, error) {
@@ -285,7 +293,9 @@ func (s *Server) execute(ctx context.Context, t tool.Tool, call tool.Call, pol e
 		}
 		te := tool.Classify(err)
 		res.LastError = te.Error()
-		if !rp.ShouldRetry(te.Type, attempt) {
+		if te.BudgetExhausted || !rp.ShouldRetry(te.Type, attempt) {
+			// A spent budget is spent again by a retry with the same
+			// arguments: only a narrower call can succeed.
 			return nil, te
 		}
 		s.metrics.retries.WithLabelValues(t.Spec().Name).Inc()
@@ -348,12 +358,14 @@ func (s *Server) present(ctx context.Context, res *baagentv1.ToolExecutionResult
 	full := level == baagentv1.OutputLevel_OUTPUT_LEVEL_FULL
 	obs := r.observation
 
+	var storeErr error // set when the data could not be stored: tried once, and said
 	store := func() string {
-		if res.ArtifactId != "" {
+		if res.ArtifactId != "" || storeErr != nil {
 			return res.ArtifactId
 		}
 		m, err := s.artifacts.Put(owner, req.GetStorageDir(), req.GetToolCallId(), r.summary, r.content)
 		if err != nil {
+			storeErr = err
 			s.log.WarnContext(ctx, "tool result not stored as an artifact", "tool", name, "tool_call_id", req.GetToolCallId(), "error", err)
 			return ""
 		}
@@ -373,12 +385,20 @@ func (s *Server) present(ctx context.Context, res *baagentv1.ToolExecutionResult
 			res.Truncated = true
 		}
 	}
+	var hint string
 	if len(obs) > truncate.MaxOutputBytes {
-		hint := fmt.Sprintf("\n\n(Output truncated at %d bytes.)", truncate.MaxOutputBytes)
+		hint = fmt.Sprintf("\n\n(Output truncated at %d bytes.)", truncate.MaxOutputBytes)
 		if id := store(); id != "" {
 			hint = fmt.Sprintf("\n\n(Output truncated at %d bytes. The complete output is %s; read it with artifact_read using offset, limit or pattern.)", truncate.MaxOutputBytes, id)
 		}
-		obs, _ = truncate.Bytes(obs, truncate.MaxOutputBytes-len(hint))
+	}
+	if storeErr != nil && (hint != "" || !r.complete) {
+		hint += notStoredNote(storeErr, len(r.content)) // the rest is lost: say so
+	}
+	if hint != "" {
+		if len(obs)+len(hint) > truncate.MaxOutputBytes {
+			obs, _ = truncate.Bytes(obs, truncate.MaxOutputBytes-len(hint))
+		}
 		obs += hint
 		res.Truncated = true
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/baagent/baagent/services/toolrunner/artifact"
 	"github.com/baagent/baagent/services/toolrunner/builtin"
 	"github.com/baagent/baagent/services/toolrunner/idempotency"
+	"github.com/baagent/baagent/services/toolrunner/quota"
 	"github.com/baagent/baagent/services/toolrunner/tool"
 )
 
@@ -69,8 +70,20 @@ type Options struct {
 
 	// ArtifactMaxAge removes older artifacts (default 24 h).
 	ArtifactMaxAge time.Duration
-	// ArtifactMaxBytes bounds the artifact store (default 10 GiB).
+	// ArtifactMaxBytes bounds the artifact store (default 10 GiB); above
+	// it artifacts are removed from the tenants holding the most first.
 	ArtifactMaxBytes int64
+	// ArtifactQuotaBytes bounds each tenant's artifacts (default 2 GiB;
+	// negative: no quota): a tenant's new artifact first removes that
+	// tenant's least recently used ones, never another tenant's; a result
+	// that cannot fit is returned without an artifact, its observation
+	// saying so.
+	ArtifactQuotaBytes int64
+	// WorkspaceQuotaBytes bounds the disk space of each tenant's
+	// workspaces, all its conversations and their seed copies together
+	// (default 1 GiB; negative: no quota). A file write or a new workspace
+	// that would pass it fails with QUOTA_EXCEEDED.
+	WorkspaceQuotaBytes int64
 	// CleanupInterval is how often Run cleans up (default 10 min).
 	CleanupInterval time.Duration
 	// CacheEntries and CacheBytes bound the idempotency cache (default
@@ -82,6 +95,9 @@ type Options struct {
 	LargeDataBytes int
 	// QueryTimeout bounds one sql_query (default 30 s).
 	QueryTimeout time.Duration
+	// Builtin holds the budgets of the built-in tools (see
+	// builtin.Options); its Artifacts and QueryTimeout are set by New.
+	Builtin builtin.Options
 	// WorkspaceMaxIdle removes a conversation's workspace after it has not
 	// been used for this long (default 7 days); a later call starts afresh.
 	WorkspaceMaxIdle time.Duration
@@ -190,6 +206,11 @@ func New(opts Options) (*Server, error) {
 			return 0, 0
 		}
 		return s.artifacts.Stats()
+	}, func() int64 {
+		if s.workspaces == nil {
+			return 0
+		}
+		return s.workspaces.quota.usage()
 	}); err != nil {
 		return nil, err
 	}
@@ -199,15 +220,23 @@ func New(opts Options) (*Server, error) {
 	s.artifacts, err = artifact.Open(artifact.Options{
 		Dir: opts.ArtifactDir, MaxAge: opts.ArtifactMaxAge, MaxBytes: opts.ArtifactMaxBytes,
 		Now: opts.Clock.Now, Logger: s.log, OnRemove: func(n int64) { s.metrics.artifactsGone.Add(float64(n)) },
+		TenantMaxBytes:  opts.ArtifactQuotaBytes, // the store reads 0 and negative values as this does
+		OnQuotaExceeded: func() { s.metrics.quotaExceeded.WithLabelValues(quota.Artifact).Inc() },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("setting artifact-dir: %w", err)
 	}
-	if s.workspaces, err = openWorkspaces(opts.WorkspaceDir, opts.WorkspaceSeedDir, opts.Clock.Now); err != nil {
+	if s.workspaces, err = openWorkspaces(workspaceOptions{
+		Dir: opts.WorkspaceDir, Seed: opts.WorkspaceSeedDir, Now: opts.Clock.Now, Logger: s.log,
+		Quota:      quota.Limit(opts.WorkspaceQuotaBytes, DefaultWorkspaceQuotaBytes),
+		OnExceeded: func() { s.metrics.quotaExceeded.WithLabelValues(quota.Workspace).Inc() },
+	}); err != nil {
 		s.artifacts.Close()
 		return nil, err
 	}
-	builtins := builtin.Tools(builtin.Options{Artifacts: s.artifacts, QueryTimeout: opts.QueryTimeout})
+	bo := opts.Builtin
+	bo.Artifacts, bo.QueryTimeout = s.artifacts, opts.QueryTimeout
+	builtins := builtin.Tools(bo)
 	if s.tools, err = newRegistry(s.log, builtins, opts.Sources); err != nil {
 		s.Close()
 		return nil, err

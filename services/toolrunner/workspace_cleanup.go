@@ -38,7 +38,7 @@ func (w *workspaces) touchLocked(h *wsHandle) func() {
 // directory's modification time, and by the last use this process saw)
 // that no call holds or is opening, and the leftovers of interrupted
 // creations older than that. It reports how many it removed and the bytes
-// freed.
+// freed, and credits them to their tenants' quotas.
 func (w *workspaces) removeIdle(maxIdle time.Duration) (removed int, freed int64) {
 	cutoff := w.now().Add(-maxIdle)
 	tenants, err := fs.ReadDir(w.root.FS(), ".")
@@ -49,21 +49,40 @@ func (w *workspaces) removeIdle(maxIdle time.Duration) (removed int, freed int64
 		if !t.IsDir() || strings.HasPrefix(t.Name(), ".") {
 			continue
 		}
-		convs, err := fs.ReadDir(w.root.FS(), t.Name())
-		if err != nil {
+		n, f := w.removeIdleOf(t.Name(), cutoff)
+		removed += n
+		freed += f
+	}
+	return removed, freed
+}
+
+// removeIdleOf removes tenant's idle workspaces.
+func (w *workspaces) removeIdleOf(tenant string, cutoff time.Time) (removed int, freed int64) {
+	convs, err := fs.ReadDir(w.root.FS(), tenant)
+	if err != nil {
+		return 0, 0
+	}
+	var e *tenantUsage
+	held := false
+	defer func() {
+		if held {
+			w.quota.release(e)
+		}
+	}()
+	for _, c := range convs {
+		info, err := c.Info()
+		if err != nil || !c.IsDir() || !info.ModTime().Before(cutoff) {
 			continue
 		}
-		for _, c := range convs {
-			info, err := c.Info()
-			if err != nil || !c.IsDir() || !info.ModTime().Before(cutoff) {
-				continue
-			}
-			key := path.Join(t.Name(), c.Name())
-			if gone, ok := w.detachIdle(key, cutoff); ok {
-				freed += w.dirSize(gone)
-				if w.root.RemoveAll(gone) == nil {
-					removed++
-				}
+		if !held { // the account is only needed, and counted, if there is something to remove
+			e, held = w.quota.hold(tenant), true
+		}
+		key := path.Join(tenant, c.Name())
+		if gone, ok := w.detachIdle(key, cutoff); ok {
+			size, err := w.removeDir(e, gone)
+			freed += size
+			if err == nil {
+				removed++
 			}
 		}
 	}
@@ -87,7 +106,7 @@ func (w *workspaces) detachIdle(key string, cutoff time.Time) (string, bool) {
 		h.root.Close()
 	}
 	if strings.HasPrefix(path.Base(key), ".") { // a leftover .new- or .gone- directory
-		return key, true
+		return key, !w.removing[key]
 	}
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
@@ -96,18 +115,4 @@ func (w *workspaces) detachIdle(key string, cutoff time.Time) (string, bool) {
 		return "", false
 	}
 	return gone, true
-}
-
-// dirSize is the total size of the regular files under rel.
-func (w *workspaces) dirSize(rel string) int64 {
-	var size int64
-	_ = fs.WalkDir(w.root.FS(), rel, func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
-			if fi, err := d.Info(); err == nil {
-				size += fi.Size()
-			}
-		}
-		return nil
-	})
-	return size
 }

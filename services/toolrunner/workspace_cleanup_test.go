@@ -18,14 +18,14 @@ func TestWorkspacesRemovedWhenIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	w, err := openWorkspaces(dir, seed, func() time.Time { return now })
+	w, err := openWorkspaces(workspaceOptions{Dir: dir, Seed: seed, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.close()
 	use := func(conv string) func() {
 		t.Helper()
-		r, release, err := w.acquire("acme", conv)
+		r, release, err := acquireRoot(w, "acme", conv)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +92,7 @@ func TestWorkspacesRemovedWhenIdle(t *testing.T) {
 	}
 
 	// The removed conversation comes back: a fresh, seeded workspace.
-	r, release, err := w.acquire("acme", "idle")
+	r, release, err := acquireRoot(w, "acme", "idle")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,13 +9,13 @@ import (
 
 func TestWorkspaceHandles(t *testing.T) {
 	dir := t.TempDir()
-	w, err := openWorkspaces(dir, "", nil)
+	w, err := openWorkspaces(workspaceOptions{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.close()
 	for i := range maxOpenWorkspaces + 50 {
-		r, release, err := w.acquire("acme", fmt.Sprintf("c%d", i))
+		r, release, err := acquireRoot(w, "acme", fmt.Sprintf("c%d", i))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,7 +33,7 @@ func TestWorkspaceHandles(t *testing.T) {
 
 	// Releasing a conversation while a call holds its workspace: the call
 	// keeps a working handle, the directory goes, the next call starts anew.
-	r, release, err := w.acquire("acme", "busy")
+	r, release, err := acquireRoot(w, "acme", "busy")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestWorkspaceHandles(t *testing.T) {
 		t.Fatal("workspace not removed")
 	}
 	release()
-	r2, release2, err := w.acquire("acme", "busy")
+	r2, release2, err := acquireRoot(w, "acme", "busy")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,4 +55,13 @@ func TestWorkspaceHandles(t *testing.T) {
 	if _, err := r2.Stat("a.txt"); !os.IsNotExist(err) {
 		t.Fatal("the new workspace has the old file")
 	}
+}
+
+// acquireRoot is w.acquire for tests that need only the directory.
+func acquireRoot(w *workspaces, tenant, conversation string) (*os.Root, func(), error) {
+	l, err := w.acquire(tenant, conversation)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l.root, l.release, nil
 }

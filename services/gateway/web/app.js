@@ -31,7 +31,9 @@ function headers(extra) {
 }
 
 async function api(method, path, body) {
-  const init = { method, headers: headers(body ? { "Content-Type": "application/json" } : {}) };
+  // Every call that changes something says JSON, body or not: without API
+  // keys the gateway refuses anything else (cross-site protection).
+  const init = { method, headers: headers(method !== "GET" ? { "Content-Type": "application/json" } : {}) };
   if (body) init.body = JSON.stringify(body);
   const r = await fetch(path, init);
   const text = await r.text();

@@ -6,6 +6,7 @@
 package builtin
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,6 +40,14 @@ const (
 	DefaultMaxMatches    = 1000 // glob results, grep output lines
 	DefaultMaxGrepFile   = 20 << 20
 	DefaultMaxWalkedFile = 100_000 // files visited by one glob or grep
+
+	// Budgets: what one call may spend. A call that spends one fails (or
+	// stops, for the bytes grep scans) with a message to narrow it, and
+	// the pipeline does not retry it.
+	DefaultSearchTimeout  = 30 * time.Second // one glob or grep
+	DefaultGrepMaxBytes   = 64 << 20         // bytes one grep reads
+	DefaultQueryMaxBytes  = 1 << 20          // SQLITE_LIMIT_LENGTH: one string, blob or row
+	DefaultQueryHeapLimit = 512 << 20        // SQLite's memory, process-wide
 )
 
 // ArtifactReader reads artifacts for artifact_read.
@@ -63,6 +72,35 @@ type Options struct {
 	// and under load (1,000 concurrent runs) the convoy made each query
 	// hundreds of times slower.
 	MaxConcurrentQueries int
+	// MaxQueriesPerTenant bounds the query slots one tenant holds (default
+	// max(1, MaxConcurrentQueries-1)), so that one tenant's runaway
+	// queries never take every slot; a freed slot goes to the waiting
+	// tenant holding the fewest (see fairSlots).
+	MaxQueriesPerTenant int
+	// QueryMaxBytes bounds one string, blob or row a query builds
+	// (SQLITE_LIMIT_LENGTH; default 1 MiB) and, ×16, the rows it returns.
+	// SQLite checks its interrupt only between steps, and a step over a
+	// value costs time in proportion to its size (some functions, more),
+	// so this also bounds how far a query overruns its timeout.
+	QueryMaxBytes int
+	// QueryHeapLimit bounds the memory SQLite allocates, for every query
+	// of the process together (sqlite3_hard_heap_limit64; default
+	// 512 MiB; negative: none). A query that needs more fails with
+	// RESOURCE_LIMIT. The limit is process-wide: the last Tools call sets
+	// it.
+	QueryHeapLimit int64
+	// SearchTimeout bounds the work of one glob or grep (default 30 s),
+	// within the call's own timeout.
+	SearchTimeout time.Duration
+	// GrepMaxBytes bounds the bytes one grep reads (default 64 MiB); grep
+	// stops there and says so.
+	GrepMaxBytes int64
+	// MaxConcurrentGreps bounds the grep calls searching at once (default
+	// GOMAXPROCS); the others wait for a slot within their call's
+	// deadline. MaxGrepsPerTenant bounds one tenant's share (default
+	// max(1, MaxConcurrentGreps-1)).
+	MaxConcurrentGreps int
+	MaxGrepsPerTenant  int
 }
 
 func (o Options) withDefaults() Options {
@@ -78,6 +116,27 @@ func (o Options) withDefaults() Options {
 	if o.MaxConcurrentQueries <= 0 {
 		o.MaxConcurrentQueries = runtime.GOMAXPROCS(0)
 	}
+	if o.MaxQueriesPerTenant <= 0 {
+		o.MaxQueriesPerTenant = max(1, o.MaxConcurrentQueries-1)
+	}
+	if o.QueryMaxBytes <= 0 {
+		o.QueryMaxBytes = DefaultQueryMaxBytes
+	}
+	if o.QueryHeapLimit == 0 {
+		o.QueryHeapLimit = DefaultQueryHeapLimit
+	}
+	if o.SearchTimeout <= 0 {
+		o.SearchTimeout = DefaultSearchTimeout
+	}
+	if o.GrepMaxBytes <= 0 {
+		o.GrepMaxBytes = DefaultGrepMaxBytes
+	}
+	if o.MaxConcurrentGreps <= 0 {
+		o.MaxConcurrentGreps = runtime.GOMAXPROCS(0)
+	}
+	if o.MaxGrepsPerTenant <= 0 {
+		o.MaxGrepsPerTenant = max(1, o.MaxConcurrentGreps-1)
+	}
 	return o
 }
 
@@ -85,7 +144,7 @@ func (o Options) withDefaults() Options {
 func Tools(opts Options) []tool.Tool {
 	opts = opts.withDefaults()
 	ts := []tool.Tool{
-		fileRead{}, fileWrite{opts}, fileEdit{opts}, globTool{}, grepTool{}, newSQLQuery(opts),
+		fileRead{}, fileWrite{opts}, fileEdit{opts}, globTool{opts}, newGrep(opts), newSQLQuery(opts),
 	}
 	if opts.Artifacts != nil {
 		ts = append(ts, artifactRead{opts.Artifacts})
@@ -153,6 +212,35 @@ func invalid(code, format string, a ...any) *tool.Error {
 
 func failed(code, format string, a ...any) *tool.Error {
 	return tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_EXECUTION_ERROR, code, format, a...)
+}
+
+// exhausted is the error of a call that spent one of its budgets: final,
+// since the same arguments would spend it again.
+func exhausted(typ baagentv1.ToolErrorType, code, format string, a ...any) *tool.Error {
+	e := tool.Errorf(typ, code, format, a...)
+	e.BudgetExhausted = true
+	return e
+}
+
+// stopped is the error of a call whose context ended while it worked
+// under budget, a context derived from ctx with the tool's own timeout:
+// when only the budget ran out, a final TIMEOUT with what (the model's
+// advice); when ctx itself ended (the attempt's deadline, or the caller
+// left), ctx's error, which the pipeline may retry with a longer timeout.
+func stopped(ctx context.Context, timeout time.Duration, name, what string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return exhausted(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_TIMEOUT, strings.ToUpper(name)+"_TIMEOUT",
+		"%s did not finish within its %s budget; %s (a retry with the same arguments would take as long)", name, timeout, what)
+}
+
+// mib formats a byte limit for messages.
+func mib(n int64) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 func outside(p string) *tool.Error {

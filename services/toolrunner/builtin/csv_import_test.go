@@ -106,16 +106,19 @@ func TestSQLQueryWaitsForASlot(t *testing.T) {
 	tl := newSQLQuery(Options{MaxConcurrentQueries: 1}.withDefaults())
 	call := tool.Call{Workspace: e.root, Args: map[string]any{"query": "SELECT SUM(x) AS s FROM t"}}
 
-	tl.slots <- struct{}{} // a query holds the only slot
+	release, err := tl.slots.acquire(context.Background(), "other") // a query holds the only slot
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	_, err := tl.Execute(ctx, call)
+	_, err = tl.Execute(ctx, call)
 	var te *tool.Error
 	if !errors.As(err, &te) || te.Type != baagentv1.ToolErrorType_TOOL_ERROR_TYPE_TIMEOUT {
 		t.Fatalf("query with no free slot and a 50 ms deadline: %v, want a TIMEOUT", err)
 	}
 
-	<-tl.slots // the holder finishes
+	release() // the holder finishes
 	res, err := tl.Execute(context.Background(), call)
 	if err != nil {
 		t.Fatal(err)
@@ -123,8 +126,8 @@ func TestSQLQueryWaitsForASlot(t *testing.T) {
 	if doc := res.Data.(tool.Document); !strings.Contains(doc.Text, "| 3 |") {
 		t.Fatalf("got %s", doc.Text)
 	}
-	if len(tl.slots) != 0 {
-		t.Fatalf("%d slots still taken after the query", len(tl.slots))
+	if held, _, _ := tl.slots.stats(); held != 0 {
+		t.Fatalf("%d slots still taken after the query", held)
 	}
 }
 

@@ -142,13 +142,19 @@ func (t fileWrite) Execute(ctx context.Context, c tool.Call) (tool.Result, error
 		return tool.Result{}, invalid("IS_A_DIRECTORY", "%s is a directory", p)
 	}
 	_, existed := c.Workspace.Lstat(p)
-	if dir := path.Dir(p); dir != "." {
-		if err := c.Workspace.MkdirAll(dir, 0o750); err != nil {
-			return tool.Result{}, fsError(dir, err)
+	err := quotaWrite(c, p, len(content), func() error {
+		if dir := path.Dir(p); dir != "." {
+			if err := c.Workspace.MkdirAll(dir, 0o750); err != nil {
+				return fsError(dir, err)
+			}
 		}
-	}
-	if err := writeAtomic(c.Workspace, p, []byte(content)); err != nil {
-		return tool.Result{}, fsError(p, err)
+		if err := writeAtomic(c.Workspace, p, []byte(content)); err != nil {
+			return fsError(p, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return tool.Result{}, err
 	}
 	verb := "Created"
 	if existed == nil {
@@ -157,6 +163,15 @@ func (t fileWrite) Execute(ctx context.Context, c tool.Call) (tool.Result, error
 	lines := len(truncate.SplitLines(content))
 	msg := fmt.Sprintf("%s %s (%s, %s)", verb, p, plural(len(content), "byte"), plural(lines, "line"))
 	return tool.Result{Data: tool.Document{Text: msg, Brief: msg}}, nil
+}
+
+// quotaWrite runs write, which creates or replaces the file name with size
+// bytes, through the call's workspace quota if there is one.
+func quotaWrite(c tool.Call, name string, size int, write func() error) error {
+	if c.QuotaWrite == nil {
+		return write()
+	}
+	return c.QuotaWrite(name, int64(size), write)
 }
 
 // writeAtomic replaces name with data through a temporary file in the same
@@ -250,8 +265,14 @@ func (t fileEdit) Execute(ctx context.Context, c tool.Call) (tool.Result, error)
 	if len(out) > t.opts.MaxFileBytes {
 		return tool.Result{}, invalid("FILE_TOO_LARGE", "the edited file would be %d bytes; the limit is %d", len(out), t.opts.MaxFileBytes)
 	}
-	if err := writeAtomic(c.Workspace, p, []byte(out)); err != nil {
-		return tool.Result{}, fsError(p, err)
+	err = quotaWrite(c, p, len(out), func() error {
+		if err := writeAtomic(c.Workspace, p, []byte(out)); err != nil {
+			return fsError(p, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return tool.Result{}, err
 	}
 	removed := (strings.Count(oldS, "\n") + 1) * count
 	added := (strings.Count(newS, "\n") + 1) * count

@@ -3,10 +3,11 @@ package builtin
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
-	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -20,72 +21,25 @@ import (
 // skippedDirs are never searched (seed 004 §7.2.4).
 var skippedDirs = map[string]bool{".git": true, "node_modules": true, "__pycache__": true}
 
-// maxGlobStars bounds `**` segments so that matching stays polynomial.
-const maxGlobStars = 4
-
-// compileGlob checks a glob: `*`, `?`, `[seq]`, `[!seq]` within a path
-// segment and `**` for any number of directories. It returns the segments.
-func compileGlob(pattern string) ([]string, *tool.Error) {
-	if pattern == "" {
-		return nil, invalid("INVALID_GLOB", "pattern is required")
-	}
-	if strings.ContainsRune(pattern, '\\') || path.IsAbs(pattern) {
-		return nil, invalid("INVALID_GLOB", "pattern %q must be relative to the workspace and use '/'", pattern)
-	}
-	segs := strings.Split(path.Clean(pattern), "/")
-	stars := 0
-	for i, s := range segs {
-		if s == ".." {
-			return nil, outside(pattern)
-		}
-		if s == "**" {
-			stars++
-			continue
-		}
-		s = strings.ReplaceAll(s, "[!", "[^")
-		if _, err := path.Match(s, ""); err != nil {
-			return nil, invalid("INVALID_GLOB", "pattern %q: %v", pattern, err)
-		}
-		segs[i] = s
-	}
-	if stars > maxGlobStars {
-		return nil, invalid("INVALID_GLOB", "pattern %q has more than %d '**' segments", pattern, maxGlobStars)
-	}
-	return segs, nil
-}
-
-// matchGlob matches a slash path against compiled segments.
-func matchGlob(segs, name []string) bool {
-	for len(segs) > 0 {
-		if segs[0] == "**" {
-			rest := segs[1:]
-			if len(rest) == 0 {
-				return true
-			}
-			for i := 0; i <= len(name); i++ {
-				if matchGlob(rest, name[i:]) {
-					return true
-				}
-			}
-			return false
-		}
-		if len(name) == 0 {
-			return false
-		}
-		if ok, _ := path.Match(segs[0], name[0]); !ok {
-			return false
-		}
-		segs, name = segs[1:], name[1:]
-	}
-	return len(name) == 0
-}
+// maxWalkDepth bounds the folders glob and grep descend into: files more
+// than this many levels deep are not visited (the output says how many
+// folders were left out).
+const maxWalkDepth = 128
 
 // walkFiles calls fn for each regular file under dir (a clean workspace
-// path), skipping skippedDirs and not following symlinks, at most
-// DefaultMaxWalkedFile files; fn returns false to stop.
-func walkFiles(ctx context.Context, root *os.Root, dir string, fn func(p string, d fs.DirEntry) bool) error {
-	visited := 0
+// path), skipping skippedDirs, the folders dirOK (nil: all) refuses and
+// those deeper than maxWalkDepth, not following symlinks, at most
+// DefaultMaxWalkedFile files; fn returns false to stop. It returns how
+// many folders were too deep, and ctx's error when ctx ended.
+func walkFiles(ctx context.Context, root *os.Root, dir string, dirOK func(p string) bool, fn func(p string, d fs.DirEntry) bool) (int, error) {
+	visited, tooDeep := 0, 0
+	done := ctx.Done()
 	err := fs.WalkDir(root.FS(), dir, func(p string, d fs.DirEntry, err error) error {
+		select {
+		case <-done:
+			return fs.SkipAll
+		default:
+		}
 		if err != nil {
 			if p == dir {
 				return err
@@ -93,7 +47,14 @@ func walkFiles(ctx context.Context, root *os.Root, dir string, fn func(p string,
 			return nil // an unreadable subdirectory is skipped, not fatal
 		}
 		if d.IsDir() {
-			if p != dir && skippedDirs[d.Name()] {
+			if p == dir {
+				return nil
+			}
+			if skippedDirs[d.Name()] || dirOK != nil && !dirOK(p) {
+				return fs.SkipDir
+			}
+			if strings.Count(p, "/")+1 >= maxWalkDepth {
+				tooDeep++
 				return fs.SkipDir
 			}
 			return nil
@@ -102,7 +63,7 @@ func walkFiles(ctx context.Context, root *os.Root, dir string, fn func(p string,
 			return nil
 		}
 		visited++
-		if visited > DefaultMaxWalkedFile || ctx.Err() != nil {
+		if visited > DefaultMaxWalkedFile {
 			return fs.SkipAll
 		}
 		if !fn(p, d) {
@@ -111,13 +72,34 @@ func walkFiles(ctx context.Context, root *os.Root, dir string, fn func(p string,
 		return nil
 	})
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return tooDeep, ctx.Err()
 	}
-	return err
+	return tooDeep, err
+}
+
+// splitPath splits a slash path into dst's storage.
+func splitPath(dst []string, p string) []string {
+	dst = dst[:0]
+	for {
+		i := strings.IndexByte(p, '/')
+		if i < 0 {
+			return append(dst, p)
+		}
+		dst = append(dst, p[:i])
+		p = p[i+1:]
+	}
+}
+
+// tooDeepNote is the output's note on folders walkFiles left out.
+func tooDeepNote(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("\n\n(%s more than %d levels deep not searched)", plural(n, "folder"), maxWalkDepth)
 }
 
 // globTool is `glob {pattern}`.
-type globTool struct{}
+type globTool struct{ opts Options }
 
 func (globTool) Spec() tool.Spec {
 	return spec("glob",
@@ -129,23 +111,30 @@ func (globTool) Spec() tool.Spec {
 		true, baagentv1.OutputLevel_OUTPUT_LEVEL_UNSPECIFIED)
 }
 
-func (globTool) Execute(ctx context.Context, c tool.Call) (tool.Result, error) {
+func (t globTool) Execute(ctx context.Context, c tool.Call) (tool.Result, error) {
 	if c.Workspace == nil {
 		return tool.Result{}, errNoWorkspace
 	}
 	pattern := argString(c.Args, "pattern")
-	segs, terr := compileGlob(pattern)
+	g, terr := compileGlob(pattern)
 	if terr != nil {
 		return tool.Result{}, terr
 	}
+	bctx, cancel := context.WithTimeout(ctx, t.opts.SearchTimeout)
+	defer cancel()
 	type hit struct {
 		path string
 		size int64
 	}
 	var hits []hit
 	more := false
-	err := walkFiles(ctx, c.Workspace, ".", func(p string, d fs.DirEntry) bool {
-		if !matchGlob(segs, strings.Split(p, "/")) {
+	var segs []string
+	tooDeep, err := walkFiles(bctx, c.Workspace, ".", func(p string) bool {
+		segs = splitPath(segs, p)
+		return g.mayContain(segs)
+	}, func(p string, d fs.DirEntry) bool {
+		segs = splitPath(segs, p)
+		if !g.match(segs) {
 			return true
 		}
 		if len(hits) == DefaultMaxMatches {
@@ -159,6 +148,9 @@ func (globTool) Execute(ctx context.Context, c tool.Call) (tool.Result, error) {
 		hits = append(hits, hit{p, size})
 		return true
 	})
+	if bctx.Err() != nil {
+		return tool.Result{}, stopped(ctx, t.opts.SearchTimeout, "glob", "use a more specific pattern, e.g. start it with a folder instead of **")
+	}
 	if err != nil {
 		return tool.Result{}, fsError(".", err)
 	}
@@ -175,16 +167,25 @@ func (globTool) Execute(ctx context.Context, c tool.Call) (tool.Result, error) {
 		fmt.Fprintf(&b, "\n(Showing the first %d matches; use a more specific pattern)", DefaultMaxMatches)
 		brief = fmt.Sprintf("Found more than %d files matching %s", DefaultMaxMatches, pattern)
 	}
-	return tool.Result{Data: tool.Document{Text: strings.TrimSuffix(b.String(), "\n"), Brief: brief}}, nil
+	return tool.Result{Data: tool.Document{Text: strings.TrimSuffix(b.String(), "\n") + tooDeepNote(tooDeep), Brief: brief}}, nil
 }
 
 // grepTool is `grep {pattern, path, glob, case_insensitive, context_lines}`.
-type grepTool struct{}
+type grepTool struct {
+	opts Options
+	// slots bounds the greps searching at once, fairly among tenants.
+	slots *fairSlots
+}
 
-func (grepTool) Spec() tool.Spec {
+func newGrep(opts Options) grepTool {
+	return grepTool{opts: opts, slots: newFairSlots(opts.MaxConcurrentGreps, opts.MaxGrepsPerTenant)}
+}
+
+func (t grepTool) Spec() tool.Spec {
 	return spec("grep",
 		"Search file contents in the workspace with a regular expression (RE2 syntax). Output lines are "+
-			"`path:line:text`, context lines `path-line-text`, groups separated by `--`. Binary files are skipped.",
+			"`path:line:text`, context lines `path-line-text`, groups separated by `--`. Binary files are skipped. "+
+			fmt.Sprintf("One call reads at most %s.", mib(t.opts.GrepMaxBytes)),
 		`{"type":"object","additionalProperties":false,"required":["pattern"],"properties":{
 			"pattern":{"type":"string","minLength":1,"maxLength":1024,"description":"Regular expression"},
 			"path":{"type":"string","minLength":1,"maxLength":1024,"description":"File or directory to search, relative to the workspace (default: the whole workspace)"},
@@ -194,7 +195,7 @@ func (grepTool) Spec() tool.Spec {
 		true, baagentv1.OutputLevel_OUTPUT_LEVEL_UNSPECIFIED)
 }
 
-func (grepTool) Execute(ctx context.Context, c tool.Call) (tool.Result, error) {
+func (t grepTool) Execute(ctx context.Context, c tool.Call) (tool.Result, error) {
 	if c.Workspace == nil {
 		return tool.Result{}, errNoWorkspace
 	}
@@ -213,68 +214,100 @@ func (grepTool) Execute(ctx context.Context, c tool.Call) (tool.Result, error) {
 			return tool.Result{}, terr
 		}
 	}
-	var filter []string
-	if g := argString(c.Args, "glob"); g != "" {
+	var filter *glob
+	if gp := argString(c.Args, "glob"); gp != "" {
 		var terr *tool.Error
-		if filter, terr = compileGlob(g); terr != nil {
+		if filter, terr = compileGlob(gp); terr != nil {
 			return tool.Result{}, terr
 		}
 	}
 	ctxLines := argInt(c.Args, "context_lines", 0, 0, 20)
-
-	g := grepper{re: re, ctxLines: ctxLines}
 	fi, err := c.Workspace.Stat(dir)
 	if err != nil {
 		return tool.Result{}, fsError(dir, err)
 	}
+
+	// Wait for a slot within the call's deadline; SearchTimeout bounds
+	// the search only.
+	release, err := t.slots.acquire(ctx, c.Tenant)
+	if err != nil {
+		return tool.Result{}, slotWaitError(ctx, "grep")
+	}
+	defer release()
+	bctx, cancel := context.WithTimeout(ctx, t.opts.SearchTimeout)
+	defer cancel()
+
+	g := grepper{re: re, ctxLines: ctxLines, done: bctx.Done(), budget: t.opts.GrepMaxBytes}
+	tooDeep := 0
 	if !fi.IsDir() {
-		if err := g.file(ctx, c.Workspace, dir); err != nil {
-			return tool.Result{}, err
-		}
+		err = g.file(c.Workspace, dir)
 	} else {
-		err = walkFiles(ctx, c.Workspace, dir, func(p string, d fs.DirEntry) bool {
+		var name []string
+		tooDeep, err = walkFiles(bctx, c.Workspace, dir, nil, func(p string, d fs.DirEntry) bool {
 			if filter != nil {
-				name := []string{d.Name()}
-				if len(filter) > 1 {
-					name = strings.Split(p, "/")
+				if filter.stars == 0 && len(filter.head) == 1 {
+					name = append(name[:0], d.Name())
+				} else {
+					name = splitPath(name, p)
 				}
-				if !matchGlob(filter, name) {
+				if !filter.match(name) {
 					return true
 				}
 			}
 			if fi, err := d.Info(); err != nil || fi.Size() > DefaultMaxGrepFile {
 				return true
 			}
-			if err := g.file(ctx, c.Workspace, p); err != nil {
+			if err := g.file(c.Workspace, p); err != nil {
 				return false
 			}
-			return !g.full
+			return !g.full && !g.spent
 		})
-		if err != nil {
-			return tool.Result{}, fsError(dir, err)
-		}
+	}
+	if bctx.Err() != nil {
+		return tool.Result{}, stopped(ctx, t.opts.SearchTimeout, "grep", "narrow the path or glob, or simplify the pattern")
+	}
+	if err != nil {
+		return tool.Result{}, fsError(dir, err)
 	}
 	text := strings.TrimSuffix(g.out.String(), "\n")
 	brief := fmt.Sprintf("Found %s in %s", plural(g.matches, "match"), plural(g.files, "file"))
 	if g.matches == 0 {
 		text = "No matches for " + argString(c.Args, "pattern")
 	}
-	if g.full {
+	switch {
+	case g.full:
 		text += fmt.Sprintf("\n\n(Stopped after %d output lines; narrow the pattern, path or glob)", DefaultMaxMatches)
 		brief = fmt.Sprintf("Found more than %s (output limit reached)", plural(g.matches, "match"))
+	case g.spent:
+		text += fmt.Sprintf("\n\n(Stopped after reading %s, grep's limit for one call; narrow the path or glob)", mib(t.opts.GrepMaxBytes))
+		brief += fmt.Sprintf(" (stopped after reading %s)", mib(t.opts.GrepMaxBytes))
 	}
+	text += tooDeepNote(tooDeep)
 	return tool.Result{Data: tool.Document{Text: text, Brief: brief}}, nil
+}
+
+// slotWaitError is the error of a call whose context ended while it
+// waited for a slot: other calls were busy, so a retry may find one.
+func slotWaitError(ctx context.Context, name string) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_TIMEOUT, "BUSY",
+			"%s waited for a free slot until the call's deadline: other calls were running; try again", name)
+	}
+	return ctx.Err()
 }
 
 // grepper accumulates grep output across files.
 type grepper struct {
 	re       *regexp.Regexp
 	ctxLines int
+	done     <-chan struct{} // the search's context
+	budget   int64           // bytes left to read
 	out      strings.Builder
 	lines    int // output lines written
 	matches  int
 	files    int
-	full     bool
+	full     bool // DefaultMaxMatches output lines written
+	spent    bool // the byte budget ran out
 }
 
 func (g *grepper) emit(s string) {
@@ -287,14 +320,28 @@ func (g *grepper) emit(s string) {
 	g.lines++
 }
 
-// file searches one file, skipping it when binary.
-func (g *grepper) file(ctx context.Context, root *os.Root, p string) error {
+// file searches one file, skipping it when binary. It reads at most the
+// bytes left in the budget, and returns errStopped when the search's
+// context ends: it looks after every line, and a line costs at most
+// truncate's 8 KB of matching (longer lines are read but not matched
+// beyond that), so a slow expression cannot hold it for long.
+func (g *grepper) file(root *os.Root, p string) error {
 	f, err := root.Open(p)
 	if err != nil {
 		return nil // vanished or unreadable: skipped
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(f, 64<<10)
+	lr := &io.LimitedReader{R: f, N: g.budget}
+	defer func() {
+		g.budget = lr.N
+		if lr.N <= 0 {
+			var one [1]byte
+			if n, _ := f.Read(one[:]); n > 0 {
+				g.spent = true
+			}
+		}
+	}()
+	br := bufio.NewReaderSize(lr, 64<<10)
 	if head, _ := br.Peek(binarySniffBytes); isBinary(head) {
 		return nil
 	}
@@ -303,8 +350,10 @@ func (g *grepper) file(ctx context.Context, root *os.Root, p string) error {
 	lastPrinted := 0    // line number last printed, for `--` separators
 	found := false
 	for n := 1; ; n++ {
-		if n&1023 == 0 && ctx.Err() != nil {
-			return ctx.Err()
+		select {
+		case <-g.done:
+			return errStopped
+		default:
 		}
 		raw, err := truncate.ReadLine(br)
 		if err != nil {
@@ -344,3 +393,6 @@ func (g *grepper) file(ctx context.Context, root *os.Root, p string) error {
 	}
 	return nil
 }
+
+// errStopped ends a walk when the search's context ended.
+var errStopped = errors.New("search stopped")

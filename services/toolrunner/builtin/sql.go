@@ -5,11 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/services/toolrunner/tool"
@@ -18,20 +20,36 @@ import (
 // maxQueryBytes bounds the SQL text.
 const maxQueryBytes = 64 << 10
 
+// maxLikePattern bounds a LIKE or GLOB pattern (SQLITE_LIMIT_LIKE_PATTERN_LENGTH,
+// 50,000 by default): matching costs up to the value's length times the
+// pattern's, in one step that SQLite's interrupt cannot stop.
+const maxLikePattern = 256
+
 // sqlQuery is `sql_query {query, max_rows}`: a read-only SQLite query over
 // the workspace's CSV files, each imported on first mention as a table named
 // after the file (`orders.csv` → `orders`). Every call gets a fresh
 // in-memory database, so there is nothing to go stale and nothing to write
 // to; an authorizer admits only reads, so ATTACH (which could open any file
 // on the host), PRAGMA and writes are refused.
+//
+// Budgets: QueryTimeout (the driver interrupts the query when its context
+// ends; SQLite looks at the interrupt on every loop of the program),
+// QueryMaxBytes per value and row (SQLITE_LIMIT_LENGTH), a page limit on
+// the imported tables sized from their CSV files, QueryHeapLimit on all
+// of SQLite's memory, and 16 × QueryMaxBytes of returned rows. Temporary
+// tables (sorting, DISTINCT, window functions) stay in SQLite's default
+// temporary files, so their memory is the page cache's few MiB, not their
+// size.
 type sqlQuery struct {
 	opts Options
-	// slots holds one token per query executing (MaxConcurrentQueries).
-	slots chan struct{}
+	// slots bounds the queries executing at once (MaxConcurrentQueries),
+	// fairly among tenants.
+	slots *fairSlots
 }
 
 func newSQLQuery(opts Options) sqlQuery {
-	return sqlQuery{opts: opts, slots: make(chan struct{}, opts.MaxConcurrentQueries)}
+	setHeapLimit(opts.QueryHeapLimit)
+	return sqlQuery{opts: opts, slots: newFairSlots(opts.MaxConcurrentQueries, opts.MaxQueriesPerTenant)}
 }
 
 func (sqlQuery) Spec() tool.Spec {
@@ -59,13 +77,12 @@ func (t sqlQuery) Execute(ctx context.Context, c tool.Call) (tool.Result, error)
 	maxRows := argInt(c.Args, "max_rows", DefaultMaxRows, 1, MaxRowsCap)
 	// Wait for a slot within the call's deadline; QueryTimeout bounds the
 	// execution only.
-	select {
-	case t.slots <- struct{}{}:
-		defer func() { <-t.slots }()
-	case <-ctx.Done():
-		return tool.Result{}, t.queryError(ctx, ctx.Err())
+	release, err := t.slots.acquire(ctx, c.Tenant)
+	if err != nil {
+		return tool.Result{}, slotWaitError(ctx, "sql_query")
 	}
-	ctx, cancel := context.WithTimeout(ctx, t.opts.QueryTimeout)
+	defer release()
+	qctx, cancel := context.WithTimeout(ctx, t.opts.QueryTimeout)
 	defer cancel()
 
 	db, err := sql.Open("sqlite", ":memory:")
@@ -73,23 +90,31 @@ func (t sqlQuery) Execute(ctx context.Context, c tool.Call) (tool.Result, error)
 		return tool.Result{}, failed("SQL_ERROR", "open database: %v", err)
 	}
 	defer db.Close()
-	conn, err := db.Conn(ctx)
+	conn, err := db.Conn(qctx)
 	if err != nil {
-		return tool.Result{}, t.queryError(ctx, err)
+		return tool.Result{}, t.queryError(ctx, qctx, err, "")
 	}
 	defer conn.Close()
+	if err := limitConn(conn, t.opts.QueryMaxBytes); err != nil {
+		return tool.Result{}, failed("SQL_ERROR", "%v", err)
+	}
 
 	tables, err := csvTables(c.Workspace)
 	if err != nil {
 		return tool.Result{}, fsError(".", err)
 	}
-	for _, name := range mentionedTables(query, tables) {
-		if err := importCSV(ctx, conn, c.Workspace, tables[name], name, t.opts.MaxCSVBytes); err != nil {
-			var te *tool.Error
-			if errors.As(err, &te) {
-				return tool.Result{}, te
+	if mentioned := mentionedTables(query, tables); len(mentioned) > 0 {
+		if err := t.limitPages(qctx, conn, c.Workspace, tables, mentioned); err != nil {
+			return tool.Result{}, t.queryError(ctx, qctx, err, "")
+		}
+		for _, name := range mentioned {
+			if err := importCSV(qctx, conn, c.Workspace, tables[name], name, t.opts.MaxCSVBytes); err != nil {
+				var te *tool.Error
+				if errors.As(err, &te) {
+					return tool.Result{}, te
+				}
+				return tool.Result{}, t.queryError(ctx, qctx, err, tables[name])
 			}
-			return tool.Result{}, t.queryError(ctx, fmt.Errorf("import %s: %w", tables[name], err))
 		}
 	}
 	if err := conn.Raw(func(dc any) error {
@@ -102,17 +127,18 @@ func (t sqlQuery) Execute(ctx context.Context, c tool.Call) (tool.Result, error)
 		return tool.Result{}, failed("SQL_ERROR", "%v", err)
 	}
 
-	rows, err := conn.QueryContext(ctx, query)
+	rows, err := conn.QueryContext(qctx, query)
 	if err != nil {
-		return tool.Result{}, t.queryError(ctx, err)
+		return tool.Result{}, t.queryError(ctx, qctx, err, "")
 	}
 	defer rows.Close()
 	cols, err := rows.Columns()
 	if err != nil {
-		return tool.Result{}, t.queryError(ctx, err)
+		return tool.Result{}, t.queryError(ctx, qctx, err, "")
 	}
 	var out [][]string
-	more := false
+	var stop string // why the rows stopped early
+	size, maxSize := 0, 16*t.opts.QueryMaxBytes
 	vals := make([]any, len(cols))
 	ptrs := make([]any, len(cols))
 	for i := range vals {
@@ -120,33 +146,99 @@ func (t sqlQuery) Execute(ctx context.Context, c tool.Call) (tool.Result, error)
 	}
 	for rows.Next() {
 		if len(out) == maxRows {
-			more = true
+			stop = fmt.Sprintf("Stopped at max_rows = %d; more rows exist. Aggregate, filter, or raise max_rows.", maxRows)
+			break
+		}
+		if size > maxSize {
+			stop = fmt.Sprintf("Stopped after %s of rows, sql_query's limit; more rows exist. Aggregate, filter, or select fewer columns.", mib(int64(maxSize)))
 			break
 		}
 		if err := rows.Scan(ptrs...); err != nil {
-			return tool.Result{}, t.queryError(ctx, err)
+			return tool.Result{}, t.queryError(ctx, qctx, err, "")
 		}
 		row := make([]string, len(cols))
 		for i, v := range vals {
 			row[i] = formatValue(v)
+			size += len(row[i])
 		}
 		out = append(out, row)
 	}
 	if err := rows.Err(); err != nil {
-		return tool.Result{}, t.queryError(ctx, err)
+		return tool.Result{}, t.queryError(ctx, qctx, err, "")
 	}
-	return tool.Result{Data: renderTable(cols, out, more, maxRows)}, nil
+	return tool.Result{Data: renderTable(cols, out, stop)}, nil
 }
 
-// queryError classifies a database error: the query timeout is TIMEOUT
-// (retried with a longer timeout), anything else a mistake in the SQL that
+// limitConn sets the connection's limits: the largest string, blob or
+// row, and the longest LIKE or GLOB pattern.
+func limitConn(conn *sql.Conn, maxBytes int) error {
+	if _, err := sqlite.Limit(conn, sqlite3.SQLITE_LIMIT_LENGTH, maxBytes); err != nil {
+		return err
+	}
+	_, err := sqlite.Limit(conn, sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH, maxLikePattern)
+	return err
+}
+
+// limitPages bounds the in-memory database to what the mentioned CSV
+// files need: a table takes up to about 4.5 times its CSV's size (lines
+// of one character, the worst case: each row costs SQLite some 9 bytes;
+// ordinary files take 1.3 to 1.7 times), plus room for SQLite's own
+// pages. Queries cannot write, so only the imports grow it.
+func (t sqlQuery) limitPages(ctx context.Context, conn *sql.Conn, root *os.Root, tables map[string]string, mentioned []string) error {
+	var total int64
+	for _, name := range mentioned {
+		if fi, err := root.Stat(tables[name]); err == nil {
+			total += min(fi.Size(), t.opts.MaxCSVBytes)
+		}
+	}
+	const pageSize = 4096 // SQLite's default
+	pages := (6*total + 8<<20) / pageSize
+	_, err := conn.ExecContext(ctx, "PRAGMA max_page_count = "+strconv.FormatInt(pages, 10))
+	return err
+}
+
+// queryError classifies an error of the query or, when file is set, of
+// importing file. ctx is the call's context, qctx the query's. Running
+// out of the query's own time or memory budget is final (a retry would
+// run out again); the call's deadline passing is a TIMEOUT the pipeline
+// may retry with a longer one; anything else is a mistake in the SQL that
 // the model can fix.
-func (t sqlQuery) queryError(ctx context.Context, err error) *tool.Error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
-		return tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_TIMEOUT, "QUERY_TIMEOUT",
-			"the query did not finish in time; aggregate or filter more, or add LIMIT")
+func (t sqlQuery) queryError(ctx, qctx context.Context, err error, file string) *tool.Error {
+	if qctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		if ctx.Err() != nil {
+			return tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_TIMEOUT, "QUERY_TIMEOUT",
+				"the call's deadline passed before the query finished; aggregate or filter more, or add LIMIT")
+		}
+		return exhausted(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_TIMEOUT, "QUERY_TIMEOUT",
+			"the query did not finish within sql_query's %s budget; narrow it: aggregate or filter more, add LIMIT, "+
+				"and bound recursive CTEs (a retry of the same query would take as long)", t.opts.QueryTimeout)
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		limit := mib(int64(t.opts.QueryMaxBytes))
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_TOOBIG:
+			if file != "" {
+				return exhausted(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_VALIDATION_ERROR, "CSV_TOO_LARGE",
+					"%s has a value or row larger than %s, sql_query's limit; it cannot be queried with sql_query", file, limit)
+			}
+			return exhausted(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_INVALID_PARAMETERS, "QUERY_TOO_LARGE",
+				"the query built a string, blob or row larger than %s, sql_query's limit; "+
+					"return lengths, counts or other aggregates instead of large values, or select fewer columns", limit)
+		case sqlite3.SQLITE_NOMEM, sqlite3.SQLITE_FULL:
+			return exhausted(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_EXECUTION_ERROR, "RESOURCE_LIMIT",
+				"the query needed more memory or space than sql_query allows (%s for all queries at once); "+
+					"aggregate or filter more, select fewer or smaller columns, or query fewer or smaller CSV files", mib(t.opts.QueryHeapLimit))
+		}
 	}
 	msg := err.Error()
+	if file != "" {
+		msg = "import " + file + ": " + msg
+	}
+	if strings.Contains(msg, "LIKE or GLOB pattern too complex") {
+		return invalid("QUERY_TOO_LARGE", "a LIKE or GLOB pattern is longer than %d bytes, sql_query's limit; use a shorter pattern "+
+			"(instr() or = for a long literal)", maxLikePattern)
+	}
 	if strings.Contains(msg, "not authorized") {
 		return tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_PERMISSION_DENIED, "READ_ONLY",
 			"sql_query runs read-only queries only (SELECT or WITH); writes, ATTACH and PRAGMA are refused")
@@ -188,8 +280,9 @@ func formatValue(v any) string {
 	return fmt.Sprint(v)
 }
 
-// renderTable renders rows as a Markdown table.
-func renderTable(cols []string, rows [][]string, more bool, maxRows int) tool.Document {
+// renderTable renders rows as a Markdown table; stop, when set, says why
+// the rows stopped early.
+func renderTable(cols []string, rows [][]string, stop string) tool.Document {
 	var b strings.Builder
 	cell := func(s string) string {
 		s = strings.ReplaceAll(s, "|", `\|`)
@@ -212,9 +305,9 @@ func renderTable(cols []string, rows [][]string, more bool, maxRows int) tool.Do
 	}
 	n := plural(len(rows), "row")
 	brief := fmt.Sprintf("Query returned %s (columns: %s)", n, strings.Join(cols, ", "))
-	if more {
-		fmt.Fprintf(&b, "\n\n(Stopped at max_rows = %d; more rows exist. Aggregate, filter, or raise max_rows.)", maxRows)
-		brief = fmt.Sprintf("Query returned more than %d rows (columns: %s)", maxRows, strings.Join(cols, ", "))
+	if stop != "" {
+		fmt.Fprintf(&b, "\n\n(%s)", stop)
+		brief = fmt.Sprintf("Query returned more than %s (columns: %s)", n, strings.Join(cols, ", "))
 	} else {
 		fmt.Fprintf(&b, "\n\n(%s)", n)
 	}

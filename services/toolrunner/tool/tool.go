@@ -63,6 +63,12 @@ type Call struct {
 	// Workspace is the conversation's workspace directory. Built-in tools
 	// must not leave it; external tools may ignore it.
 	Workspace *os.Root
+	// QuotaWrite, when set, is how a tool makes each change to Workspace:
+	// it runs write, which creates or replaces the file name (a path in
+	// Workspace) with size bytes, if the tenant's workspace quota has room,
+	// and accounts for the change. A refusal is a non-retryable *Error with
+	// code QUOTA_EXCEEDED, and write does not run. Nil: no quota.
+	QuotaWrite func(name string, size int64, write func() error) error
 }
 
 // Result is what a successful attempt produced.
@@ -100,6 +106,11 @@ type Error struct {
 	Code    string
 	Message string
 	Err     error
+	// BudgetExhausted reports that the tool stopped because the call used
+	// up one of the tool's own budgets (CPU time, memory, bytes scanned) on
+	// deterministic work: the same arguments would use it up again, so the
+	// pipeline does not retry the call, whatever its Type.
+	BudgetExhausted bool
 }
 
 // Errorf returns an *Error of type t with a formatted message.

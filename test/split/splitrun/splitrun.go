@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
@@ -391,7 +392,11 @@ func (s *Suite) Exited() <-chan string {
 
 // FreePorts reserves n distinct free loopback ports. They are released
 // before use, so another process could take one in between; a clash shows
-// as a clear bind error naming the setting.
+// as a clear bind error naming the setting. The ports are picked below the
+// kernel's ephemeral range, because processes of the suite bind other
+// listeners to port 0 (metrics) and open connections whose source ports
+// come from that range: a port reserved there was seen handed out again
+// before its service bound it.
 func FreePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
@@ -399,16 +404,42 @@ func FreePorts(n int) ([]int, error) {
 			l.Close()
 		}
 	}()
+	low := ephemeralLow()
 	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		addr := "127.0.0.1:0"
+		if low > 2048 && tries < 100*n {
+			addr = "127.0.0.1:" + strconv.Itoa(1024+rand.IntN(low-1024))
+		}
+		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			return nil, err
+			if addr == "127.0.0.1:0" {
+				return nil, err
+			}
+			continue // taken: try another
 		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux),
+// or 0 when it is unknown.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 0
+	}
+	return low
 }
 
 // prefixed writes each chunk of a process's output to w (line-buffered

@@ -282,9 +282,16 @@ func (x *ListRunsRequest) GetPageToken() string {
 // ListRunsResponse is a page of runs.
 type ListRunsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Runs, newest first.
+	// Runs, newest first, as summaries: input, final_answer and error.message
+	// are previews (the first 512 bytes followed by "…[truncated]" when
+	// longer), and metrics keep the totals but not tool_calls and tool_stats.
+	// GetRun returns the whole run.
 	Runs []*Run `protobuf:"bytes,1,rep,name=runs,proto3" json:"runs,omitempty"`
-	// Token for the next page; empty at the end.
+	// Token for the next page; empty at the end. A page holds fewer than
+	// page_size runs when more would exceed the gRPC message size limit; a run
+	// too large for a page on its own is listed with shorter previews and
+	// without metrics (and, under a limit of a few KiB, without labels and
+	// pending_input).
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -1207,9 +1207,9 @@ type Run struct {
 	State RunState `protobuf:"varint,5,opt,name=state,proto3,enum=baagent.v1.RunState" json:"state,omitempty"`
 	// Model used.
 	Model string `protobuf:"bytes,6,opt,name=model,proto3" json:"model,omitempty"`
-	// The user's request.
+	// The user's request (a preview in ListRuns).
 	Input string `protobuf:"bytes,7,opt,name=input,proto3" json:"input,omitempty"`
-	// Final answer, when completed.
+	// Final answer, when completed (a preview in ListRuns).
 	FinalAnswer string `protobuf:"bytes,8,opt,name=final_answer,json=finalAnswer,proto3" json:"final_answer,omitempty"`
 	// When it was accepted.
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
