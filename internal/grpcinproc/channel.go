@@ -71,6 +71,11 @@ type registered struct {
 	impl        any
 	handler     grpc.MethodHandler
 	interceptor grpc.UnaryServerInterceptor
+	// span is the name and start options of the method's span, built once
+	// at registration (only with tracing on): a call allocates no
+	// attributes nor options of its own.
+	span     string
+	spanOpts []trace.SpanStartOption
 }
 
 var (
@@ -125,7 +130,11 @@ func (c *Channel) register(desc *grpc.ServiceDesc, impl any, interceptor grpc.Un
 		if _, dup := c.methods[name]; dup {
 			panic(fmt.Sprintf("grpcinproc: service %s registered twice", desc.ServiceName))
 		}
-		c.methods[name] = registered{impl: impl, handler: m.Handler, interceptor: interceptor}
+		r := registered{impl: impl, handler: m.Handler, interceptor: interceptor}
+		if c.tracer != nil {
+			r.span, r.spanOpts = spanStart(name)
+		}
+		c.methods[name] = r
 	}
 }
 
@@ -172,7 +181,7 @@ func (c *Channel) Invoke(ctx context.Context, method string, args, reply any, op
 
 	if c.tracer != nil {
 		var span trace.Span
-		ctx, span = c.startSpan(ctx, method)
+		ctx, span = c.tracer.Start(ctx, m.span, m.spanOpts...)
 		defer span.End()
 		defer func() {
 			if err != nil {
@@ -209,16 +218,19 @@ func (c *Channel) Invoke(ctx context.Context, method string, args, reply any, op
 	return nil
 }
 
-// startSpan starts the span of an in-process call of method.
-func (c *Channel) startSpan(ctx context.Context, method string) (context.Context, trace.Span) {
+// spanStart returns the span name and start options of an in-process call
+// of method.
+func spanStart(method string) (string, []trace.SpanStartOption) {
 	service, name, _ := splitMethod(method)
-	return c.tracer.Start(ctx, strings.TrimPrefix(method, "/"), trace.WithSpanKind(trace.SpanKindServer),
+	return strings.TrimPrefix(method, "/"), []trace.SpanStartOption{
+		trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(
 			attribute.String("rpc.system", "grpc"),
 			attribute.String("rpc.service", service),
 			attribute.String("rpc.method", name),
 			attribute.String("network.transport", "inproc"),
-		))
+		),
+	}
 }
 
 // call runs the handler, turning a panic that no interceptor recovered
