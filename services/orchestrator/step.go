@@ -99,12 +99,12 @@ func (r *run) loop() (string, error) {
 			toolsFor = len(r.skills.frames)
 		}
 		sctx, span := r.s.span(ctx, "step", trace.SpanKindInternal)
-		if span.IsRecording() {
-			span.SetAttributes(attribute.Int("baagent.step", int(r.rec.GetStep())), attribute.Bool("baagent.step.resumed", r.cur != nil))
-		}
+		step, resumed := r.rec.GetStep(), r.cur != nil
 		answer, final, err := r.step(sctx, system, tools)
 		if span.IsRecording() {
-			span.SetAttributes(attribute.Bool("baagent.step.final", final), attribute.Bool("baagent.step.paused", r.paused))
+			// One call when the step ends: a single attribute slice.
+			span.SetAttributes(attribute.Int("baagent.step", int(step)), attribute.Bool("baagent.step.resumed", resumed),
+				attribute.Bool("baagent.step.final", final), attribute.Bool("baagent.step.paused", r.paused))
 		}
 		endSpan(span, err)
 		switch {

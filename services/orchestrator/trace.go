@@ -38,8 +38,20 @@ func (s *Server) span(ctx context.Context, name string, kind trace.SpanKind) (co
 	if s.tracer == nil {
 		return ctx, noSpan
 	}
+	if int(kind) < len(spanKinds) {
+		return s.tracer.Start(ctx, name, spanKinds[kind]...)
+	}
 	return s.tracer.Start(ctx, name, trace.WithSpanKind(kind))
 }
+
+// spanKinds are the start options of a span of each kind, built once: a
+// span started with them allocates no option slice.
+var spanKinds = func() (out [trace.SpanKindConsumer + 1][]trace.SpanStartOption) {
+	for k := range out {
+		out[k] = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKind(k))}
+	}
+	return out
+}()
 
 // startTrace starts the span of this execution of the run, as a child of
 // the span context the work item carries (StartRun's), and makes it the
@@ -155,18 +167,26 @@ func (r *run) toolSpan(ctx context.Context, c *baagentv1.ToolCall, call func(con
 	if r.s.tracer == nil {
 		return call(ctx)
 	}
-	ctx, span := r.s.tracer.Start(ctx, "execute_tool "+c.GetName(), trace.WithSpanKind(trace.SpanKindInternal))
-	if span.IsRecording() {
+	ctx, span := r.s.tracer.Start(ctx, "execute_tool "+c.GetName(), spanKinds[trace.SpanKindInternal]...)
+	res, err := call(ctx)
+	if !span.IsRecording() {
+		endSpan(span, err)
+		return res, err
+	}
+	// The attributes are set when the call returns, those of the call and
+	// of its outcome in one slice.
+	if res == nil || res.observe == nil {
 		span.SetAttributes(
 			attribute.String("gen_ai.operation.name", "execute_tool"),
 			attribute.String("gen_ai.tool.name", c.GetName()),
 			attribute.String("gen_ai.tool.call.id", c.GetId()),
 		)
-	}
-	res, err := call(ctx)
-	if span.IsRecording() && res != nil && res.observe != nil {
+	} else {
 		o := res.observe
 		span.SetAttributes(
+			attribute.String("gen_ai.operation.name", "execute_tool"),
+			attribute.String("gen_ai.tool.name", c.GetName()),
+			attribute.String("gen_ai.tool.call.id", c.GetId()),
 			attribute.Bool("baagent.tool.success", o.GetSuccess()),
 			attribute.String("baagent.tool.output_level", strings.ToLower(strings.TrimPrefix(o.GetOutputLevel().String(), "OUTPUT_LEVEL_"))),
 			attribute.Bool("baagent.tool.cached", o.GetCached()),
@@ -182,7 +202,7 @@ func (r *run) toolSpan(ctx context.Context, c *baagentv1.ToolCall, call func(con
 			span.SetStatus(codes.Error, o.GetErrorCode())
 		}
 	}
-	if res != nil && res.approval && span.IsRecording() {
+	if res != nil && res.approval {
 		span.SetAttributes(attribute.Bool("baagent.tool.approval_required", true))
 	}
 	endSpan(span, err)
