@@ -12,6 +12,7 @@
 package tracing
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -30,7 +31,25 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+	grpcgzip "google.golang.org/grpc/encoding/gzip"
 )
+
+// ExportGzipLevel is the gzip level of OTLP/gRPC exports. The exporter
+// compresses with the "gzip" compressor registered in grpc, at gzip's
+// default level (6) unless told otherwise; in BenchmarkReActStepTracing's
+// profile that compression was about half of the CPU of an export. Level 1
+// (BestSpeed) is still gzip on the wire (any receiver decodes it) for a
+// little less compression of span batches. grpc's SetLevel applies to
+// every gzip-compressed gRPC call of the process and must be called at
+// init: the suite compresses no gRPC traffic other than span exports.
+// (OTLP/HTTP compresses with its own gzip writer, at the default level.)
+const ExportGzipLevel = gzip.BestSpeed
+
+func init() {
+	if err := grpcgzip.SetLevel(ExportGzipLevel); err != nil {
+		panic(err)
+	}
+}
 
 // Protocols of the OTLP exporter.
 const (
