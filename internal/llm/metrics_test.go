@@ -10,21 +10,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-)
 
-// seriesCount is the number of series reg exposes (what a scrape returns).
-func seriesCount(t *testing.T, reg *prometheus.Registry) int {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, mf := range mfs {
-		n += len(mf.GetMetric())
-	}
-	return n
-}
+	"github.com/baagent/baagent/internal/testkit"
+)
 
 // answeringEndpoint answers every chat call with a short streamed answer
 // and usage, whatever model it names (as a proxy such as LiteLLM may).
@@ -62,11 +50,11 @@ func TestInventedModelNamesAddNoSeries(t *testing.T) {
 	for _, m := range []string{"", "gpt-4o", "gpt-4o-mini", "claude-3-5-sonnet", "made-up-0"} {
 		chat(m)
 	}
-	before := seriesCount(t, reg)
+	before := testkit.SeriesCount(t, reg)
 	for i := range 1000 {
 		chat(fmt.Sprintf("made-up-%d", i+1))
 	}
-	if after := seriesCount(t, reg); after != before {
+	if after := testkit.SeriesCount(t, reg); after != before {
 		t.Errorf("1,000 invented model names grew the metrics from %d to %d series", before, after)
 	}
 

@@ -14,6 +14,7 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/llm"
+	"github.com/baagent/baagent/internal/testkit"
 )
 
 // chatEndpoint is an OpenAI-compatible endpoint that answers any model
@@ -52,20 +53,6 @@ func (e *chatEndpoint) asked(model string) int {
 	return e.models[model]
 }
 
-// gatheredSeries counts the series a scrape of reg returns.
-func gatheredSeries(t *testing.T, reg *prometheus.Registry) int {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, mf := range mfs {
-		n += len(mf.GetMetric())
-	}
-	return n
-}
-
 // StartRun lets a client name any model. Runs with made-up model names,
 // through the real model client, must add no series to the process's
 // metrics (the probe grew /metrics from 98 KB to 732 KB with 100 of them).
@@ -96,11 +83,11 @@ func TestInventedModelNamesAddNoMetricSeries(t *testing.T) {
 	// a finished run touches exists before counting.
 	run("")
 	run("made-up-0")
-	before := gatheredSeries(t, reg)
+	before := testkit.SeriesCount(t, reg)
 	for i := range runs {
 		run(fmt.Sprintf("made-up-%d", i+1))
 	}
-	if after := gatheredSeries(t, reg); after != before {
+	if after := testkit.SeriesCount(t, reg); after != before {
 		t.Errorf("%d runs with made-up model names grew the metrics from %d to %d series", runs, before, after)
 	}
 	if n, d := ep.asked("made-up-7"), ep.asked(h.opts.DefaultModel); n != 1 || d != 1 {

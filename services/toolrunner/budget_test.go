@@ -11,21 +11,10 @@ import (
 	"time"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/testkit"
 	"github.com/baagent/baagent/services/toolrunner/builtin"
 	"github.com/baagent/baagent/services/toolrunner/tool"
 )
-
-// waitUntil polls cond until it holds or within passes.
-func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("still waiting after %s for %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // trackedTool is a built-in tool offered under another name that counts
 // its executions in flight, so that a test sees its goroutines end.
@@ -182,7 +171,7 @@ func TestTimedOutToolsStop(t *testing.T) {
 			if res.GetSuccess() || res.GetErrorType() != baagentv1.ToolErrorType_TOOL_ERROR_TYPE_TIMEOUT {
 				t.Fatalf("%s: %v", name, res)
 			}
-			waitUntil(t, 10*time.Second, fmt.Sprintf("%d timed-out %s attempts to stop", tl.running.Load(), name), func() bool {
+			testkit.Eventually(t, 10*time.Second, fmt.Sprintf("%d timed-out %s attempts to stop", tl.running.Load(), name), func() bool {
 				return tl.running.Load() == 0
 			})
 		})

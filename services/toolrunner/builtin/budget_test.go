@@ -13,18 +13,6 @@ import (
 	"github.com/baagent/baagent/services/toolrunner/tool"
 )
 
-// waitUntil polls cond until it holds or within passes.
-func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("still waiting after %s for %s", within, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // runBounded runs a tool call in a goroutine with a deadline of budget
 // and fails the test when the call has not returned within budget plus
 // grace: a call must stop soon after its context ends.

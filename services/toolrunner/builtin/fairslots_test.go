@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/baagent/baagent/internal/testkit"
 )
 
 // slotCall is an acquire running in its own goroutine.
@@ -44,7 +46,7 @@ func (c *slotCall) wait(t *testing.T) {
 // waitStats waits until f holds and queues the given numbers.
 func waitStats(t *testing.T, f *fairSlots, held, waiting int) {
 	t.Helper()
-	waitUntil(t, 10*time.Second, fmt.Sprintf("%d held and %d waiting", held, waiting), func() bool {
+	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("%d held and %d waiting", held, waiting), func() bool {
 		h, w, _ := f.stats()
 		return h == held && w == waiting
 	})

@@ -85,7 +85,13 @@ func (t sqlQuery) Execute(ctx context.Context, c tool.Call) (tool.Result, error)
 	qctx, cancel := context.WithTimeout(ctx, t.opts.QueryTimeout)
 	defer cancel()
 
-	db, err := sql.Open("sqlite", ":memory:")
+	// The driver that brings linear-time trim, instr, replace and unhex
+	// (sqlfuncs.go) for the LENGTH limit limitConn sets.
+	driverName, err := sqlQueryDriver(t.opts.QueryMaxBytes)
+	if err != nil {
+		return tool.Result{}, failed("SQL_ERROR", "open database: %v", err)
+	}
+	db, err := sql.Open(driverName, ":memory:")
 	if err != nil {
 		return tool.Result{}, failed("SQL_ERROR", "open database: %v", err)
 	}

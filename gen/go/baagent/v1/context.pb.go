@@ -21,11 +21,11 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// CompressionStrategy is the seed's ContextCompressionStrategy plus NONE.
+// CompressionStrategy is how a window is compressed, or NONE.
 type CompressionStrategy int32
 
 const (
-	// Not set: selected per the seed (configured, else by message count and the
+	// Not set: selected by the service (configured, else by message count and the
 	// cost cap).
 	CompressionStrategy_COMPRESSION_STRATEGY_UNSPECIFIED CompressionStrategy = 0
 	// Keep all messages (usage below the trigger).
@@ -84,7 +84,7 @@ func (CompressionStrategy) EnumDescriptor() ([]byte, []int) {
 	return file_baagent_v1_context_proto_rawDescGZIP(), []int{0}
 }
 
-// ContextCompressionConfig is the seed's ContextCompressionConfig.
+// ContextCompressionConfig configures how windows are compressed.
 type ContextCompressionConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Configured strategy; UNSPECIFIED selects automatically.
@@ -184,7 +184,7 @@ func (x *ContextCompressionConfig) GetSummaryMaxTokens() int32 {
 	return 0
 }
 
-// BudgetOptions is the seed 004 ContextWindowManager budget split. Fractions
+// BudgetOptions is the split of a context window's token budget. Fractions
 // are of the model's context length and must sum to at most 1.0.
 type BudgetOptions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -294,7 +294,7 @@ func (x *BudgetOptions) GetPruneToolOutputs() bool {
 	return false
 }
 
-// ContextCompressedPayload is seed 004 §5.2.8's `context_compressed` event data,
+// ContextCompressedPayload is the `context_compressed` event's data,
 // plus the pruning figures.
 type ContextCompressedPayload struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -540,7 +540,7 @@ func (x *WindowBreakdown) GetInputBudgetTokens() int64 {
 	return 0
 }
 
-// WindowMessage is one message of a built window (seed MessageWrapper).
+// WindowMessage is one message of a built window.
 type WindowMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The message as it should be sent; its content is the compressed content
@@ -1130,7 +1130,7 @@ type BuildWindowResponse struct {
 	Compression *ContextCompressedPayload `protobuf:"bytes,4,opt,name=compression,proto3" json:"compression,omitempty"`
 	// True when a background summary is being computed (EXTRACT used meanwhile).
 	SummaryPending bool `protobuf:"varint,5,opt,name=summary_pending,json=summaryPending,proto3" json:"summary_pending,omitempty"`
-	// Estimated compression cost in USD (seed CompressionCostEstimate).
+	// Estimated compression cost in USD.
 	CompressionCostUsd float64 `protobuf:"fixed64,6,opt,name=compression_cost_usd,json=compressionCostUsd,proto3" json:"compression_cost_usd,omitempty"`
 	// Input tokens used / input budget, 0..1; the toolrunner forces BRIEF output
 	// above 0.8.

@@ -31,7 +31,7 @@ const (
 //
 // ContextService owns conversation history (append-only, durable) and builds
 // the context window for a model call, compressing at query time without ever
-// rewriting history (seed 000 "Context Management Strategy", seed 004 §5.2).
+// rewriting history.
 type ContextServiceClient interface {
 	// Appends messages to a conversation; idempotent by message id.
 	Append(ctx context.Context, in *AppendRequest, opts ...grpc.CallOption) (*AppendResponse, error)
@@ -97,7 +97,7 @@ func (c *contextServiceClient) BuildWindow(ctx context.Context, in *BuildWindowR
 //
 // ContextService owns conversation history (append-only, durable) and builds
 // the context window for a model call, compressing at query time without ever
-// rewriting history (seed 000 "Context Management Strategy", seed 004 §5.2).
+// rewriting history.
 type ContextServiceServer interface {
 	// Appends messages to a conversation; idempotent by message id.
 	Append(context.Context, *AppendRequest) (*AppendResponse, error)
