@@ -5,6 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/baagent/baagent/core/chatrole"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 )
 
@@ -175,15 +176,8 @@ func cut(s string, n int) string {
 }
 
 func roleName(r baagentv1.Role) string {
-	switch r {
-	case baagentv1.Role_ROLE_SYSTEM:
-		return "system"
-	case baagentv1.Role_ROLE_USER:
-		return "user"
-	case baagentv1.Role_ROLE_ASSISTANT:
-		return "assistant"
-	case baagentv1.Role_ROLE_TOOL:
-		return "tool"
+	if name, ok := chatrole.Name(r); ok {
+		return name
 	}
 	return "unknown"
 }

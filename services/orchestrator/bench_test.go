@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/baagent/baagent/core/runevent"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 )
 
@@ -146,7 +147,7 @@ func stepTimes(b *testing.B, evs []*baagentv1.Event) []float64 {
 	var out []float64
 	var from time.Time
 	for _, e := range evs {
-		if e.GetStepStart() == nil && !IsTerminal(e) {
+		if e.GetStepStart() == nil && !runevent.IsTerminal(e) {
 			continue
 		}
 		at := e.GetTs().AsTime()

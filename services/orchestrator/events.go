@@ -2,9 +2,6 @@ package orchestrator
 
 import (
 	"errors"
-	"strconv"
-
-	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 )
 
 // Event publishing. Every event of a run goes to
@@ -20,29 +17,3 @@ const publishAttempts = 4
 
 // errTerminalSent is returned for an event emitted after the terminal one.
 var errTerminalSent = errors.New("run already ended")
-
-// payloadOneof is the Event.payload oneof, read to derive Event.type.
-var payloadOneof = (&baagentv1.Event{}).ProtoReflect().Descriptor().Oneofs().ByName("payload")
-
-// EventType returns the lowercase type of ev: the name of its payload field.
-func EventType(ev *baagentv1.Event) string {
-	fd := ev.ProtoReflect().WhichOneof(payloadOneof)
-	if fd == nil {
-		return ""
-	}
-	return string(fd.Name())
-}
-
-// IsTerminal reports whether ev ends its run (complete, error, cancelled).
-func IsTerminal(ev *baagentv1.Event) bool {
-	switch ev.GetPayload().(type) {
-	case *baagentv1.Event_Complete, *baagentv1.Event_Error, *baagentv1.Event_Cancelled:
-		return true
-	}
-	return false
-}
-
-// MsgID is the Nats-Msg-Id of a run's event: "<run_id>:<seq>".
-func MsgID(runID string, seq uint64) string {
-	return runID + ":" + strconv.FormatUint(seq, 10)
-}

@@ -22,13 +22,16 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/baagent/baagent/core/runevent"
+	"github.com/baagent/baagent/core/toolerror"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/grpcinproc"
 	"github.com/baagent/baagent/internal/natsx"
 	vt "github.com/baagent/baagent/internal/validate/validatetest"
 	"github.com/baagent/baagent/services/skills"
 	"github.com/baagent/baagent/services/tokens"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // The harness runs the orchestrator against an embedded JetStream, the real
@@ -245,11 +248,11 @@ func readEvents(ctx context.Context, t testing.TB, js jetstream.JetStream, tenan
 			t.Fatal(err)
 		}
 		// A repaired event carries <run_id>:<seq>:<generation>.
-		if got, want := msg.Headers().Get(jetstream.MsgIDHeader), MsgID(runID, ev.GetSeq()); got != want && !strings.HasPrefix(got, want+":") {
+		if got, want := msg.Headers().Get(jetstream.MsgIDHeader), runevent.MsgID(runID, ev.GetSeq()); got != want && !strings.HasPrefix(got, want+":") {
 			t.Errorf("Nats-Msg-Id = %q, want %q", got, want)
 		}
 		out = append(out, ev)
-		if IsTerminal(ev) {
+		if runevent.IsTerminal(ev) {
 			return out
 		}
 	}
@@ -279,17 +282,17 @@ func checkEnvelope(t testing.TB, run *baagentv1.Run, evs []*baagentv1.Event) {
 		if e.GetRunId() != run.GetRunId() || e.GetTenant() != run.GetTenant() || e.GetConversationId() != run.GetConversationId() {
 			t.Errorf("event %d envelope %s/%s/%s, want %s/%s/%s", i, e.GetTenant(), e.GetRunId(), e.GetConversationId(), run.GetTenant(), run.GetRunId(), run.GetConversationId())
 		}
-		if e.GetType() == "" || e.GetType() != EventType(e) {
-			t.Errorf("event %d type %q, payload %q", i, e.GetType(), EventType(e))
+		if e.GetType() == "" || e.GetType() != runevent.Type(e) {
+			t.Errorf("event %d type %q, payload %q", i, e.GetType(), runevent.Type(e))
 		}
 		if e.GetTs() == nil {
 			t.Errorf("event %d has no ts", i)
 		}
-		if IsTerminal(e) {
+		if runevent.IsTerminal(e) {
 			terminals++
 		}
 	}
-	if terminals != 1 || !IsTerminal(evs[len(evs)-1]) {
+	if terminals != 1 || !runevent.IsTerminal(evs[len(evs)-1]) {
 		t.Errorf("want exactly one terminal event, last; got %v", types(evs))
 	}
 }
@@ -580,7 +583,7 @@ func (f *fakeToolRunner) Invoke(ctx context.Context, req *baagentv1.InvokeReques
 		res.ErrorType = baagentv1.ToolErrorType_TOOL_ERROR_TYPE_EXECUTION_ERROR
 		res.ErrorCode = "BOOM"
 		res.ErrorMessage = "the tool failed on purpose"
-		res.Observation = errorObservation(r.GetToolCallId(), res.ErrorType, res.ErrorCode, res.ErrorMessage)
+		res.Observation = toolerror.Observation(r.GetToolCallId(), res.ErrorType, res.ErrorCode, res.ErrorMessage)
 	default:
 		res.Observation = fmt.Sprintf("%s ok: %v", r.GetToolName(), r.GetParameters().AsMap())
 	}

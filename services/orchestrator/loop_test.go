@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/baagent/baagent/core/convmetrics"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 )
 
@@ -129,7 +130,7 @@ func TestRunAnswersWithToolCall(t *testing.T) {
 	if n, err := testutil.GatherAndCount(h.reg); err != nil || n == 0 {
 		t.Errorf("registry: %d metrics, %v", n, err)
 	}
-	report := MetricsReport(final.GetMetrics())
+	report := convmetrics.Report(final.GetMetrics())
 	if !contains(report, "Conversation Metrics Report", "Conversation ID: conv-1", "sql_query:", "Success Rate: 100.0%", "Input: 200") {
 		t.Errorf("report:\n%s", report)
 	}

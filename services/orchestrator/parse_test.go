@@ -7,6 +7,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/baagent/baagent/core/allowlist"
+	"github.com/baagent/baagent/core/convmetrics"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
 )
@@ -99,26 +101,26 @@ func FuzzParseSkillArgs(f *testing.F) {
 
 func TestAllowLists(t *testing.T) {
 	var st skillStack
-	if !allowedBy(st.allowLists(nil), "anything") {
+	if !allowlist.AllowsAll(st.allowLists(nil), "anything") {
 		t.Error("no lists must allow everything")
 	}
 	lists := st.allowLists([]string{"sql_query", "mcp__github__*"})
 	for name, want := range map[string]bool{"sql_query": true, "mcp__github__search": true, "mcp__gitlab__x": false, "file_read": false} {
-		if allowedBy(lists, name) != want {
-			t.Errorf("allowedBy(%s) = %v", name, !want)
+		if allowlist.AllowsAll(lists, name) != want {
+			t.Errorf("allowlist.AllowsAll(%s) = %v", name, !want)
 		}
 	}
 	st.push(activation{name: "a", modifier: &baagentv1.ContextModifier{AllowedTools: &baagentv1.ToolAllowList{Names: []string{"sql_query", "file_read"}}, Model: "m1"}})
 	st.push(activation{name: "b", modifier: &baagentv1.ContextModifier{}})
 	lists = st.allowLists([]string{"sql_query", "mcp__github__*"})
-	if !allowedBy(lists, "sql_query") || allowedBy(lists, "file_read") || allowedBy(lists, "mcp__github__search") {
+	if !allowlist.AllowsAll(lists, "sql_query") || allowlist.AllowsAll(lists, "file_read") || allowlist.AllowsAll(lists, "mcp__github__search") {
 		t.Error("lists must intersect")
 	}
 	if st.model("def") != "m1" || st.callerID() != "skill:b" || strings.Join(st.chain(), ",") != "a,b" {
 		t.Errorf("model %s caller %s chain %v", st.model("def"), st.callerID(), st.chain())
 	}
 	st.push(activation{name: "c", modifier: &baagentv1.ContextModifier{AllowedTools: &baagentv1.ToolAllowList{}}})
-	if allowedBy(st.allowLists(nil), "sql_query") {
+	if allowlist.AllowsAll(st.allowLists(nil), "sql_query") {
 		t.Error("an empty list must allow nothing")
 	}
 }
@@ -140,20 +142,9 @@ func TestMetricsReport(t *testing.T) {
 	if m.GetSuccessfulCalls() != 2 || m.GetFailedCalls() != 1 || m.GetRetriedCalls() != 1 || m.GetSkillActivations() != 2 || len(m.GetUniqueSkills()) != 1 || m.GetTotalTokens() != 1234577 || m.GetEndTime() == nil || m.GetTotalDurationMs() < 1500 {
 		t.Errorf("metrics = %v", m)
 	}
-	r := MetricsReport(m)
+	r := convmetrics.Report(m)
 	if !contains(r, "Input: 1,234,567", "Total: 3", "Failed: 1", "Retried: 1", "Unique: 1", "Skills: a", "Messages: 7", "Compressions: 1", "Avg Duration: 20.0ms", "Success Rate: 50.0%") ||
 		strings.Index(r, "sql_query:") > strings.Index(r, "glob:") {
 		t.Errorf("report:\n%s", r)
-	}
-	if thousands(-1234) != "-1,234" || thousands(999) != "999" {
-		t.Error("thousands")
-	}
-}
-
-func TestErrorObservation(t *testing.T) {
-	got := errorObservation("call_1", baagentv1.ToolErrorType_TOOL_ERROR_TYPE_RATE_LIMIT, "", "")
-	want := "Operation failed.\n\nError Type: rate_limit\nError Code: UNKNOWN\nError Message: An unknown error occurred\n\nTool Call ID: call_1"
-	if got != want {
-		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }

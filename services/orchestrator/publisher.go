@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/baagent/baagent/core/runevent"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
 )
@@ -148,13 +149,13 @@ func (p *publisher) add(ctx context.Context, ev *baagentv1.Event, send bool) err
 	ev.Seq = seq
 	ev.Cursor = strconv.FormatUint(seq, 10)
 	ev.Ts = timestamppb.Now()
-	ev.Type = EventType(ev)
+	ev.Type = runevent.Type(ev)
 	data, err := proto.Marshal(ev)
 	if err != nil {
 		return fmt.Errorf("encode %s event: %w", ev.Type, err)
 	}
 	msg := &nats.Msg{Subject: p.subject, Data: data, Header: nats.Header{}}
-	msg.Header.Set(jetstream.MsgIDHeader, MsgID(ev.RunId, seq)+p.idSuffix)
+	msg.Header.Set(jetstream.MsgIDHeader, runevent.MsgID(ev.RunId, seq)+p.idSuffix)
 	if p.traceparent != "" {
 		msg.Header[traceparentHeader] = []string{p.traceparent}
 	}
@@ -165,7 +166,7 @@ func (p *publisher) add(ctx context.Context, ev *baagentv1.Event, send bool) err
 		f.future, _ = p.sink.PublishMsgAsync(msg)
 	}
 	p.seq = seq
-	p.terminal = IsTerminal(ev)
+	p.terminal = runevent.IsTerminal(ev)
 	p.pending = append(p.pending, f)
 	if send && (p.sync || len(p.pending) >= maxPipelined) {
 		return p.flushLocked(ctx)
@@ -251,7 +252,7 @@ func (p *publisher) confirm(ctx context.Context, batch []*inflight) error {
 		}
 		p.gen++
 		for _, f := range batch[bad:] {
-			f.msg.Header.Set(jetstream.MsgIDHeader, MsgID(p.base.RunId, f.seq)+p.idSuffix+":"+strconv.Itoa(p.gen))
+			f.msg.Header.Set(jetstream.MsgIDHeader, runevent.MsgID(p.base.RunId, f.seq)+p.idSuffix+":"+strconv.Itoa(p.gen))
 			if err := p.publishSync(ctx, f); err != nil {
 				return err
 			}
@@ -405,7 +406,7 @@ func (p *publisher) republish(ctx context.Context, outbox []outboxEvent) (*baage
 			return nil, fmt.Errorf("checkpoint holds an unreadable event %d", e.Seq)
 		}
 		msg := &nats.Msg{Subject: p.subject, Data: e.Data, Header: nats.Header{}}
-		msg.Header.Set(jetstream.MsgIDHeader, MsgID(p.base.RunId, e.Seq)+p.idSuffix)
+		msg.Header.Set(jetstream.MsgIDHeader, runevent.MsgID(p.base.RunId, e.Seq)+p.idSuffix)
 		if p.traceparent != "" {
 			msg.Header[traceparentHeader] = []string{p.traceparent}
 		}
@@ -417,7 +418,7 @@ func (p *publisher) republish(ctx context.Context, outbox []outboxEvent) (*baage
 			return nil, fmt.Errorf("event %d stored at %d, before event %d", e.Seq, f.pos, p.seq)
 		}
 		p.seq, p.acked, p.lastPos = e.Seq, e.Seq, f.pos
-		if IsTerminal(ev) {
+		if runevent.IsTerminal(ev) {
 			p.terminal, terminal = true, ev
 			break
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/baagent/baagent/core/runevent"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
 )
@@ -80,7 +81,7 @@ func (r *run) resumeEvents(ctx context.Context, cp *checkpoint) (*baagentv1.Even
 			// Up to the checkpoint (a run resumed from its record only).
 		case ev.GetSeq() == seq+1:
 			seq, pos = ev.GetSeq(), at
-			if IsTerminal(ev) {
+			if runevent.IsTerminal(ev) {
 				terminal = ev
 			}
 		default:

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/baagent/baagent/core/runevent"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/tracing"
 	"github.com/baagent/baagent/internal/validate"
@@ -130,7 +131,7 @@ func (s *Server) GetRun(ctx context.Context, req *baagentv1.OrchestratorServiceG
 // Without a readable last event the record is returned as it is.
 func (s *Server) withEnding(ctx context.Context, run *baagentv1.Run) {
 	ev, err := s.lastEvent(ctx, run.GetTenant(), run.GetRunId())
-	if err != nil || !IsTerminal(ev) {
+	if err != nil || !runevent.IsTerminal(ev) {
 		return
 	}
 	endRecord(run, ev)

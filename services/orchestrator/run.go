@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/baagent/baagent/core/runevent"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 )
 
@@ -441,7 +442,7 @@ func (r *run) finish(answer string, err error) {
 	}
 	if perr != nil {
 		r.s.metrics.eventFailures.Inc()
-		r.log.Error("terminal event not published", "type", EventType(ev), "error", perr)
+		r.log.Error("terminal event not published", "type", runevent.Type(ev), "error", perr)
 	}
 	r.rec.Metrics = metrics
 	r.record(ev)

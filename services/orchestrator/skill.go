@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path"
-	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -116,24 +114,4 @@ func (s *skillStack) allowLists(spec []string) []*baagentv1.ToolAllowList {
 		}
 	}
 	return lists
-}
-
-// allowedBy reports whether name passes every list.
-func allowedBy(lists []*baagentv1.ToolAllowList, name string) bool {
-	for _, l := range lists {
-		if !slices.ContainsFunc(l.GetNames(), func(p string) bool { return matchTool(p, name) }) {
-			return false
-		}
-	}
-	return true
-}
-
-// matchTool matches a tool name against an allowed-tools entry: a name or a
-// glob (`mcp__github__*`).
-func matchTool(pattern, name string) bool {
-	if pattern == name {
-		return true
-	}
-	ok, err := path.Match(pattern, name)
-	return err == nil && ok
 }

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/baagent/baagent/core/allowlist"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
 	"github.com/baagent/baagent/internal/tracing"
@@ -174,7 +175,7 @@ func (r *run) subAgent() (def *SubAgent, isChild bool) {
 
 // offersTask reports whether the run is offered the task tool.
 func (r *run) offersTask(lists []*baagentv1.ToolAllowList) bool {
-	return len(r.s.agents.list) > 0 && r.depth() < r.s.opts.SubAgentMaxDepth && allowedBy(lists, TaskToolName)
+	return len(r.s.agents.list) > 0 && r.depth() < r.s.opts.SubAgentMaxDepth && allowlist.AllowsAll(lists, TaskToolName)
 }
 
 // offersSkills reports whether a run whose tenant has skills is offered

@@ -1,7 +1,6 @@
 package orchestrator
 
 import (
-	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -9,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 )
 
 func TestParseSubAgent(t *testing.T) {

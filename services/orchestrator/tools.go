@@ -18,6 +18,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/baagent/baagent/core/allowlist"
+	"github.com/baagent/baagent/core/toolerror"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	promx "github.com/baagent/baagent/internal/metrics"
 )
@@ -78,7 +80,7 @@ func (r *run) listTools(ctx context.Context, withSkill bool) (*toolset, error) {
 	ts := &toolset{defs: map[string]*baagentv1.ToolDefinition{}, skill: withSkill, task: r.offersTask(lists)}
 	for _, d := range resp.GetTools() {
 		name := d.GetSchema().GetName()
-		if name == "" || isBuiltin(name) || !allowedBy(lists, name) || ts.defs[name] != nil {
+		if name == "" || isBuiltin(name) || !allowlist.AllowsAll(lists, name) || ts.defs[name] != nil {
 			continue
 		}
 		ts.defs[name] = d
@@ -96,7 +98,7 @@ func (r *run) listTools(ctx context.Context, withSkill bool) (*toolset, error) {
 		ts.schemas = append(ts.schemas, taskToolSchema(r.s.agents.list))
 	}
 	for _, sc := range askToolSchemas() {
-		if allowedBy(lists, sc.GetName()) {
+		if allowlist.AllowsAll(lists, sc.GetName()) {
 			ts.schemas = append(ts.schemas, sc)
 			ts.ask = append(ts.ask, sc.GetName())
 		}
@@ -210,7 +212,7 @@ func (r *run) invokeTool(ctx context.Context, c *baagentv1.ToolCall, ts *toolset
 	}
 	obs := res.GetObservation()
 	if !res.GetSuccess() && obs == "" {
-		obs = errorObservation(c.GetId(), res.GetErrorType(), res.GetErrorCode(), res.GetErrorMessage())
+		obs = toolerror.Observation(c.GetId(), res.GetErrorType(), res.GetErrorCode(), res.GetErrorMessage())
 	}
 	dur := res.GetDurationMs()
 	if dur == 0 {
@@ -237,7 +239,7 @@ func (r *run) failedCall(c *baagentv1.ToolCall, began time.Time, t baagentv1.Too
 	return r.result(c, began, &baagentv1.ObservePayload{
 		ToolCallId:  c.GetId(),
 		ToolName:    c.GetName(),
-		Observation: errorObservation(c.GetId(), t, code, msg),
+		Observation: toolerror.Observation(c.GetId(), t, code, msg),
 		ErrorType:   t,
 		ErrorCode:   code,
 		DurationMs:  float64(time.Since(began).Microseconds()) / 1000,
@@ -304,21 +306,6 @@ func parseArgs(args string) (*structpb.Struct, error) {
 		return nil, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "proto: "))
 	}
 	return s, nil
-}
-
-// errorObservation is the seed's standard error observation.
-func errorObservation(callID string, t baagentv1.ToolErrorType, code, msg string) string {
-	typ := "Unknown"
-	if t != baagentv1.ToolErrorType_TOOL_ERROR_TYPE_UNSPECIFIED {
-		typ = strings.ToLower(strings.TrimPrefix(t.String(), "TOOL_ERROR_TYPE_"))
-	}
-	if code == "" {
-		code = "UNKNOWN"
-	}
-	if msg == "" {
-		msg = "An unknown error occurred"
-	}
-	return fmt.Sprintf("Operation failed.\n\nError Type: %s\nError Code: %s\nError Message: %s\n\nTool Call ID: %s", typ, code, msg, callID)
 }
 
 // isBuiltin reports whether name is a tool the orchestrator answers itself.

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/baagent/baagent/core/runevent"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
 	"github.com/baagent/baagent/internal/tracing"
@@ -156,7 +157,7 @@ func TestTraceContinuesOnTheReplicaThatResumesARun(t *testing.T) {
 		if sc.SpanID() == spanB.SpanContext.SpanID() {
 			fromB++
 		}
-		if IsTerminal(ev) {
+		if runevent.IsTerminal(ev) {
 			break
 		}
 	}

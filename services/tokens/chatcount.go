@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/baagent/baagent/core/chatrole"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/services/tokens/encoding"
 )
@@ -58,20 +59,11 @@ func chatFormatFor(encodingName string) chatFormat {
 	return chatCl100k
 }
 
-// roleName is a role as the OpenAI chat format writes it.
+// roleName is a role as the OpenAI chat format writes it; nothing for an
+// unspecified role.
 func roleName(r baagentv1.Role) string {
-	switch r {
-	case baagentv1.Role_ROLE_SYSTEM:
-		return "system"
-	case baagentv1.Role_ROLE_USER:
-		return "user"
-	case baagentv1.Role_ROLE_ASSISTANT:
-		return "assistant"
-	case baagentv1.Role_ROLE_TOOL:
-		return "tool"
-	default:
-		return ""
-	}
+	name, _ := chatrole.Name(r)
+	return name
 }
 
 // chatCounter counts chat requests with one encoder, caching per message.

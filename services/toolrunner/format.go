@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/baagent/baagent/core/toolerror"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/services/toolrunner/tool"
 )
@@ -215,23 +216,7 @@ func artifactObservation(id, summary string) string {
 		"Data summary: " + summary
 }
 
-// errorObservation is the seed's error observation.
+// errorObservation is the standard failure observation of r.
 func errorObservation(r *baagentv1.ToolExecutionResult) string {
-	typ := "unknown"
-	if r.GetErrorType() != baagentv1.ToolErrorType_TOOL_ERROR_TYPE_UNSPECIFIED {
-		typ = strings.ToLower(strings.TrimPrefix(r.GetErrorType().String(), "TOOL_ERROR_TYPE_"))
-	}
-	code := r.GetErrorCode()
-	if code == "" {
-		code = "UNKNOWN"
-	}
-	msg := r.GetErrorMessage()
-	if msg == "" {
-		msg = "An unknown error occurred"
-	}
-	return "Operation failed.\n\n" +
-		"Error Type: " + typ + "\n" +
-		"Error Code: " + code + "\n" +
-		"Error Message: " + msg + "\n\n" +
-		"Tool Call ID: " + r.GetToolCallId()
+	return toolerror.Observation(r.GetToolCallId(), r.GetErrorType(), r.GetErrorCode(), r.GetErrorMessage())
 }

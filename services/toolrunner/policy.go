@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/baagent/baagent/core/allowlist"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/services/toolrunner/tool"
 )
@@ -264,18 +265,7 @@ func cacheTTL(p baagentv1.ToolCachePolicy) time.Duration {
 // name. artifact_read is always admitted: it only reads what the admitted
 // tools of the same conversation produced.
 func allowedBy(list *baagentv1.ToolAllowList, name string) bool {
-	if list == nil || name == artifactReadTool {
-		return true
-	}
-	for _, p := range list.GetNames() {
-		if p == name {
-			return true
-		}
-		if ok, _ := path.Match(p, name); ok {
-			return true
-		}
-	}
-	return false
+	return name == artifactReadTool || allowlist.Allows(list, name)
 }
 
 const artifactReadTool = "artifact_read"

@@ -21,11 +21,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/baagent/baagent/core/runevent"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/app"
 	"github.com/baagent/baagent/internal/config"
 	"github.com/baagent/baagent/internal/logging"
-	"github.com/baagent/baagent/services/orchestrator"
 	"github.com/baagent/baagent/test/split/splitrun"
 )
 
@@ -196,7 +196,7 @@ func runScenario(ctx context.Context, gatewayAddr, apiKey string) (outcome, erro
 			return out, errors.New("run failed: " + p.Error.GetMessage())
 		}
 		out.events = append(out.events, ev.GetType())
-		if orchestrator.IsTerminal(ev) {
+		if runevent.IsTerminal(ev) {
 			return out, nil
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/baagent/baagent/core/runevent"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/services/gateway/internal/wsock"
 )
@@ -84,8 +85,8 @@ func decodeEntry(tenant, runID string, data []byte, streamSeq uint64, published 
 	// payload; a publisher's other values, which could also break an SSE
 	// frame with a newline, are not passed on.
 	ev.Cursor = FormatCursor(ev.GetSeq())
-	if !isEventType(ev.Type) {
-		ev.Type = payloadType(ev)
+	if !runevent.IsTypeName(ev.Type) {
+		ev.Type = runevent.Type(ev)
 	}
 	js, err := JSONOptions.Marshal(ev)
 	if err != nil {
@@ -98,7 +99,7 @@ func decodeEntry(tenant, runID string, data []byte, streamSeq uint64, published 
 		Event:     ev,
 		JSON:      js,
 		Published: published,
-		Terminal:  isTerminal(ev),
+		Terminal:  runevent.IsTerminal(ev),
 		streamSeq: streamSeq,
 	}
 	e.SSE = appendSSE(nil, e)
@@ -156,38 +157,4 @@ func resetEntry(tenant, runID, conversationID, requested, reason string, earlies
 	e.SSE = appendSSE(nil, e)
 	e.size = uint64(len(js)+len(e.SSE)) + entryOverhead
 	return e
-}
-
-var payloadOneof = (&baagentv1.Event{}).ProtoReflect().Descriptor().Oneofs().ByName("payload")
-
-// payloadType derives the type from the payload for events published
-// without it.
-func payloadType(ev *baagentv1.Event) string {
-	fd := ev.ProtoReflect().WhichOneof(payloadOneof)
-	if fd == nil {
-		return ""
-	}
-	return string(fd.Name())
-}
-
-// isEventType accepts the lowercase snake_case names event types use.
-func isEventType(t string) bool {
-	if t == "" || len(t) > 64 {
-		return false
-	}
-	for i := 0; i < len(t); i++ {
-		c := t[i]
-		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
-			return false
-		}
-	}
-	return true
-}
-
-func isTerminal(ev *baagentv1.Event) bool {
-	switch ev.GetPayload().(type) {
-	case *baagentv1.Event_Complete, *baagentv1.Event_Error, *baagentv1.Event_Cancelled:
-		return true
-	}
-	return false
 }
