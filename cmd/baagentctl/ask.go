@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/baagent/baagent/core/runevent"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
-	"github.com/baagent/baagent/services/orchestrator"
 )
 
 const (
@@ -246,7 +246,7 @@ func (f *follower) read(ctx context.Context, gw *gatewayClient, runID string, vi
 		if err := view.show(ev); err != nil {
 			return nil, got, err
 		}
-		if orchestrator.IsTerminal(ev) {
+		if runevent.IsTerminal(ev) {
 			return ev, got, nil
 		}
 	}

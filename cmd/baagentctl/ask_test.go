@@ -25,6 +25,7 @@ import (
 	"github.com/baagent/baagent/internal/app"
 	"github.com/baagent/baagent/internal/config"
 	"github.com/baagent/baagent/internal/testkit"
+	"github.com/baagent/baagent/internal/topology"
 )
 
 // The run commands are tested against the whole suite in-process (as
@@ -91,7 +92,7 @@ func startGatewaySuite(t *testing.T) map[string]string {
 		"-metrics-addr=127.0.0.1:0", "-embedded-nats-addr=127.0.0.1:0", "-gateway-http-listen=127.0.0.1:0",
 		"-log-level=error", "-api-keys=" + testAPIKey + "=" + testTenant,
 	}
-	for _, svc := range config.Services {
+	for _, svc := range topology.Services {
 		args = append(args, "-"+svc+"-listen=127.0.0.1:0")
 	}
 	cfg, err := config.Load(args, func(string) string { return "" }, io.Discard)
@@ -112,7 +113,7 @@ func startGatewaySuite(t *testing.T) map[string]string {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	env := map[string]string{"BAAGENT_ADDR": a.Addr(config.TargetGateway).String(), "BAAGENT_API_KEY": testAPIKey}
+	env := map[string]string{"BAAGENT_ADDR": a.Addr(topology.Gateway).String(), "BAAGENT_API_KEY": testAPIKey}
 	// The suite is ready when the gateway lists runs.
 	testkit.Eventually(t, 20*time.Second, "the gateway serving runs list", func() bool {
 		code, _, _ := ctlRun(t.Context(), env, runRuns, "list", "--timeout=2s")

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
-	"github.com/baagent/baagent/internal/config"
+	"github.com/baagent/baagent/internal/topology"
 )
 
 // The run commands (ask, runs, input) talk to the gateway's public
@@ -43,7 +43,7 @@ func (g *gatewayClient) auth(ctx context.Context) context.Context {
 
 // gateway dials the gateway; call the returned func to close it.
 func (c *cli) gateway(rf runFlags) (*gatewayClient, func(), error) {
-	conn, err := c.dial(config.TargetGateway)
+	conn, err := c.dial(topology.Gateway)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -53,5 +53,5 @@ func (c *cli) gateway(rf runFlags) (*gatewayClient, func(), error) {
 // rpcError describes a failed gateway call.
 func (c *cli) rpcError(what string, err error) error {
 	st := status.Convert(err)
-	return fmt.Errorf("%s at %s: %s (%s)", what, c.addrs[config.TargetGateway], st.Message(), st.Code())
+	return fmt.Errorf("%s at %s: %s (%s)", what, c.addrs[topology.Gateway], st.Message(), st.Code())
 }

@@ -14,18 +14,18 @@ import (
 	"google.golang.org/grpc/status"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
-	"github.com/baagent/baagent/internal/config"
+	"github.com/baagent/baagent/internal/topology"
 )
 
 // grpcServiceNames maps a -target name to the gRPC service it serves; health
 // is asked for that service, not just the server as a whole.
 var grpcServiceNames = map[string]string{
-	config.TargetGateway:      baagentv1.GatewayService_ServiceDesc.ServiceName,
-	config.TargetOrchestrator: baagentv1.OrchestratorService_ServiceDesc.ServiceName,
-	config.TargetToolRunner:   baagentv1.ToolRunnerService_ServiceDesc.ServiceName,
-	config.TargetSkills:       baagentv1.SkillsService_ServiceDesc.ServiceName,
-	config.TargetContext:      baagentv1.ContextService_ServiceDesc.ServiceName,
-	config.TargetTokens:       baagentv1.TokensService_ServiceDesc.ServiceName,
+	topology.Gateway:      baagentv1.GatewayService_ServiceDesc.ServiceName,
+	topology.Orchestrator: baagentv1.OrchestratorService_ServiceDesc.ServiceName,
+	topology.ToolRunner:   baagentv1.ToolRunnerService_ServiceDesc.ServiceName,
+	topology.Skills:       baagentv1.SkillsService_ServiceDesc.ServiceName,
+	topology.Context:      baagentv1.ContextService_ServiceDesc.ServiceName,
+	topology.Tokens:       baagentv1.TokensService_ServiceDesc.ServiceName,
 }
 
 // healthResult is one row of `baagentctl health`.
@@ -43,11 +43,11 @@ func runHealth(ctx context.Context, c *cli, args []string) error {
 	}
 	services := fs.Args()
 	if len(services) == 0 {
-		services = config.Services
+		services = topology.Services
 	}
 	for _, svc := range services {
-		if !config.IsService(svc) {
-			return fmt.Errorf("%w: unknown service %q (want one of %s)", errUsage, svc, strings.Join(config.Services, ", "))
+		if !topology.IsService(svc) {
+			return fmt.Errorf("%w: unknown service %q (want one of %s)", errUsage, svc, strings.Join(topology.Services, ", "))
 		}
 	}
 

@@ -24,7 +24,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/baagent/baagent/internal/config"
+	"github.com/baagent/baagent/internal/topology"
 )
 
 // command is one baagentctl subcommand. run receives the arguments after the
@@ -65,20 +65,20 @@ type cli struct {
 
 	json    bool
 	timeout time.Duration
-	// addrs maps a service name (config.Services) to its dial address.
+	// addrs maps a service name (topology.Services) to its dial address.
 	addrs map[string]string
 }
 
 func newCLI(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) *cli {
 	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv, timeout: 10 * time.Second, addrs: map[string]string{}}
-	for _, svc := range config.Services {
-		c.addrs[svc] = config.DefaultDialAddr(svc)
+	for _, svc := range topology.Services {
+		c.addrs[svc] = topology.DefaultDialAddr(svc)
 		if v := getenv("BAAGENT_" + strings.ToUpper(svc) + "_ADDR"); v != "" {
 			c.addrs[svc] = v
 		}
 	}
 	if v := getenv("BAAGENT_ADDR"); v != "" {
-		c.addrs[config.TargetGateway] = v
+		c.addrs[topology.Gateway] = v
 	}
 	return c
 }
@@ -88,15 +88,15 @@ func newCLI(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) strin
 func (c *cli) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.json, "json", c.json, "print machine-readable JSON")
 	fs.DurationVar(&c.timeout, "timeout", c.timeout, "deadline of each request")
-	fs.Func("addr", "gateway address (env BAAGENT_ADDR; default "+config.DefaultDialAddr(config.TargetGateway)+")", func(v string) error {
-		c.addrs[config.TargetGateway] = v
+	fs.Func("addr", "gateway address (env BAAGENT_ADDR; default "+topology.DefaultDialAddr(topology.Gateway)+")", func(v string) error {
+		c.addrs[topology.Gateway] = v
 		return nil
 	})
-	for _, svc := range config.Services {
-		if svc == config.TargetGateway {
+	for _, svc := range topology.Services {
+		if svc == topology.Gateway {
 			continue
 		}
-		fs.Func(svc+"-addr", fmt.Sprintf("%s address (env BAAGENT_%s_ADDR; default %s)", svc, strings.ToUpper(svc), config.DefaultDialAddr(svc)), func(v string) error {
+		fs.Func(svc+"-addr", fmt.Sprintf("%s address (env BAAGENT_%s_ADDR; default %s)", svc, strings.ToUpper(svc), topology.DefaultDialAddr(svc)), func(v string) error {
 			c.addrs[svc] = v
 			return nil
 		})
@@ -129,7 +129,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// dial opens a client connection to service (a config.Services name). The
+// dial opens a client connection to service (a topology.Services name). The
 // connection is lazy: errors surface on the first RPC.
 func (c *cli) dial(service string) (*grpc.ClientConn, error) {
 	addr, ok := c.addrs[service]

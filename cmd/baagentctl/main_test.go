@@ -12,6 +12,7 @@ import (
 
 	"github.com/baagent/baagent/internal/app"
 	"github.com/baagent/baagent/internal/config"
+	"github.com/baagent/baagent/internal/topology"
 )
 
 // startSuite runs -target=all in-process on free loopback ports and returns
@@ -23,7 +24,7 @@ func startSuite(t *testing.T) []string {
 		"-metrics-addr=127.0.0.1:0", "-embedded-nats-addr=127.0.0.1:0", "-gateway-http-listen=127.0.0.1:0",
 		"-log-level=error",
 	}
-	for _, svc := range config.Services {
+	for _, svc := range topology.Services {
 		args = append(args, "-"+svc+"-listen=127.0.0.1:0")
 	}
 	cfg, err := config.Load(args, func(string) string { return "" }, io.Discard)
@@ -45,9 +46,9 @@ func startSuite(t *testing.T) []string {
 		}
 	})
 	var flags []string
-	for _, svc := range config.Services {
+	for _, svc := range topology.Services {
 		name := "--" + svc + "-addr"
-		if svc == config.TargetGateway {
+		if svc == topology.Gateway {
 			name = "--addr"
 		}
 		flags = append(flags, name+"="+a.Addr(svc).String())
@@ -86,8 +87,8 @@ func TestHealthAllServing(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &rows); err != nil {
 		t.Fatalf("--json output is not JSON: %v\n%s", err, stdout)
 	}
-	if len(rows) != len(config.Services) {
-		t.Fatalf("%d rows, want %d", len(rows), len(config.Services))
+	if len(rows) != len(topology.Services) {
+		t.Fatalf("%d rows, want %d", len(rows), len(topology.Services))
 	}
 	for _, r := range rows {
 		if r.Status != "SERVING" {
@@ -100,7 +101,7 @@ func TestHealthAllServing(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("health (table) exit %d", code)
 	}
-	for _, svc := range config.Services {
+	for _, svc := range topology.Services {
 		if !strings.Contains(stdout, svc) {
 			t.Errorf("table lacks %s:\n%s", svc, stdout)
 		}
@@ -161,7 +162,7 @@ func TestEnvironmentSetsAddresses(t *testing.T) {
 	c := newCLI(nil, io.Discard, io.Discard, func(k string) string {
 		return map[string]string{"BAAGENT_ADDR": "gw:1", "BAAGENT_TOKENS_ADDR": "tok:2"}[k]
 	})
-	if c.addrs[config.TargetGateway] != "gw:1" || c.addrs[config.TargetTokens] != "tok:2" || c.addrs[config.TargetSkills] != "localhost:7703" {
+	if c.addrs[topology.Gateway] != "gw:1" || c.addrs[topology.Tokens] != "tok:2" || c.addrs[topology.Skills] != "localhost:7703" {
 		t.Errorf("addrs = %v", c.addrs)
 	}
 }

@@ -7,8 +7,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/baagent/baagent/core/convmetrics"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
-	"github.com/baagent/baagent/services/orchestrator"
 )
 
 func runRuns(ctx context.Context, c *cli, args []string) error {
@@ -178,7 +178,7 @@ func (c *cli) printRun(r *baagentv1.Run) {
 		fmt.Fprintf(w, "\nanswer:\n%s\n", a)
 	}
 	if m := r.GetMetrics(); m != nil {
-		fmt.Fprintf(w, "\n%s", orchestrator.MetricsReport(m))
+		fmt.Fprintf(w, "\n%s", convmetrics.Report(m))
 	}
 }
 

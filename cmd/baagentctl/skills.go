@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
-	"github.com/baagent/baagent/internal/config"
+	"github.com/baagent/baagent/internal/topology"
 )
 
 // skillsUsage lists the skills subcommands.
@@ -68,7 +68,7 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 func (c *cli) skillsClient() (baagentv1.SkillsServiceClient, func(), error) {
-	conn, err := c.dial(config.TargetSkills)
+	conn, err := c.dial(topology.Skills)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
-	"github.com/baagent/baagent/internal/config"
+	"github.com/baagent/baagent/internal/topology"
 )
 
 // defaultTokensInputBytes bounds what `tokens count` and `tokens encode` read:
@@ -69,7 +69,7 @@ func runTokens(ctx context.Context, c *cli, args []string) error {
 
 // tokensCall dials the tokens service and runs call with the request deadline.
 func (c *cli) tokensCall(ctx context.Context, call func(context.Context, baagentv1.TokensServiceClient) error) error {
-	conn, err := c.dial(config.TargetTokens)
+	conn, err := c.dial(topology.Tokens)
 	if err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ func (c *cli) tokensCall(ctx context.Context, call func(context.Context, baagent
 	defer cancel()
 	if err := call(ctx, baagentv1.NewTokensServiceClient(conn)); err != nil {
 		st := status.Convert(err)
-		return fmt.Errorf("tokens service at %s: %s: %s", c.addrs[config.TargetTokens], st.Code(), st.Message())
+		return fmt.Errorf("tokens service at %s: %s: %s", c.addrs[topology.Tokens], st.Code(), st.Message())
 	}
 	return nil
 }

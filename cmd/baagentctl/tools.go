@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
-	"github.com/baagent/baagent/internal/config"
+	"github.com/baagent/baagent/internal/topology"
 )
 
 const toolsUsage = `usage: baagentctl tools SUBCOMMAND [flags] [args]
@@ -159,7 +159,7 @@ func runToolsInvoke(ctx context.Context, c *cli, args []string) error {
 
 // toolRunner dials the toolrunner; done closes the connection.
 func (c *cli) toolRunner() (baagentv1.ToolRunnerServiceClient, func(), error) {
-	conn, err := c.dial(config.TargetToolRunner)
+	conn, err := c.dial(topology.ToolRunner)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -12,7 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/baagent/baagent/internal/config"
+	"github.com/baagent/baagent/internal/topology"
 	vt "github.com/baagent/baagent/internal/validate/validatetest"
 	"github.com/baagent/baagent/services/toolrunner"
 )
@@ -36,7 +36,7 @@ func toolsCLI(t *testing.T) func(args ...string) (int, string, string) {
 	return func(args ...string) (int, string, string) {
 		var out, errOut strings.Builder
 		c := newCLI(strings.NewReader(""), &out, &errOut, func(string) string { return "" })
-		c.addrs[config.TargetToolRunner] = conn.Target()
+		c.addrs[topology.ToolRunner] = conn.Target()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		err := runTools(ctx, c, args)

@@ -1,48 +1,26 @@
 package config
 
-import "fmt"
+import "github.com/baagent/baagent/internal/topology"
 
-// Service names accepted by -target (besides TargetAll), in start order:
-// the services others depend on come first.
+// Service names accepted by -target; see package topology, which clients
+// use without linking the configuration of the servers.
 const (
-	TargetAll          = "all"
-	TargetTokens       = "tokens"
-	TargetContext      = "context"
-	TargetSkills       = "skills"
-	TargetToolRunner   = "toolrunner"
-	TargetOrchestrator = "orchestrator"
-	TargetGateway      = "gateway"
+	TargetAll          = topology.All
+	TargetTokens       = topology.Tokens
+	TargetContext      = topology.Context
+	TargetSkills       = topology.Skills
+	TargetToolRunner   = topology.ToolRunner
+	TargetOrchestrator = topology.Orchestrator
+	TargetGateway      = topology.Gateway
+
+	DefaultGatewayHTTPPort = topology.DefaultGatewayHTTPPort
+	DefaultMetricsPort     = topology.DefaultMetricsPort
 )
 
-// Services lists every service in start order.
-var Services = []string{TargetTokens, TargetContext, TargetSkills, TargetToolRunner, TargetOrchestrator, TargetGateway}
-
-// DefaultPorts are the gRPC ports of DESIGN.md §3b.
-var DefaultPorts = map[string]int{
-	TargetGateway:      7700,
-	TargetOrchestrator: 7701,
-	TargetToolRunner:   7702,
-	TargetSkills:       7703,
-	TargetContext:      7704,
-	TargetTokens:       7705,
-}
-
-// DefaultGatewayHTTPPort serves the gateway's HTTP/JSON, SSE, WebSocket and
-// dashboard.
-const DefaultGatewayHTTPPort = 7780
-
-// DefaultMetricsPort serves Prometheus /metrics (on loopback in
-// -target=all, like every other default listener there).
-const DefaultMetricsPort = 9090
-
-// DefaultDialAddr is where a client on the same machine finds service by
-// default, e.g. "localhost:7705" for tokens.
-func DefaultDialAddr(service string) string {
-	return fmt.Sprintf("localhost:%d", DefaultPorts[service])
-}
-
-// IsService reports whether name is one of Services.
-func IsService(name string) bool {
-	_, ok := DefaultPorts[name]
-	return ok
-}
+// Services, DefaultPorts, DefaultDialAddr and IsService are topology's.
+var (
+	Services        = topology.Services
+	DefaultPorts    = topology.DefaultPorts
+	DefaultDialAddr = topology.DefaultDialAddr
+	IsService       = topology.IsService
+)

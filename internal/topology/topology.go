@@ -1,0 +1,51 @@
+// Package topology names the services and where a client finds them by
+// default. It is a leaf (standard library only), so that clients such as
+// baagentctl can use it without linking any server code.
+package topology
+
+import "fmt"
+
+// Service names accepted by -target (besides All), in start order: the
+// services others depend on come first.
+const (
+	All          = "all"
+	Tokens       = "tokens"
+	Context      = "context"
+	Skills       = "skills"
+	ToolRunner   = "toolrunner"
+	Orchestrator = "orchestrator"
+	Gateway      = "gateway"
+)
+
+// Services lists every service in start order.
+var Services = []string{Tokens, Context, Skills, ToolRunner, Orchestrator, Gateway}
+
+// DefaultPorts are the services' default gRPC ports (see
+// docs/operations/configuration.md).
+var DefaultPorts = map[string]int{
+	Gateway:      7700,
+	Orchestrator: 7701,
+	ToolRunner:   7702,
+	Skills:       7703,
+	Context:      7704,
+	Tokens:       7705,
+}
+
+// DefaultGatewayHTTPPort serves the gateway's HTTP/JSON, SSE, WebSocket and
+// dashboard.
+const DefaultGatewayHTTPPort = 7780
+
+// DefaultMetricsPort serves Prometheus /metrics.
+const DefaultMetricsPort = 9090
+
+// DefaultDialAddr is where a client on the same machine finds service by
+// default, e.g. "localhost:7705" for tokens.
+func DefaultDialAddr(service string) string {
+	return fmt.Sprintf("localhost:%d", DefaultPorts[service])
+}
+
+// IsService reports whether name is one of Services.
+func IsService(name string) bool {
+	_, ok := DefaultPorts[name]
+	return ok
+}
