@@ -17,7 +17,7 @@ const (
 // Services lists every service in start order.
 var Services = []string{TargetTokens, TargetContext, TargetSkills, TargetToolRunner, TargetOrchestrator, TargetGateway}
 
-// DefaultPorts are the gRPC ports of DESIGN.md §3b.
+// DefaultPorts are the services' default gRPC ports (docs/architecture.md).
 var DefaultPorts = map[string]int{
 	TargetGateway:      7700,
 	TargetOrchestrator: 7701,

@@ -14,8 +14,8 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 )
 
-// convMetrics accumulates the seed's ConversationMetrics for one run (the
-// seed's MetricsCollector scoped to a run: a run record carries its own
+// convMetrics accumulates the ConversationMetrics of one run (a
+// metrics collector scoped to a run: a run record carries its own
 // metrics, so there is no process-wide map to bound). Safe for concurrent
 // use by parallel tool calls.
 type convMetrics struct {
@@ -41,7 +41,7 @@ func (c *convMetrics) recordModelCall(u *baagentv1.Usage, costUSD float64) {
 	c.m.TotalCostUsd += costUSD
 }
 
-// recordToolCall is the seed's MetricsCollector.record_tool_call.
+// recordToolCall adds one tool call to the run's metrics.
 func (c *convMetrics) recordToolCall(t *baagentv1.ToolMetrics) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -91,7 +91,7 @@ func (c *convMetrics) snapshot(now time.Time, ended bool) *baagentv1.Conversatio
 	return out
 }
 
-// toolStats is the seed's get_tool_stats: per-tool call count, averages and
+// toolStats is the per-tool view: call count, averages and
 // rates.
 func toolStats(calls []*baagentv1.ToolMetrics) map[string]*baagentv1.ToolStats {
 	type acc struct {
@@ -126,7 +126,7 @@ func toolStats(calls []*baagentv1.ToolMetrics) map[string]*baagentv1.ToolStats {
 	return out
 }
 
-// MetricsReport renders m as the seed's ConversationMetrics.to_report: the
+// MetricsReport renders m as a report: the
 // human-readable view of a run's metrics (used by `baagentctl runs get`).
 func MetricsReport(m *baagentv1.ConversationMetrics) string {
 	var b strings.Builder

@@ -232,7 +232,7 @@ func (r *run) invokeTool(ctx context.Context, c *baagentv1.ToolCall, ts *toolset
 }
 
 // failedCall is a call answered by the orchestrator with an error
-// observation in the seed's format.
+// observation in the standard format (docs/concepts/errors-and-retries.md).
 func (r *run) failedCall(c *baagentv1.ToolCall, began time.Time, t baagentv1.ToolErrorType, code, msg string) *callResult {
 	return r.result(c, began, &baagentv1.ObservePayload{
 		ToolCallId:  c.GetId(),
@@ -244,7 +244,7 @@ func (r *run) failedCall(c *baagentv1.ToolCall, began time.Time, t baagentv1.Too
 	})
 }
 
-// result builds the tool message and the seed's ToolMetrics of a call.
+// result builds the tool message and the ToolMetrics of a call.
 func (r *run) result(c *baagentv1.ToolCall, began time.Time, obs *baagentv1.ObservePayload) *callResult {
 	end := began.Add(time.Duration(obs.GetDurationMs() * float64(time.Millisecond)))
 	var in, out int64
@@ -306,7 +306,7 @@ func parseArgs(args string) (*structpb.Struct, error) {
 	return s, nil
 }
 
-// errorObservation is the seed's standard error observation.
+// errorObservation is the standard error observation (docs/concepts/errors-and-retries.md).
 func errorObservation(callID string, t baagentv1.ToolErrorType, code, msg string) string {
 	typ := "Unknown"
 	if t != baagentv1.ToolErrorType_TOOL_ERROR_TYPE_UNSPECIFIED {
