@@ -19,7 +19,7 @@ import (
 )
 
 // dials lists the peers each service connects to (internal/app), which are
-// the gRPC edges of DESIGN.md's diagram plus tokens counting for the
+// the gRPC edges of docs/architecture.md's diagram plus tokens counting for the
 // orchestrator and skills, and the gateway's read-only pass-through
 // (ListSkills, ListTools, CountTokens).
 var dials = map[string][]string{

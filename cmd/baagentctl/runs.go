@@ -137,8 +137,8 @@ func runsCancel(ctx context.Context, c *cli, args []string) error {
 	return nil
 }
 
-// printRun shows a run record and its metrics report (the seed's
-// ConversationMetrics.to_report).
+// printRun shows a run record and its metrics report
+// (ConversationMetrics as orchestrator.MetricsReport renders it).
 func (c *cli) printRun(r *baagentv1.Run) {
 	w := c.stdout
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -165,7 +165,7 @@ func TestTokensUnreachable(t *testing.T) {
 
 func TestTokensInfoAndModels(t *testing.T) {
 	addr := startTokens(t)
-	// The seed's get_model_info("glm-4-plus").
+	// GetModelInfo("glm-4-plus"), a model known only by its family.
 	code, out, errOut := ctlStdin(t, "", addr, "tokens", "info", "glm-4-plus")
 	if code != 0 {
 		t.Fatalf("info: exit %d, %s", code, errOut)

@@ -1,7 +1,7 @@
 // Package toolerror writes the observation a model reads when a tool call
 // fails. The orchestrator (for calls that never reached a tool) and the
 // toolrunner (for calls that did) must write it the same way, so that the
-// model sees one format. See docs/concepts/errors.md.
+// model sees one format. See docs/concepts/errors-and-retries.md.
 package toolerror
 
 import (

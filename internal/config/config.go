@@ -67,7 +67,7 @@ type Config struct {
 	ArtifactDir          string
 	ScenariosDir         string
 	// TokenEncodersFile overrides the built-in model registry of the tokens
-	// service (seed 000 token_encoders.yaml format); empty keeps the default.
+	// service (token_encoders.yaml, docs/concepts/tokens.md); empty keeps the default.
 	TokenEncodersFile string
 	// ToolsFile configures external tools (MCP servers, ToolProvider
 	// servers) and per-tool policies; empty runs the built-in tools only.

@@ -18,7 +18,7 @@ import (
 
 // realTools runs file_read, glob and sql_query with the toolrunner's real
 // built-in tools over a copy of examples/data, and formats failures as the
-// seed's error observation; `skill` gets a canned activation message.
+// standard error observation; `skill` gets a canned activation message.
 type realTools struct {
 	byName map[string]tool.Tool
 	root   *os.Root

@@ -20,7 +20,7 @@ const (
 	maxToolCallsPerTurn  = 16
 )
 
-// DefaultToolErrorPattern recognises an error observation: the seed's
+// DefaultToolErrorPattern recognises an error observation: the
 // standard error format starts with "Operation failed.".
 const DefaultToolErrorPattern = `^\s*Operation failed\.`
 

@@ -8,7 +8,7 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 )
 
-// Seed 004 §5.2.3 budget split and §5.2.10 constants.
+// Budget split (docs/concepts/context-compression.md#the-budget).
 const (
 	defaultSystemPct  = 0.10
 	defaultHistoryPct = 0.50
@@ -16,7 +16,7 @@ const (
 	defaultOutputPct  = 0.15
 	defaultTriggerPct = 0.80
 	// outputTokenMax caps the part of a model's maximum output the reserve
-	// must hold (seed OUTPUT_TOKEN_MAX).
+	// must hold.
 	outputTokenMax = 8192
 )
 

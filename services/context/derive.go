@@ -9,12 +9,12 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 )
 
-// Compressed forms of a message (seed 000 _create_compressed_summary, seed
-// 004 §5.2.10 pruning). Each is a pure function of the message, computed once
+// Compressed forms of a message (extracts and pruning, see
+// docs/concepts/context-compression.md). Each is a pure function of the message, computed once
 // per stored message and cached with its content hash, so that rebuilding a
 // window never re-derives or re-counts them.
 const (
-	// extractToolChars and extractOtherChars are the seed's cut-offs: a tool
+	// extractToolChars and extractOtherChars are the extract's cut-offs: a tool
 	// result keeps its first 200 characters, other messages their first 100.
 	extractToolChars  = 200
 	extractOtherChars = 100
@@ -30,7 +30,7 @@ const (
 // derivedForms are the compressed forms of one stored message.
 type derivedForms struct {
 	// extract keeps the message's structure (role, tool calls, tool_call_id)
-	// with its content cut to the seed's extract.
+	// with its content cut to the extract.
 	extract countable
 	// pruned and omitted keep the structure with placeholder content.
 	pruned, omitted countable
@@ -70,7 +70,7 @@ func derivedMessage(m *baagentv1.ChatMessage, content string) countable {
 	return countable{msg: d, hash: hashContent(d)}
 }
 
-// extractContent is the seed's extract of a message's content.
+// extractContent is the extract of a message's content.
 func extractContent(m *baagentv1.ChatMessage) string {
 	if m.GetRole() == baagentv1.Role_ROLE_TOOL {
 		return "[Tool Result: " + cut(m.GetContent(), extractToolChars) + "]"
@@ -81,7 +81,7 @@ func extractContent(m *baagentv1.ChatMessage) string {
 	return "[" + roleName(m.GetRole()) + "] " + cut(m.GetContent(), extractOtherChars)
 }
 
-// extractLine renders a message for a collapsed extract: the seed's extract
+// extractLine renders a message for a collapsed extract: the extract
 // plus the names of the tools an assistant called.
 func extractLine(m *baagentv1.ChatMessage) string {
 	var b strings.Builder

@@ -6,7 +6,7 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 )
 
-// Seed 004 §5.2.10 ContextCompaction constants for pruning old tool outputs.
+// Constants for pruning old tool outputs (docs/concepts/context-compression.md).
 const (
 	// pruneMinimumTokens: prune only when at least this many tokens go.
 	pruneMinimumTokens = 20_000
@@ -16,7 +16,7 @@ const (
 	pruneProtectTurns = 2
 )
 
-// Seed 000 BasicContextManager: LOW messages are compressed first when more
+// Importance by age: LOW messages are compressed first when more
 // than 3 rounds old, MEDIUM ones when more than 5.
 const (
 	lowRoundsAge    = 3
@@ -70,7 +70,7 @@ func (p *planner) setUnit(u *unit, state unitState, raw int64) {
 	u.state = state
 }
 
-// prune applies seed 004's pruneToolOutputs: walking back from the newest
+// prune prunes old tool outputs: walking back from the newest
 // message, tool outputs of the last two user turns and the newest 40K
 // tool-output tokens are protected; older ones are pruned, but only when at
 // least 20K tokens would go. Skill instructions and CRITICAL outputs (errors)

@@ -49,7 +49,7 @@ func decodeRecord(format string, data []byte) (*baagentv1.ChatMessage, error) {
 	return m, nil
 }
 
-// defaultImportance is seed 000's MessageImportance for a message whose
+// defaultImportance is the MessageImportance of a message whose
 // caller did not set one: user messages and errors CRITICAL, tool
 // observations HIGH, agent thoughts MEDIUM, system messages LOW.
 func defaultImportance(m *baagentv1.ChatMessage) baagentv1.MessageImportance {

@@ -1,8 +1,8 @@
 // Package contextsvc is the ContextService: conversation history
 // (append-only, durable in JetStream) and the context window for a model
 // call, compressed at query time within a token budget without rewriting
-// history (seed 000 "Context Management Strategy" and "增强的上下文压缩",
-// seed 004 §5.2).
+// history (see
+// docs/concepts/context-compression.md).
 //
 // History lives in the stream natsx.StreamHistory, one subject per
 // conversation; a bounded in-memory copy of recent conversations, checked
@@ -53,7 +53,7 @@ const (
 	DefaultCacheBytes          = 512 << 20
 	// DefaultCountCacheEntries bounds the token count cache.
 	DefaultCountCacheEntries = 200_000
-	// DefaultSummaryCacheEntries bounds the summary cache (seed SummaryCache
+	// DefaultSummaryCacheEntries bounds the summary cache (its
 	// max_entries).
 	DefaultSummaryCacheEntries = 1000
 	// DefaultSummaryQueue and DefaultSummaryWorkers size the background

@@ -14,7 +14,7 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 )
 
-// Background summaries (seed 000 AdvancedContextManager: SUMMARIZE runs off
+// Background summaries (docs/concepts/context-compression.md: SUMMARIZE runs off
 // the request path, writes the SummaryCache, and the window uses EXTRACT until
 // the summary is ready).
 const (
@@ -175,7 +175,7 @@ func (s *summaries) request(conv convKey, cfg compressionConfig, segs []*segment
 }
 
 // reserve adds usd to the tenant's spend in the current hour when it stays
-// within limit (seed max_compression_cost_per_hour); a negative usd returns
+// within limit (max_compression_cost_per_hour); a negative usd returns
 // a reservation.
 func (s *summaries) reserve(tenant string, usd, limit float64) bool {
 	s.spendMu.Lock()
@@ -244,7 +244,7 @@ func (s *summaries) process(ctx context.Context, job *summaryJob) {
 	s.cache.put(job.key, cachedSummary{conv: job.conv, text: text}, 0, job.ttl)
 }
 
-// The summarizer prompts (seed 000 LLMCompressor and seed 004 §5.2.5).
+// The summarizer prompts.
 const (
 	summarySystem = "You summarize part of a conversation between a user and an AI agent that uses tools, " +
 		"so that the agent can continue the task without the full history. Write plain text only."

@@ -71,7 +71,7 @@ type itemForm uint8
 const (
 	formVerbatim itemForm = iota
 	formPruned            // tool output replaced by a placeholder
-	formExtract           // content cut to the seed's extract
+	formExtract           // content cut to the extract
 	formOmitted           // content replaced by a placeholder (budget only)
 	formRepaired          // unanswered tool calls removed
 )
@@ -88,7 +88,7 @@ func (it *item) critical() bool {
 }
 
 // protectedMsg reports skill instructions: messages a skill injected, and
-// results of the `skill` tool (seed PRUNE_PROTECTED_TOOLS).
+// results of the `skill` tool (never pruned).
 func protectedMsg(m *baagentv1.ChatMessage) bool {
 	return m.GetKind() == baagentv1.MessageKind_MESSAGE_KIND_SKILL_INSTRUCTION ||
 		m.GetKind() == baagentv1.MessageKind_MESSAGE_KIND_SKILL_CATALOG ||

@@ -24,7 +24,7 @@ import (
 // The strategy in the response is always the one applied.
 const NoteHeader = "baagent-context-note"
 
-// Seed 000 CompressionCostEstimate: USD per 1,000 input tokens.
+// Estimated compression cost: USD per 1,000 input tokens.
 var strategyCostPer1K = map[baagentv1.CompressionStrategy]float64{
 	baagentv1.CompressionStrategy_COMPRESSION_STRATEGY_TRUNCATE:  0.0,
 	baagentv1.CompressionStrategy_COMPRESSION_STRATEGY_EXTRACT:   0.001,
@@ -35,7 +35,7 @@ func estimateCost(s baagentv1.CompressionStrategy, tokens int64) float64 {
 	return float64(tokens) / 1000 * strategyCostPer1K[s]
 }
 
-// Seed 000 _select_compression_strategy: EXTRACT below 30 messages; from the
+// Automatic strategy selection: EXTRACT below 30 messages; from the
 // LLM threshold on, SUMMARIZE when its estimated cost is under the cap.
 const autoExtractBelow = 30
 
@@ -268,7 +268,7 @@ func (s *Server) buildWindow(ctx context.Context, req *baagentv1.BuildWindowRequ
 	return resp, nil
 }
 
-// chooseStrategy is seed 000's selection: the configured strategy, else
+// chooseStrategy selects (docs/concepts/context-compression.md): the configured strategy, else
 // EXTRACT below 30 messages, SUMMARIZE from the LLM threshold on when its
 // estimated cost is under the hourly cap, else EXTRACT. SUMMARIZE needs a
 // summarizer; without one EXTRACT is used and the caller is told.

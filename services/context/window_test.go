@@ -193,7 +193,7 @@ func TestBuildWindowStrategiesKeepCriticalFacts(t *testing.T) {
 			{strategyTruncate, strategyTruncate},
 			{strategyExtract, strategyExtract},
 			{strategySummarize, strategySummarize},
-			{strategyAuto, strategyExtract}, // 200K tokens cost more than the seed's cap allows for an LLM summary
+			{strategyAuto, strategyExtract}, // 200K tokens cost more than the cap allows for an LLM summary
 		} {
 			t.Run(model+"/"+strategyName(tc.strategy)+fmt.Sprint(tc.strategy), func(t *testing.T) {
 				req := buildReqFor(model, tc.strategy)
@@ -280,7 +280,7 @@ func TestBuildWindowBelowTrigger(t *testing.T) {
 	}
 }
 
-// TestBudgetSplit checks the seed 004 split and trigger on a model with an
+// TestBudgetSplit checks the budget split and trigger on a model with an
 // 8,000-token window.
 func TestBudgetSplit(t *testing.T) {
 	e := newEnv(t, Options{})
@@ -384,7 +384,7 @@ func TestRepairsInvalidHistory(t *testing.T) {
 	}
 }
 
-// TestPruneToolOutputs checks seed 004's pruning constants: outputs of the
+// TestPruneToolOutputs checks the pruning constants: outputs of the
 // last 2 user turns and the newest 40K output tokens stay; pruning happens
 // only when at least 20K tokens go; skill outputs and errors stay.
 func TestPruneToolOutputs(t *testing.T) {
@@ -540,7 +540,7 @@ func TestChunkedSummary(t *testing.T) {
 	}
 }
 
-// TestAutoStrategySelection follows seed 000: EXTRACT below 30 messages;
+// TestAutoStrategySelection: EXTRACT below 30 messages;
 // from the LLM threshold (50) on, SUMMARIZE when its estimated cost is under
 // the hourly cap; EXTRACT otherwise.
 func TestAutoStrategySelection(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"github.com/baagent/baagent/internal/natsx"
 )
 
-// Checkpoints (seed 004 §11.5 ExecutionCheckpoint). After every model
+// Checkpoints (see docs/concepts/runs.md#durable-runs). After every model
 // response and every tool result the run's state is written to the KV
 // bucket natsx.BucketCheckpoints under natsx.CheckpointKey, before anything
 // depends on it, so that a replica that picks the run up after a crash
@@ -30,7 +30,7 @@ import (
 // another) fails its next write and stops instead of overwriting newer
 // state.
 
-// Checkpoint kinds (seed 004 §11.5). A step's end needs no STEP_COMPLETE
+// Checkpoint kinds. A step's end needs no STEP_COMPLETE
 // of its own: its last checkpoint already holds every result (endStep).
 const (
 	cpStart        = "START"
@@ -40,7 +40,7 @@ const (
 	cpWaitingInput = "WAITING_INPUT"
 )
 
-// Tool record statuses (seed 004 §11.5 ToolExecutionRecord).
+// Tool record statuses.
 const (
 	toolRunning = "running"
 	toolSuccess = "success"
@@ -95,7 +95,7 @@ type checkpoint struct {
 	Span string `json:"span,omitempty"`
 }
 
-// toolRecord is seed 004's ToolExecutionRecord of one call, with the result
+// toolRecord is the execution record of one call, with the result
 // once it has one.
 type toolRecord struct {
 	CallID         string    `json:"call_id"`

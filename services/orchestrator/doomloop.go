@@ -4,7 +4,7 @@ import (
 	"time"
 )
 
-// The doom-loop detector (seed 004 §6.4.4 DoomLoopDetector): the same tool
+// The doom-loop detector (see docs/concepts/runs.md#doom-loops): the same tool
 // with the same arguments called `threshold` times within `time_window_ms`
 // among the last `detection_window` calls means the model is stuck; the run
 // asks the user whether to stop, continue or correct.
@@ -15,7 +15,7 @@ const (
 )
 
 // callSig is one call in the detection window. Args are the model's
-// arguments verbatim (the seed compares `input` for equality).
+// arguments verbatim, compared for equality.
 type callSig struct {
 	Tool string    `json:"tool"`
 	Args string    `json:"args"`

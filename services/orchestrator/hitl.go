@@ -13,7 +13,7 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 )
 
-// Human in the loop (seed 004 §6.4): the built-in tools ask_clarification
+// Human in the loop (docs/concepts/runs.md): the built-in tools ask_clarification
 // and ask_decision, the doom-loop intervention and the approval of tools
 // whose permission is ASK all pause the run on a question. A paused run
 // is WAITING_INPUT: its checkpoint holds the question, no goroutine waits,
@@ -28,7 +28,7 @@ const (
 	AskDecisionTool      = "ask_decision"
 )
 
-// Default and maximum waits (seed: 60 s for clarifications, 300 s for
+// Default and maximum waits (60 s for clarifications, 300 s for
 // decisions).
 const (
 	DefaultClarificationTimeout = 60 * time.Second

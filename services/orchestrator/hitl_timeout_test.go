@@ -12,7 +12,7 @@ import (
 
 // Tool approval (permission ASK) and the HITL timeouts, driven by the
 // scripted test model. The timeouts come from Options, so the tests wait
-// one second, not the seed's 60 s / 300 s.
+// one second, not the defaults' 60 s / 300 s.
 
 // guardedTool is a tool whose permission is ASK on the approvingToolRunner.
 const guardedTool = "guarded_write"

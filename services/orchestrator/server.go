@@ -120,7 +120,7 @@ type Options struct {
 
 	// ClarificationTimeout and DecisionTimeout are how long a question
 	// waits for the user when the model sets no timeout_seconds (defaults
-	// 60 s and 300 s, the seed's); DecisionTimeout is also the wait of the
+	// 60 s and 300 s); DecisionTimeout is also the wait of the
 	// platform's own decisions (doom loop, tool approval).
 	ClarificationTimeout time.Duration
 	DecisionTimeout      time.Duration

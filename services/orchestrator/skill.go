@@ -12,7 +12,7 @@ import (
 )
 
 // SkillToolName is the meta-tool through which the model activates a skill
-// (seed 000 "Skill ↔ Agent Communication Protocol": skills are reached via a
+// (see docs/concepts/skills.md#activation: skills are reached via a
 // meta-tool, not called as tools).
 const SkillToolName = "skill"
 
@@ -62,7 +62,7 @@ type activation struct {
 	modifier *baagentv1.ContextModifier
 }
 
-// skillStack is the run's activation stack (seed SkillActivationStack). A
+// skillStack is the run's activation stack. A
 // skill stays active, with its context modifier applied, until the run's
 // round ends with a final answer; a skill activated while others are active
 // is nested in them and carries the chain. Owned by the run's loop

@@ -17,7 +17,7 @@ import (
 	"github.com/baagent/baagent/internal/validate"
 )
 
-// Sub-agents (seed 004 §9, seed 000 "Sub-Agent Communication"): specialised
+// Sub-agents (see docs/concepts/runs.md#sub-agents): specialised
 // agents with their own system prompt, tools, skills, model and step limit,
 // defined in YAML files. The model delegates to one through the built-in
 // `task` tool; the delegation runs as a child run of its own (see
@@ -32,7 +32,7 @@ const (
 	// DefaultSubAgentTimeout bounds a `task` call's wait for its child.
 	DefaultSubAgentTimeout = 30 * time.Minute
 	// DefaultSubAgentIterations is the step limit of a definition that
-	// sets no max_iterations (the seed's default).
+	// sets no max_iterations.
 	DefaultSubAgentIterations = 10
 
 	maxSubAgents               = 256
@@ -46,10 +46,10 @@ const (
 	subAgentFileExt, altFileEx = ".yaml", ".yml"
 )
 
-// SubAgent is one sub-agent definition (seed 004 §9.1 SubAgent). The seed's
+// SubAgent is one sub-agent definition. Its
 // id, tenant_id and project_id are implied by the file (definitions are
 // platform-wide); its trigger is the description, which the `task` tool
-// shows to the model. The seed's max_tokens, temperature and color are not
+// shows to the model. Fields max_tokens, temperature and color are not
 // accepted: the model request carries no sampling settings and colours
 // belong to a UI.
 type SubAgent struct {

@@ -10,8 +10,8 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 )
 
-// DefaultMaxDepth is how many skills may be active at once, nested (seed 000
-// SkillActivationRequest.max_depth).
+// DefaultMaxDepth is how many skills may be active at once, nested (see
+// docs/concepts/skills.md#activation).
 const DefaultMaxDepth = 3
 
 // Kinds of refused activation; test with errors.Is.
@@ -25,7 +25,7 @@ var (
 	ErrStackMismatch = errors.New("activation stack mismatch")
 )
 
-// activationError carries the seed's message and its kind.
+// activationError carries the user-facing message and its kind.
 type activationError struct {
 	kind error
 	msg  string
@@ -34,7 +34,7 @@ type activationError struct {
 func (e *activationError) Error() string { return e.msg }
 func (e *activationError) Unwrap() error { return e.kind }
 
-// ActivationStack is the seed's SkillActivationStack: the skills active in
+// ActivationStack is the activation stack: the skills active in
 // one conversation, outermost first. It is a call stack, not a history: a
 // skill is pushed when activated and popped when it completes. The skills
 // service itself is stateless (a caller sends its chain with each
@@ -135,7 +135,7 @@ func (s *ActivationStack) namesLocked() []string {
 // checkActivation applies the stack rules to a stateless ActivateSkill: the
 // caller's chain (outermost first) is rebuilt as a stack and name is pushed
 // on it. It returns the chain after the push. activation_depth, when given,
-// must equal the chain's length (the seed increments both together); a
+// must equal the chain's length (a caller increments both together); a
 // disagreement means the caller lost track and is refused.
 func checkActivation(chain []string, depth, maxDepth int, name, activationID string) ([]string, error) {
 	if depth != 0 && depth != len(chain) {
@@ -159,7 +159,7 @@ func checkActivation(chain []string, depth, maxDepth int, name, activationID str
 }
 
 // activationMessages builds the messages a successful activation injects,
-// by level (seed SkillMessage): a visible metadata message, the hidden
+// by level (SkillMessage): a visible metadata message, the hidden
 // instructions from level 2, the resource contents at level 3, and a hidden
 // permissions message when the skill restricts tools or asks for a model.
 func activationMessages(sk *skill, level baagentv1.SkillLoadLevel, resources []*baagentv1.SkillResource) []*baagentv1.SkillMessage {
@@ -230,7 +230,7 @@ func permissions(sk *skill) string {
 	return fmt.Sprintf("While the %q skill is active, %s.", sk.name, strings.Join(parts, "; "))
 }
 
-// contextModifier is the seed ContextModifier of a skill.
+// contextModifier is the ContextModifier of a skill.
 func contextModifier(sk *skill) *baagentv1.ContextModifier {
 	cm := &baagentv1.ContextModifier{Model: sk.model, DisableModelInvocation: sk.disableModelInvocation}
 	if sk.restrictsTools {

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// The level-1 catalog is the `<available_skills>` block of seed 004 D.5.3,
+// The level-1 catalog is the `<available_skills>` block (docs/concepts/skills.md),
 // one line per skill with its layer:
 //
 //	<available_skills>

@@ -285,7 +285,7 @@ func (s *Server) countTokens(ctx context.Context, text, model string) (int, bool
 //
 // A refused activation (a cycle, the depth limit, a depth that disagrees
 // with the chain, or a skill the tenant cannot use) is a FailedPrecondition
-// status whose message is the seed's error text (`Circular dependency
+// status whose message is the activation's error text (`Circular dependency
 // detected: a → b → c → a`) and whose details carry the
 // ActivateSkillResponse with success=false, so a caller reading either gets
 // the reason. An unknown skill is NotFound.

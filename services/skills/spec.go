@@ -81,7 +81,7 @@ type skill struct {
 }
 
 // parseSkillMD parses a SKILL.md found in folder and checks it against the
-// Agent Skills standard (plus seed 004's version and triggers). The error
+// Agent Skills standard (plus `version` and `triggers`). The error
 // lists every problem found as `field: what is wrong`, separated by "; ".
 func parseSkillMD(data []byte, folder string) (*skill, error) {
 	fm, body, err := splitSkillMD(data)
@@ -298,7 +298,7 @@ func (c *checker) description(v *yaml.Node) {
 	}
 }
 
-// compatibility is a string in the standard; seed 004's example writes a
+// compatibility is a string in the standard; some skills write a
 // list of models, which is accepted and joined with ", ".
 func (c *checker) compatibility(v *yaml.Node) {
 	list, ok := c.stringList(keyCompatibility, v, MaxCompatibilityChars)

@@ -13,7 +13,7 @@ import (
 )
 
 // TenantConfigFile is the tenant configuration, `<root>/tenants/<tenant>/tenant.yaml`
-// (seed 004 §8.4.4 TenantSkillConfig, as a file). It controls what the
+// (see docs/concepts/skills.md#layers). It controls what the
 // tenant, and every project of it, sees of the system layer:
 //
 //	# System skills this tenant does not see at all.

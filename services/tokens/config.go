@@ -25,8 +25,8 @@ const MaxConfigBytes = 1 << 20
 // nonsense, so a larger one is taken for a typo (115 for 1.15).
 const maxMargin = 10.0
 
-// configFile is token_encoders.yaml: the seed's `encoders` section, plus
-// `models` for seed 004's model metadata.
+// configFile is token_encoders.yaml: the `encoders` section, plus
+// `models` for model metadata.
 //
 //	encoders:
 //	  claude-3-sonnet:            # exact name or glob (claude-*, gpt-4*)
@@ -172,7 +172,7 @@ func (y *encoderYAML) validate() (EncoderConfig, error) {
 	if !encoding.Known(y.EncodingName) {
 		errs = append(errs, fmt.Errorf("encoding_name %q is not one of %s", y.EncodingName, strings.Join(encoding.Names(), ", ")))
 	}
-	margin := 1.0 // the seed's default
+	margin := 1.0 // the default
 	if y.SafetyMargin != nil {
 		margin = *y.SafetyMargin
 	}
@@ -202,7 +202,7 @@ func (y *encoderYAML) validate() (EncoderConfig, error) {
 func (y *modelYAML) validate() (ModelMetadata, error) {
 	md := defaultMetadata()
 	if y == nil {
-		return md, nil // a name alone takes the seed's defaults
+		return md, nil // a name alone takes the defaults
 	}
 	var errs []error
 	if y.ContextLength < 0 || y.MaxOutputTokens < 0 {

@@ -5,9 +5,9 @@ import (
 	"github.com/baagent/baagent/services/tokens/encoding"
 )
 
-// Safety margins. The seed gives Claude 1.15, GPT 1.0, Gemini 1.2, GLM 1.25,
-// Qwen 1.2 and the unknown-model fallback 1.2. It names Llama, Mistral and
-// DeepSeek as families without a margin; they take the seed's conservative
+// Safety margins (docs/concepts/tokens.md): Claude 1.15, GPT 1.0, Gemini 1.2, GLM 1.25,
+// Qwen 1.2 and the unknown-model fallback 1.2. Llama, Mistral and
+// DeepSeek have no margin of their own; they take the conservative
 // fallback margin rather than a number of our own.
 const (
 	marginExact        = 1.0
@@ -26,9 +26,9 @@ const (
 // embeddings and base models; p50k_base and r50k_base for the GPT-3 era
 // models. "gpt-*" catches future GPT names with the current encoding.
 //
-// Families whose tokenizer is not public are counted with cl100k_base, as the
-// seed does, times their margin, and marked as estimates. The family entries
-// are keyed "<family>-*", which the seed's family detection looks up.
+// Families whose tokenizer is not public are counted with cl100k_base
+// times their margin, and marked as estimates. The family entries
+// are keyed "<family>-*", which family detection looks up.
 func defaultEncoders() map[string]EncoderConfig {
 	gpt := func(enc string) EncoderConfig {
 		return EncoderConfig{Family: baagentv1.ModelFamily_MODEL_FAMILY_GPT, Encoding: enc, SafetyMargin: marginExact}
@@ -65,8 +65,8 @@ func defaultEncoders() map[string]EncoderConfig {
 	return m
 }
 
-// defaultModelMetadata is seed 004 §5.2.7's table of preset models: context length
-// and maximum output only. The seed gives no prices, so none are built in;
+// defaultModelMetadata is the table of preset models: context length
+// and maximum output only. No prices are built in;
 // add them in token_encoders.yaml. A dated snapshot of Claude 3.5 Sonnet
 // (claude-3-5-sonnet-20241022) is the same model, hence the pattern.
 func defaultModelMetadata() map[string]ModelMetadata {

@@ -6,9 +6,9 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 )
 
-// familyNames are the seed's ModelFamily values, the spelling used in
-// token_encoders.yaml. The seed spells Mistral "mistal"; that is accepted as
-// an alias so a file written for the seed loads.
+// familyNames are the ModelFamily values as spelt in
+// token_encoders.yaml. The misspelling "mistal" is accepted as
+// an alias so that files written with it load.
 var familyNames = map[string]baagentv1.ModelFamily{
 	"claude":   baagentv1.ModelFamily_MODEL_FAMILY_CLAUDE,
 	"gpt":      baagentv1.ModelFamily_MODEL_FAMILY_GPT,
@@ -22,7 +22,7 @@ var familyNames = map[string]baagentv1.ModelFamily{
 	"custom":   baagentv1.ModelFamily_MODEL_FAMILY_CUSTOM,
 }
 
-// familyName is the seed's name of f ("claude"), "custom" for anything
+// familyName is the token_encoders.yaml name of f ("claude"), "custom" for anything
 // unknown.
 func familyName(f baagentv1.ModelFamily) string {
 	switch f {
@@ -48,8 +48,8 @@ func familyName(f baagentv1.ModelFamily) string {
 }
 
 // familyHints recognise a family from a substring of a lower-cased model name
-// (the seed's detect_model_family). The seed lists versioned prefixes
-// ("claude-3", "gpt-4"); these are the family stems instead, so that newer
+// (family detection, docs/concepts/tokens.md). Versioned prefixes
+// ("claude-3", "gpt-4") would miss; these are the family stems instead, so that newer
 // versions (claude-sonnet-4-5, qwen3, llama4) and the names served by vLLM,
 // Ollama or routers (meta-llama/Llama-3.1-8B, qwen2.5:7b) are recognised too.
 // The order matters only for names holding two stems; more specific first.

@@ -9,7 +9,7 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 )
 
-// EncoderConfig is how one model or pattern is counted: the seed's
+// EncoderConfig is how one model or pattern is counted: the
 // EncoderConfig and one entry of token_encoders.yaml.
 type EncoderConfig struct {
 	Family   baagentv1.ModelFamily
@@ -31,7 +31,7 @@ func (c EncoderConfig) IsEstimate() bool {
 	return c.Family != baagentv1.ModelFamily_MODEL_FAMILY_GPT || c.SafetyMargin != 1.0
 }
 
-// ModelMetadata is a model's capabilities and prices (seed 004 §5.2.7).
+// ModelMetadata is a model's capabilities and prices (docs/concepts/tokens.md#model-metadata).
 type ModelMetadata struct {
 	ContextLength   int64
 	MaxOutputTokens int64
@@ -44,7 +44,7 @@ type ModelMetadata struct {
 	SupportsJSONMode  bool
 }
 
-// Seed 004 ModelMetadata defaults, used for a model with no metadata entry.
+// ModelMetadata defaults, used for a model with no metadata entry.
 const (
 	defaultContextLength   = 128_000
 	defaultMaxOutputTokens = 4096
@@ -57,7 +57,7 @@ func defaultMetadata() ModelMetadata {
 // fallbackKey names the conservative fallback in logs; it matches nothing.
 const fallbackKey = ""
 
-// fallbackConfig is the seed's last resort for a model nothing matches:
+// fallbackConfig is the last resort for a model nothing matches:
 // cl100k_base with a conservative 20% margin.
 var fallbackConfig = EncoderConfig{
 	Family:       baagentv1.ModelFamily_MODEL_FAMILY_CUSTOM,
@@ -72,7 +72,7 @@ type entry[T any] struct {
 }
 
 // table maps exact names and glob patterns to values. Lookups are
-// case-insensitive, as the seed's fnmatch on lower-cased names is.
+// case-insensitive.
 type table[T any] struct {
 	exact    map[string]T
 	patterns []entry[T] // most specific first
@@ -88,7 +88,7 @@ func newTable[T any](m map[string]T) table[T] {
 			t.exact[k] = v
 		}
 	}
-	// The seed tries patterns in insertion order, which a YAML map does not
+	// Patterns are not tried in file order, which a YAML map does not
 	// keep; the most specific pattern wins instead, so gpt-4o-mini takes
 	// "gpt-4o*" (o200k_base) over "gpt-4*" (cl100k_base) over "gpt-*".
 	slices.SortFunc(t.patterns, func(a, b entry[T]) int {
@@ -157,10 +157,10 @@ type Resolution struct {
 	Key     string // the registry key that matched, empty for the fallback
 	Config  EncoderConfig
 	Meta    ModelMetadata
-	HasMeta bool // false when Meta holds the seed's defaults
+	HasMeta bool // false when Meta holds the defaults
 }
 
-// Resolve finds how model is counted, as the seed's get_encoder_config does:
+// Resolve finds how model is counted (docs/concepts/tokens.md):
 // an exact name, else a pattern, else the entry of the family detected from
 // the name ("<family>-*"), else the conservative fallback. A router or
 // server prefix ("openai/gpt-4o", "meta-llama/Llama-3.1-8B") is tried
@@ -250,7 +250,7 @@ func decodeRune(s string) (rune, int) {
 // resolution of the key itself (Model and Key are the key, Match says whether
 // it is an exact name or a pattern, Meta is the metadata entry with the same
 // key when there is one), then each metadata entry that has no encoder entry
-// of its own (the seed 004 models, such as qwen-plus), resolved as a model
+// of its own (preset models such as qwen-plus), resolved as a model
 // name is.
 func (r *Registry) Entries() []Resolution {
 	keys := r.encoders.keys()

@@ -78,7 +78,7 @@ func TestResolveMetadata(t *testing.T) {
 		"gemini-1.5-pro":             {2_097_152, 8_192},
 		"claude-3-5-sonnet-20241022": {200_000, 8_192},
 		"qwen-max":                   {32_000, 8_192},
-		"unknown-model":              {128_000, 4_096}, // seed 004 defaults
+		"unknown-model":              {128_000, 4_096}, // the defaults
 	} {
 		res := r.Resolve(model)
 		if res.Meta.ContextLength != want[0] || res.Meta.MaxOutputTokens != want[1] {

@@ -65,7 +65,7 @@ func TestCountTokensRPC(t *testing.T) {
 	}
 }
 
-// TestGetModelInfoSeedExample reproduces the seed's get_model_info("glm-4-plus")
+// TestGetModelInfoSeedExample checks GetModelInfo("glm-4-plus")
 // output: family glm, cl100k_base, margin 1.25, no exact counting, no API
 // client.
 func TestGetModelInfoSeedExample(t *testing.T) {
@@ -116,7 +116,7 @@ func TestListModelsRPC(t *testing.T) {
 	if m := byName["gpt-4"]; m.GetMatchedBy() != baagentv1.ModelMatch_MODEL_MATCH_EXACT || m.GetEncodingName() != "cl100k_base" || m.GetIsEstimate() {
 		t.Errorf("gpt-4 = %v", m)
 	}
-	// Seed 004's models are listed with their metadata, resolved through the
+	// The preset models are listed with their metadata, resolved through the
 	// encoder entries.
 	if m := byName["qwen-plus"]; m.GetMatchedPattern() != "qwen-*" || m.GetSafetyMargin() != 1.2 || m.GetMetadata().GetContextLength() != 131_072 {
 		t.Errorf("qwen-plus = %v", m)

@@ -1,6 +1,6 @@
 // Package tokens is the TokensService: exact BPE token counting for OpenAI
-// encodings and margin-adjusted estimates for other model families (seed 000
-// "Dynamic Token Counter", seed 004 §5.2.6-5.2.7).
+// encodings and margin-adjusted estimates for other model families (see
+// docs/concepts/tokens.md).
 //
 // A model name resolves through the [Registry] (exact name, glob pattern,
 // family detection, conservative fallback) to an encoding and a safety

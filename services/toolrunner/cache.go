@@ -12,8 +12,8 @@ import (
 	"github.com/baagent/baagent/services/toolrunner/artifact"
 )
 
-// Defaults of the result cache (seed 000 IdempotencyCache: 10000
-// entries) plus a byte bound, since one result may hold 50 KiB.
+// Defaults of the result cache (docs/concepts/idempotency.md): 10000
+// entries, plus a byte bound, since one result may hold 50 KiB.
 const (
 	DefaultCacheEntries = 10_000
 	DefaultCacheBytes   = 64 << 20
@@ -30,7 +30,7 @@ type cacheEntry struct {
 }
 
 // resultCache caches read-only tools' results by their derived key (the
-// seed's cache policies): a bounded LRU of results with a TTL per entry,
+// cache policies): a bounded LRU of results with a TTL per entry,
 // on an injected clock. It is per replica: a cache, not a guarantee
 // (exactly-once effects are the idempotency records' job). It also tracks calls in flight so that a
 // duplicate arriving while the first runs waits for it instead of running

@@ -63,7 +63,7 @@ func TestParsePolicies(t *testing.T) {
 	if e := ps.resolve(spec); e.timeout != 5*time.Second || e.cache != baagentv1.ToolCachePolicy_TOOL_CACHE_POLICY_TTL_LONG {
 		t.Errorf("spec layer: %+v", e)
 	}
-	// No policies at all: the seed's defaults.
+	// No policies at all: the built-in defaults.
 	none, err := ParsePolicies([]byte("providers: []\n"))
 	if err != nil {
 		t.Fatal(err)

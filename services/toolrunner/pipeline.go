@@ -25,7 +25,7 @@ import (
 )
 
 // DefaultLargeDataBytes is the size above which a result is always stored
-// as an artifact (seed: 1 MB).
+// as an artifact (see docs/concepts/output-levels.md).
 const DefaultLargeDataBytes = 1 << 20
 
 const defaultPermissionLevel = "default"
@@ -405,7 +405,7 @@ func (s *Server) present(ctx context.Context, res *baagentv1.ToolExecutionResult
 	res.Observation = strings.ToValidUTF8(obs, "\uFFFD")
 }
 
-// fail turns res into the seed's failure result.
+// fail turns res into a failure result (docs/concepts/errors-and-retries.md).
 func fail(res *baagentv1.ToolExecutionResult, te *tool.Error) {
 	res.Success = false
 	res.ErrorType = te.Type
@@ -421,7 +421,7 @@ func fail(res *baagentv1.ToolExecutionResult, te *tool.Error) {
 	res.Observation = errorObservation(res)
 }
 
-// derivedKey is the idempotency key of seed 003: tool name + version +
+// derivedKey is the derived key (docs/concepts/idempotency.md): tool name + version +
 // canonical JSON of the parameters + caller + permission level, never the
 // tool_call_id. It also covers tenant and conversation, because the tools
 // work in per-conversation workspaces: the same call in another

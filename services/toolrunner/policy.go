@@ -13,7 +13,7 @@ import (
 	"github.com/baagent/baagent/services/toolrunner/tool"
 )
 
-// The seed's defaults (seed 000 ToolInvocationRequest and ToolRetryPolicy).
+// The built-in defaults (see docs/concepts/errors-and-retries.md).
 const (
 	DefaultTimeout           = 120 * time.Second
 	DefaultMaxRetries        = 3
@@ -47,7 +47,7 @@ type RetryPolicy struct {
 	MaxTimeout        time.Duration
 }
 
-// DefaultRetryPolicy is the seed's policy.
+// DefaultRetryPolicy is the built-in retry policy.
 func DefaultRetryPolicy() RetryPolicy {
 	return RetryPolicy{
 		MaxRetries: DefaultMaxRetries, RetryOn: slices.Clone(retryableTypes),
@@ -156,7 +156,7 @@ type effective struct {
 	retry       RetryPolicy
 }
 
-// resolve layers, lowest first: the seed's defaults, policies.defaults,
+// resolve layers, lowest first: the built-in defaults, policies.defaults,
 // the tool's Spec, the matching policies.tools entry.
 func (ps *Policies) resolve(s tool.Spec) effective {
 	e := effective{
@@ -232,7 +232,7 @@ func (ps *Policies) match(name string) (ToolPolicy, bool) {
 	return ps.Tools[best], true
 }
 
-// outputLevel is the seed's decision chain: explicit → tool default → BRIEF
+// outputLevel is the decision chain (docs/concepts/output-levels.md): explicit → tool default → BRIEF
 // when context usage > 0.8 → the global default (STANDARD).
 func outputLevel(explicit, toolDefault baagentv1.OutputLevel, contextUsage float64, global baagentv1.OutputLevel) baagentv1.OutputLevel {
 	switch {

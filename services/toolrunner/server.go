@@ -1,6 +1,6 @@
 // Package toolrunner is the ToolRunnerService: it executes tool calls with
-// the seed's protocol (seed 000/003 "Tool ↔ Agent Communication Protocol",
-// seed 004 §7): permissions, idempotency and caching, timeouts and retries,
+// the protocol of docs/concepts/tools.md:
+// permissions, idempotency and caching, timeouts and retries,
 // output levels, artifacts and truncation, over the built-in tools and any
 // tool.Source (ToolProvider servers, MCP servers).
 package toolrunner
@@ -59,7 +59,7 @@ type Options struct {
 	// ArtifactDir is the artifact store's root; required.
 	ArtifactDir string
 	// ConfigFile is the tools file (-tools-file); its `policies:` section
-	// configures the tools. Empty: the seed's defaults.
+	// configures the tools. Empty: the built-in defaults.
 	ConfigFile string
 	// Clock drives cache TTLs, artifact ages and retry delays; nil is the
 	// system clock.
@@ -309,7 +309,7 @@ func (s *Server) Register(gs grpc.ServiceRegistrar) {
 }
 
 // Invoke executes one tool call. Tool failures are results (success=false
-// with the seed's error observation); an RPC error means a bad request or a
+// with the standard error observation); an RPC error means a bad request or a
 // caller that went away.
 func (s *Server) Invoke(ctx context.Context, req *baagentv1.InvokeRequest) (*baagentv1.InvokeResponse, error) {
 	if err := validateInvoke(req); err != nil {

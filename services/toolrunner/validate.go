@@ -5,7 +5,7 @@ import (
 	"github.com/baagent/baagent/internal/validate"
 )
 
-// Request limits from the contract and the seed's ToolRetryPolicy.
+// Request limits from the contract and the ToolRetryPolicy.
 const (
 	// MaxTimeoutMs caps timeout_ms, retry delays and max_timeout_ms (5 min).
 	MaxTimeoutMs = 300_000
@@ -17,7 +17,7 @@ const (
 	MaxPatternBytes = 1024
 )
 
-// retryable are the error types a retry policy may name (the seed's
+// retryable are the error types a retry policy may name (the
 // retryable half of ToolErrorType).
 var retryable = map[baagentv1.ToolErrorType]bool{
 	baagentv1.ToolErrorType_TOOL_ERROR_TYPE_TIMEOUT:         true,

@@ -1,5 +1,5 @@
 // Package artifact stores large tool results on disk under opaque ids
-// (`artifact_<hash>`, seed 003 "artifact security rules"): a caller names an
+// (`artifact_<hash>`, see docs/concepts/artifacts.md): a caller names an
 // artifact only by id, never by path; each artifact belongs to one
 // conversation, which alone may read it; artifacts are removed by age, by
 // total size (least recently used first, from the tenants holding the most
@@ -33,7 +33,7 @@ import (
 	"github.com/baagent/baagent/services/toolrunner/quota"
 )
 
-// Defaults of [Options] (seed 000 DataFileManager).
+// Defaults of [Options].
 const (
 	DefaultMaxAge       = 24 * time.Hour
 	DefaultMaxBytes     = 10 << 30 // 10 GiB
@@ -381,7 +381,7 @@ func (s *Store) dropTenantLocked(tenant string, t *tenantArtifacts) {
 	}
 }
 
-// DataHash is the first 16 hex digits of the SHA-256 of data, the seed's
+// DataHash is the first 16 hex digits of the SHA-256 of data, the result's
 // data_hash.
 func DataHash(data []byte) string {
 	sum := sha256.Sum256(data)
@@ -699,7 +699,7 @@ func (s *Store) writeAtomic(name string, data []byte) error {
 }
 
 // scrub drops the path from a *fs.PathError so that no artifact path
-// reaches a log or an error message (seed 003: ids only).
+// reaches a log or an error message (ids only).
 func scrub(err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {

@@ -20,7 +20,7 @@ import (
 const binarySniffBytes = 8 << 10
 
 // fileRead is `file_read {path, offset, limit}`: numbered lines, paged, with
-// seed 004 §7.2.6 truncation and hints.
+// truncation and hints (docs/concepts/tools.md#truncation).
 type fileRead struct{}
 
 func (fileRead) Spec() tool.Spec {

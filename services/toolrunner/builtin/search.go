@@ -18,7 +18,7 @@ import (
 	"github.com/baagent/baagent/services/toolrunner/truncate"
 )
 
-// skippedDirs are never searched (seed 004 §7.2.4).
+// skippedDirs are never searched (docs/concepts/tools.md).
 var skippedDirs = map[string]bool{".git": true, "node_modules": true, "__pycache__": true}
 
 // maxWalkDepth bounds the folders glob and grep descend into: files more

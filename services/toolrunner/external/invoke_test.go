@@ -115,7 +115,7 @@ mcp_servers:
 	if r.GetSuccess() || r.GetErrorType() == baagentv1.ToolErrorType_TOOL_ERROR_TYPE_UNSPECIFIED || r.GetRetryCount() != 0 {
 		t.Fatalf("echo without message: %v", r)
 	}
-	// A provider's typed error reaches the caller as the seed's error
+	// A provider's typed error reaches the caller as the standard error
 	// observation.
 	r = invoke("call_cur", "convert_currency", map[string]any{"amount": 1, "from": "EUR", "to": "XAU"})
 	if r.GetSuccess() || r.GetErrorType() != baagentv1.ToolErrorType_TOOL_ERROR_TYPE_NOT_FOUND || r.GetErrorCode() != "UNKNOWN_CURRENCY" {

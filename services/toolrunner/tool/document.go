@@ -3,7 +3,7 @@ package tool
 // Document is a Result.Data for a tool that renders its own output (numbered
 // file lines, a table of rows). The pipeline shows Brief at BRIEF and Text at
 // STANDARD (then truncates it), and stores Text as the artifact at FULL or
-// when it is large. Any other Data gets the seed's generic formatting of
+// when it is large. Any other Data gets the generic formatting of
 // lists, objects and text.
 type Document struct {
 	// Text is the complete output.

@@ -127,7 +127,7 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// Retryable reports whether the seed's retry policy retries failures of
+// Retryable reports whether a retry policy may retry failures of
 // type t: only TIMEOUT, RATE_LIMIT, RESOURCE_ERROR and TRANSIENT_ERROR.
 func Retryable(t baagentv1.ToolErrorType) bool {
 	switch t {

@@ -1,6 +1,6 @@
-// Package truncate cuts tool output to the limits of seed 004 §7.2.6: at
+// Package truncate cuts tool output (docs/concepts/tools.md#truncation): at
 // most 50 KiB of output, lines of at most 2000 characters and pages of 2000
-// lines, always at UTF-8 character boundaries, with the seed's hint strings.
+// lines, always at UTF-8 character boundaries, with hints on how to read on.
 package truncate
 
 import (
@@ -12,7 +12,7 @@ import (
 	"unicode/utf8"
 )
 
-// Limits of seed 004 §7.2.6.
+// Limits of tool output (docs/concepts/tools.md#truncation).
 const (
 	// MaxOutputBytes bounds one observation (50 KiB).
 	MaxOutputBytes = 50 * 1024
@@ -99,7 +99,7 @@ func Lines(lines []string, offset, limit, maxBytes int) Page {
 // Format renders window, the lines of a file starting at the 0-based line
 // first, with 1-based line numbers (`%6d\t`), each line cut at
 // MaxLineLength, stopping before the output exceeds maxBytes (≤ 0:
-// MaxOutputBytes), and appends one of the seed's hints:
+// MaxOutputBytes), and appends one of these hints:
 //
 //	(Output truncated at 51200 bytes. Use 'offset' parameter to read beyond line N)
 //	(File has more lines. Use 'offset' parameter to read beyond line N)

@@ -433,7 +433,7 @@ type Event_SkillActivated struct {
 }
 
 type Event_ContextCompressed struct {
-	// The context window was compressed (seed 004 §5.2.8).
+	// The context window was compressed (see docs/concepts/context-compression.md).
 	ContextCompressed *ContextCompressedPayload `protobuf:"bytes,27,opt,name=context_compressed,json=contextCompressed,proto3,oneof"`
 }
 
@@ -552,7 +552,7 @@ func (*Event_PermissionAsked) isEvent_Payload() {}
 
 func (*Event_PermissionReplied) isEvent_Payload() {}
 
-// PermissionAskedPayload is the `permission_asked` event (seed 004 §5.2): a
+// PermissionAskedPayload is the `permission_asked` event: a
 // tool call waits for the user's approval. Answer it as a decision:
 // SubmitInput with input_id = decision.decision_id and `allow` or `deny`.
 type PermissionAskedPayload struct {

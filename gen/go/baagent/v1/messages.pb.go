@@ -84,8 +84,8 @@ func (Role) EnumDescriptor() ([]byte, []int) {
 	return file_baagent_v1_messages_proto_rawDescGZIP(), []int{0}
 }
 
-// MessageImportance ranks a message for importance-based compression (seed 000
-// "增强的上下文压缩"). Numeric values match the seed (1 = most important).
+// MessageImportance ranks a message for importance-based compression (see
+// docs/concepts/context-compression.md). 1 is the most important.
 type MessageImportance int32
 
 const (
@@ -279,7 +279,7 @@ type ChatMessage struct {
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// Who wrote it.
 	Role Role `protobuf:"varint,2,opt,name=role,proto3,enum=baagent.v1.Role" json:"role,omitempty"`
-	// Text content. For a tool message, the observation string (seed: the ReAct
+	// Text content. For a tool message, the observation string (the ReAct
 	// Observation carried by a ToolMessage).
 	Content string `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
 	// Optional participant name (OpenAI `name`).
@@ -569,7 +569,7 @@ func (x *Usage) GetCachedPromptTokens() int64 {
 
 // ToolAllowList restricts which tools may be used. Its presence matters: an
 // absent list means "no restriction", a present empty list means "no tools"
-// (seed ContextModifier.allowed_tools: Optional[List[str]]).
+// (as in ContextModifier.allowed_tools).
 type ToolAllowList struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Allowed tool names; `mcp__server__*` style globs are accepted.

@@ -91,7 +91,7 @@ func (RunState) EnumDescriptor() ([]byte, []int) {
 	return file_baagent_v1_run_proto_rawDescGZIP(), []int{0}
 }
 
-// ClarificationType is seed 004's ClarificationType.
+// ClarificationType is the kind of a clarification question.
 type ClarificationType int32
 
 const (
@@ -152,7 +152,7 @@ func (ClarificationType) EnumDescriptor() ([]byte, []int) {
 	return file_baagent_v1_run_proto_rawDescGZIP(), []int{1}
 }
 
-// DecisionType is seed 004's DecisionType.
+// DecisionType is the kind of a decision asked of the user.
 type DecisionType int32
 
 const (
@@ -217,7 +217,7 @@ func (DecisionType) EnumDescriptor() ([]byte, []int) {
 	return file_baagent_v1_run_proto_rawDescGZIP(), []int{2}
 }
 
-// DoomLoopIntervention is seed 004's DoomLoopIntervention.
+// DoomLoopIntervention is what a run does about a doom loop (see docs/concepts/runs.md).
 type DoomLoopIntervention int32
 
 const (
@@ -278,7 +278,7 @@ func (DoomLoopIntervention) EnumDescriptor() ([]byte, []int) {
 	return file_baagent_v1_run_proto_rawDescGZIP(), []int{3}
 }
 
-// ToolMetrics is the seed's ToolMetrics for one tool execution.
+// ToolMetrics are the metrics of one tool execution.
 type ToolMetrics struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Tool name.
@@ -505,7 +505,7 @@ func (x *ToolStats) GetErrorRate() float64 {
 	return 0
 }
 
-// ConversationMetrics is the seed's ConversationMetrics for one run.
+// ConversationMetrics are the metrics of one run (see docs/concepts/runs.md).
 type ConversationMetrics struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Conversation id.
@@ -704,7 +704,7 @@ func (x *ConversationMetrics) GetToolStats() map[string]*ToolStats {
 	return nil
 }
 
-// ClarificationOption is seed 004's ClarificationOption.
+// ClarificationOption is one offered answer to a clarification question.
 type ClarificationOption struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Display text (1–5 words).
@@ -768,7 +768,7 @@ func (x *ClarificationOption) GetIsRecommended() bool {
 	return false
 }
 
-// ClarificationQuestion is seed 004's ClarificationQuestion.
+// ClarificationQuestion is a question the run asks the user (`clarification_asked`).
 type ClarificationQuestion struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id to answer with in SubmitInput.
@@ -859,7 +859,7 @@ func (x *ClarificationQuestion) GetTimeoutSeconds() int32 {
 	return 0
 }
 
-// DecisionOption is seed 004's DecisionOption.
+// DecisionOption is one option of a decision.
 type DecisionOption struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Display text.
@@ -941,7 +941,7 @@ func (x *DecisionOption) GetIsRecommended() bool {
 	return false
 }
 
-// DecisionPoint is seed 004's DecisionPoint.
+// DecisionPoint is a decision the run asks the user to make (`decision_asked`).
 type DecisionPoint struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id to answer with in SubmitInput.

@@ -21,7 +21,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// SkillScope is the layer a skill comes from (seed 004 SkillScope).
+// SkillScope is the layer a skill comes from.
 type SkillScope int32
 
 const (
@@ -78,7 +78,7 @@ func (SkillScope) EnumDescriptor() ([]byte, []int) {
 	return file_baagent_v1_skills_proto_rawDescGZIP(), []int{0}
 }
 
-// SkillLoadLevel is the progressive disclosure level (seed load_level 1|2|3).
+// SkillLoadLevel is the progressive disclosure level (1, 2 or 3).
 type SkillLoadLevel int32
 
 const (
@@ -135,7 +135,7 @@ func (SkillLoadLevel) EnumDescriptor() ([]byte, []int) {
 	return file_baagent_v1_skills_proto_rawDescGZIP(), []int{1}
 }
 
-// SkillMessageType is the seed SkillMessage.type.
+// SkillMessageType is the kind of a SkillMessage.
 type SkillMessageType int32
 
 const (
@@ -192,7 +192,7 @@ func (SkillMessageType) EnumDescriptor() ([]byte, []int) {
 	return file_baagent_v1_skills_proto_rawDescGZIP(), []int{2}
 }
 
-// SkillMessageVisibility is the seed SkillMessage.visibility.
+// SkillMessageVisibility is who sees a SkillMessage.
 type SkillMessageVisibility int32
 
 const (
@@ -260,13 +260,13 @@ type SkillMetadata struct {
 	AllowedTools []string `protobuf:"bytes,5,rep,name=allowed_tools,json=allowedTools,proto3" json:"allowed_tools,omitempty"`
 	// Free-form string map (front matter `metadata`).
 	Metadata map[string]string `protobuf:"bytes,6,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// Skill version (seed 004).
+	// Skill version (front matter `version`).
 	Version string `protobuf:"bytes,7,opt,name=version,proto3" json:"version,omitempty"`
-	// Trigger phrases (seed 004).
+	// Trigger phrases (front matter `triggers`).
 	Triggers []string `protobuf:"bytes,8,rep,name=triggers,proto3" json:"triggers,omitempty"`
 	// Layer the skill comes from.
 	Scope SkillScope `protobuf:"varint,9,opt,name=scope,proto3,enum=baagent.v1.SkillScope" json:"scope,omitempty"`
-	// Whether it is a system skill (seed 004 is_system_skill).
+	// Whether it is a system skill.
 	IsSystemSkill bool `protobuf:"varint,10,opt,name=is_system_skill,json=isSystemSkill,proto3" json:"is_system_skill,omitempty"`
 	// Resource files relative to the skill folder (`references/guide.md`).
 	Resources []string `protobuf:"bytes,11,rep,name=resources,proto3" json:"resources,omitempty"`
@@ -482,7 +482,7 @@ func (x *SkillLoadError) GetReason() string {
 	return ""
 }
 
-// SkillMessage is a message to inject on activation (seed SkillMessage).
+// SkillMessage is a message to inject on activation.
 type SkillMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Kind of message.
@@ -546,7 +546,7 @@ func (x *SkillMessage) GetVisibility() SkillMessageVisibility {
 	return SkillMessageVisibility_SKILL_MESSAGE_VISIBILITY_UNSPECIFIED
 }
 
-// ContextModifier changes the run while a skill is active (seed ContextModifier).
+// ContextModifier changes the run while a skill is active.
 type ContextModifier struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Tools allowed while active; absent means no restriction.
@@ -610,7 +610,7 @@ func (x *ContextModifier) GetDisableModelInvocation() bool {
 	return false
 }
 
-// SkillActivationRequest is the seed's SkillActivationRequest.
+// SkillActivationRequest asks to activate a skill on an activation chain.
 type SkillActivationRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Skill to activate; required.
@@ -746,7 +746,7 @@ func (x *SkillActivationRequest) GetProject() string {
 	return ""
 }
 
-// SkillActivationResult is the seed's SkillActivationResult.
+// SkillActivationResult is the outcome of an activation.
 type SkillActivationResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The request's activation id.

@@ -32,8 +32,8 @@ const (
 //
 // SkillsService loads Agent Skills (SKILL.md folders) in three layers (system <
 // tenant < project) and discloses them progressively: level 1 catalog, level 2
-// instructions on activation, level 3 resources on demand (seed 000 "Skill ↔
-// Agent Communication Protocol", seed 004 §8).
+// instructions on activation, level 3 resources on demand (see
+// docs/concepts/skills.md).
 type SkillsServiceClient interface {
 	// Lists the skills a tenant (and project) sees, with invalid skills reported.
 	ListSkills(ctx context.Context, in *ListSkillsRequest, opts ...grpc.CallOption) (*ListSkillsResponse, error)
@@ -112,8 +112,8 @@ func (c *skillsServiceClient) ReadSkillResource(ctx context.Context, in *ReadSki
 //
 // SkillsService loads Agent Skills (SKILL.md folders) in three layers (system <
 // tenant < project) and discloses them progressively: level 1 catalog, level 2
-// instructions on activation, level 3 resources on demand (seed 000 "Skill ↔
-// Agent Communication Protocol", seed 004 §8).
+// instructions on activation, level 3 resources on demand (see
+// docs/concepts/skills.md).
 type SkillsServiceServer interface {
 	// Lists the skills a tenant (and project) sees, with invalid skills reported.
 	ListSkills(context.Context, *ListSkillsRequest) (*ListSkillsResponse, error)

@@ -21,7 +21,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// ModelFamily is a family of models sharing a tokenizer (seed ModelFamily).
+// ModelFamily is a family of models sharing a tokenizer.
 type ModelFamily int32
 
 const (
@@ -220,7 +220,7 @@ func (CountSource) EnumDescriptor() ([]byte, []int) {
 	return file_baagent_v1_tokens_proto_rawDescGZIP(), []int{2}
 }
 
-// EncoderConfig is the seed's EncoderConfig: how one model or pattern is counted.
+// EncoderConfig is how one model or pattern is counted.
 // It is also the entry format of `token_encoders.yaml`.
 type EncoderConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -312,7 +312,7 @@ func (x *EncoderConfig) GetEncoderParams() map[string]string {
 	return nil
 }
 
-// ModelMetadata is a model's capabilities and prices (seed 004 §5.2.7).
+// ModelMetadata is a model's capabilities and prices.
 type ModelMetadata struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Model identifier.
@@ -421,7 +421,7 @@ func (x *ModelMetadata) GetSupportsJsonMode() bool {
 	return false
 }
 
-// ModelInfo is the resolved description of a model (seed get_model_info()).
+// ModelInfo is the resolved description of a model.
 type ModelInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The model name asked about.

@@ -32,8 +32,8 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // TokensService counts tokens exactly for OpenAI encodings and estimates them,
-// with a safety margin, for model families whose tokenizer is not public (seed
-// 000 "Dynamic Token Counter", seed 004 §5.2.6–5.2.7).
+// with a safety margin, for model families whose tokenizer is not public (see
+// docs/concepts/tokens.md).
 type TokensServiceClient interface {
 	// Counts the tokens of a text for a model, with the model's safety margin.
 	CountTokens(ctx context.Context, in *CountTokensRequest, opts ...grpc.CallOption) (*CountTokensResponse, error)
@@ -123,8 +123,8 @@ func (c *tokensServiceClient) ListModels(ctx context.Context, in *ListModelsRequ
 // for forward compatibility.
 //
 // TokensService counts tokens exactly for OpenAI encodings and estimates them,
-// with a safety margin, for model families whose tokenizer is not public (seed
-// 000 "Dynamic Token Counter", seed 004 §5.2.6–5.2.7).
+// with a safety margin, for model families whose tokenizer is not public (see
+// docs/concepts/tokens.md).
 type TokensServiceServer interface {
 	// Counts the tokens of a text for a model, with the model's safety margin.
 	CountTokens(context.Context, *CountTokensRequest) (*CountTokensResponse, error)

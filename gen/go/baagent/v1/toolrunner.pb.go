@@ -22,7 +22,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// OutputLevel is the verbosity of an observation (seed OutputLevel).
+// OutputLevel is the verbosity of an observation (see docs/concepts/output-levels.md).
 type OutputLevel int32
 
 const (
@@ -80,7 +80,7 @@ func (OutputLevel) EnumDescriptor() ([]byte, []int) {
 	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{0}
 }
 
-// ToolCachePolicy is the seed's ToolCachePolicy.
+// ToolCachePolicy is how long a tool's results may be cached (see docs/concepts/idempotency.md).
 type ToolCachePolicy int32
 
 const (
@@ -145,7 +145,7 @@ func (ToolCachePolicy) EnumDescriptor() ([]byte, []int) {
 	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{1}
 }
 
-// ToolErrorType is the seed's error taxonomy. TIMEOUT, RATE_LIMIT,
+// ToolErrorType classifies a tool failure (see docs/concepts/errors-and-retries.md). TIMEOUT, RATE_LIMIT,
 // RESOURCE_ERROR and TRANSIENT_ERROR are retryable; the next four are permanent;
 // the last three need a human.
 type ToolErrorType int32
@@ -236,8 +236,8 @@ func (ToolErrorType) EnumDescriptor() ([]byte, []int) {
 	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{2}
 }
 
-// ToolPermission is the permission manager's decision for a tool (seed 004
-// Allow / Deny / Ask).
+// ToolPermission is the permission manager's decision for a tool:
+// allow, deny or ask (see docs/concepts/tools.md).
 type ToolPermission int32
 
 const (
@@ -294,7 +294,7 @@ func (ToolPermission) EnumDescriptor() ([]byte, []int) {
 	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{3}
 }
 
-// ToolRetryPolicy is the seed's ToolRetryPolicy. Zero fields take the defaults.
+// ToolRetryPolicy is how failed attempts are retried. Zero fields take the defaults.
 type ToolRetryPolicy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Retries after the first attempt (default 3).
@@ -395,7 +395,7 @@ func (x *ToolRetryPolicy) GetMaxTimeoutMs() int64 {
 	return 0
 }
 
-// ToolInvocationRequest is the seed's ToolInvocationRequest plus the platform
+// ToolInvocationRequest is one tool call as the model made it, plus the platform
 // context the toolrunner needs.
 type ToolInvocationRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -414,7 +414,7 @@ type ToolInvocationRequest struct {
 	TimeoutMs int64 `protobuf:"varint,6,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	// Retry on timeout (default true).
 	RetryOnTimeout *bool `protobuf:"varint,7,opt,name=retry_on_timeout,json=retryOnTimeout,proto3,oneof" json:"retry_on_timeout,omitempty"`
-	// Seed `storage_dir`: a relative namespace inside the service's artifact
+	// A relative namespace inside the service's artifact
 	// root (default: the conversation id). Never an absolute path.
 	StorageDir string `protobuf:"bytes,8,opt,name=storage_dir,json=storageDir,proto3" json:"storage_dir,omitempty"`
 	// Agent or skill id making the call; required. Part of the idempotency key.
@@ -608,12 +608,12 @@ func (x *ToolInvocationRequest) GetApproved() bool {
 	return false
 }
 
-// ToolExecutionResult is the seed's ToolExecutionResult.
+// ToolExecutionResult is the result of one tool call.
 type ToolExecutionResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The request's tool_call_id, unchanged.
 	ToolCallId string `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
-	// The observation the model sees; for failures, the seed's error
+	// The observation the model sees; for failures, the standard error
 	// observation (`Operation failed.` / Error Type / Error Code / Error Message /
 	// Tool Call ID).
 	Observation string `protobuf:"bytes,2,opt,name=observation,proto3" json:"observation,omitempty"`

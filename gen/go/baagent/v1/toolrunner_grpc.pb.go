@@ -29,9 +29,9 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// ToolRunnerService executes tools with the seed's protocol: output levels,
-// retries, timeouts, idempotency, artifacts and truncation (seed 000/003 "Tool
-// ↔ Agent Communication Protocol", seed 004 §7).
+// ToolRunnerService executes tools: output levels,
+// retries, timeouts, idempotency, artifacts and truncation (see
+// docs/concepts/tools.md).
 type ToolRunnerServiceClient interface {
 	// Executes one tool call. Tool failures are results (success=false with an
 	// error observation), not RPC errors; RPC errors mean a bad request.
@@ -96,9 +96,9 @@ func (c *toolRunnerServiceClient) ReleaseConversation(ctx context.Context, in *R
 // All implementations must embed UnimplementedToolRunnerServiceServer
 // for forward compatibility.
 //
-// ToolRunnerService executes tools with the seed's protocol: output levels,
-// retries, timeouts, idempotency, artifacts and truncation (seed 000/003 "Tool
-// ↔ Agent Communication Protocol", seed 004 §7).
+// ToolRunnerService executes tools: output levels,
+// retries, timeouts, idempotency, artifacts and truncation (see
+// docs/concepts/tools.md).
 type ToolRunnerServiceServer interface {
 	// Executes one tool call. Tool failures are results (success=false with an
 	// error observation), not RPC errors; RPC errors mean a bad request.
