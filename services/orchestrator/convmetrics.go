@@ -12,7 +12,7 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 )
 
-// convMetrics accumulates the seed's ConversationMetrics for one run (the
+// convMetrics accumulates the ConversationMetrics of one run (the
 // seed's MetricsCollector scoped to a run: a run record carries its own
 // metrics, so there is no process-wide map to bound). Safe for concurrent
 // use by parallel tool calls.
@@ -39,7 +39,7 @@ func (c *convMetrics) recordModelCall(u *baagentv1.Usage, costUSD float64) {
 	c.m.TotalCostUsd += costUSD
 }
 
-// recordToolCall is the seed's MetricsCollector.record_tool_call.
+// recordToolCall records one tool call's metrics.
 func (c *convMetrics) recordToolCall(t *baagentv1.ToolMetrics) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

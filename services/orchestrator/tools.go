@@ -234,7 +234,7 @@ func (r *run) invokeTool(ctx context.Context, c *baagentv1.ToolCall, ts *toolset
 }
 
 // failedCall is a call answered by the orchestrator with an error
-// observation in the seed's format.
+// observation in the standard format (docs/concepts/errors-and-retries.md).
 func (r *run) failedCall(c *baagentv1.ToolCall, began time.Time, t baagentv1.ToolErrorType, code, msg string) *callResult {
 	return r.result(c, began, &baagentv1.ObservePayload{
 		ToolCallId:  c.GetId(),
@@ -246,7 +246,7 @@ func (r *run) failedCall(c *baagentv1.ToolCall, began time.Time, t baagentv1.Too
 	})
 }
 
-// result builds the tool message and the seed's ToolMetrics of a call.
+// result builds the tool message and the ToolMetrics of a call.
 func (r *run) result(c *baagentv1.ToolCall, began time.Time, obs *baagentv1.ObservePayload) *callResult {
 	end := began.Add(time.Duration(obs.GetDurationMs() * float64(time.Millisecond)))
 	var in, out int64
