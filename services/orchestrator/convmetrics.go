@@ -13,7 +13,7 @@ import (
 )
 
 // convMetrics accumulates the ConversationMetrics of one run (the
-// seed's MetricsCollector scoped to a run: a run record carries its own
+// collector scoped to a run: a run record carries its own
 // metrics, so there is no process-wide map to bound). Safe for concurrent
 // use by parallel tool calls.
 type convMetrics struct {
