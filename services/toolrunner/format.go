@@ -13,8 +13,8 @@ import (
 	"github.com/baagent/baagent/services/toolrunner/tool"
 )
 
-// Seed formatting limits (seed 000 _format_brief / _format_standard /
-// _generate_summary), in characters.
+// Formatting limits of the output levels (docs/concepts/output-levels.md),
+// in characters.
 const (
 	briefTextChars    = 100
 	standardTextChars = 500
@@ -32,12 +32,12 @@ type rendered struct {
 	// content is the complete data as an artifact stores it: text as is,
 	// anything else as indented JSON (which artifact_read can page).
 	content []byte
-	// summary is the seed's data_summary.
+	// summary is the result's data_summary.
 	summary string
 }
 
 // render formats data at level: a tool.Document by its own renderings, any
-// other value by the seed's generic rules for lists, objects and text.
+// other value by the generic rules for lists, objects and text.
 func render(data any, level baagentv1.OutputLevel) rendered {
 	if d, ok := data.(tool.Document); ok {
 		r := rendered{content: []byte(d.Text), summary: d.Summary}
@@ -89,7 +89,7 @@ func normalize(v any) any {
 	return out
 }
 
-// formatBrief is the seed's BRIEF: key facts only.
+// formatBrief is BRIEF: key facts only.
 func formatBrief(data any) (string, bool) {
 	switch d := data.(type) {
 	case []any:
@@ -111,7 +111,7 @@ func formatBrief(data any) (string, bool) {
 	return cutChars(scalar(data), briefTextChars)
 }
 
-// formatStandard is the seed's STANDARD: the first three items of a list
+// formatStandard is STANDARD: the first three items of a list
 // and the count, an object as indented JSON cut at 500 characters, text cut
 // at 500 characters.
 func formatStandard(data any) (string, bool) {
@@ -133,7 +133,7 @@ func formatStandard(data any) (string, bool) {
 	return cutChars(scalar(data), standardTextChars)
 }
 
-// summarize is the seed's _generate_summary.
+// summarize is the data_summary of data.
 func summarize(data any) string {
 	switch d := data.(type) {
 	case []any:
@@ -207,7 +207,7 @@ func cutChars(s string, n int) (string, bool) {
 	return s, true
 }
 
-// artifactObservation is the seed 003 observation for stored data: the id
+// artifactObservation is the observation for stored data (docs/concepts/artifacts.md): the id
 // and a summary, never a path.
 func artifactObservation(id, summary string) string {
 	return "Data stored as artifact: " + id + "\n\n" +
@@ -216,7 +216,8 @@ func artifactObservation(id, summary string) string {
 		"Data summary: " + summary
 }
 
-// errorObservation is the standard failure observation of r.
+// errorObservation is the standard failure observation of r
+// (docs/concepts/errors-and-retries.md).
 func errorObservation(r *baagentv1.ToolExecutionResult) string {
 	return toolerror.Observation(r.GetToolCallId(), r.GetErrorType(), r.GetErrorCode(), r.GetErrorMessage())
 }
