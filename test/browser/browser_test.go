@@ -19,7 +19,7 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/baagent/baagent/internal/app"
+	"github.com/baagent/baagent/cmd/baagent/app"
 	"github.com/baagent/baagent/internal/config"
 	"github.com/baagent/baagent/internal/tracing"
 )

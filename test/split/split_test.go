@@ -21,8 +21,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/baagent/baagent/cmd/baagent/app"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
-	"github.com/baagent/baagent/internal/app"
 	"github.com/baagent/baagent/internal/config"
 	"github.com/baagent/baagent/internal/logging"
 	"github.com/baagent/baagent/services/orchestrator"

@@ -1,7 +1,8 @@
 // Package app is the composition root of the baagent binary: it builds the
 // services a -target selects, with their gRPC servers, metrics, NATS and peer
-// connections, and runs them until shut down. It holds no business logic;
-// it is the one internal package that imports services/.
+// connections, and runs them until shut down. It holds no business logic.
+// It sits under cmd/baagent, not internal/, because it imports every
+// service, and internal/ is plumbing that never does.
 package app
 
 import (

@@ -39,7 +39,7 @@ func testArgs(t *testing.T, extra ...string) []string {
 		"-metrics-addr=127.0.0.1:0",
 		"-embedded-nats-addr=127.0.0.1:0",
 		"-gateway-http-listen=127.0.0.1:0",
-		"-skills-dir=../../examples/skills", "-workspace-seed-dir=../../examples/data", "-scenarios-dir=../../examples/scenarios",
+		"-skills-dir=../../../examples/skills", "-workspace-seed-dir=../../../examples/data", "-scenarios-dir=../../../examples/scenarios",
 		"-log-level=warn",
 	}
 	for _, svc := range config.Services {
