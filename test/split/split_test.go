@@ -128,7 +128,7 @@ func runAllInOne(ctx context.Context, t *testing.T, repo string) (outcome, error
 	for _, svc := range config.Services {
 		args = append(args, "-"+svc+"-listen=127.0.0.1:0")
 	}
-	cfg, err := config.Load(args, func(string) string { return "" }, io.Discard)
+	cfg, err := app.LoadConfig(args, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		return outcome{}, err
 	}

@@ -33,7 +33,7 @@ type registrar interface {
 
 // App is a built, not yet running, set of services.
 type App struct {
-	cfg *config.Config
+	cfg *Config
 	log *slog.Logger
 	reg *prometheus.Registry
 
@@ -85,7 +85,7 @@ func WithTracing(f func(*tracing.Config)) Option {
 // port in use fails before anything starts, then starts or connects to NATS,
 // then constructs and registers the services. On error everything already
 // started is stopped again.
-func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Option) (_ *App, err error) {
+func New(ctx context.Context, cfg *Config, log *slog.Logger, opts ...Option) (_ *App, err error) {
 	a := &App{cfg: cfg, log: log, reg: metrics.NewRegistry(), servers: map[string]*grpcserver.Server{}}
 	defer func() {
 		if err != nil {

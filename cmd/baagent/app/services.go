@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
@@ -22,7 +21,6 @@ import (
 	"github.com/baagent/baagent/services/tokens"
 	"github.com/baagent/baagent/services/tokens/encoding"
 	"github.com/baagent/baagent/services/toolrunner"
-	"github.com/baagent/baagent/services/toolrunner/builtin"
 	"github.com/baagent/baagent/services/toolrunner/external"
 	"github.com/baagent/baagent/services/toolrunner/idempotency"
 	"github.com/baagent/baagent/services/toolrunner/tool"
@@ -33,11 +31,10 @@ func (a *App) buildService(ctx context.Context, svc string, dial map[string]stri
 	log := a.log
 	switch svc {
 	case config.TargetTokens:
-		return tokens.New(tokens.Options{
-			Logger:       log,
-			Registerer:   a.reg,
-			EncodersFile: a.cfg.TokenEncodersFile,
-		})
+		opts := a.cfg.Tokens.Options()
+		opts.Logger = log
+		opts.Registerer = a.reg
+		return tokens.New(opts)
 	case config.TargetContext:
 		tokensConn, err := a.peer(config.TargetTokens)
 		if err != nil {
@@ -79,12 +76,11 @@ func (a *App) buildService(ctx context.Context, svc string, dial map[string]stri
 		if err != nil {
 			return nil, err
 		}
-		s, err := skills.New(skills.Options{
-			Logger:     log,
-			Registerer: a.reg,
-			Root:       a.cfg.SkillsDir,
-			Counter:    skills.NewTokensServiceCounter(baagentv1.NewTokensServiceClient(tokensConn), 0),
-		})
+		opts := a.cfg.Skills.Options()
+		opts.Logger = log
+		opts.Registerer = a.reg
+		opts.Counter = skills.NewTokensServiceCounter(baagentv1.NewTokensServiceClient(tokensConn), 0)
+		s, err := skills.New(opts)
 		if err != nil {
 			return nil, fmt.Errorf("setting skills-dir: %w", err)
 		}
@@ -103,32 +99,12 @@ func (a *App) buildService(ctx context.Context, svc string, dial map[string]stri
 		if err != nil {
 			return nil, err
 		}
-		tb := a.cfg.ToolBudgets
-		s, err := toolrunner.New(toolrunner.Options{
-			Records:          records,
-			Logger:           log,
-			Registerer:       a.reg,
-			WorkspaceDir:     a.cfg.WorkspaceDir,
-			WorkspaceSeedDir: a.cfg.WorkspaceSeedDir,
-			WorkspaceMaxIdle: a.cfg.WorkspaceMaxIdle,
-			ArtifactDir:      a.cfg.ArtifactDir,
-			ConfigFile:       a.cfg.ToolsFile,
-			Sources:          sources,
-			// The services read 0 as their default and a negative
-			// quota or heap limit as none; the settings read 0 as none.
-			WorkspaceQuotaBytes: int64(unlimitedIfZero(int(tb.WorkspaceQuotaBytes))),
-			ArtifactQuotaBytes:  int64(unlimitedIfZero(int(tb.ArtifactQuotaBytes))),
-			Builtin: builtin.Options{
-				QueryMaxBytes:        tb.SQLMaxValueBytes,
-				QueryHeapLimit:       int64(unlimitedIfZero(int(tb.SQLHeapLimitBytes))),
-				MaxConcurrentQueries: tb.SQLMaxConcurrent,
-				MaxQueriesPerTenant:  tb.SQLMaxPerTenant,
-				SearchTimeout:        tb.SearchTimeout,
-				GrepMaxBytes:         tb.GrepMaxBytes,
-				MaxConcurrentGreps:   tb.GrepMaxConcurrent,
-				MaxGrepsPerTenant:    tb.GrepMaxPerTenant,
-			},
-		})
+		opts := a.cfg.ToolRunner.Options()
+		opts.Logger = log
+		opts.Registerer = a.reg
+		opts.Records = records
+		opts.Sources = sources
+		s, err := toolrunner.New(opts)
 		if err != nil {
 			return nil, fmt.Errorf("toolrunner (settings workspace-dir, workspace-seed-dir, artifact-dir, tools-file): %w", err)
 		}
@@ -160,44 +136,36 @@ func (a *App) buildOrchestrator() (registrar, error) {
 	}
 	// Models the registry knows by name keep their own metric label value;
 	// any other name a client picks counts as "other".
-	known, err := tokens.KnownModels(a.cfg.TokenEncodersFile)
+	known, err := tokens.KnownModels(a.cfg.Tokens.EncodersFile)
 	if err != nil {
 		return nil, fmt.Errorf("setting token-encoders-file: %w", err)
 	}
 	client, err := llm.New(llm.Config{
 		BaseURL: ep.baseURL, APIKey: ep.apiKey, Model: ep.model,
 		MetricModels:     known,
-		FirstByteTimeout: a.cfg.ModelFirstByteTimeout,
-		IdleTimeout:      a.cfg.ModelIdleTimeout,
-		Retry:            llm.RetryPolicy{MaxAttempts: a.cfg.ModelMaxAttempts},
+		FirstByteTimeout: a.cfg.Orchestrator.ModelFirstByteTimeout,
+		IdleTimeout:      a.cfg.Orchestrator.ModelIdleTimeout,
+		Retry:            llm.RetryPolicy{MaxAttempts: a.cfg.Orchestrator.ModelMaxAttempts},
 		Logger:           a.log, Registerer: a.reg,
 		TracerProvider: a.tp,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("setting model-base-url: %w", err)
 	}
-	s := orchestrator.New(orchestrator.Options{
-		Logger:               a.log,
-		Registerer:           a.reg,
-		JetStream:            js,
-		Context:              baagentv1.NewContextServiceClient(conns[config.TargetContext]),
-		Skills:               baagentv1.NewSkillsServiceClient(conns[config.TargetSkills]),
-		ToolRunner:           baagentv1.NewToolRunnerServiceClient(conns[config.TargetToolRunner]),
-		Tokens:               baagentv1.NewTokensServiceClient(conns[config.TargetTokens]),
-		Model:                orchestrator.LLM(client),
-		ScriptedModel:        ep.scripted,
-		DefaultModel:         ep.model,
-		SubAgentsDir:         a.cfg.SubAgentsDir,
-		SubAgentMaxDepth:     a.cfg.SubAgentMaxDepth,
-		MaxConcurrentRuns:    a.cfg.MaxConcurrentRuns,
-		MaxQueuedRuns:        a.cfg.MaxQueuedRuns,
-		MaxRunsPerTenant:     a.cfg.MaxRunsPerTenant,
-		SubAgentTimeout:      a.cfg.SubAgentTimeout,
-		ClarificationTimeout: a.cfg.ClarificationTimeout,
-		DecisionTimeout:      a.cfg.DecisionTimeout,
-		TracerProvider:       a.tp,
-		MaxMsgBytes:          a.cfg.MaxMsgBytes,
-	})
+	opts := a.cfg.Orchestrator.Options()
+	opts.Logger = a.log
+	opts.Registerer = a.reg
+	opts.TracerProvider = a.tp
+	opts.JetStream = js
+	opts.Context = baagentv1.NewContextServiceClient(conns[config.TargetContext])
+	opts.Skills = baagentv1.NewSkillsServiceClient(conns[config.TargetSkills])
+	opts.ToolRunner = baagentv1.NewToolRunnerServiceClient(conns[config.TargetToolRunner])
+	opts.Tokens = baagentv1.NewTokensServiceClient(conns[config.TargetTokens])
+	opts.Model = orchestrator.LLM(client)
+	opts.ScriptedModel = ep.scripted
+	opts.DefaultModel = ep.model
+	opts.MaxMsgBytes = a.cfg.MaxMsgBytes
+	s := orchestrator.New(opts)
 	a.background = append(a.background, s.Run)
 	return s, nil
 }
@@ -219,37 +187,21 @@ func (a *App) buildGateway() (registrar, error) {
 	}
 	a.cleanup = append(a.cleanup, func() { _ = lis.Close() })
 	a.httpAddr = lis.Addr()
-	edge := a.cfg.GatewayEdge
-	s := gateway.New(gateway.Options{
-		Logger:       a.log,
-		Registerer:   a.reg,
-		JetStream:    js,
-		Orchestrator: baagentv1.NewOrchestratorServiceClient(conns[config.TargetOrchestrator]),
-		Skills:       baagentv1.NewSkillsServiceClient(conns[config.TargetSkills]),
-		ToolRunner:   baagentv1.NewToolRunnerServiceClient(conns[config.TargetToolRunner]),
-		Tokens:       baagentv1.NewTokensServiceClient(conns[config.TargetTokens]),
-		APIKeys:      a.cfg.APIKeys,
-		RateLimit:    a.cfg.GatewayRateLimit,
-		RateBurst:    a.cfg.GatewayRateBurst,
-		MaxMsgBytes:  a.cfg.MaxMsgBytes,
-		// The gateway reads 0 as its default and a negative limit as
-		// none; the settings read 0 as none.
-		StreamTokenSecret: edge.TokenSecret,
-		TokenTTL:          edge.TokenTTL,
-		AllowedOrigins:    edge.AllowedOrigins,
-		MaxStreamsPerKey:  unlimitedIfZero(edge.MaxStreamsPerKey),
-		MaxInFlightPerKey: unlimitedIfZero(edge.MaxInFlightPerKey),
-		AuthFailureLimit:  unlimitedIfZero(edge.AuthFailureLimit),
-		AuthFailureWindow: edge.AuthFailureWindow,
-		BodyReadTimeout:   time.Duration(unlimitedIfZero(int(edge.BodyReadTimeout))),
-		HTTPListener:      lis,
-		ShutdownTimeout:   a.cfg.ShutdownTimeout,
-		TracerProvider:    a.tp,
-
-		TraceLinkTemplate: a.cfg.TraceLinkTemplate,
-	})
+	opts := a.cfg.Gateway.Options()
+	opts.Logger = a.log
+	opts.Registerer = a.reg
+	opts.TracerProvider = a.tp
+	opts.JetStream = js
+	opts.Orchestrator = baagentv1.NewOrchestratorServiceClient(conns[config.TargetOrchestrator])
+	opts.Skills = baagentv1.NewSkillsServiceClient(conns[config.TargetSkills])
+	opts.ToolRunner = baagentv1.NewToolRunnerServiceClient(conns[config.TargetToolRunner])
+	opts.Tokens = baagentv1.NewTokensServiceClient(conns[config.TargetTokens])
+	opts.MaxMsgBytes = a.cfg.MaxMsgBytes
+	opts.HTTPListener = lis
+	opts.ShutdownTimeout = a.cfg.ShutdownTimeout
+	s := gateway.New(opts)
 	a.background = append(a.background, s.Run)
-	a.log.Info("gateway HTTP API and dashboard", "addr", lis.Addr().String(), "api_keys", len(a.cfg.APIKeys))
+	a.log.Info("gateway HTTP API and dashboard", "addr", lis.Addr().String(), "api_keys", len(a.cfg.Gateway.APIKeys))
 	return s, nil
 }
 
@@ -296,10 +248,10 @@ func (a *App) modelEndpoint() (modelEndpoint, error) {
 // -tools-file; their manager runs as a background loop, so it stops after
 // the toolrunner's gRPC server has drained.
 func (a *App) externalTools() ([]tool.Source, error) {
-	if a.cfg.ToolsFile == "" {
+	if a.cfg.ToolRunner.ToolsFile == "" {
 		return nil, nil
 	}
-	cfg, err := external.LoadFile(a.cfg.ToolsFile)
+	cfg, err := external.LoadFile(a.cfg.ToolRunner.ToolsFile)
 	if err != nil {
 		return nil, fmt.Errorf("setting tools-file: %w", err)
 	}
@@ -309,13 +261,4 @@ func (a *App) externalTools() ([]tool.Source, error) {
 	}
 	a.background = append(a.background, mgr.Run)
 	return mgr.Sources(), nil
-}
-
-// unlimitedIfZero maps a setting's 0 (no limit) to a service option's
-// negative (no limit; 0 there is the default).
-func unlimitedIfZero(v int) int {
-	if v == 0 {
-		return -1
-	}
-	return v
 }

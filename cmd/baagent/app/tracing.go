@@ -14,7 +14,7 @@ import (
 // TracingConfig is the tracing configuration of cfg: the -otlp-* and
 // -trace-* settings, with service.name baagent-<target> (baagent for
 // all) unless -trace-service-name or OTEL_SERVICE_NAME names it.
-func TracingConfig(cfg *config.Config, getenv func(string) string) tracing.Config {
+func TracingConfig(cfg *Config, getenv func(string) string) tracing.Config {
 	name := cfg.TraceServiceName
 	if name == "" && getenv("OTEL_SERVICE_NAME") == "" {
 		name = "baagent"

@@ -75,7 +75,7 @@ func StartSuite(ctx context.Context, o SuiteOptions) (*Suite, error) {
 	}
 	args = append(args, o.Extra...)
 	env := map[string]string{"BAAGENT_API_KEYS": strings.Join(pairs, ",")}
-	cfg, err := config.Load(args, func(k string) string { return env[k] }, io.Discard)
+	cfg, err := app.LoadConfig(args, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
