@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/baagent/baagent/cmd/baagent/app"
 	"github.com/baagent/baagent/internal/config"
 	"github.com/baagent/baagent/k8s/render"
 )
@@ -45,10 +46,10 @@ func containerFlags(c corev1.Container) (map[string]string, error) {
 }
 
 // knownSettings lists the binary's settings, read from its own usage text
-// (`baagent -h`), which is generated from the flag set config.Load parses.
+// (`baagent -h`), which is generated from the flag set app.LoadConfig parses.
 var knownSettings = sync.OnceValue(func() map[string]bool {
 	var usage bytes.Buffer
-	_, _ = config.Load([]string{"-h"}, func(string) string { return "" }, &usage)
+	_, _ = app.LoadConfig([]string{"-h"}, func(string) string { return "" }, &usage)
 	known := map[string]bool{}
 	for _, line := range strings.Split(usage.String(), "\n") {
 		if rest, ok := strings.CutPrefix(line, "  -"); ok {
@@ -70,7 +71,7 @@ func flagOfEnv(name string) (string, bool) {
 
 // loaded is one container's configuration as the binary reads it.
 type loaded struct {
-	cfg   *config.Config
+	cfg   *app.Config
 	flags map[string]string // container args and BAAGENT_* env, by setting
 	local *render.Local
 }
@@ -144,13 +145,13 @@ func loadContainer(t *testing.T, m *render.Manifest, o overlay, pod *corev1.PodS
 			envAsFlags = append(envAsFlags, "-"+setting+"="+v)
 		}
 	}
-	cfg, err := config.Load(args, func(k string) string { return localEnv[k] }, io.Discard)
+	cfg, err := app.LoadConfig(args, func(k string) string { return localEnv[k] }, io.Discard)
 	if err != nil {
 		return nil, fmt.Errorf("the binary refuses the settings: %w", err)
 	}
 	// The loader ignores environment variables it does not know; as flags,
 	// an unknown name is an error.
-	if _, err := config.Load(append(args, envAsFlags...), func(string) string { return "" }, io.Discard); err != nil {
+	if _, err := app.LoadConfig(append(args, envAsFlags...), func(string) string { return "" }, io.Discard); err != nil {
 		return nil, fmt.Errorf("the binary refuses the environment: %w", err)
 	}
 	return &loaded{cfg: cfg, flags: all, local: local}, nil

@@ -18,7 +18,7 @@ import (
 	"github.com/baagent/baagent/k8s/render"
 )
 
-// dials lists the peers each service connects to (internal/app), which are
+// dials lists the peers each service connects to (cmd/baagent/app), which are
 // the gRPC edges of docs/architecture.md's diagram plus tokens counting for the
 // orchestrator and skills, and the gateway's read-only pass-through
 // (ListSkills, ListTools, CountTokens).

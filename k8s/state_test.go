@@ -185,26 +185,26 @@ func checkConfigFiles(t *testing.T, m *render.Manifest, o overlay) []error {
 		return l
 	}
 	if l := loadOf(config.TargetTokens); l != nil {
-		if l.cfg.TokenEncodersFile == "" {
+		if l.cfg.Tokens.EncodersFile == "" {
 			errs = append(errs, fmt.Errorf("tokens: no -token-encoders-file (the model registry ConfigMap is not used)"))
-		} else if _, err := tokens.LoadConfigFile(l.cfg.TokenEncodersFile); err != nil {
+		} else if _, err := tokens.LoadConfigFile(l.cfg.Tokens.EncodersFile); err != nil {
 			errs = append(errs, fmt.Errorf("tokens: %w", err))
 		}
 	}
 	if l := loadOf(config.TargetToolRunner); l != nil {
-		if l.cfg.ToolsFile == "" {
+		if l.cfg.ToolRunner.ToolsFile == "" {
 			errs = append(errs, fmt.Errorf("toolrunner: no -tools-file (the tools ConfigMap is not used)"))
 		} else {
-			if _, err := toolrunner.LoadPolicies(l.cfg.ToolsFile); err != nil {
+			if _, err := toolrunner.LoadPolicies(l.cfg.ToolRunner.ToolsFile); err != nil {
 				errs = append(errs, fmt.Errorf("toolrunner: %w", err))
 			}
-			if _, err := external.LoadFile(l.cfg.ToolsFile); err != nil {
+			if _, err := external.LoadFile(l.cfg.ToolRunner.ToolsFile); err != nil {
 				errs = append(errs, fmt.Errorf("toolrunner: %w", err))
 			}
 		}
 	}
 	if l := loadOf(config.TargetSkills); l != nil {
-		if err := sameTree(l.cfg.SkillsDir, filepath.Join("..", "examples", "skills")); err != nil {
+		if err := sameTree(l.cfg.Skills.Dir, filepath.Join("..", "examples", "skills")); err != nil {
 			errs = append(errs, fmt.Errorf("skills ConfigMap differs from examples/skills (copy the change into k8s/base/skills and kustomization.yaml): %w", err))
 		}
 	}

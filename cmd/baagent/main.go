@@ -12,7 +12,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/baagent/baagent/internal/app"
+	"github.com/baagent/baagent/cmd/baagent/app"
 	"github.com/baagent/baagent/internal/config"
 	"github.com/baagent/baagent/internal/logging"
 )
@@ -27,7 +27,7 @@ func main() {
 // run starts the configured services and blocks until ctx is cancelled (on
 // SIGINT or SIGTERM) and they have shut down. Logs go to logOut as JSON.
 func run(ctx context.Context, args []string, getenv func(string) string, logOut io.Writer) int {
-	cfg, err := config.Load(args, getenv, logOut)
+	cfg, err := app.LoadConfig(args, getenv, logOut)
 	if errors.Is(err, config.ErrHelp) {
 		return 0
 	}

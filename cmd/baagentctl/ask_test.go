@@ -21,9 +21,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/baagent/baagent/cmd/baagent/app"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
-	"github.com/baagent/baagent/internal/app"
-	"github.com/baagent/baagent/internal/config"
 	"github.com/baagent/baagent/internal/testkit"
 	"github.com/baagent/baagent/internal/topology"
 )
@@ -95,7 +94,7 @@ func startGatewaySuite(t *testing.T) map[string]string {
 	for _, svc := range topology.Services {
 		args = append(args, "-"+svc+"-listen=127.0.0.1:0")
 	}
-	cfg, err := config.Load(args, func(string) string { return "" }, io.Discard)
+	cfg, err := app.LoadConfig(args, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

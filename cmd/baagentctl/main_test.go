@@ -10,8 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/baagent/baagent/internal/app"
-	"github.com/baagent/baagent/internal/config"
+	"github.com/baagent/baagent/cmd/baagent/app"
 	"github.com/baagent/baagent/internal/topology"
 )
 
@@ -27,7 +26,7 @@ func startSuite(t *testing.T) []string {
 	for _, svc := range topology.Services {
 		args = append(args, "-"+svc+"-listen=127.0.0.1:0")
 	}
-	cfg, err := config.Load(args, func(string) string { return "" }, io.Discard)
+	cfg, err := app.LoadConfig(args, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 // TokenCounter counts the tokens of a text. The encoders of
-// services/tokens/encoding satisfy it; internal/app passes one in (this
+// services/tokens/encoding satisfy it; cmd/baagent/app passes one in (this
 // package does not import services).
 type TokenCounter interface {
 	Name() string

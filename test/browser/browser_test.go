@@ -19,7 +19,7 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/baagent/baagent/internal/app"
+	"github.com/baagent/baagent/cmd/baagent/app"
 	"github.com/baagent/baagent/internal/config"
 	"github.com/baagent/baagent/internal/tracing"
 )
@@ -143,7 +143,7 @@ func startSuite(ctx context.Context, t *testing.T) string {
 	for _, svc := range config.Services {
 		args = append(args, "-"+svc+"-listen=127.0.0.1:0")
 	}
-	cfg, err := config.Load(args, func(string) string { return "" }, io.Discard)
+	cfg, err := app.LoadConfig(args, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}

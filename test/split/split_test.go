@@ -21,9 +21,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/baagent/baagent/cmd/baagent/app"
 	"github.com/baagent/baagent/core/runevent"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
-	"github.com/baagent/baagent/internal/app"
 	"github.com/baagent/baagent/internal/config"
 	"github.com/baagent/baagent/internal/logging"
 	"github.com/baagent/baagent/test/split/splitrun"
@@ -128,7 +128,7 @@ func runAllInOne(ctx context.Context, t *testing.T, repo string) (outcome, error
 	for _, svc := range config.Services {
 		args = append(args, "-"+svc+"-listen=127.0.0.1:0")
 	}
-	cfg, err := config.Load(args, func(string) string { return "" }, io.Discard)
+	cfg, err := app.LoadConfig(args, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		return outcome{}, err
 	}

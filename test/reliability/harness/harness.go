@@ -19,8 +19,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/baagent/baagent/cmd/baagent/app"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
-	"github.com/baagent/baagent/internal/app"
 	"github.com/baagent/baagent/internal/config"
 )
 
@@ -56,7 +56,7 @@ func (l *Logs) String() string {
 // Suite is a running -target=all process inside the test.
 type Suite struct {
 	App  *app.App
-	Cfg  *config.Config
+	Cfg  *app.Config
 	Logs *Logs
 }
 
@@ -98,7 +98,7 @@ func Args(t testing.TB, extra ...string) []string {
 // it when the test ends, failing the test if shutdown reports an error.
 func Start(t testing.TB, args []string, env map[string]string) *Suite {
 	t.Helper()
-	cfg, err := config.Load(args, func(k string) string { return env[k] }, io.Discard)
+	cfg, err := app.LoadConfig(args, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}

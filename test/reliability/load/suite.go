@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/baagent/baagent/cmd/baagent/app"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
-	"github.com/baagent/baagent/internal/app"
 	"github.com/baagent/baagent/internal/config"
 )
 
@@ -75,7 +75,7 @@ func StartSuite(ctx context.Context, o SuiteOptions) (*Suite, error) {
 	}
 	args = append(args, o.Extra...)
 	env := map[string]string{"BAAGENT_API_KEYS": strings.Join(pairs, ",")}
-	cfg, err := config.Load(args, func(k string) string { return env[k] }, io.Discard)
+	cfg, err := app.LoadConfig(args, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}

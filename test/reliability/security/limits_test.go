@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/baagent/baagent/cmd/baagent/app"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/config"
 	"github.com/baagent/baagent/test/reliability/harness"
@@ -21,7 +22,7 @@ import (
 // TestEmbeddedNATSIsLoopbackOnly: the embedded NATS has no authentication,
 // so by default it must be reachable from this host only.
 func TestEmbeddedNATSIsLoopbackOnly(t *testing.T) {
-	def, err := config.Load([]string{"-data-dir=" + t.TempDir()}, func(string) string { return "" }, io.Discard)
+	def, err := app.LoadConfig([]string{"-data-dir=" + t.TempDir()}, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func testArgs(t *testing.T, extra ...string) []string {
 		"-metrics-addr=127.0.0.1:0",
 		"-embedded-nats-addr=127.0.0.1:0",
 		"-gateway-http-listen=127.0.0.1:0",
-		"-skills-dir=../../examples/skills", "-workspace-seed-dir=../../examples/data", "-scenarios-dir=../../examples/scenarios",
+		"-skills-dir=../../../examples/skills", "-workspace-seed-dir=../../../examples/data", "-scenarios-dir=../../../examples/scenarios",
 		"-log-level=warn",
 	}
 	for _, svc := range config.Services {
@@ -50,9 +50,9 @@ func testArgs(t *testing.T, extra ...string) []string {
 
 func testLogger() *slog.Logger { return slog.New(slog.NewJSONHandler(io.Discard, nil)) }
 
-func mustLoad(t *testing.T, args []string) *config.Config {
+func mustLoad(t *testing.T, args []string) *Config {
 	t.Helper()
-	cfg, err := config.Load(args, func(string) string { return "" }, io.Discard)
+	cfg, err := LoadConfig(args, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}

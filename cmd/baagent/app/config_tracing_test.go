@@ -1,4 +1,4 @@
-package config
+package app
 
 import (
 	"strings"
@@ -15,8 +15,8 @@ func TestTracingDefaults(t *testing.T) {
 	if c.OTLPEndpoint != "" || c.OTLPProtocol != "" || c.OTLPInsecure || len(c.OTLPHeaders) != 0 || len(c.TraceTags) != 0 {
 		t.Errorf("tracing settings not off by default: %+v", c)
 	}
-	if c.TraceSampling != "always" || c.OTLPExportTimeout != 5*time.Second || c.OTLPBatchSize != 100 || c.TraceLinkTemplate != "" {
-		t.Errorf("defaults: sampling %q timeout %s batch %d link %q", c.TraceSampling, c.OTLPExportTimeout, c.OTLPBatchSize, c.TraceLinkTemplate)
+	if c.TraceSampling != "always" || c.OTLPExportTimeout != 5*time.Second || c.OTLPBatchSize != 100 || c.Gateway.TraceLinkTemplate != "" {
+		t.Errorf("defaults: sampling %q timeout %s batch %d link %q", c.TraceSampling, c.OTLPExportTimeout, c.OTLPBatchSize, c.Gateway.TraceLinkTemplate)
 	}
 }
 
@@ -43,8 +43,8 @@ func TestTracingSettings(t *testing.T) {
 		t.Errorf("service %q environment %q", c.TraceServiceName, c.TraceEnvironment)
 	case c.TraceTags["region"] != "eu" || c.TraceTags["team"] != "ai":
 		t.Errorf("tags %v", c.TraceTags)
-	case c.TraceLinkTemplate != "http://localhost:16686/trace/{trace_id}":
-		t.Errorf("link template %q", c.TraceLinkTemplate)
+	case c.Gateway.TraceLinkTemplate != "http://localhost:16686/trace/{trace_id}":
+		t.Errorf("link template %q", c.Gateway.TraceLinkTemplate)
 	}
 	for _, ok := range []string{"http://collector:4318", "https://otel.example.com/v1/traces", "[::1]:4317"} {
 		if c, err := load(t, []string{"-otlp-endpoint=" + ok}, nil); err != nil || c.OTLPEndpoint != ok {
