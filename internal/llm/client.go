@@ -281,6 +281,11 @@ func (c *Client) streamOnce(ctx context.Context, wire openai.ChatCompletionReque
 		return nil
 	}
 	for {
+		// Chunks already buffered would still be read after the caller
+		// cancels; stop delivering them.
+		if err := ctx.Err(); err != nil {
+			return nil, asm.delivered, classify(ctx, actx, err, info.get())
+		}
 		raw, err := s.RecvRaw()
 		if errors.Is(err, io.EOF) {
 			break
