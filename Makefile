@@ -11,6 +11,8 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 BENCHSTAT_VERSION          := v0.0.0-20260908200009-22c9c6c9d4da
 GRPCURL_VERSION            := v1.9.4
+GOLANGCI_LINT_VERSION      := v2.15.0
+GOVULNCHECK_VERSION        := v1.9.0
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/baagent/baagent/internal/buildinfo.version=$(VERSION)
@@ -22,7 +24,7 @@ BENCH      ?= .
 BENCHCOUNT ?= 6
 BENCHPKGS  ?= ./...
 
-.PHONY: soak all run-split tools node-deps benchstat grpcurl generate check-generated lint build test run bench clean
+.PHONY: soak all run-split tools lint-tools node-deps benchstat grpcurl generate check-generated lint buf-breaking check-imports check-tidy vulncheck build test run bench clean
 
 all: lint build test
 
@@ -44,6 +46,19 @@ $(BIN)/protoc-gen-go-grpc: $(BIN)/.protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSI
 $(BIN)/.protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION):
 	@mkdir -p $(BIN)
 	GOBIN=$(BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+	@touch $@
+
+# Lint tools (make lint-tools): golangci-lint and govulncheck.
+lint-tools: $(BIN)/golangci-lint $(BIN)/govulncheck
+$(BIN)/golangci-lint: $(BIN)/.golangci-lint-$(GOLANGCI_LINT_VERSION)
+$(BIN)/.golangci-lint-$(GOLANGCI_LINT_VERSION):
+	@mkdir -p $(BIN)
+	GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	@touch $@
+$(BIN)/govulncheck: $(BIN)/.govulncheck-$(GOVULNCHECK_VERSION)
+$(BIN)/.govulncheck-$(GOVULNCHECK_VERSION):
+	@mkdir -p $(BIN)
+	GOBIN=$(BIN) $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
 	@touch $@
 
 # Optional tools for benchmarks and manual checks (make benchstat, make grpcurl).
@@ -81,11 +96,60 @@ check-generated: generate
 		git status --porcelain -- gen/; git diff --stat -- gen/; exit 1; \
 	fi
 
-lint: tools
+# Static checks: buf lint and breaking-change detection on proto/, gofmt,
+# go vet, golangci-lint (.golangci.yml, gen/ excluded), the import rules on
+# transitive dependencies and tidy go.mod files. make vulncheck is separate
+# (it needs the vulnerability database built first).
+lint: tools $(BIN)/golangci-lint buf-breaking check-imports check-tidy
 	$(BIN)/buf lint
 	@unformatted="$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'))"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	$(BIN)/golangci-lint run ./...
+
+# Breaking changes to proto/ (buf.yaml's FILE rules) against BUF_AGAINST:
+# by default the merge base with main on a branch, the previous commit on
+# main. Nothing to compare with (a single commit, a shallow clone): skipped.
+BUF_AGAINST ?=
+buf-breaking: $(BIN)/buf
+	@against='$(BUF_AGAINST)'; \
+	if [ -z "$$against" ]; then \
+		base=""; \
+		if git rev-parse -q --verify main >/dev/null && [ "$$(git rev-parse HEAD)" != "$$(git rev-parse main)" ]; then \
+			base="$$(git merge-base HEAD main)"; \
+		elif git rev-parse -q --verify HEAD~1 >/dev/null; then \
+			base="$$(git rev-parse HEAD~1)"; \
+		fi; \
+		if [ -z "$$base" ]; then echo "buf breaking: no earlier commit to compare with, skipped"; exit 0; fi; \
+		against=".git#ref=$$base"; \
+	fi; \
+	echo "$(BIN)/buf breaking --against '$$against'"; \
+	$(BIN)/buf breaking --against "$$against"
+
+# The import rules of .golangci.yml's depguard, on transitive dependencies.
+check-imports:
+	scripts/check-imports.sh
+
+# go.mod and go.sum of the root module and of each tools module are tidy.
+TOOLS_MODULES := $(patsubst %/go.mod,%,$(wildcard tools/*/go.mod))
+check-tidy:
+	@for dir in . $(TOOLS_MODULES); do \
+		echo "go mod tidy -diff ($$dir)"; \
+		(cd $$dir && $(GO) mod tidy -diff) || { echo "$$dir: go.mod/go.sum not tidy: run go mod tidy there"; exit 1; }; \
+	done
+
+# Known vulnerabilities in the code's call graph (govulncheck), against a
+# local copy of the Go vulnerability database: golang.org/x/vulndb, pinned by
+# the tools module tools/vulndb, whose cmd/indexdb turns its OSV reports into
+# the database layout that govulncheck reads (-db file://...). Rebuilt when
+# that module's go.mod or go.sum changes, i.e. when the pin moves.
+VULNDB := $(BIN)/vulndb
+vulncheck: $(BIN)/govulncheck $(VULNDB)/index/db.json
+	$(BIN)/govulncheck -db file://$(VULNDB) ./...
+$(VULNDB)/index/db.json: tools/vulndb/go.mod tools/vulndb/go.sum
+	rm -rf $(VULNDB)
+	cd tools/vulndb && $(GO) mod download golang.org/x/vulndb && \
+		$(GO) tool indexdb -vulns "$$($(GO) list -m -f '{{.Dir}}' golang.org/x/vulndb)/data/osv" -out $(VULNDB)
 
 build:
 	@mkdir -p $(BIN)
