@@ -7,10 +7,11 @@ import (
 	"time"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/retry"
 	"github.com/baagent/baagent/services/toolrunner/tool"
 )
 
-var fastBackoff = Backoff{Initial: 20 * time.Millisecond, Max: 300 * time.Millisecond}
+var fastBackoff = retry.Backoff{Initial: 20 * time.Millisecond, Max: 300 * time.Millisecond}
 
 // TestProviderSecondProcess runs the example ToolProvider in a second
 // process, calls its tools, kills it and checks that its tools are withdrawn,
