@@ -1,6 +1,6 @@
-// Package lru is the bounded least-recently-used cache of the services.
-// Every in-memory cache keyed by client input is one of these, so that
-// memory stays bounded whatever clients send.
+// Package lru is the bounded least-recently-used cache of the services:
+// their caches keyed by client input use it, so that memory stays bounded
+// whatever clients send, and all evict the same way.
 //
 // It is bounded by entry count and, optionally, by a total cost (bytes);
 // each entry may carry its own time to live. hashicorp/golang-lru has
