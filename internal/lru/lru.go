@@ -98,7 +98,9 @@ func (c *Cache[K, V]) Put(k K, v V, cost int64, ttl time.Duration) {
 		e.val, e.cost, e.expires = v, cost, exp
 		c.moveToFront(e)
 	} else {
-		c.pushFront(&entry[K, V]{key: k, val: v, cost: cost, expires: exp})
+		e := c.newEntryLocked()
+		e.key, e.val, e.cost, e.expires = k, v, cost, exp
+		c.pushFront(e)
 		c.cost += cost
 	}
 	c.trimLocked()
@@ -115,7 +117,9 @@ func (c *Cache[K, V]) GetOrAdd(k K, mk func() V) V {
 		return e.val
 	}
 	v := mk()
-	c.pushFront(&entry[K, V]{key: k, val: v})
+	e := c.newEntryLocked()
+	e.key, e.val = k, v
+	c.pushFront(e)
 	c.trimLocked()
 	return v
 }
@@ -203,6 +207,19 @@ func (c *Cache[K, V]) trimLocked() {
 	for len(c.items) > c.maxLen || (c.maxCost > 0 && c.cost > c.maxCost && len(c.items) > 1) {
 		c.removeLocked(c.root.prev)
 	}
+}
+
+// newEntryLocked returns a blank entry for a new key: when the cache is
+// full, the least recently used one, evicted and reused, so that writes to
+// a full cache allocate no entry.
+func (c *Cache[K, V]) newEntryLocked() *entry[K, V] {
+	if len(c.items) < c.maxLen {
+		return &entry[K, V]{}
+	}
+	e := c.root.prev
+	c.removeLocked(e)
+	*e = entry[K, V]{}
+	return e
 }
 
 func (c *Cache[K, V]) pushFront(e *entry[K, V]) {

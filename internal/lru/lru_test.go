@@ -40,6 +40,20 @@ func TestEvictsLeastRecentlyUsed(t *testing.T) {
 	if c.Len() != 3 {
 		t.Errorf("Len %d, want 3", c.Len())
 	}
+	// GetOrAdd of a new key into the full cache evicts the least recent (0);
+	// the evicted entry is reused without leaking its value.
+	if v := c.GetOrAdd(4, func() string { return "4" }); v != "4" {
+		t.Fatalf("GetOrAdd(4) = %q", v)
+	}
+	if got, want := keys(c), []int{4, 2, 3}; !slices.Equal(got, want) {
+		t.Fatalf("keys %v, want %v", got, want)
+	}
+	if _, ok := c.Get(0); ok {
+		t.Error("0 survived GetOrAdd into a full cache")
+	}
+	if v, _ := c.Get(3); v != "3" {
+		t.Errorf("Get(3) = %q", v)
+	}
 }
 
 func TestPeekKeepsTheOrderOfWrites(t *testing.T) {
