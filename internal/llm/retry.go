@@ -8,16 +8,15 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/baagent/baagent/internal/retry"
 )
 
 // backoff is the wait before retry number n (1 for the first retry): the
-// base doubles per retry up to max, and the wait is drawn from [base/2, base].
+// base doubles per retry up to max (which caps even an initial wait above
+// it), and the wait is drawn from [base/2, base].
 func backoff(p RetryPolicy, n int, rnd func() float64) time.Duration {
-	base := p.InitialBackoff
-	for i := 1; i < n && base < p.MaxBackoff; i++ {
-		base *= 2
-	}
-	base = min(base, p.MaxBackoff)
+	base := min(retry.Backoff{Initial: p.InitialBackoff, Max: p.MaxBackoff}.Delay(n-1), p.MaxBackoff)
 	half := base / 2
 	return half + time.Duration(rnd()*float64(base-half))
 }
@@ -86,16 +85,12 @@ func (d headerDoer) Do(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// sleepCtx waits d or until ctx ends.
+// sleepCtx waits d or until ctx ends, and then returns ctx's error.
 func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
+	if !retry.Sleep(ctx, d) {
 		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
+	return nil
 }
 
 func defaultRand() float64 { return rand.Float64() }

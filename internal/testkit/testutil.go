@@ -1,13 +1,16 @@
 // Package testkit holds helpers shared by the tests of several packages:
-// an output buffer a test can read while something else writes it, and a
-// wait on a condition with a deadline (tests never sleep a fixed time).
+// an output buffer a test can read while something else writes it, and
+// waits on a condition with a deadline (tests never sleep a fixed time).
 package testkit
 
 import (
 	"bytes"
+	"context"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/baagent/baagent/internal/retry"
 )
 
 // SyncBuffer is a bytes.Buffer safe for a writer (a logger, a command's
@@ -47,5 +50,31 @@ func Eventually(tb testing.TB, within time.Duration, what string, cond func() bo
 			return
 		}
 		<-t.C
+	}
+}
+
+// contextPoll is how often EventuallyContext checks: quickly at first, then
+// every 100 ms at most, since its checks may query another process.
+var contextPoll = retry.Backoff{Initial: pollInterval, Max: 100 * time.Millisecond}
+
+// EventuallyContext is Eventually bounded by ctx (for waits within a
+// scenario's deadline), for a check that also describes the state it saw:
+// if ctx ends before check reports done, the test fails naming what it
+// waited for, ctx's error and the last state described.
+func EventuallyContext(ctx context.Context, tb testing.TB, what string, check func() (done bool, state string)) {
+	tb.Helper()
+	for n := 0; ; n++ {
+		done, state := check()
+		if done {
+			return
+		}
+		if !retry.Sleep(ctx, contextPoll.Delay(n)) {
+			if state != "" {
+				tb.Fatalf("waiting for %s: %v; last state:\n%s", what, ctx.Err(), state)
+			} else {
+				tb.Fatalf("waiting for %s: %v", what, ctx.Err())
+			}
+			return
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/lru"
 )
 
 // TokenCounter is what the context service needs from the tokens service;
@@ -37,12 +38,12 @@ const modelInfoTTL = 5 * time.Minute
 // has not seen: after one append, one message.
 type counter struct {
 	svc    TokenCounter
-	counts *lru[countKey, int64]
-	models *lru[string, *baagentv1.ModelInfo]
-	tools  *lru[countKey, toolsCount]
+	counts *lru.Cache[countKey, int64]
+	models *lru.Cache[string, *baagentv1.ModelInfo]
+	tools  *lru.Cache[countKey, toolsCount]
 	// fingerprints holds tools counts by the caller's fingerprint
 	// (fingerprint.go).
-	fingerprints *lru[countKey, toolsCount]
+	fingerprints *lru.Cache[countKey, toolsCount]
 	m            *metrics
 }
 
@@ -59,17 +60,17 @@ type toolsCount struct {
 func newCounter(svc TokenCounter, entries int, m *metrics) *counter {
 	return &counter{
 		svc:          svc,
-		counts:       newLRU[countKey, int64](entries, 0, nil),
-		models:       newLRU[string, *baagentv1.ModelInfo](256, 0, nil),
-		tools:        newLRU[countKey, toolsCount](256, 0, nil),
-		fingerprints: newLRU[countKey, toolsCount](maxFingerprints, 0, nil),
+		counts:       lru.New[countKey, int64](lru.Options{MaxEntries: entries}),
+		models:       lru.New[string, *baagentv1.ModelInfo](lru.Options{MaxEntries: 256}),
+		tools:        lru.New[countKey, toolsCount](lru.Options{MaxEntries: 256}),
+		fingerprints: lru.New[countKey, toolsCount](lru.Options{MaxEntries: maxFingerprints}),
 		m:            m,
 	}
 }
 
 // modelInfo returns a model's counting rules and metadata.
 func (c *counter) modelInfo(ctx context.Context, model string) (*baagentv1.ModelInfo, error) {
-	if mi, ok := c.models.get(model); ok {
+	if mi, ok := c.models.Get(model); ok {
 		return mi, nil
 	}
 	resp, err := c.svc.GetModelInfo(ctx, &baagentv1.GetModelInfoRequest{Model: model})
@@ -80,7 +81,7 @@ func (c *counter) modelInfo(ctx context.Context, model string) (*baagentv1.Model
 	if mi.GetEncodingName() == "" || mi.GetMetadata().GetContextLength() <= 0 {
 		return nil, fmt.Errorf("tokens service GetModelInfo(%q): no encoding or context length", model)
 	}
-	c.models.put(model, mi, 0, modelInfoTTL)
+	c.models.Put(model, mi, 0, modelInfoTTL)
 	return mi, nil
 }
 
@@ -97,7 +98,7 @@ func (c *counter) rawCounts(ctx context.Context, model string, mi *baagentv1.Mod
 	out := make([]int64, len(msgs))
 	var missing []int
 	for i, m := range msgs {
-		if n, ok := c.counts.get(countKey{mi.GetEncodingName(), m.hash}); ok {
+		if n, ok := c.counts.Get(countKey{mi.GetEncodingName(), m.hash}); ok {
 			out[i] = n
 			continue
 		}
@@ -129,7 +130,7 @@ func (c *counter) rawCounts(ctx context.Context, model string, mi *baagentv1.Mod
 		for j, i := range missing[start:end] {
 			n := resp.GetMessageRawCounts()[j]
 			out[i] = n
-			c.counts.put(countKey{mi.GetEncodingName(), msgs[i].hash}, n, 0, 0)
+			c.counts.Put(countKey{mi.GetEncodingName(), msgs[i].hash}, n, 0, 0)
 		}
 		start = end
 	}
@@ -161,7 +162,7 @@ func (c *counter) fixedCount(ctx context.Context, model string, mi *baagentv1.Mo
 	var key countKey
 	key.encoding = mi.GetEncodingName()
 	h.Sum(key.hash[:0])
-	if tc, ok := c.tools.get(key); ok {
+	if tc, ok := c.tools.Get(key); ok {
 		return tc, nil
 	}
 	resp, err := c.svc.CountMessages(ctx, &baagentv1.CountMessagesRequest{Model: model, Tools: tools})
@@ -169,7 +170,7 @@ func (c *counter) fixedCount(ctx context.Context, model string, mi *baagentv1.Mo
 		return toolsCount{}, fmt.Errorf("tokens service CountMessages (tools): %w", err)
 	}
 	tc := toolsCount{tools: resp.GetToolsRawCount(), priming: resp.GetReplyPrimingTokens()}
-	c.tools.put(key, tc, 0, modelInfoTTL)
+	c.tools.Put(key, tc, 0, modelInfoTTL)
 	return tc, nil
 }
 

@@ -33,11 +33,11 @@ func (s *Server) toolsCount(ctx context.Context, req *baagentv1.BuildWindowReque
 			return tc, status.Errorf(codes.Unavailable, "count tokens: %v", err)
 		}
 		if fp != "" {
-			s.counter.fingerprints.put(fingerprintKey(req, mi), tc, 0, modelInfoTTL)
+			s.counter.fingerprints.Put(fingerprintKey(req, mi), tc, 0, modelInfoTTL)
 		}
 		return tc, nil
 	}
-	if tc, ok := s.counter.fingerprints.get(fingerprintKey(req, mi)); ok {
+	if tc, ok := s.counter.fingerprints.Get(fingerprintKey(req, mi)); ok {
 		return tc, nil
 	}
 	st := status.Newf(codes.FailedPrecondition,

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/lru"
 	"github.com/baagent/baagent/internal/natsx"
 )
 
@@ -36,7 +37,7 @@ type historyStore struct {
 	mu     sync.Mutex
 	stream jetstream.Stream // resolved lazily: the stream may be provisioned after we start
 
-	convs *lru[convKey, *conversation]
+	convs *lru.Cache[convKey, *conversation]
 }
 
 type convKey struct{ tenant, id string }
@@ -80,7 +81,7 @@ func newHistoryStore(js jetstream.JetStream, log *slog.Logger, maxConvs int, max
 		log:       log,
 		maxRecord: maxRecord,
 		now:       time.Now,
-		convs:     newLRU[convKey, *conversation](maxConvs, maxBytes, nil),
+		convs:     lru.New[convKey, *conversation](lru.Options{MaxEntries: maxConvs, MaxCost: maxBytes}),
 	}
 }
 
@@ -110,7 +111,7 @@ func (h *historyStore) conversation(key convKey) (*conversation, error) {
 	if err != nil {
 		return nil, err
 	}
-	return h.convs.getOrAdd(key, func() *conversation {
+	return h.convs.GetOrAdd(key, func() *conversation {
 		return &conversation{key: key, subject: subject, ids: map[string]int{}}
 	}), nil
 }
@@ -175,7 +176,7 @@ func (h *historyStore) refresh(ctx context.Context, c *conversation) error {
 }
 
 func (h *historyStore) reset(c *conversation) {
-	h.convs.addCost(c.key, -c.bytes)
+	h.convs.AddCost(c.key, -c.bytes)
 	c.msgs, c.ids, c.firstSeq, c.lastSeq, c.loaded, c.bytes = nil, map[string]int{}, 0, 0, false, 0
 }
 
@@ -263,7 +264,7 @@ func (h *historyStore) store(c *conversation, m *baagentv1.ChatMessage, seq uint
 	c.lastSeq = max(c.lastSeq, seq)
 	// Counted twice the encoded size: the decoded message and derived forms.
 	c.bytes += int64(2 * size)
-	h.convs.addCost(c.key, int64(2*size))
+	h.convs.AddCost(c.key, int64(2*size))
 }
 
 // appendResult reports an append.
@@ -421,6 +422,6 @@ func (h *historyStore) delete(ctx context.Context, key convKey) (int, error) {
 		return 0, fmt.Errorf("delete history: %w", err)
 	}
 	h.reset(c)
-	h.convs.remove(key)
+	h.convs.Remove(key)
 	return n, nil
 }

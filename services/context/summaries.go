@@ -12,6 +12,7 @@ import (
 	"time"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/lru"
 )
 
 // Background summaries (docs/concepts/context-compression.md: SUMMARIZE runs off
@@ -57,10 +58,10 @@ type summaries struct {
 	callTimeout time.Duration
 	workers     int
 
-	cache   *lru[contentHash, cachedSummary]
-	failed  *lru[contentHash, string]
-	spend   *lru[string, *hourSpend]
-	deleted *lru[convKey, time.Time]
+	cache   *lru.Cache[contentHash, cachedSummary]
+	failed  *lru.Cache[contentHash, string]
+	spend   *lru.Cache[string, *hourSpend]
+	deleted *lru.Cache[convKey, time.Time]
 	queue   chan *summaryJob
 	running atomic.Int32
 
@@ -78,10 +79,10 @@ func newSummaries(sum Summarizer, c *counter, log *slog.Logger, m *metrics, o Op
 		now:         time.Now,
 		callTimeout: o.SummaryCallTimeout,
 		workers:     o.SummaryWorkers,
-		cache:       newLRU[contentHash, cachedSummary](o.SummaryCacheEntries, 0, nil),
-		failed:      newLRU[contentHash, string](o.SummaryCacheEntries, 0, nil),
-		spend:       newLRU[string, *hourSpend](4096, 0, nil),
-		deleted:     newLRU[convKey, time.Time](4096, 0, nil),
+		cache:       lru.New[contentHash, cachedSummary](lru.Options{MaxEntries: o.SummaryCacheEntries}),
+		failed:      lru.New[contentHash, string](lru.Options{MaxEntries: o.SummaryCacheEntries}),
+		spend:       lru.New[string, *hourSpend](lru.Options{MaxEntries: 4096}),
+		deleted:     lru.New[convKey, time.Time](lru.Options{MaxEntries: 4096}),
 		queue:       make(chan *summaryJob, o.SummaryQueue),
 		inflight:    map[contentHash]bool{},
 	}
@@ -92,15 +93,15 @@ func newSummaries(sum Summarizer, c *counter, log *slog.Logger, m *metrics, o Op
 func (s *summaries) available() bool { return s.sum != nil && s.running.Load() > 0 }
 
 func (s *summaries) get(k contentHash) (string, bool) {
-	v, ok := s.cache.get(k)
+	v, ok := s.cache.Get(k)
 	return v.text, ok
 }
 
 // forget drops a deleted conversation's summaries and discards the results
 // of its jobs still running.
 func (s *summaries) forget(conv convKey) {
-	s.deleted.put(conv, s.now(), 0, 0)
-	s.cache.removeIf(func(_ contentHash, v cachedSummary) bool { return v.conv == conv })
+	s.deleted.Put(conv, s.now(), 0, 0)
+	s.cache.RemoveIf(func(_ contentHash, v cachedSummary) bool { return v.conv == conv })
 }
 
 // segmentKey is a segment's summary cache key: its content, the
@@ -132,11 +133,11 @@ func (s *summaries) request(conv convKey, cfg compressionConfig, segs []*segment
 		}
 	}
 	for _, seg := range segs {
-		if _, ok := s.cache.get(seg.key); ok {
+		if _, ok := s.cache.Get(seg.key); ok {
 			pending = true // finished since the window was planned
 			continue
 		}
-		if why, ok := s.failed.get(seg.key); ok {
+		if why, ok := s.failed.Get(seg.key); ok {
 			note("summarizer failed (" + why + "); extract used")
 			continue
 		}
@@ -181,10 +182,10 @@ func (s *summaries) reserve(tenant string, usd, limit float64) bool {
 	s.spendMu.Lock()
 	defer s.spendMu.Unlock()
 	hour := s.now().Unix() / 3600
-	sp, ok := s.spend.get(tenant)
+	sp, ok := s.spend.Get(tenant)
 	if !ok || sp.hour != hour {
 		sp = &hourSpend{hour: hour}
-		s.spend.put(tenant, sp, 0, 0)
+		s.spend.Put(tenant, sp, 0, 0)
 	}
 	if usd > 0 && sp.usd+usd > limit {
 		return false
@@ -232,16 +233,16 @@ func (s *summaries) process(ctx context.Context, job *summaryJob) {
 			return // shutting down: not the model's fault
 		}
 		s.m.summarizerFailures.Inc()
-		s.failed.put(job.key, err.Error(), 0, failureBackoff)
+		s.failed.Put(job.key, err.Error(), 0, failureBackoff)
 		s.log.Warn("summary failed; extract is used instead", "tenant", job.conv.tenant, "conversation_id", job.conv.id,
 			"model", job.model, "messages", len(job.msgs), "err", err)
 		return
 	}
-	if at, ok := s.deleted.get(job.conv); ok && !at.Before(job.queued) {
+	if at, ok := s.deleted.Get(job.conv); ok && !at.Before(job.queued) {
 		return // the conversation was deleted while we worked
 	}
 	s.m.summaries.Inc()
-	s.cache.put(job.key, cachedSummary{conv: job.conv, text: text}, 0, job.ttl)
+	s.cache.Put(job.key, cachedSummary{conv: job.conv, text: text}, 0, job.ttl)
 }
 
 // The summarizer prompts.

@@ -510,7 +510,7 @@ func TestChunkedSummary(t *testing.T) {
 	var resp *baagentv1.BuildWindowResponse
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("summarizer calls %d, failures cached %d, last strategy %v pending %v", fake.calls.Load(), e.srv.summaries.failed.len(), resp.GetStrategy(), resp.GetSummaryPending())
+			t.Logf("summarizer calls %d, failures cached %d, last strategy %v pending %v", fake.calls.Load(), e.srv.summaries.failed.Len(), resp.GetStrategy(), resp.GetSummaryPending())
 		}
 	})
 	waitFor(t, "chunked summary", func() bool {

@@ -290,12 +290,18 @@ func TestCatalogCacheIsBounded(t *testing.T) {
 	c := newCatalogCache()
 	for i := range maxCatalogCache * 3 {
 		c.put(catalogKey{gen: 1, tenant: fmt.Sprint(i)}, &baagentv1.GetCatalogResponse{Text: "x"})
-		if len(c.m) > maxCatalogCache {
-			t.Fatalf("cache holds %d entries", len(c.m))
+		if n := c.entries.Len(); n > maxCatalogCache {
+			t.Fatalf("cache holds %d entries", n)
+		}
+	}
+	// Full, it evicts the least recently used: the newest entries stay.
+	for i := maxCatalogCache * 2; i < maxCatalogCache*3; i++ {
+		if c.get(catalogKey{gen: 1, tenant: fmt.Sprint(i)}) == nil {
+			t.Fatalf("entry %d of the last %d was evicted", i, maxCatalogCache)
 		}
 	}
 	c.put(catalogKey{gen: 2, tenant: "new"}, &baagentv1.GetCatalogResponse{Text: "y"})
-	if len(c.m) != 1 || c.get(catalogKey{gen: 1, tenant: "1"}) != nil {
+	if c.entries.Len() != 1 || c.get(catalogKey{gen: 1, tenant: "1"}) != nil {
 		t.Fatal("entries of an older generation survived")
 	}
 	c.put(catalogKey{gen: 1, tenant: "stale"}, &baagentv1.GetCatalogResponse{Text: "z"})

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/lru"
 )
 
 // maxCatalogCache bounds the catalog cache; its keys come from requests.
@@ -19,25 +20,22 @@ type catalogKey struct {
 }
 
 // catalogCache keeps recent catalogs so that the per-step GetCatalog of a
-// run costs no token-counting round trip. It only holds entries of the
-// newest snapshot generation and empties itself when full, which keeps it
-// bounded without bookkeeping (callers ask for few distinct keys).
+// run costs no token-counting round trip: an LRU that only holds entries of
+// the newest snapshot generation.
 type catalogCache struct {
-	mu  sync.Mutex
-	gen uint64
-	m   map[catalogKey]*baagentv1.GetCatalogResponse
+	mu      sync.Mutex // guards gen, so that a put of an older one cannot follow a purge
+	gen     uint64
+	entries *lru.Cache[catalogKey, *baagentv1.GetCatalogResponse]
 }
 
 func newCatalogCache() *catalogCache {
-	return &catalogCache{m: map[catalogKey]*baagentv1.GetCatalogResponse{}}
+	return &catalogCache{entries: lru.New[catalogKey, *baagentv1.GetCatalogResponse](lru.Options{MaxEntries: maxCatalogCache})}
 }
 
 // get returns a copy of the cached response for k, or nil.
 func (c *catalogCache) get(k catalogKey) *baagentv1.GetCatalogResponse {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r := c.m[k]
-	if r == nil {
+	r, ok := c.entries.Get(k)
+	if !ok {
 		return nil
 	}
 	return copyCatalog(r)
@@ -50,12 +48,10 @@ func (c *catalogCache) put(k catalogKey, r *baagentv1.GetCatalogResponse) {
 	case k.gen < c.gen:
 		return // rendered from a snapshot already replaced
 	case k.gen > c.gen:
-		clear(c.m)
+		c.entries.Purge()
 		c.gen = k.gen
-	case len(c.m) >= maxCatalogCache:
-		clear(c.m)
 	}
-	c.m[k] = copyCatalog(r)
+	c.entries.Put(k, copyCatalog(r), 0, 0)
 }
 
 // copyCatalog copies a response so that neither the cache nor a caller can

@@ -65,19 +65,6 @@ func skillNames[T interface{ GetName() string }](list []T) []string {
 	return out
 }
 
-// eventually polls cond until it holds or the deadline passes; it never
-// sleeps for a fixed time waiting for something to happen.
-func eventually(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // symlink creates newname pointing at oldname.
 func symlink(tb testing.TB, oldname, newname string) {
 	tb.Helper()

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/testkit"
 )
 
 // runServer starts s.Run until the test ends.
@@ -53,35 +54,35 @@ func TestReloadPicksUpChanges(t *testing.T) {
 	}
 
 	addSkill(t, root, "", "two", "Second.")
-	eventually(t, "an added skill", has("t", "one=First.", "two=Second."))
+	testkit.Eventually(t, 10*time.Second, "an added skill", has("t", "one=First.", "two=Second."))
 
 	addSkill(t, root, "", "one", "First, edited with a longer description.")
-	eventually(t, "an edited skill", has("t", "one=First, edited with a longer description.", "two=Second."))
+	testkit.Eventually(t, 10*time.Second, "an edited skill", has("t", "one=First, edited with a longer description.", "two=Second."))
 
 	if err := os.RemoveAll(filepath.Join(root, "two")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a removed skill", has("t", "one=First, edited with a longer description."))
+	testkit.Eventually(t, 10*time.Second, "a removed skill", has("t", "one=First, edited with a longer description."))
 
 	addSkill(t, root, "tenants/acme", "mine", "Acme's.")
-	eventually(t, "a new tenant skill", has("acme", "mine=Acme's.", "one=First, edited with a longer description."))
+	testkit.Eventually(t, 10*time.Second, "a new tenant skill", has("acme", "mine=Acme's.", "one=First, edited with a longer description."))
 
 	writeFile(t, root, "tenants/acme/tenant.yaml", "disabled_skills: [one]\n")
-	eventually(t, "a tenant.yaml disabling a skill", has("acme", "mine=Acme's."))
+	testkit.Eventually(t, 10*time.Second, "a tenant.yaml disabling a skill", has("acme", "mine=Acme's."))
 	if got := listedNames(t, s, "t"); len(got) != 1 {
 		t.Fatalf("another tenant lost a skill: %v", got)
 	}
 
 	// A resource added in a new subdirectory is listed.
 	writeFile(t, root, "one/references/new/notes.md", "notes")
-	eventually(t, "a new resource", func() bool {
+	testkit.Eventually(t, 10*time.Second, "a new resource", func() bool {
 		r, err := s.GetSkill(context.Background(), &baagentv1.GetSkillRequest{Tenant: "t", Name: "one"})
 		return err == nil && slices.Contains(r.GetMetadata().GetResources(), "references/new/notes.md")
 	})
 
 	// A skill edited into an invalid state is taken out and reported.
 	writeFile(t, root, "one/SKILL.md", "---\nname: one\n---\n")
-	eventually(t, "an invalid edit", func() bool {
+	testkit.Eventually(t, 10*time.Second, "an invalid edit", func() bool {
 		got, inv := list(t, s, "t", "")
 		return len(got) == 0 && len(inv) == 1 && strings.Contains(inv[0].GetReason(), "description: required")
 	})
@@ -148,13 +149,13 @@ func TestReloadIsAtomic(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := fmt.Sprintf("%d.0.0", n)
-		eventually(t, "release "+want, func() bool {
+		testkit.Eventually(t, 10*time.Second, "release "+want, func() bool {
 			r, err := s.GetSkill(context.Background(), &baagentv1.GetSkillRequest{Tenant: "t", Name: "skill-49"})
 			return err == nil && r.GetMetadata().GetVersion() == want
 		})
 	}
 	// Let the readers overlap the last swap before stopping them.
-	eventually(t, "concurrent reads", func() bool { return reads.Load() > 20 })
+	testkit.Eventually(t, 10*time.Second, "concurrent reads", func() bool { return reads.Load() > 20 })
 	stop.Store(true)
 	wg.Wait()
 	if f := failure.Load(); f != nil {
@@ -262,7 +263,7 @@ func TestRunStopsWithItsContextAndRunsOnce(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
-	eventually(t, "Run to start", s.running.Load)
+	testkit.Eventually(t, 10*time.Second, "Run to start", s.running.Load)
 	if err := s.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "already running") {
 		t.Fatalf("second Run: %v", err)
 	}

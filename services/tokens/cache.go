@@ -1,11 +1,11 @@
 package tokens
 
 import (
-	"container/list"
 	"hash/maphash"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/baagent/baagent/internal/lru"
 )
 
 // DefaultCacheEntries bounds the count cache: at about 150 bytes an entry,
@@ -36,37 +36,22 @@ func (k keyer) key(b []byte) cacheKey {
 	return cacheKey{maphash.Bytes(k.seeds[0], b), maphash.Bytes(k.seeds[1], b)}
 }
 
-// countCache is a bounded LRU map from content hash to raw token count. It
-// is safe for concurrent use.
+// countCache is a bounded LRU map from content hash to raw token count
+// that records its hits and misses. It is safe for concurrent use.
 type countCache struct {
-	mu      sync.Mutex
-	max     int
-	order   *list.List // front = most recently used; values are *cacheEntry
-	entries map[cacheKey]*list.Element
-	keyer   keyer
+	counts *lru.Cache[cacheKey, int64]
+	keyer  keyer
 
 	hits, misses prometheus.Counter
 }
 
-type cacheEntry struct {
-	key   cacheKey
-	count int64
-}
-
 func newCountCache(max int, m *metrics) *countCache {
-	return &countCache{max: max, order: list.New(), entries: make(map[cacheKey]*list.Element), keyer: newKeyer(), hits: m.cacheHits, misses: m.cacheMisses}
+	return &countCache{counts: lru.New[cacheKey, int64](lru.Options{MaxEntries: max}), keyer: newKeyer(), hits: m.cacheHits, misses: m.cacheMisses}
 }
 
 // get returns the count stored under k and records a hit or a miss.
 func (c *countCache) get(k cacheKey) (int64, bool) {
-	c.mu.Lock()
-	el, ok := c.entries[k]
-	var count int64
-	if ok {
-		c.order.MoveToFront(el)
-		count = el.Value.(*cacheEntry).count // put may rewrite it: read under mu
-	}
-	c.mu.Unlock()
+	count, ok := c.counts.Get(k)
 	if !ok {
 		c.misses.Inc()
 		return 0, false
@@ -76,24 +61,6 @@ func (c *countCache) get(k cacheKey) (int64, bool) {
 }
 
 // put stores count under k, evicting the least recently used entry when full.
-func (c *countCache) put(k cacheKey, count int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.entries[k]; ok {
-		el.Value.(*cacheEntry).count = count
-		c.order.MoveToFront(el)
-		return
-	}
-	c.entries[k] = c.order.PushFront(&cacheEntry{key: k, count: count})
-	for c.order.Len() > c.max {
-		old := c.order.Back()
-		c.order.Remove(old)
-		delete(c.entries, old.Value.(*cacheEntry).key)
-	}
-}
+func (c *countCache) put(k cacheKey, count int64) { c.counts.Put(k, count, 0, 0) }
 
-func (c *countCache) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.order.Len()
-}
+func (c *countCache) len() int { return c.counts.Len() }

@@ -17,6 +17,7 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/grpcserver"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/internal/testkit/natstest"
 	"github.com/baagent/baagent/services/toolrunner/idempotency"
 	"github.com/baagent/baagent/services/toolrunner/tool"
 )
@@ -148,11 +149,7 @@ func BenchmarkKeyedCall(b *testing.B) {
 
 // benchKV is the records bucket on an embedded NATS with JetStream.
 func benchKV(b *testing.B) *idempotency.KV {
-	srv, err := natsx.StartEmbedded(natsx.EmbeddedOptions{Port: -1, StoreDir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(srv.Shutdown)
+	srv := natstest.StartNATS(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	nc, err := natsx.Connect(ctx, srv.ClientURL(), "toolrunner-bench", nil)

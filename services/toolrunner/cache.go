@@ -1,7 +1,6 @@
 package toolrunner
 
 import (
-	"container/list"
 	"context"
 	"sync"
 	"time"
@@ -9,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/lru"
 	"github.com/baagent/baagent/services/toolrunner/artifact"
 )
 
@@ -21,12 +21,9 @@ const (
 
 // cacheEntry is a stored result, without its tool_call_id.
 type cacheEntry struct {
-	key     string
-	owner   artifact.Owner
-	result  *baagentv1.ToolExecutionResult
-	stored  time.Time
-	expires time.Time
-	size    int
+	owner  artifact.Owner
+	result *baagentv1.ToolExecutionResult
+	stored time.Time
 }
 
 // resultCache caches read-only tools' results by their derived key (the
@@ -36,43 +33,20 @@ type cacheEntry struct {
 // duplicate arriving while the first runs waits for it instead of running
 // twice. Safe for concurrent use.
 type resultCache struct {
-	now        func() time.Time
-	maxEntries int
-	maxBytes   int
+	now      func() time.Time
+	maxBytes int
+	entries  *lru.Cache[string, *cacheEntry] // cost: bytes
 
-	mu       sync.Mutex
-	order    *list.List // front = most recently used; values are *cacheEntry
-	entries  map[string]*list.Element
-	bytes    int
+	mu       sync.Mutex // guards inflight; taken before the cache's own lock
 	inflight map[string]chan struct{}
 }
 
 func newResultCache(now func() time.Time, maxEntries, maxBytes int) *resultCache {
 	return &resultCache{
-		now: now, maxEntries: maxEntries, maxBytes: maxBytes,
-		order: list.New(), entries: map[string]*list.Element{}, inflight: map[string]chan struct{}{},
+		now: now, maxBytes: maxBytes,
+		entries:  lru.New[string, *cacheEntry](lru.Options{MaxEntries: maxEntries, MaxCost: int64(maxBytes), Now: now}),
+		inflight: map[string]chan struct{}{},
 	}
-}
-
-// get returns the unexpired entry under key.
-func (c *resultCache) get(key string) (*cacheEntry, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.getLocked(key)
-}
-
-func (c *resultCache) getLocked(key string) (*cacheEntry, bool) {
-	el, ok := c.entries[key]
-	if !ok {
-		return nil, false
-	}
-	e := el.Value.(*cacheEntry)
-	if !c.now().Before(e.expires) {
-		c.removeLocked(el)
-		return nil, false
-	}
-	c.order.MoveToFront(el)
-	return e, true
 }
 
 // acquire returns the cached entry under key, or, when there is none, a
@@ -81,7 +55,7 @@ func (c *resultCache) getLocked(key string) (*cacheEntry, bool) {
 func (c *resultCache) acquire(ctx context.Context, key string) (*cacheEntry, func(), error) {
 	for {
 		c.mu.Lock()
-		if e, ok := c.getLocked(key); ok {
+		if e, ok := c.entries.Get(key); ok {
 			c.mu.Unlock()
 			return e, nil, nil
 		}
@@ -106,65 +80,25 @@ func (c *resultCache) acquire(ctx context.Context, key string) (*cacheEntry, fun
 	}
 }
 
-// put stores a copy of r (without tool_call_id) under key for ttl.
+// put stores a copy of r (without tool_call_id) under key for ttl. A result
+// larger than the whole byte bound is not stored.
 func (c *resultCache) put(key string, owner artifact.Owner, r *baagentv1.ToolExecutionResult, ttl time.Duration) {
 	if ttl <= 0 {
 		return
 	}
 	r = proto.Clone(r).(*baagentv1.ToolExecutionResult)
 	r.ToolCallId = ""
-	now := c.now()
-	e := &cacheEntry{key: key, owner: owner, result: r, stored: now, expires: now.Add(ttl), size: proto.Size(r) + len(key) + 128}
-	if e.size > c.maxBytes {
+	size := proto.Size(r) + len(key) + 128
+	if size > c.maxBytes {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.entries[key]; ok {
-		c.removeLocked(el)
-	}
-	c.entries[key] = c.order.PushFront(e)
-	c.bytes += e.size
-	for c.order.Len() > c.maxEntries || c.bytes > c.maxBytes {
-		c.removeLocked(c.order.Back())
-	}
-}
-
-func (c *resultCache) removeLocked(el *list.Element) {
-	e := c.order.Remove(el).(*cacheEntry)
-	delete(c.entries, e.key)
-	c.bytes -= e.size
+	c.entries.Put(key, &cacheEntry{owner: owner, result: r, stored: c.now()}, int64(size), ttl)
 }
 
 // sweep drops expired entries.
-func (c *resultCache) sweep() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := c.now()
-	for el := c.order.Back(); el != nil; {
-		prev := el.Prev()
-		if !now.Before(el.Value.(*cacheEntry).expires) {
-			c.removeLocked(el)
-		}
-		el = prev
-	}
-}
+func (c *resultCache) sweep() { c.entries.RemoveExpired() }
 
 // dropOwner removes a conversation's entries (its workspace is gone).
 func (c *resultCache) dropOwner(o artifact.Owner) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for el := c.order.Back(); el != nil; {
-		prev := el.Prev()
-		if el.Value.(*cacheEntry).owner == o {
-			c.removeLocked(el)
-		}
-		el = prev
-	}
-}
-
-func (c *resultCache) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.order.Len()
+	c.entries.RemoveIf(func(_ string, e *cacheEntry) bool { return e.owner == o })
 }

@@ -3,6 +3,8 @@ package toolrunner
 import (
 	"context"
 	"time"
+
+	"github.com/baagent/baagent/internal/retry"
 )
 
 // Clock is the time source of the cache TTLs, artifact ages and retry
@@ -21,15 +23,8 @@ func (SystemClock) Now() time.Time { return time.Now() }
 
 // Sleep waits for d or until ctx is done.
 func (SystemClock) Sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
+	if !retry.Sleep(ctx, d) {
 		return ctx.Err()
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return nil
 }

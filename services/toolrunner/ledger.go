@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/retry"
 	"github.com/baagent/baagent/services/toolrunner/idempotency"
 	"github.com/baagent/baagent/services/toolrunner/tool"
 )
@@ -29,9 +30,11 @@ const (
 	// recordWriteTimeout bounds writing a call's outcome (retries across a
 	// NATS blip included); the caller may have gone long ago.
 	recordWriteTimeout = 30 * time.Second
-	pollFirst          = 20 * time.Millisecond
-	pollMax            = 500 * time.Millisecond
 )
+
+// recordPoll is the wait between reads of another delivery's record:
+// 20 ms, doubling up to 500 ms.
+var recordPoll = retry.Backoff{Initial: 20 * time.Millisecond, Max: 500 * time.Millisecond}
 
 // Error codes of the idempotency records.
 const (
@@ -107,7 +110,7 @@ func (l *ledger) claim(ctx context.Context, key, fingerprint, toolName string) (
 	}
 	var seenRev uint64
 	var seenAt time.Time
-	poll := pollFirst
+	polls := 0
 	for {
 		e, err := l.store.Get(ctx, key)
 		switch {
@@ -150,14 +153,10 @@ func (l *ledger) claim(ctx context.Context, key, fingerprint, toolName string) (
 				"holder", e.Holder, "started_at", e.StartedAt, "lease", l.lease.String())
 			return claim{kind: claimUnknown, rec: e.Record}, nil
 		}
-		t := time.NewTimer(poll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !retry.Sleep(ctx, recordPoll.Delay(polls)) {
 			return claim{}, ctx.Err()
-		case <-t.C:
 		}
-		poll = min(2*poll, pollMax)
+		polls++
 	}
 }
 

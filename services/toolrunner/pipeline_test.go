@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/testkit"
 	"github.com/baagent/baagent/services/toolrunner/tool"
 )
 
@@ -423,10 +424,7 @@ func TestConcurrentDuplicateRunsOnce(t *testing.T) {
 			results[i] = mustInvoke(t, s, r)
 		}()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for w.calls.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, 5*time.Second, "the first call to run", func() bool { return w.calls.Load() > 0 })
 	close(release)
 	wg.Wait()
 	cached := 0

@@ -10,6 +10,7 @@ import (
 
 	"github.com/baagent/baagent/core/allowlist"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/retry"
 	"github.com/baagent/baagent/services/toolrunner/tool"
 )
 
@@ -92,17 +93,13 @@ func (p RetryPolicy) ShouldRetry(t baagentv1.ToolErrorType, attempt int) bool {
 	return tool.Retryable(t) && slices.Contains(p.RetryOn, t) && attempt < p.MaxRetries
 }
 
-// Delay is the wait before retry number retry (0-based): initial ×
-// multiplier^retry, capped at MaxDelay.
-func (p RetryPolicy) Delay(retry int) time.Duration {
-	d := float64(p.InitialDelay)
-	for range retry {
-		d *= p.BackoffMultiplier
-		if d >= float64(p.MaxDelay) {
-			return p.MaxDelay
-		}
-	}
-	return min(time.Duration(d), p.MaxDelay)
+// Delay is the wait before retry number n (0-based): initial ×
+// multiplier^n, capped at MaxDelay, without jitter (the seed's policy).
+// MaxDelay caps even an InitialDelay above it, which retry.Backoff would
+// raise the cap to.
+func (p RetryPolicy) Delay(n int) time.Duration {
+	b := retry.Backoff{Initial: p.InitialDelay, Max: p.MaxDelay, Multiplier: p.BackoffMultiplier}
+	return min(b.Delay(n), p.MaxDelay)
 }
 
 // Timeout is the timeout of attempt (0 = the first): base ×

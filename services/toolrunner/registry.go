@@ -1,17 +1,16 @@
 package toolrunner
 
 import (
-	"container/list"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/baagent/baagent/internal/lru"
 	"github.com/baagent/baagent/internal/validate"
 	"github.com/baagent/baagent/services/toolrunner/tool"
 )
@@ -99,20 +98,16 @@ const schemaCacheEntries = 1024
 // that a source's tools, rebuilt on every listing, are not re-resolved on
 // every call.
 type schemaCache struct {
-	mu    sync.Mutex
-	max   int
-	order *list.List
-	byKey map[[32]byte]*list.Element
+	resolved *lru.Cache[[32]byte, *schemaEntry]
 }
 
 type schemaEntry struct {
-	key      [32]byte
 	resolved *jsonschema.Resolved
 	err      error
 }
 
 func newSchemaCache(max int) *schemaCache {
-	return &schemaCache{max: max, order: list.New(), byKey: map[[32]byte]*list.Element{}}
+	return &schemaCache{resolved: lru.New[[32]byte, *schemaEntry](lru.Options{MaxEntries: max})}
 }
 
 // get resolves a schema (nil or empty: no validation, nil result).
@@ -121,30 +116,18 @@ func (c *schemaCache) get(raw json.RawMessage) (*jsonschema.Resolved, error) {
 		return nil, nil
 	}
 	key := sha256.Sum256(raw)
-	c.mu.Lock()
-	if el, ok := c.byKey[key]; ok {
-		c.order.MoveToFront(el)
-		e := el.Value.(*schemaEntry)
-		c.mu.Unlock()
+	if e, ok := c.resolved.Get(key); ok {
 		return e.resolved, e.err
 	}
-	c.mu.Unlock()
-
-	e := &schemaEntry{key: key}
+	// Resolved outside the cache's lock: two first calls may both resolve,
+	// and the first to store wins.
+	e := &schemaEntry{}
 	var s jsonschema.Schema
 	if err := json.Unmarshal(raw, &s); err != nil {
 		e.err = fmt.Errorf("parameters schema: %w", err)
 	} else if e.resolved, err = s.Resolve(nil); err != nil {
 		e.err = fmt.Errorf("parameters schema: %w", err)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.byKey[key]; !ok {
-		c.byKey[key] = c.order.PushFront(e)
-		for c.order.Len() > c.max {
-			old := c.order.Remove(c.order.Back()).(*schemaEntry)
-			delete(c.byKey, old.key)
-		}
-	}
+	e = c.resolved.GetOrAdd(key, func() *schemaEntry { return e })
 	return e.resolved, e.err
 }

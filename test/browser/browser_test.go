@@ -21,6 +21,7 @@ import (
 
 	"github.com/baagent/baagent/cmd/baagent/app"
 	"github.com/baagent/baagent/internal/config"
+	"github.com/baagent/baagent/internal/testkit"
 	"github.com/baagent/baagent/internal/tracing"
 )
 
@@ -174,26 +175,16 @@ func startSuite(ctx context.Context, t *testing.T) string {
 // goes through to the orchestrator.
 func waitReady(ctx context.Context, t *testing.T, base string) {
 	t.Helper()
-	var last string
-	for {
+	testkit.EventuallyContext(ctx, t, "the gateway at "+base, func() (bool, string) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/runs?page_size=1", nil)
 		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-			last = resp.Status + " " + string(b)
-		} else {
-			last = err.Error()
+		if err != nil {
+			return false, err.Error()
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("gateway at %s never ready: %s", base, last)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status + " " + string(b)
+	})
 }
 
 func copyFiles(t *testing.T, pattern, dir string) {

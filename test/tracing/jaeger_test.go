@@ -331,21 +331,3 @@ func tail(s string, n int) string {
 	}
 	return s
 }
-
-// eventually calls check until it reports done or ctx ends; then the test
-// fails with what and the last state check described.
-func eventually(ctx context.Context, t testing.TB, what string, check func() (done bool, state string)) {
-	t.Helper()
-	var state string
-	for {
-		var done bool
-		if done, state = check(); done {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v; last state:\n%s", what, ctx.Err(), state)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}

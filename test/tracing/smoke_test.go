@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/baagent/baagent/internal/testkit"
 )
 
 // The harness on its own, independent of the suite's tracing: the OTel Go
@@ -65,7 +67,7 @@ func TestJaegerRoundTrip(t *testing.T) {
 			// The trace is stored once its export has been answered; poll
 			// anyway, the query side owes nothing about timing.
 			var tr *Trace
-			eventually(ctx, t, "both spans of trace "+traceID, func() (bool, string) {
+			testkit.EventuallyContext(ctx, t, "both spans of trace "+traceID, func() (bool, string) {
 				tr, err = j.GetTrace(ctx, traceID)
 				if err != nil {
 					return false, err.Error()

@@ -38,6 +38,7 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/config"
+	"github.com/baagent/baagent/internal/testkit"
 	"github.com/baagent/baagent/test/reliability/harness"
 )
 
@@ -399,7 +400,7 @@ func TestRunIsOneTrace(t *testing.T) {
 	c.stopAll(t)
 
 	var tr *Trace
-	eventually(readCtx(ctx, t), t, "the whole trace "+traceID+" of run "+runID, func() (bool, string) {
+	testkit.EventuallyContext(readCtx(ctx, t), t, "the whole trace "+traceID+" of run "+runID, func() (bool, string) {
 		var err error
 		if tr, err = j.GetTrace(ctx, traceID); err != nil {
 			return false, err.Error()
@@ -469,11 +470,11 @@ func TestRunIsOneTraceAcrossOrchestratorFailover(t *testing.T) {
 	// Mid-run: the second sql_query has been sent, and StartRun's span
 	// (the orchestrator's server span, every execution's parent) and the
 	// first steps' spans have reached Jaeger.
-	eventually(ctx, t, "the second sql_query call", func() (bool, string) {
+	testkit.EventuallyContext(ctx, t, "the second sql_query call", func() (bool, string) {
 		n := evs.count(actOf("sql_query"))
 		return n >= 2, fmt.Sprintf("%d sql_query calls so far", n)
 	})
-	eventually(ctx, t, "the orchestrator's spans in Jaeger", func() (bool, string) {
+	testkit.EventuallyContext(ctx, t, "the orchestrator's spans in Jaeger", func() (bool, string) {
 		tr, err := j.GetTrace(ctx, traceID)
 		if err != nil {
 			return false, err.Error()
@@ -506,7 +507,7 @@ func TestRunIsOneTraceAcrossOrchestratorFailover(t *testing.T) {
 	}
 	var tr *Trace
 	var newRun Span
-	eventually(readCtx(ctx, t), t, "the whole trace "+traceID+" of run "+runID, func() (bool, string) {
+	testkit.EventuallyContext(readCtx(ctx, t), t, "the whole trace "+traceID+" of run "+runID, func() (bool, string) {
 		var err error
 		if tr, err = j.GetTrace(ctx, traceID); err != nil {
 			return false, err.Error()

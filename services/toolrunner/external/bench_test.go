@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/testkit"
 	"github.com/baagent/baagent/services/toolrunner/tool"
 )
 
@@ -50,13 +51,7 @@ func BenchmarkProviderExecute(b *testing.B) {
 	go func() { done <- m.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 	src := m.Sources()[0]
-	deadline := time.Now().Add(10 * time.Second)
-	for len(src.Tools()) == 0 {
-		if time.Now().After(deadline) {
-			b.Fatal("provider not up")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(b, 10*time.Second, "the provider up", func() bool { return len(src.Tools()) > 0 })
 	noop := src.Tools()[0]
 	call := tool.Call{ToolCallID: "call_1", Args: map[string]any{"region": "EMEA", "limit": 10.0}}
 	b.ReportAllocs()

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/retry"
 	"github.com/baagent/baagent/services/toolrunner/tool"
 )
 
@@ -172,21 +173,20 @@ func TestInputSchema(t *testing.T) {
 	}
 }
 
-func TestBackoffDelay(t *testing.T) {
-	b := Backoff{Initial: 100 * time.Millisecond, Max: time.Second}
-	want := []time.Duration{100, 200, 400, 800, 1000, 1000}
-	for i, w := range want {
-		if got := b.Delay(i); got != w*time.Millisecond {
-			t.Errorf("Delay(%d) = %v, want %v", i, got, w*time.Millisecond)
-		}
-		if j := b.jittered(i); j < w*time.Millisecond*8/10 || j > w*time.Millisecond*12/10 {
-			t.Errorf("jittered(%d) = %v, outside ±20%% of %v", i, j, w*time.Millisecond)
+// TestReconnectBackoffDefaults: a zero Backoff reconnects after 500 ms
+// doubling up to 30 s, with ±20% jitter; set fields are kept.
+func TestReconnectBackoffDefaults(t *testing.T) {
+	b := reconnectBackoff(retry.Backoff{})
+	if b.Initial != 500*time.Millisecond || b.Max != 30*time.Second || b.Multiplier != 2 || b.Jitter != 0.2 {
+		t.Errorf("defaults %+v", b)
+	}
+	for i := range 50 {
+		if j := b.Jittered(3); j < 3200*time.Millisecond || j > 4800*time.Millisecond {
+			t.Fatalf("try %d: Jittered(3) = %v, outside ±20%% of 4s", i, j)
 		}
 	}
-	if got := (Backoff{}).Delay(100); got != DefaultBackoffMax {
-		t.Errorf("default cap = %v", got)
-	}
-	if got := (Backoff{Initial: time.Minute, Max: time.Second}).Delay(0); got != time.Minute {
-		t.Errorf("max below initial = %v", got)
+	set := retry.Backoff{Initial: time.Second, Max: 2 * time.Second, Multiplier: 3, Jitter: 0.5}
+	if got := reconnectBackoff(set); got != set {
+		t.Errorf("set fields changed: %+v", got)
 	}
 }

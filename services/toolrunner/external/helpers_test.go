@@ -19,18 +19,6 @@ import (
 	"github.com/baagent/baagent/services/toolrunner/tool"
 )
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // freeAddr returns a loopback address with a port that was free a moment
 // ago, for a server that must come back on the same address.
 func freeAddr(t *testing.T) string {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/testkit"
 	"github.com/baagent/baagent/services/toolrunner"
 )
 
@@ -70,7 +71,7 @@ mcp_servers:
 	defer cancel()
 
 	sources := map[string]string{}
-	eventually(t, 30*time.Second, "ListTools to show the external tools", func() bool {
+	testkit.Eventually(t, 30*time.Second, "ListTools to show the external tools", func() bool {
 		resp, err := client.ListTools(ctx, &baagentv1.ListToolsRequest{Tenant: "acme"})
 		if err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/baagent/baagent/internal/grpcclient"
+	"github.com/baagent/baagent/internal/retry"
 	"github.com/baagent/baagent/services/toolrunner/tool"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -25,9 +26,9 @@ type Options struct {
 	// ReservedNames are tool names external tools may not take; nil means
 	// DefaultReservedNames (the built-in tools).
 	ReservedNames []string
-	// Backoff is the delay between reconnects and restarts (zero fields take
-	// DefaultBackoffInitial and DefaultBackoffMax).
-	Backoff Backoff
+	// Backoff is the delay between reconnects and restarts; zero fields take
+	// retry's defaults (500 ms, doubling up to 30 s) and ±20% jitter.
+	Backoff retry.Backoff
 	// KeepAlive is the interval of MCP pings; 0 means DefaultKeepAlive and a
 	// negative value disables them.
 	KeepAlive time.Duration
@@ -40,6 +41,18 @@ type Options struct {
 	// streamable HTTP MCP servers (HTTP), propagating the caller's trace
 	// context; nil or a no-op provider: nothing is traced.
 	TracerProvider trace.TracerProvider
+}
+
+// reconnectJitter is the jitter of reconnects and restarts when Backoff
+// sets none, so that servers that fail together do not retry in step.
+const reconnectJitter = 0.2
+
+// reconnectBackoff is b with its defaults filled.
+func reconnectBackoff(b retry.Backoff) retry.Backoff {
+	if b.Jitter == 0 {
+		b.Jitter = reconnectJitter
+	}
+	return b.WithDefaults()
 }
 
 // Manager owns the connections to the configured ToolProvider and MCP

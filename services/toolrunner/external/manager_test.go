@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/baagent/baagent/internal/testkit"
 )
 
 func TestManagerRunLifecycle(t *testing.T) {
@@ -20,7 +22,7 @@ func TestManagerRunLifecycle(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
-	eventually(t, 5*time.Second, "Run to have started", func() bool {
+	testkit.Eventually(t, 5*time.Second, "Run to have started", func() bool {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		return m.running

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/baagent/baagent/internal/buildinfo"
+	"github.com/baagent/baagent/internal/retry"
 	"github.com/baagent/baagent/internal/tracing"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
@@ -46,7 +47,7 @@ var inheritedEnv = []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "TMPDIR", 
 type mcpSource struct {
 	*sourceState
 	cfg       MCPServerConfig
-	backoff   Backoff
+	backoff   retry.Backoff
 	keepAlive time.Duration
 	stopGrace time.Duration
 	logger    *slog.Logger // passed to the SDK; nil keeps it quiet
@@ -67,7 +68,7 @@ func newMCPSource(cfg MCPServerConfig, opts Options, m *metrics, names *nameRegi
 	return &mcpSource{
 		sourceState: newSourceState("mcp:"+cfg.Name, opts.Logger, m, names),
 		cfg:         cfg,
-		backoff:     opts.Backoff.withDefaults(),
+		backoff:     reconnectBackoff(opts.Backoff),
 		keepAlive:   opts.KeepAlive,
 		stopGrace:   opts.StopGrace,
 		tp:          opts.TracerProvider,
@@ -89,10 +90,10 @@ func (s *mcpSource) run(ctx context.Context) {
 		if time.Since(started) >= healthyUptime {
 			attempt = 0
 		}
-		delay := s.backoff.jittered(attempt)
+		delay := s.backoff.Jittered(attempt)
 		attempt++
 		s.log.Warn("MCP server stopped; restarting", "error", err, "in", delay.Round(time.Millisecond), "attempt", attempt)
-		if !sleepCtx(ctx, delay) {
+		if !retry.Sleep(ctx, delay) {
 			return
 		}
 	}

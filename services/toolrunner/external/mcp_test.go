@@ -16,6 +16,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/testkit"
 	"github.com/baagent/baagent/services/toolrunner/tool"
 )
 
@@ -69,7 +70,7 @@ func TestMCPStdio(t *testing.T) {
 	}
 	src := m.Sources()[0]
 	stop := runManager(t, m)
-	eventually(t, 30*time.Second, "server-everything's tools", func() bool { return toolNamed(src, "mcp__ev__echo") != nil })
+	testkit.Eventually(t, 30*time.Second, "server-everything's tools", func() bool { return toolNamed(src, "mcp__ev__echo") != nil })
 
 	echo := toolNamed(src, "mcp__ev__echo").Spec()
 	if echo.Source != "mcp:ev" || !echo.ReadOnly || echo.Version == "" || echo.Timeout != DefaultMCPTimeout {
@@ -126,8 +127,8 @@ func TestMCPStdio(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the tools to be withdrawn", func() bool { return len(src.Tools()) == 0 || m.mcps[0].childPID() != pid })
-	eventually(t, 30*time.Second, "the server to be restarted", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the tools to be withdrawn", func() bool { return len(src.Tools()) == 0 || m.mcps[0].childPID() != pid })
+	testkit.Eventually(t, 30*time.Second, "the server to be restarted", func() bool {
 		return m.mcps[0].childPID() != 0 && m.mcps[0].childPID() != pid && toolNamed(src, "mcp__ev__echo") != nil
 	})
 	if r := gauge(t, m, "restarts", "mcp:ev"); r != 1 {
@@ -164,7 +165,7 @@ func TestMCPStdioBadCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	runManager(t, m)
-	eventually(t, 10*time.Second, "several failed starts", func() bool {
+	testkit.Eventually(t, 10*time.Second, "several failed starts", func() bool {
 		return gauge(t, m, "list_failures", "mcp:broken") >= 3 && gauge(t, m, "list_failures", "mcp:exits") >= 3
 	})
 	for _, src := range m.Sources() {
@@ -197,7 +198,7 @@ func TestMCPStreamableHTTP(t *testing.T) {
 			}
 		}
 		t.Cleanup(kill)
-		eventually(t, 30*time.Second, "the HTTP server to listen", func() bool {
+		testkit.Eventually(t, 30*time.Second, "the HTTP server to listen", func() bool {
 			c, err := net.Dial("tcp", addr)
 			if err == nil {
 				c.Close()
@@ -218,16 +219,16 @@ func TestMCPStreamableHTTP(t *testing.T) {
 	}
 	src := m.Sources()[0]
 	runManager(t, m)
-	eventually(t, 30*time.Second, "the HTTP server's tools", func() bool { return len(src.Tools()) == 2 })
+	testkit.Eventually(t, 30*time.Second, "the HTTP server's tools", func() bool { return len(src.Tools()) == 2 })
 	res, err := callTool(t, src, "mcp__web__echo", map[string]any{"message": "over http"})
 	if err != nil || res.Data != "Echo: over http" {
 		t.Fatalf("echo: %#v, %v", res.Data, err)
 	}
 
 	kill()
-	eventually(t, 30*time.Second, "the tools to be withdrawn", func() bool { return len(src.Tools()) == 0 })
+	testkit.Eventually(t, 30*time.Second, "the tools to be withdrawn", func() bool { return len(src.Tools()) == 0 })
 	start()
-	eventually(t, 30*time.Second, "the tools to come back", func() bool { return len(src.Tools()) == 2 })
+	testkit.Eventually(t, 30*time.Second, "the tools to come back", func() bool { return len(src.Tools()) == 2 })
 	res, err = callTool(t, src, "mcp__web__get-sum", map[string]any{"a": 1.0, "b": 1.0})
 	if err != nil || !strings.Contains(res.Data.(string), "is 2") {
 		t.Fatalf("get-sum after restart: %#v, %v", res.Data, err)

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/retry"
 )
 
 // Defaults of a provider entry.
@@ -36,7 +37,7 @@ const (
 type providerSource struct {
 	*sourceState
 	cfg      ProviderConfig
-	backoff  Backoff
+	backoff  retry.Backoff
 	dialOpts []grpc.DialOption
 
 	// conn and client exist while run runs; tools are only offered then.
@@ -47,18 +48,18 @@ type providerSource struct {
 
 // providerDialOptions builds the gRPC options of a provider entry and checks
 // its target, so that New fails on a bad entry before starting anything.
-func providerDialOptions(cfg ProviderConfig, b Backoff) ([]grpc.DialOption, error) {
+func providerDialOptions(cfg ProviderConfig, b retry.Backoff) ([]grpc.DialOption, error) {
 	creds, err := providerCredentials(cfg.TLS)
 	if err != nil {
 		return nil, fmt.Errorf("provider %q: tls: %w", cfg.Name, err)
 	}
-	b = b.withDefaults()
+	b = reconnectBackoff(b)
 	// gRPC reconnects on its own; its backoff follows ours so that a
 	// provider that comes back is seen within Backoff.Max.
 	dialOpts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: b.Initial, Multiplier: 2, Jitter: 0.2, MaxDelay: b.Max},
+			Backoff:           backoff.Config{BaseDelay: b.Initial, Multiplier: b.Multiplier, Jitter: b.Jitter, MaxDelay: b.Max},
 			MinConnectTimeout: min(5*time.Second, max(b.Max, time.Second)),
 		}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgBytes), grpc.MaxCallSendMsgSize(maxMsgBytes)),
@@ -72,7 +73,7 @@ func providerDialOptions(cfg ProviderConfig, b Backoff) ([]grpc.DialOption, erro
 	return dialOpts, nil
 }
 
-func newProviderSource(cfg ProviderConfig, dialOpts []grpc.DialOption, b Backoff, log *slog.Logger, m *metrics, names *nameRegistry) *providerSource {
+func newProviderSource(cfg ProviderConfig, dialOpts []grpc.DialOption, b retry.Backoff, log *slog.Logger, m *metrics, names *nameRegistry) *providerSource {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = Duration(DefaultProviderTimeout)
 	}
@@ -82,7 +83,7 @@ func newProviderSource(cfg ProviderConfig, dialOpts []grpc.DialOption, b Backoff
 	return &providerSource{
 		sourceState: newSourceState("provider:"+cfg.Name, log, m, names),
 		cfg:         cfg,
-		backoff:     b.withDefaults(),
+		backoff:     reconnectBackoff(b),
 		dialOpts:    dialOpts,
 	}
 }
@@ -144,7 +145,7 @@ func (p *providerSource) run(ctx context.Context) {
 			if !p.setDown(err) {
 				p.log.Debug("provider still unreachable", "error", err, "attempt", failures+1)
 			}
-			if !sleepCtx(ctx, p.backoff.jittered(failures)) {
+			if !retry.Sleep(ctx, p.backoff.Jittered(failures)) {
 				return
 			}
 			failures++

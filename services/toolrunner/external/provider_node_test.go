@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baagent/baagent/internal/testkit"
 	"github.com/baagent/baagent/services/toolrunner/tool"
 )
 
@@ -44,7 +45,7 @@ func TestProviderNodeJS(t *testing.T) {
 	}
 	runManager(t, m)
 	nodeSrc := m.Sources()[0]
-	eventually(t, 20*time.Second, "the Node.js provider's tools", func() bool { return len(nodeSrc.Tools()) == 3 })
+	testkit.Eventually(t, 20*time.Second, "the Node.js provider's tools", func() bool { return len(nodeSrc.Tools()) == 3 })
 
 	goCfg, _ := Parse([]byte("providers:\n - {name: go, address: '"+goAddr+"'}\n"), nil)
 	gm, err := New(goCfg, Options{Logger: testLogger(t), Backoff: fastBackoff})
@@ -53,7 +54,7 @@ func TestProviderNodeJS(t *testing.T) {
 	}
 	runManager(t, gm)
 	goSrc := gm.Sources()[0]
-	eventually(t, 20*time.Second, "the Go provider's tools", func() bool { return len(goSrc.Tools()) == 3 })
+	testkit.Eventually(t, 20*time.Second, "the Go provider's tools", func() bool { return len(goSrc.Tools()) == 3 })
 
 	for _, tl := range nodeSrc.Tools() {
 		g := toolNamed(goSrc, tl.Spec().Name)

@@ -7,10 +7,12 @@ import (
 	"time"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/retry"
+	"github.com/baagent/baagent/internal/testkit"
 	"github.com/baagent/baagent/services/toolrunner/tool"
 )
 
-var fastBackoff = Backoff{Initial: 20 * time.Millisecond, Max: 300 * time.Millisecond}
+var fastBackoff = retry.Backoff{Initial: 20 * time.Millisecond, Max: 300 * time.Millisecond}
 
 // TestProviderSecondProcess runs the example ToolProvider in a second
 // process, calls its tools, kills it and checks that its tools are withdrawn,
@@ -33,7 +35,7 @@ func TestProviderSecondProcess(t *testing.T) {
 		t.Fatalf("before Run: %s offers %d tools", src.Name(), len(src.Tools()))
 	}
 	runManager(t, m)
-	eventually(t, 10*time.Second, "the provider's tools", func() bool { return len(src.Tools()) == 3 })
+	testkit.Eventually(t, 10*time.Second, "the provider's tools", func() bool { return len(src.Tools()) == 3 })
 
 	conv := toolNamed(src, "convert_currency")
 	if conv == nil {
@@ -68,7 +70,7 @@ func TestProviderSecondProcess(t *testing.T) {
 
 	// Crash the provider: its tools are withdrawn, calls fail as retryable.
 	kill()
-	eventually(t, 10*time.Second, "the tools to be withdrawn", func() bool { return len(src.Tools()) == 0 })
+	testkit.Eventually(t, 10*time.Second, "the tools to be withdrawn", func() bool { return len(src.Tools()) == 0 })
 	if gauge(t, m, "up", "provider:fx") != 0 {
 		t.Fatal("up gauge still 1")
 	}
@@ -76,11 +78,11 @@ func TestProviderSecondProcess(t *testing.T) {
 	if te := tool.Classify(err); !tool.Retryable(te.Type) {
 		t.Fatalf("a call while the provider is down should be retryable: %+v", te)
 	}
-	eventually(t, 5*time.Second, "a failed describe to be counted", func() bool { return gauge(t, m, "list_failures", "provider:fx") >= 1 })
+	testkit.Eventually(t, 5*time.Second, "a failed describe to be counted", func() bool { return gauge(t, m, "list_failures", "provider:fx") >= 1 })
 
 	// Start it again on the same address: the tools come back.
 	startToolProvider(t, bin, addr)
-	eventually(t, 10*time.Second, "the tools to come back", func() bool { return len(src.Tools()) == 3 })
+	testkit.Eventually(t, 10*time.Second, "the tools to come back", func() bool { return len(src.Tools()) == 3 })
 	if _, err := toolNamed(src, "add_business_days").Execute(ctx, tool.Call{Args: map[string]any{"start": "2025-01-10", "days": 1.0}}); err != nil {
 		t.Fatalf("after restart: %v", err)
 	}
@@ -106,7 +108,7 @@ func TestProviderNameCollisions(t *testing.T) {
 	}
 	runManager(t, m)
 	one, two := m.Sources()[0], m.Sources()[1]
-	eventually(t, 10*time.Second, "both providers up", func() bool {
+	testkit.Eventually(t, 10*time.Second, "both providers up", func() bool {
 		return gauge(t, m, "up", "provider:one") == 1 && gauge(t, m, "up", "provider:two") == 1
 	})
 	// Both serve the same tools: whichever listed first owns the two free

@@ -9,17 +9,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/internal/testkit/natstest"
 )
 
 // openKV starts an embedded NATS with JetStream, provisions the buckets
 // and opens the records store on it.
 func openKV(t *testing.T) *KV {
 	t.Helper()
-	srv, err := natsx.StartEmbedded(natsx.EmbeddedOptions{Port: -1, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
+	srv := natstest.StartNATS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	nc, err := natsx.Connect(ctx, srv.ClientURL(), "idempotency-test", nil)

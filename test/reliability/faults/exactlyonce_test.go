@@ -17,6 +17,7 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/grpcclient"
+	"github.com/baagent/baagent/internal/testkit"
 	"github.com/baagent/baagent/test/reliability/harness"
 )
 
@@ -200,20 +201,20 @@ func (c *eoCluster) waitTool(ctx context.Context, t *testing.T, name string) {
 	defer conn.Close()
 	tr := baagentv1.NewToolRunnerServiceClient(conn)
 	var def *baagentv1.ToolDefinition
-	waitFor(ctx, t, name+" offering "+eoTool, func() bool {
+	testkit.EventuallyContext(ctx, t, name+" offering "+eoTool, func() (bool, string) {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		resp, err := tr.ListTools(cctx, &baagentv1.ListToolsRequest{Tenant: tenant})
 		if err != nil {
-			return false
+			return false, ""
 		}
 		for _, d := range resp.GetTools() {
 			if d.GetSchema().GetName() == eoTool {
 				def = d
-				return true
+				return true, ""
 			}
 		}
-		return false
+		return false, ""
 	})
 	if def.GetReadOnly() {
 		t.Fatalf("%s: %s is listed as read-only; the test needs a tool with side effects", name, eoTool)
@@ -235,8 +236,8 @@ func (c *eoCluster) startRuns(ctx context.Context, t *testing.T) {
 // waitEvent waits until some run has received an event satisfying f.
 func (c *eoCluster) waitEvent(ctx context.Context, t *testing.T, what string, f func(*baagentv1.Event) bool) {
 	t.Helper()
-	waitFor(ctx, t, what, func() bool {
-		return slices.ContainsFunc(c.recs, func(r *recorder) bool { return r.has(f) })
+	testkit.EventuallyContext(ctx, t, what, func() (bool, string) {
+		return slices.ContainsFunc(c.recs, func(r *recorder) bool { return r.has(f) }), ""
 	})
 }
 
@@ -245,10 +246,10 @@ func (c *eoCluster) waitEvent(ctx context.Context, t *testing.T, what string, f 
 func (c *eoCluster) waitStarted(ctx context.Context, t *testing.T, step int) startMark {
 	t.Helper()
 	var m startMark
-	waitFor(ctx, t, fmt.Sprintf("an append_line call of step %d or later begun", step), func() bool {
+	testkit.EventuallyContext(ctx, t, fmt.Sprintf("an append_line call of step %d or later begun", step), func() (bool, string) {
 		var ok bool
 		m, ok = c.ledger.startedFrom(t, step)
-		return ok
+		return ok, ""
 	})
 	return m
 }
@@ -484,7 +485,7 @@ func TestExactlyOnceNATSRestartMidCall(t *testing.T) {
 	m := c.waitStarted(ctx, t, 2)
 	c.StopNATS()
 	stopped := time.Now()
-	waitFor(ctx, t, m.Line+" appended while NATS is down", func() bool { return c.ledger.lines(t)[m.Line] > 0 })
+	testkit.EventuallyContext(ctx, t, m.Line+" appended while NATS is down", func() (bool, string) { return c.ledger.lines(t)[m.Line] > 0, "" })
 	if err := c.StartNATS(); err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/testkit"
 	"github.com/baagent/baagent/test/reliability/harness"
 )
 
@@ -130,24 +131,22 @@ func (g *gatewayClient) getRun(ctx context.Context, runID string) (*baagentv1.Ru
 // waitFinished polls GetRun until the run is no longer queued or running.
 func (g *gatewayClient) waitFinished(ctx context.Context, t *testing.T, runID string) *baagentv1.Run {
 	t.Helper()
-	var last error
-	for {
+	var run *baagentv1.Run
+	testkit.EventuallyContext(ctx, t, "run "+runID+" to finish", func() (bool, string) {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		run, err := g.getRun(cctx, runID)
-		cancel()
-		if err == nil {
-			switch run.GetState() {
-			case baagentv1.RunState_RUN_STATE_COMPLETED, baagentv1.RunState_RUN_STATE_FAILED, baagentv1.RunState_RUN_STATE_CANCELLED:
-				return run
-			}
+		defer cancel()
+		r, err := g.getRun(cctx, runID)
+		if err != nil {
+			return false, fmt.Sprintf("state %v, error %v", run.GetState(), err)
 		}
-		last = err
-		select {
-		case <-ctx.Done():
-			t.Fatalf("run %s not finished: %v (last state %v, error %v)", runID, ctx.Err(), run.GetState(), last)
-		case <-time.After(100 * time.Millisecond):
+		run = r
+		switch r.GetState() {
+		case baagentv1.RunState_RUN_STATE_COMPLETED, baagentv1.RunState_RUN_STATE_FAILED, baagentv1.RunState_RUN_STATE_CANCELLED:
+			return true, ""
 		}
-	}
+		return false, fmt.Sprintf("state %v", r.GetState())
+	})
+	return run
 }
 
 // recorder keeps what one client received of one run, across reconnects.
@@ -359,18 +358,6 @@ func types(evs []*baagentv1.Event) []string {
 		out = append(out, fmt.Sprintf("%d:%s", ev.GetSeq(), ev.GetType()))
 	}
 	return out
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(ctx context.Context, t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v", what, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
 
 // actOf reports whether ev is the act event of a call to tool.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/baagent/baagent/internal/testkit"
 )
 
 // Scenario c: the gateway is killed with SIGKILL mid-run and started again.
@@ -29,13 +31,13 @@ func TestGatewayRestartClientsResume(t *testing.T) {
 		go func() { errs <- g.followGRPC(ctx, ids[i], recs[i].grpc) }()
 		go func() { errs <- followSSE(ctx, c.HTTPAddr, ids[i], recs[i].sse) }()
 	}
-	waitFor(ctx, t, "every client past the first tool call", func() bool {
+	testkit.EventuallyContext(ctx, t, "every client past the first tool call", func() (bool, string) {
 		for _, r := range recs {
 			if !r.grpc.has(actOf("sql_query")) || !r.sse.has(actOf("sql_query")) {
-				return false
+				return false, ""
 			}
 		}
-		return true
+		return true, ""
 	})
 	c.Restart("gateway")
 	for range 2 * runs {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/baagent/baagent/internal/testkit"
 )
 
 // slowQuery counts n rows of a recursive CTE: pure CPU in the toolrunner,
@@ -59,13 +61,13 @@ func TestNATSRestartMidRun(t *testing.T) {
 	var restarted time.Time
 	for _, after := range []int{1, 4} {
 		// Restart once some run has made this many tool calls.
-		waitFor(ctx, t, fmt.Sprintf("%d sql_query calls", after), func() bool {
+		testkit.EventuallyContext(ctx, t, fmt.Sprintf("%d sql_query calls", after), func() (bool, string) {
 			for i := range runs {
 				if acts(i) >= after {
-					return true
+					return true, ""
 				}
 			}
-			return false
+			return false, ""
 		})
 		c.StopNATS()
 		if err := c.StartNATS(); err != nil {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/testkit"
 )
 
 // failFast bounds how long a run may take to report a dead peer.
@@ -82,7 +83,7 @@ func TestContextOrSkillsKilled(t *testing.T) {
 			rec := &recorder{}
 			errs := make(chan error, 1)
 			go func() { errs <- g.followGRPC(ctx, runID, rec) }()
-			waitFor(ctx, t, "the sql_query act", func() bool { return rec.has(actOf("sql_query")) })
+			testkit.EventuallyContext(ctx, t, "the sql_query act", func() (bool, string) { return rec.has(actOf("sql_query")), "" })
 			c.Kill(svc)
 			c.Start(svc)
 			c.WaitServing(svc)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/baagent/baagent/internal/testkit"
 )
 
 // toolKillScenario writes a file, then runs a query long enough for the
@@ -44,7 +46,7 @@ func TestToolRunnerKilledDuringToolCall(t *testing.T) {
 	errs := make(chan error, 1)
 	go func() { errs <- g.followGRPC(ctx, runID, rec) }()
 
-	waitFor(ctx, t, "the sql_query act", func() bool { return rec.has(actOf("sql_query")) })
+	testkit.EventuallyContext(ctx, t, "the sql_query act", func() (bool, string) { return rec.has(actOf("sql_query")), "" })
 	// The act event is published before the call is sent: wait until the
 	// toolrunner has the call (its workspace lock is taken by then).
 	killedAt := time.Now()
