@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -62,6 +63,14 @@ func costlySeed(t *testing.T) string {
 	}
 	if err := os.WriteFile(filepath.Join(deep, "f"), []byte("x\n"), 0o600); err != nil {
 		t.Fatal(err)
+	}
+	// A wide tree as well, so that walking it surely outlasts a 1 ms
+	// deadline: a deep one alone is walked in under a millisecond when the
+	// machine is idle.
+	for i := range 500 {
+		if err := os.MkdirAll(filepath.Join(seed, "wide", strconv.Itoa(i)), 0o750); err != nil {
+			t.Fatal(err)
+		}
 	}
 	line := strings.Repeat("abcdefghij", 800) + "\n"
 	if err := os.WriteFile(filepath.Join(seed, "big.txt"), []byte(strings.Repeat(line, 1000)), 0o600); err != nil {
