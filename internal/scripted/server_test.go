@@ -16,25 +16,20 @@ import (
 
 	"github.com/baagent/baagent/internal/llm"
 	"github.com/baagent/baagent/internal/scripted"
-	"github.com/baagent/baagent/services/tokens/encoding"
 )
 
 const scenariosDir = "../../examples/scenarios"
 
-var encoders = sync.OnceValues(encoding.NewSet)
+// wordCounter counts whitespace-separated words: a deterministic stand-in
+// for an encoder (the tokens service's engines are tested in their own
+// packages), enough to check how usage is assembled.
+type wordCounter struct{}
 
-func counter(t testing.TB) scripted.TokenCounter {
-	t.Helper()
-	set, err := encoders()
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc, err := set.Get(encoding.O200kBase)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return enc
-}
+func (wordCounter) Name() string { return "words" }
+
+func (wordCounter) Count(text string, _ bool) (int, error) { return len(strings.Fields(text)), nil }
+
+func counter(testing.TB) scripted.TokenCounter { return wordCounter{} }
 
 // start serves the shipped scenarios on loopback and returns a model client
 // for them; both stop with the test.
@@ -348,7 +343,7 @@ func TestHTTPSurface(t *testing.T) {
 	if code, _, _ := post(`{"messages": 5}`); code != 400 {
 		t.Errorf("bad body: %d", code)
 	}
-	// Exact usage: "hi" is one o200k token; the prompt is 3 + (1 role + 1 content) + 3.
+	// Exact usage: "hi" is one word; the prompt is 3 + (1 role + 1 content) + 3.
 	code, hdr, body := post(`{"model":"scripted","messages":[{"role":"user","content":"hi"}]}`)
 	var out struct {
 		Model   string `json:"model"`

@@ -1,14 +1,17 @@
-package scripted_test
+// Package samples_test plays the shipped scenarios against the real
+// built-in tools over the shipped sample data.
+package samples_test
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/google/jsonschema-go/jsonschema"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/baagent/baagent/internal/llm"
 	"github.com/baagent/baagent/internal/scripted"
@@ -92,6 +95,28 @@ func (rt *realTools) run(call llm.ToolCall) string {
 	return string(b)
 }
 
+// serve runs srv on loopback until the test ends and returns a model client
+// for it.
+func serve(t *testing.T, srv *scripted.Server) *llm.Client {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	base, done, err := srv.StartLoopback(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("scripted model: %v", err)
+		}
+	})
+	c, err := llm.New(llm.Config{BaseURL: base, Model: scripted.ModelName, Retry: llm.RetryPolicy{MaxAttempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // TestScenariosOverTheSampleData plays every shipped scenario with the real
 // built-in tools over examples/data: every query must run (except the ones
 // scripted to fail) and the answers must quote real rows.
@@ -99,11 +124,11 @@ func TestScenariosOverTheSampleData(t *testing.T) {
 	if _, err := os.Stat("../../examples/data/orders.csv"); err != nil {
 		t.Skip("examples/data is not present")
 	}
-	srv, err := scripted.New(scripted.Options{Dir: scenariosDir})
+	srv, err := scripted.New(scripted.Options{Dir: "../../examples/scenarios"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, _ := start(t, scripted.Options{})
+	c := serve(t, srv)
 	tools := newRealTools(t)
 	for _, sc := range srv.Scenarios() {
 		t.Run(sc.Name, func(t *testing.T) {
