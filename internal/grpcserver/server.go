@@ -18,7 +18,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
-	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
@@ -148,7 +147,7 @@ func New(opts Options) *Server {
 	gs := grpc.NewServer(sopts...)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	healthgrpc.RegisterHealthServer(gs, hs)
+	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
 
 	return &Server{opts: opts, log: log, grpc: gs, health: hs, unary: unary}

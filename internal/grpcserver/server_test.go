@@ -18,9 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	reflectiongrpc "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -198,7 +196,7 @@ func testCtx(t *testing.T) context.Context {
 
 func TestHealthServing(t *testing.T) {
 	f := start(t, nil)
-	hc := healthgrpc.NewHealthClient(f.conn)
+	hc := healthpb.NewHealthClient(f.conn)
 	for _, svc := range []string{"", testService, "grpc.health.v1.Health"} {
 		resp, err := hc.Check(testCtx(t), &healthpb.HealthCheckRequest{Service: svc})
 		if err != nil {
@@ -228,7 +226,7 @@ func TestHealthServing(t *testing.T) {
 
 func TestStartNotServing(t *testing.T) {
 	f := start(t, func(o *Options) { o.StartNotServing = true })
-	hc := healthgrpc.NewHealthClient(f.conn)
+	hc := healthpb.NewHealthClient(f.conn)
 	resp, err := hc.Check(testCtx(t), &healthpb.HealthCheckRequest{})
 	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Fatalf("Check = %v, %v; want NOT_SERVING", resp.GetStatus(), err)
@@ -237,7 +235,7 @@ func TestStartNotServing(t *testing.T) {
 
 func TestReflectionListsHealth(t *testing.T) {
 	f := start(t, nil)
-	stream, err := reflectiongrpc.NewServerReflectionClient(f.conn).ServerReflectionInfo(testCtx(t))
+	stream, err := reflectionpb.NewServerReflectionClient(f.conn).ServerReflectionInfo(testCtx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,7 +459,7 @@ func TestGracefulDrain(t *testing.T) {
 	// Watch health so we know when shutdown has begun.
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	watch, err := healthgrpc.NewHealthClient(f.conn).Watch(watchCtx, &healthpb.HealthCheckRequest{})
+	watch, err := healthpb.NewHealthClient(f.conn).Watch(watchCtx, &healthpb.HealthCheckRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

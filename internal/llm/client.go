@@ -374,7 +374,7 @@ func (c *Client) wireRequest(model string, req Request, stream bool) (openai.Cha
 	w := openai.ChatCompletionRequest{
 		Model:               model,
 		Messages:            make([]openai.ChatCompletionMessage, 0, len(req.Messages)),
-		MaxTokens:           opts.MaxTokens,
+		MaxTokens:           opts.MaxTokens, //nolint:staticcheck // many OpenAI-compatible servers know only max_tokens; callers pick
 		MaxCompletionTokens: opts.MaxCompletionTokens,
 		Seed:                opts.Seed,
 		Stop:                opts.Stop,

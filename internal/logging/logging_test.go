@@ -32,7 +32,8 @@ func TestNewWritesJSON(t *testing.T) {
 
 func TestParseLevel(t *testing.T) {
 	for in, want := range map[string]slog.Level{
-		"debug": slog.LevelDebug, "INFO": slog.LevelInfo, " warn ": slog.LevelWarn, "Error": slog.LevelError,
+		"debug": slog.LevelDebug, "INFO": slog.LevelInfo, " warn ": slog.LevelWarn, //nolint:gocritic // surrounding spaces are trimmed
+		"Error": slog.LevelError,
 	} {
 		got, err := ParseLevel(in)
 		if err != nil || got != want {

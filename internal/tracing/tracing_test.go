@@ -98,7 +98,7 @@ func TestSetupSamplerAndResource(t *testing.T) {
 	}
 	res := map[attribute.Key]string{}
 	for _, kv := range spans[0].Resource.Attributes() {
-		res[kv.Key] = kv.Value.Emit()
+		res[kv.Key] = kv.Value.String()
 	}
 	if res["service.name"] != "baagent-orchestrator" || res["deployment.environment"] != "staging" || res["region"] != "eu" {
 		t.Errorf("resource %v", res)

@@ -162,7 +162,7 @@ func (m *Manifest) SecretData(name string, external map[string]map[string]string
 		}
 		return out, nil
 	}
-	return nil, fmt.Errorf("Secret %s is neither in the render nor declared external", name)
+	return nil, fmt.Errorf("secret %s is neither in the render nor declared external", name)
 }
 
 // Env resolves a container's environment: literal values, ConfigMap and

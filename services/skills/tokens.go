@@ -12,13 +12,6 @@ type TokenCounter interface {
 	CountTokens(ctx context.Context, text, model string) (int, error)
 }
 
-// estimateCounter is the TokenCounter used when Options.Counter is nil.
-type estimateCounter struct{}
-
-func (estimateCounter) CountTokens(_ context.Context, text, _ string) (int, error) {
-	return EstimateTokens(text), nil
-}
-
 // EstimateTokens is a conservative local estimate of the tokens text takes
 // with a byte-level BPE tokenizer (o200k_base, cl100k_base and the tokenizers
 // of the other model families), used when no TokenCounter is configured, when

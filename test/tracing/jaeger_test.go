@@ -112,13 +112,20 @@ func jaegerBinary(t testing.TB) string {
 // freePorts returns n distinct free loopback ports. They are free when
 // looked at; startJaeger retries with others when one has been taken since.
 func freePorts(n int) ([]int, error) {
+	// Every listener stays open until all are taken, so the ports differ.
 	ports := make([]int, 0, n)
+	listeners := make([]net.Listener, 0, n)
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
 	for range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, err
 		}
-		defer l.Close()
+		listeners = append(listeners, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil

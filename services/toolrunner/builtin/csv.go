@@ -149,7 +149,8 @@ func importCSV(ctx context.Context, conn *sql.Conn, root *os.Root, file, table s
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback()
+	// After Commit, Rollback only reports sql.ErrTxDone.
+	defer func() { _ = tx.Rollback() }()
 	if _, err := tx.ExecContext(ctx, ddl.String()); err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -157,5 +156,3 @@ func startServer(t *testing.T, cmd *exec.Cmd) (kill func()) {
 	}
 	return kill
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }

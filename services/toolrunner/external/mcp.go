@@ -136,7 +136,7 @@ func (s *mcpSource) serve(ctx context.Context) error {
 			s.log.Debug("closing MCP session", "error", err)
 		}
 		killGroup(cmd)
-		<-ended
+		<-ended //nolint:errcheck // a killed server's exit status says nothing new
 	}()
 
 	version := ""

@@ -68,7 +68,6 @@ func Request(md protoreflect.MessageDescriptor, mode Mode, seed uint64, raw []by
 		b = appendInvalidUTF8(b, md)
 	}
 	if len(b) > maxPayload {
-		b = b[:0]
 		b, _ = proto.Marshal(dynamicpb.NewMessage(md))
 	}
 	return b

@@ -72,7 +72,9 @@ func segmentEnd(piece string, pos int) int {
 	c := piece[pos]
 	if c < 0x80 {
 		end := pos + 1
-		for limit := min(pos+asciiSegment, len(piece)); end < limit && piece[end] < 0x80; end++ {
+		limit := min(pos+asciiSegment, len(piece))
+		for end < limit && piece[end] < 0x80 {
+			end++
 		}
 		return end
 	}

@@ -138,10 +138,7 @@ func TestPairCrossesMatchesMerge(t *testing.T) {
 			case 1: // from text, anywhere
 				a, b = toks[rng.IntN(len(toks))], toks[rng.IntN(len(toks))]
 			default: // any tokens
-				for a = uint32(rng.IntN(v.Len())); !v.Valid(a); a = uint32(rng.IntN(v.Len())) {
-				}
-				for b = uint32(rng.IntN(v.Len())); !v.Valid(b); b = uint32(rng.IntN(v.Len())) {
-				}
+				a, b = validToken(rng, v), validToken(rng, v)
 			}
 			crosses, ok := v.pairCrosses(&s, a, b)
 			if !ok {
@@ -185,4 +182,13 @@ func FuzzPairCrosses(f *testing.F) {
 			t.Fatalf("pairCrosses(%q, %q) = %v, merging says %v", v.Token(a), v.Token(b), crosses, want)
 		}
 	})
+}
+
+// validToken draws token ids until one is in the vocabulary.
+func validToken(rng *rand.Rand, v *Vocabulary) uint32 {
+	for {
+		if t := uint32(rng.IntN(v.Len())); v.Valid(t) {
+			return t
+		}
+	}
 }

@@ -9,24 +9,24 @@ import (
 
 	"github.com/baagent/baagent/services/tokens/encoding/internal/oracle"
 	"github.com/baagent/baagent/services/tokens/encoding/internal/testcorpus"
-	. "github.com/baagent/baagent/services/tokens/encoding/pretok"
+	"github.com/baagent/baagent/services/tokens/encoding/pretok"
 )
 
 // encodings maps each encoding to its pattern.
-var encodings = map[string]Pattern{
-	"o200k_base": O200k, "cl100k_base": Cl100k, "p50k_base": GPT2, "r50k_base": GPT2,
+var encodings = map[string]pretok.Pattern{
+	"o200k_base": pretok.O200k, "cl100k_base": pretok.Cl100k, "p50k_base": pretok.GPT2, "r50k_base": pretok.GPT2,
 }
 
-func newClasses(t testing.TB) *Classes {
+func newClasses(t testing.TB) *pretok.Classes {
 	t.Helper()
-	c, err := NewClasses()
+	c, err := pretok.NewClasses()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
-func split(s Splitter, text string) []string {
+func split(s pretok.Splitter, text string) []string {
 	var out []string
 	for i := 0; i < len(text); {
 		j := s.Next(text, i)
@@ -38,7 +38,7 @@ func split(s Splitter, text string) []string {
 
 // compare checks the splitter of name against the regular-expression oracle
 // on text and reports the first difference.
-func compare(t *testing.T, c *Classes, name, text string) bool {
+func compare(t *testing.T, c *pretok.Classes, name, text string) bool {
 	t.Helper()
 	o, err := oracle.Get(name)
 	if err != nil {
@@ -48,7 +48,7 @@ func compare(t *testing.T, c *Classes, name, text string) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := split(New(c, encodings[name]), text)
+	got := split(pretok.New(c, encodings[name]), text)
 	if slices.Equal(got, want) {
 		return true
 	}
@@ -86,10 +86,10 @@ func TestSplitMatchesRegexp(t *testing.T) {
 // about which tables it runs against.
 func TestNewCharactersAreLetters(t *testing.T) {
 	c := newClasses(t)
-	if unicode.Version != UnicodeGoVersion {
-		t.Fatalf("Go's unicode tables are %s, unicode16.go was generated against %s: regenerate it with internal/ucdgen", unicode.Version, UnicodeGoVersion)
+	if unicode.Version != pretok.UnicodeGoVersion {
+		t.Fatalf("Go's unicode tables are %s, unicode16.go was generated against %s: regenerate it with internal/ucdgen", unicode.Version, pretok.UnicodeGoVersion)
 	}
-	s := New(c, Cl100k)
+	s := pretok.New(c, pretok.Cl100k)
 	for _, tc := range []struct{ text, want string }{
 		{" \U0002EBF0\U0002EBF1", "letters"}, // CJK Extension I (16.0... 15.1)
 		{" \U00016D40\U00016D41", "letters"}, // Kirat Rai (16.0)
@@ -127,7 +127,7 @@ func FuzzSplit(f *testing.F) {
 			text = strings.ToValidUTF8(text, "\ufffd")
 		}
 		for name := range encodings {
-			if got := split(New(c, encodings[name]), text); strings.Join(got, "") != text {
+			if got := split(pretok.New(c, encodings[name]), text); strings.Join(got, "") != text {
 				t.Fatalf("%s: pieces %q do not cover %q", name, got, text)
 			}
 			compare(t, c, name, text)
