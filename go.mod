@@ -2,6 +2,8 @@ module github.com/baagent/baagent
 
 go 1.26.0
 
+toolchain go1.26.11
+
 require (
 	github.com/dlclark/regexp2/v2 v2.5.1
 	github.com/google/jsonschema-go v0.4.3
