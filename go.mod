@@ -3,6 +3,7 @@ module github.com/baagent/baagent
 go 1.26.0
 
 require (
+	github.com/coder/websocket v1.8.15
 	github.com/dlclark/regexp2/v2 v2.5.1
 	github.com/google/jsonschema-go v0.4.3
 	github.com/modelcontextprotocol/go-sdk v1.8.0
