@@ -191,9 +191,10 @@ func TestCaughtUpSSEClientsAreWrittenByTheRunsFanOut(t *testing.T) {
 	}
 }
 
-// TestLiveWebSocketClientsGetEachEventAsReplayed: WebSocket clients
-// reading live get one text message per event, as replayed.
-func TestLiveWebSocketClientsGetEachEventAsReplayed(t *testing.T) {
+// TestCaughtUpWebSocketClientsAreWrittenByTheRunsFanOut: the same for
+// WebSocket clients: their text frames come from the fan-out while they
+// keep up, one message per event, as replayed.
+func TestCaughtUpWebSocketClientsAreWrittenByTheRunsFanOut(t *testing.T) {
 	e := newEnv(t, Options{})
 	ctx := testCtx(t)
 	r := e.run("acme", "run-wsdirect")
@@ -230,6 +231,9 @@ func TestLiveWebSocketClientsGetEachEventAsReplayed(t *testing.T) {
 		if strings.Join(got[c], "\n") != strings.Join(want, "\n") {
 			t.Fatalf("client %d read\n%v\nwant (as replayed)\n%v", c, got[c], want)
 		}
+	}
+	if direct := testutil.ToFloat64(e.srv.hub.DirectDeliveries()); direct < clients*events/2 {
+		t.Errorf("%v events written by the fan-out, want most of %d", direct, clients*(events+1))
 	}
 }
 

@@ -53,6 +53,16 @@ func (t *streamTracker) closeAndWait() {
 // the WebSocket close reason.
 const SlowConsumerReason = "slow_consumer"
 
+// The hub renders every event once per framing, for all the viewers that
+// use it, and the run's fan-out writes those bytes to caught-up clients
+// directly (see hub.Framing).
+const (
+	framingSSE = iota // the SSE frame (appendSSE)
+	framingWS         // the WebSocket text frame (appendWSText)
+)
+
+var hubFramings = []hub.Framing{framingSSE: appendSSE, framingWS: appendWSText}
+
 // openStream checks that tenant owns the run and subscribes to its events
 // from cursor. A run of another tenant is NotFound, like a run that does
 // not exist.

@@ -31,13 +31,6 @@ import (
 // when the connection does (see sseOut); over HTTP/2 it is a normal
 // streamed response.
 
-// framingSSE is the SSE frame's index in the hub's Options.Framings
-// (hubFramings): every event is rendered as one once, for all its SSE
-// viewers, and the run's fan-out writes that to them directly.
-const framingSSE = 0
-
-var hubFramings = []hub.Framing{framingSSE: appendSSE}
-
 // appendSSE renders e as one SSE frame (id, event and data lines and the
 // blank line). JSON from protojson is one line, and the hub builds or
 // validates an entry's type and cursor, which never hold a newline, so
