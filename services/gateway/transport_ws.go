@@ -199,11 +199,11 @@ func appendWSText(b []byte, e *hub.Entry) []byte {
 // writes, control frames each written whole with one Write, come through
 // Write below. The event messages are written here instead: the hub's
 // frames as they are, with writev, and, while the client keeps up, by the
-// run's fan-out with writes that never block (hub.DirectWriter). Side by
-// side with every event written through websocket.Conn.Write by the
-// client's goroutine, that costs 1,000 clients of one run 20% less gateway
-// CPU and a fraction of the latency (BENCHMARKS.md). One lock orders all
-// writes, so frames never interleave.
+// run's fan-out with writes that never block (hub.DirectWriter). Writing
+// every event with websocket.Conn.Write from the client's goroutine
+// instead took 1,000 clients of one run 40% more gateway CPU and ten
+// times the p50 latency (BENCHMARKS.md). One lock orders all writes, so
+// frames never interleave.
 type wsSocket struct {
 	net.Conn
 
