@@ -639,6 +639,7 @@ func TestReadLatenciesReadsTheLoadgenStream(t *testing.T) {
 }
 
 func TestWSLatenciesReadsTheLoadgenStream(t *testing.T) {
+	t.Parallel()
 	pub := time.Now().Add(-3 * time.Millisecond).UnixNano()
 	frame := func(op byte, p string) []byte {
 		b := []byte{0x80 | op}

@@ -142,6 +142,7 @@ func TestSSEClientDisconnectReleasesItsSubscription(t *testing.T) {
 
 // An SSE frame is the id, event and data lines and the blank line.
 func TestSSEFrameOfAnEntry(t *testing.T) {
+	t.Parallel()
 	e := &hub.Entry{Cursor: "7", Type: "text_delta", JSON: []byte(`{"cursor":"7"}`)}
 	if got, want := string(appendSSE(nil, e)), "id: 7\nevent: text_delta\ndata: {\"cursor\":\"7\"}\n\n"; got != want {
 		t.Errorf("frame %q, want %q", got, want)

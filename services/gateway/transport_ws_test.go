@@ -37,6 +37,7 @@ func (w *wsClient) Close() error { return w.c.CloseNow() }
 
 // A text frame's length takes 1, 3 or 9 bytes (RFC 6455 §5.2).
 func TestWSTextFrameOfAnEntry(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		n    int
 		head string
