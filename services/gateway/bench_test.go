@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/gateway/internal/hub"
 	"github.com/baagent/baagent/services/gateway/internal/natstest"
 )
 
@@ -37,13 +38,26 @@ func BenchmarkFanoutSSE(b *testing.B) {
 				delivery = "goroutine"
 			}
 			b.Run(fmt.Sprintf("clients=%d/rate=%d/delivery=%s", c.clients, c.rate, delivery), func(b *testing.B) {
-				benchFanout(b, c.clients, c.rate, direct)
+				benchFanout(b, hub.TransportSSE, c.clients, c.rate, direct)
 			})
 		}
 	}
 }
 
-func benchFanout(b *testing.B, clients, rate int, direct bool) {
+// BenchmarkFanoutWS is BenchmarkFanoutSSE over WebSocket, the gateway as
+// it runs: the clients read the same events as text messages (and answer
+// the gateway's pings).
+func BenchmarkFanoutWS(b *testing.B) {
+	for _, c := range []struct{ clients, rate int }{{1, 1000}, {100, 1000}, {1000, 100}} {
+		b.Run(fmt.Sprintf("clients=%d/rate=%d", c.clients, c.rate), func(b *testing.B) {
+			benchFanout(b, hub.TransportWS, c.clients, c.rate, true)
+		})
+	}
+}
+
+// benchFanout runs the fan-out benchmark over transport (hub.TransportSSE
+// or hub.TransportWS). direct false turns the run's fan-out writes off.
+func benchFanout(b *testing.B, transport string, clients, rate int, direct bool) {
 	needFDs(b, clients)
 	pub, url := startPublisher(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -56,10 +70,14 @@ func benchFanout(b *testing.B, clients, rate int, direct bool) {
 	e := newEnvJS(b, Options{noDirect: !direct, MaxStreamsPerKey: -1}, js)
 	e.orch.put(&baagentv1.Run{RunId: "run-bench", Tenant: "acme", State: baagentv1.RunState_RUN_STATE_RUNNING})
 	pubCPU0 := pub.command(b, "text acme run-bench 1 1000") // the run has started
-	lg := startLoadgen(b, "fanout", e.base+"/v1/runs/run-bench/events", clients)
+	mode, path := "fanout", "/events"
+	if transport == hub.TransportWS {
+		mode, path = "fanout-ws", "/ws"
+	}
+	lg := startLoadgen(b, mode, e.base+"/v1/runs/run-bench"+path, clients)
 
 	b.ResetTimer()
-	lag0 := sseLag(b, e)
+	lag0 := deliveryLag(b, e, transport)
 	cpu0, wall0 := processCPU(), time.Now()
 	pub.command(b, "text acme run-bench %d %d", b.N, rate)
 	pubCPU := pub.command(b, "complete acme run-bench") - pubCPU0
@@ -75,7 +93,7 @@ func benchFanout(b *testing.B, clients, rate int, direct bool) {
 	// The gateway's share: JetStream storing the event to its write to the
 	// client's socket, from the gateway's delivery-lag histogram
 	// (interpolated within its buckets).
-	lag := sseLag(b, e).sub(lag0)
+	lag := deliveryLag(b, e, transport).sub(lag0)
 	b.ReportMetric(lag.quantile(0.50)*1000, "gw_lag_p50_ms")
 	b.ReportMetric(lag.quantile(0.99)*1000, "gw_lag_p99_ms")
 	b.ReportMetric(ms(res.max), "max_ms")
@@ -85,7 +103,7 @@ func benchFanout(b *testing.B, clients, rate int, direct bool) {
 	b.ReportMetric(float64(pubCPU)/float64(wall), "nats_publisher_cores")
 	b.ReportMetric(res.cores, "client_cores")
 	b.ReportMetric(loadAverage(), "loadavg")
-	if direct && testutil.ToFloat64(e.srv.hub.DirectDeliveries()) == 0 {
+	if transport == hub.TransportSSE && direct && testutil.ToFloat64(e.srv.hub.DirectDeliveries()) == 0 {
 		b.Fatal("no event was written directly by the run's fan-out")
 	}
 }
@@ -193,8 +211,8 @@ type lagHistogram struct {
 	counts []uint64
 }
 
-// sseLag reads the gateway's SSE delivery-lag histogram.
-func sseLag(tb testing.TB, e *env) lagHistogram {
+// deliveryLag reads the gateway's delivery-lag histogram of transport.
+func deliveryLag(tb testing.TB, e *env, transport string) lagHistogram {
 	tb.Helper()
 	mfs, err := e.reg.Gather()
 	if err != nil {
@@ -206,7 +224,7 @@ func sseLag(tb testing.TB, e *env) lagHistogram {
 		}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() != "transport" || l.GetValue() != "sse" {
+				if l.GetName() != "transport" || l.GetValue() != transport {
 					continue
 				}
 				var h lagHistogram
@@ -218,7 +236,7 @@ func sseLag(tb testing.TB, e *env) lagHistogram {
 			}
 		}
 	}
-	tb.Fatal("no SSE delivery-lag histogram")
+	tb.Fatalf("no %s delivery-lag histogram", transport)
 	return lagHistogram{}
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
@@ -23,7 +24,6 @@ import (
 	"github.com/baagent/baagent/internal/testkit"
 	"github.com/baagent/baagent/services/gateway/internal/hub"
 	"github.com/baagent/baagent/services/gateway/internal/natstest"
-	"github.com/baagent/baagent/services/gateway/internal/wsock"
 )
 
 func publishN(t *testing.T, r *natstest.Run, n int) {
@@ -89,7 +89,7 @@ func TestTwoSSEOneGRPCAndOneWebSocketClientSeeIdenticalSequences(t *testing.T) {
 		}
 	}()
 	tok := e.streamToken(t, keyAcme)
-	ws, err := wsock.Dial(ctx, "ws"+strings.TrimPrefix(e.base, "http")+"/v1/runs/run-fan/ws?cursor=earliest&token="+tok, nil)
+	ws, err := dialWS(ctx, "ws"+strings.TrimPrefix(e.base, "http")+"/v1/runs/run-fan/ws?cursor=earliest&token="+tok, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,9 +98,9 @@ func TestTwoSSEOneGRPCAndOneWebSocketClientSeeIdenticalSequences(t *testing.T) {
 		var seqs []string
 		for {
 			m, err := ws.Read()
-			var ce *wsock.CloseError
+			var ce websocket.CloseError
 			if errors.As(err, &ce) {
-				if ce.Code != wsock.CloseNormal {
+				if ce.Code != websocket.StatusNormalClosure {
 					err = fmt.Errorf("close %v", ce)
 				} else {
 					err = nil
@@ -201,9 +201,9 @@ func TestCaughtUpWebSocketClientsAreWrittenByTheRunsFanOut(t *testing.T) {
 	publishN(t, r, 1)
 	const clients, events = 2, 40
 	tok := e.streamToken(t, keyAcme)
-	socks := make([]*wsock.Client, clients)
+	socks := make([]*wsClient, clients)
 	for i := range socks {
-		ws, err := wsock.Dial(ctx, "ws"+strings.TrimPrefix(e.base, "http")+"/v1/runs/run-wsdirect/ws?token="+tok, nil)
+		ws, err := dialWS(ctx, "ws"+strings.TrimPrefix(e.base, "http")+"/v1/runs/run-wsdirect/ws?token="+tok, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,8 +218,8 @@ func TestCaughtUpWebSocketClientsAreWrittenByTheRunsFanOut(t *testing.T) {
 		return string(m), err
 	})
 	for c, ws := range socks {
-		var ce *wsock.CloseError
-		if _, err := ws.Read(); !errors.As(err, &ce) || ce.Code != wsock.CloseNormal {
+		var ce websocket.CloseError
+		if _, err := ws.Read(); !errors.As(err, &ce) || ce.Code != websocket.StatusNormalClosure {
 			t.Fatalf("client %d: after the terminal event %v, want a normal close", c, err)
 		}
 	}
@@ -469,7 +469,7 @@ func TestStalledWebSocketClientIsCutWithoutDelayingOthers(t *testing.T) {
 	fmt.Fprintf(conn, "GET /v1/runs/run-wsstall/ws?token=%s HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
 		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", tok)
 
-	ws, err := wsock.Dial(ctx, "ws"+strings.TrimPrefix(e.base, "http")+"/v1/runs/run-wsstall/ws?token="+tok, nil)
+	ws, err := dialWS(ctx, "ws"+strings.TrimPrefix(e.base, "http")+"/v1/runs/run-wsstall/ws?token="+tok, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -530,7 +530,7 @@ func TestCrossTenantAccessIsNotFound(t *testing.T) {
 	if _, err := c.next(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := wsock.Dial(ctx, "ws"+strings.TrimPrefix(e.base, "http")+"/v1/runs/run-secret/ws", bearerHeader(keyInitech)); err == nil || !strings.Contains(err.Error(), "404") {
+	if _, err := dialWS(ctx, "ws"+strings.TrimPrefix(e.base, "http")+"/v1/runs/run-secret/ws", bearerHeader(keyInitech)); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Errorf("WebSocket as initech: %v", err)
 	}
 	for _, path := range []string{"/v1/runs/run-secret", "/v1/runs/run-secret/events?cursor=earliest"} {

@@ -18,7 +18,6 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/testkit"
-	"github.com/baagent/baagent/services/gateway/internal/wsock"
 )
 
 func keyID(key string) [32]byte { return sha256.Sum256([]byte(key)) }
@@ -41,7 +40,7 @@ func TestStreamLimitPerKeyCountsEveryTransport(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sse.close()
-	ws, err := wsock.Dial(ctx, "ws"+strings.TrimPrefix(e.base, "http")+"/v1/runs/run-a/ws?token="+e.streamToken(t, keyAcme), nil)
+	ws, err := dialWS(ctx, "ws"+strings.TrimPrefix(e.base, "http")+"/v1/runs/run-a/ws?token="+e.streamToken(t, keyAcme), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +67,7 @@ func TestStreamLimitPerKeyCountsEveryTransport(t *testing.T) {
 			t.Errorf("SSE %s over the limit: %d %s", path, code, body)
 		}
 	}
-	if _, err := wsock.Dial(ctx, "ws"+strings.TrimPrefix(e.base, "http")+"/v1/runs/run-a/ws", bearerHeader(keyAcme)); err == nil || !strings.Contains(err.Error(), "429") {
+	if _, err := dialWS(ctx, "ws"+strings.TrimPrefix(e.base, "http")+"/v1/runs/run-a/ws", bearerHeader(keyAcme)); err == nil || !strings.Contains(err.Error(), "429") {
 		t.Errorf("WebSocket over the limit: %v", err)
 	}
 	if got := testutil.ToFloat64(e.srv.edge.limited.WithLabelValues(limitStreams, apiHTTP)) + testutil.ToFloat64(e.srv.edge.limited.WithLabelValues(limitStreams, apiGRPC)); got != 4 {

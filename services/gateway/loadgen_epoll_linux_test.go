@@ -21,15 +21,19 @@ import (
 // read that brought the event.
 const epollLoadgen = true
 
-// runFanoutEpoll opens n SSE streams of rawURL, prints "ready" once every
-// response head is in, reads them all until their complete events and
-// prints the result line.
-func runFanoutEpoll(ctx context.Context, rawURL, key string, n int) error {
+// runFanoutEpoll opens n SSE streams (WebSockets if ws) of rawURL, prints
+// "ready" once every response head is in, reads them all until their
+// complete events and prints the result line.
+func runFanoutEpoll(ctx context.Context, rawURL, key string, n int, ws bool) error {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return err
 	}
-	req := []byte("GET " + u.RequestURI() + " HTTP/1.1\r\nHost: " + u.Host + "\r\nAuthorization: Bearer " + key + "\r\n\r\n")
+	head := "GET " + u.RequestURI() + " HTTP/1.1\r\nHost: " + u.Host + "\r\nAuthorization: Bearer " + key + "\r\n"
+	if ws {
+		head += "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+	}
+	req := []byte(head + "\r\n")
 	addr, err := netip.ParseAddrPort(u.Host)
 	if err != nil || !addr.Addr().Is4() {
 		return fmt.Errorf("load generator: %q is not an IPv4 address and port", u.Host)
@@ -54,7 +58,7 @@ func runFanoutEpoll(ctx context.Context, rawURL, key string, n int) error {
 		return err
 	}
 
-	ep, err := newEpollReader(fds)
+	ep, err := newEpollReader(fds, ws)
 	if err != nil {
 		return err
 	}
@@ -71,11 +75,14 @@ func runFanoutEpoll(ctx context.Context, rawURL, key string, n int) error {
 	var all []time.Duration
 	for _, s := range ep.streams {
 		all = append(all, s.lats...)
+		if s.ws != nil {
+			all = append(all, s.ws.lats...)
+		}
 	}
 	return printResult(all, cores)
 }
 
-// epollReader reads many SSE responses from one goroutine.
+// epollReader reads many SSE responses (or WebSockets) from one goroutine.
 type epollReader struct {
 	epfd    int
 	streams []*epollStream
@@ -88,11 +95,12 @@ type epollReader struct {
 type epollStream struct {
 	fd     int
 	inBody bool
-	head   []byte // the response head read so far
+	head   []byte       // the response head read so far
+	ws     *wsLatencies // set for a WebSocket
 	sseLatencies
 }
 
-func newEpollReader(fds []int) (*epollReader, error) {
+func newEpollReader(fds []int, ws bool) (*epollReader, error) {
 	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, err
@@ -104,7 +112,11 @@ func newEpollReader(fds []int) (*epollReader, error) {
 			ep.close()
 			return nil, err
 		}
-		ep.streams = append(ep.streams, &epollStream{fd: fd})
+		s := &epollStream{fd: fd}
+		if ws {
+			s.ws = &wsLatencies{}
+		}
+		ep.streams = append(ep.streams, s)
 	}
 	return ep, nil
 }
@@ -122,13 +134,9 @@ func dialRaw(addr netip.AddrPort, req []byte) (int, error) {
 		syscall.Close(fd)
 		return -1, err
 	}
-	for b := req; len(b) > 0; {
-		n, err := syscall.Write(fd, b)
-		if err != nil {
-			syscall.Close(fd)
-			return -1, err
-		}
-		b = b[n:]
+	if err := writeAll(fd, req); err != nil {
+		syscall.Close(fd)
+		return -1, err
 	}
 	if err := syscall.SetNonblock(fd, true); err != nil {
 		syscall.Close(fd)
@@ -183,16 +191,49 @@ func (ep *epollReader) read(i int) error {
 		if end < 0 {
 			return nil
 		}
-		if !bytes.HasPrefix(s.head, []byte("HTTP/1.1 200 ")) {
+		status := "HTTP/1.1 200 "
+		if s.ws != nil {
+			status = "HTTP/1.1 101 "
+		}
+		if !bytes.HasPrefix(s.head, []byte(status)) {
 			return fmt.Errorf("stream %d: %q", i, s.head[:min(len(s.head), 64)])
 		}
 		b = slices.Clone(s.head[end+4:])
 		s.inBody, s.head = true, nil
 		ep.heads++
 	}
-	if s.feed(b, now) {
+	done := false
+	if s.ws != nil {
+		if done, err = s.ws.feed(b, now); err != nil {
+			return fmt.Errorf("stream %d: %w", i, err)
+		}
+		if err := writeAll(s.fd, s.ws.pongs); err != nil {
+			return fmt.Errorf("stream %d: pong: %w", i, err)
+		}
+		s.ws.pongs = s.ws.pongs[:0]
+	} else {
+		done = s.feed(b, now)
+	}
+	if done {
 		ep.done++
 		return syscall.EpollCtl(ep.epfd, syscall.EPOLL_CTL_DEL, s.fd, nil)
+	}
+	return nil
+}
+
+// writeAll writes b to fd, waiting out a full socket buffer (a pong is
+// a few bytes: it never is).
+func writeAll(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, err := syscall.Write(fd, b)
+		switch {
+		case errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.EINTR):
+			runtime.Gosched()
+			continue
+		case err != nil:
+			return err
+		}
+		b = b[n:]
 	}
 	return nil
 }

@@ -11,6 +11,6 @@ import (
 // stream.
 const epollLoadgen = false
 
-func runFanoutEpoll(context.Context, string, string, int) error {
+func runFanoutEpoll(context.Context, string, string, int, bool) error {
 	return errors.New("the epoll load generator runs on Linux only")
 }

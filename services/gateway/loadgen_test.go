@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -38,7 +39,7 @@ import (
 // "complete <tenant> <run>") with "published <seq>".
 
 const (
-	loadgenEnv        = "BAAGENT_GATEWAY_LOADGEN" // "fanout" or "idle"
+	loadgenEnv        = "BAAGENT_GATEWAY_LOADGEN" // "fanout", "fanout-ws" or "idle"
 	loadgenURLEnv     = "BAAGENT_GATEWAY_LOADGEN_URL"
 	loadgenClientsEnv = "BAAGENT_GATEWAY_LOADGEN_CLIENTS"
 	loadgenKeyEnv     = "BAAGENT_GATEWAY_LOADGEN_KEY"
@@ -198,8 +199,8 @@ func runLoadgen(mode, url, key string, n int) error {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		cancel()
 	}()
-	if mode == "fanout" && epollLoadgen {
-		return runFanoutEpoll(ctx, url, key, n)
+	if mode == "fanout-ws" || mode == "fanout" && epollLoadgen {
+		return runFanoutEpoll(ctx, url, key, n, mode == "fanout-ws")
 	}
 	tr := &http.Transport{
 		MaxIdleConnsPerHost: -1,
@@ -433,6 +434,93 @@ var (
 	deltaKey    = []byte(`"delta":"`)
 )
 
+// wsLatencies is sseLatencies for a WebSocket: it parses the server's
+// frames as they are read and queues a masked pong for each ping, which
+// the reader sends.
+type wsLatencies struct {
+	carry []byte // an incomplete frame carried over to the next read
+	pongs []byte
+	done  bool
+	lats  []time.Duration
+}
+
+// feed parses b, read at now; it reports whether the stream is complete.
+func (p *wsLatencies) feed(b []byte, now time.Time) (bool, error) {
+	if len(p.carry) > 0 {
+		p.carry = append(p.carry, b...)
+		b = p.carry
+	}
+	for !p.done {
+		op, payload, n := serverFrame(b)
+		if n == 0 {
+			break
+		}
+		switch op {
+		case 0x1: // text
+			p.message(payload, now)
+		case 0x8: // close
+			return false, fmt.Errorf("closed before complete: %q", payload)
+		case 0x9: // ping
+			p.pongs = append(p.pongs, 0x8A, 0x80|byte(len(payload)), 0, 0, 0, 0) // mask 0: the payload as is
+			p.pongs = append(p.pongs, payload...)
+		}
+		b = b[n:]
+	}
+	p.carry = append(p.carry[:0], b...)
+	return p.done, nil
+}
+
+// serverFrame splits the first whole frame off b (unmasked, as a server
+// sends): its opcode, payload and length, or n 0 when b holds none yet.
+func serverFrame(b []byte) (op byte, payload []byte, n int) {
+	if len(b) < 2 {
+		return 0, nil, 0
+	}
+	size, head := uint64(b[1]&0x7F), 2
+	switch size {
+	case 126:
+		if len(b) < 4 {
+			return 0, nil, 0
+		}
+		size, head = uint64(binary.BigEndian.Uint16(b[2:4])), 4
+	case 127:
+		if len(b) < 10 {
+			return 0, nil, 0
+		}
+		size, head = binary.BigEndian.Uint64(b[2:10]), 10
+	}
+	if uint64(len(b)-head) < size {
+		return 0, nil, 0
+	}
+	end := head + int(size)
+	return b[0] & 0x0F, b[head:end], end
+}
+
+func (p *wsLatencies) message(m []byte, now time.Time) {
+	switch {
+	case bytes.Contains(m, typeComplete):
+		p.done = true
+	case bytes.Contains(m, typeTextDelta):
+		i := bytes.Index(m, deltaKey)
+		if i < 0 {
+			return
+		}
+		rest := m[i+len(deltaKey):]
+		j := bytes.IndexByte(rest, '"')
+		if j < 0 {
+			return
+		}
+		if ns, ok := parseNanos(rest[:j]); ok {
+			p.lats = append(p.lats, now.Sub(time.Unix(0, ns)))
+		}
+	}
+}
+
+var (
+	typeComplete  = []byte(`"type":"complete"`)
+	typeTextDelta = []byte(`"type":"text_delta"`)
+)
+
 // parseNanos parses a decimal int64 without allocating.
 func parseNanos(b []byte) (int64, bool) {
 	if len(b) == 0 || len(b) > 19 {
@@ -547,5 +635,41 @@ func TestReadLatenciesReadsTheLoadgenStream(t *testing.T) {
 		if _, ok := parseNanos([]byte(in)); ok {
 			t.Errorf("parseNanos(%q) accepted", in)
 		}
+	}
+}
+
+func TestWSLatenciesReadsTheLoadgenStream(t *testing.T) {
+	t.Parallel()
+	pub := time.Now().Add(-3 * time.Millisecond).UnixNano()
+	frame := func(op byte, p string) []byte {
+		b := []byte{0x80 | op}
+		if len(p) <= 125 {
+			b = append(b, byte(len(p)))
+		} else {
+			b = binary.BigEndian.AppendUint16(append(b, 126), uint16(len(p)))
+		}
+		return append(b, p...)
+	}
+	var stream []byte
+	stream = append(stream, frame(0x1, `{"type":"text_delta","text_delta":{"delta":"`+strconv.FormatInt(pub, 10)+`"}}`)...)
+	stream = append(stream, frame(0x9, "1")...)
+	stream = append(stream, frame(0x1, `{"type":"thought","x":"`+strings.Repeat("y", 200)+`","delta":"12"}`)...) // not a text_delta: ignored
+	stream = append(stream, frame(0x1, `{"type":"complete"}`)...)
+	var p wsLatencies
+	done := false
+	for i := 0; i < len(stream) && !done; i += 7 { // frames split across reads
+		var err error
+		if done, err = p.feed(stream[i:min(i+7, len(stream))], time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !done || len(p.lats) != 1 || p.lats[0] < 3*time.Millisecond || p.lats[0] > time.Minute {
+		t.Fatalf("done %v, latencies %v: want one of about 3ms", done, p.lats)
+	}
+	if want := []byte{0x8A, 0x81, 0, 0, 0, 0, '1'}; !bytes.Equal(p.pongs, want) {
+		t.Fatalf("pongs % x, want % x", p.pongs, want)
+	}
+	if _, err := (&wsLatencies{}).feed(frame(0x8, "\x03\xe9"), time.Now()); err == nil {
+		t.Fatal("a close before complete: want an error")
 	}
 }

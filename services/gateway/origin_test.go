@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	"github.com/baagent/baagent/services/gateway/internal/wsock"
 )
 
 func TestParseOrigin(t *testing.T) {
@@ -169,7 +167,7 @@ func TestKeyedModeAcceptsCrossOriginRequestsButNotWebSockets(t *testing.T) {
 		if origin != "" {
 			h.Set("Origin", origin)
 		}
-		c, err := wsock.Dial(testCtx(t), ws, h)
+		c, err := dialWS(testCtx(t), ws, h)
 		switch {
 		case want == "" && err != nil:
 			t.Errorf("WebSocket from Origin %q: %v, want 101", origin, err)
@@ -183,7 +181,7 @@ func TestKeyedModeAcceptsCrossOriginRequestsButNotWebSockets(t *testing.T) {
 	// Refused before the credential is looked at: a stream token does not
 	// help, and a bad one is not counted as a failed authentication.
 	h := http.Header{"Origin": {"http://evil.example"}}
-	if _, err := wsock.Dial(testCtx(t), ws+"?token="+e.streamToken(t, keyAcme), h); err == nil || !strings.Contains(err.Error(), "403") {
+	if _, err := dialWS(testCtx(t), ws+"?token="+e.streamToken(t, keyAcme), h); err == nil || !strings.Contains(err.Error(), "403") {
 		t.Errorf("WebSocket from a foreign Origin with a token: %v, want 403", err)
 	}
 	if got := testutil.ToFloat64(e.srv.edge.browserRefused.WithLabelValues(refusedOrigin)); got != 3 {
@@ -195,10 +193,10 @@ func TestNoKeyModeWebSocketOriginIsChecked(t *testing.T) {
 	e := newEnv(t, Options{APIKeys: map[string]string{}})
 	e.run(DefaultTenant, "run-1")
 	ws := "ws" + strings.TrimPrefix(e.base, "http") + "/v1/runs/run-1/ws"
-	if _, err := wsock.Dial(testCtx(t), ws, http.Header{"Origin": {"http://evil.example"}}); err == nil || !strings.Contains(err.Error(), "403") {
+	if _, err := dialWS(testCtx(t), ws, http.Header{"Origin": {"http://evil.example"}}); err == nil || !strings.Contains(err.Error(), "403") {
 		t.Errorf("WebSocket from a foreign Origin without keys: %v, want 403", err)
 	}
-	c, err := wsock.Dial(context.Background(), ws, http.Header{"Origin": {e.base}})
+	c, err := dialWS(context.Background(), ws, http.Header{"Origin": {e.base}})
 	if err != nil {
 		t.Fatalf("WebSocket from the gateway's own origin: %v", err)
 	}

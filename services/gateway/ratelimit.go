@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -46,25 +47,24 @@ type rateLimiter struct {
 }
 
 type bucket struct {
-	tokens float64
-	last   time.Time // when tokens was computed
-	used   time.Time // when a token was last asked for
+	lim  *rate.Limiter
+	used time.Time // when a token was last asked for
 }
 
 // newRateLimiter returns a limiter of rate tokens/s and burst (0: the
 // larger of DefaultRateBurst and rate), or nil (no limit) when rate is not
 // positive.
-func newRateLimiter(rate float64, burst, maxBuckets int, now func() time.Time) *rateLimiter {
-	if rate <= 0 || math.IsNaN(rate) || math.IsInf(rate, 0) {
+func newRateLimiter(r float64, burst, maxBuckets int, now func() time.Time) *rateLimiter {
+	if r <= 0 || math.IsNaN(r) || math.IsInf(r, 0) {
 		return nil
 	}
 	if burst <= 0 {
-		burst = max(DefaultRateBurst, int(math.Ceil(rate)))
+		burst = max(DefaultRateBurst, int(math.Ceil(r)))
 	}
 	if maxBuckets <= 0 {
 		maxBuckets = DefaultMaxRateBuckets
 	}
-	return &rateLimiter{rate: rate, burst: float64(burst), maxBuckets: maxBuckets, now: now, buckets: map[[32]byte]*bucket{}}
+	return &rateLimiter{rate: r, burst: float64(burst), maxBuckets: maxBuckets, now: now, buckets: map[[32]byte]*bucket{}}
 }
 
 // allow takes a token for id; when there is none it returns false and how
@@ -78,24 +78,15 @@ func (l *rateLimiter) allow(id [32]byte) (bool, time.Duration) {
 		if len(l.buckets) >= l.maxBuckets {
 			l.evictLocked(now)
 		}
-		b = &bucket{tokens: l.burst, last: now}
+		b = &bucket{lim: rate.NewLimiter(rate.Limit(l.rate), int(l.burst))}
 		l.buckets[id] = b
 	}
-	l.refill(b, now)
 	b.used = now
-	if b.tokens >= 1 {
-		b.tokens--
+	if b.lim.AllowN(now, 1) {
 		return true, 0
 	}
-	wait := time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
+	wait := time.Duration((1 - b.lim.TokensAt(now)) / l.rate * float64(time.Second))
 	return false, max(wait, time.Millisecond)
-}
-
-func (l *rateLimiter) refill(b *bucket, now time.Time) {
-	if elapsed := now.Sub(b.last); elapsed > 0 {
-		b.tokens = min(l.burst, b.tokens+elapsed.Seconds()*l.rate)
-		b.last = now
-	}
 }
 
 // evictLocked makes room: it drops every bucket that has refilled (it
@@ -105,8 +96,7 @@ func (l *rateLimiter) evictLocked(now time.Time) {
 	var oldestID [32]byte
 	var oldest *bucket
 	for id, b := range l.buckets {
-		l.refill(b, now)
-		if b.tokens >= l.burst {
+		if b.lim.TokensAt(now) >= l.burst {
 			delete(l.buckets, id)
 			continue
 		}

@@ -319,6 +319,7 @@ func New(opts Options) *Server {
 			SendQueueBytes: opts.SendQueueBytes,
 			MaxFeeds:       opts.MaxFeeds,
 			IdleTimeout:    opts.FeedIdleTimeout,
+			Framings:       hubFramings,
 		})
 		if err != nil {
 			s.initErr = err

@@ -14,7 +14,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/baagent/baagent/internal/testkit"
-	"github.com/baagent/baagent/services/gateway/internal/wsock"
 )
 
 // With tracing on, each API route is an otelhttp handler inside the edge
@@ -118,10 +117,10 @@ func TestTracedNoKeyModeBrowserGuard(t *testing.T) {
 
 	e.run(DefaultTenant, "run-1")
 	ws := "ws" + strings.TrimPrefix(e.base, "http") + "/v1/runs/run-1/ws"
-	if _, err := wsock.Dial(testCtx(t), ws, http.Header{"Origin": {"http://evil.example"}}); err == nil || !strings.Contains(err.Error(), "403") {
+	if _, err := dialWS(testCtx(t), ws, http.Header{"Origin": {"http://evil.example"}}); err == nil || !strings.Contains(err.Error(), "403") {
 		t.Errorf("traced WebSocket from a foreign Origin: %v, want 403", err)
 	}
-	c, err := wsock.Dial(testCtx(t), ws, http.Header{"Origin": {own}})
+	c, err := dialWS(testCtx(t), ws, http.Header{"Origin": {own}})
 	if err != nil {
 		t.Fatalf("traced WebSocket from the gateway's own origin: %v", err)
 	}

@@ -76,7 +76,7 @@ func TestNextBatchReturnsOnTick(t *testing.T) {
 	}
 }
 
-func TestSSEFrameIsRenderedOnceAndCannotBeSplit(t *testing.T) {
+func TestEntryIsRenderedWithItsOwnTypeAndCursor(t *testing.T) {
 	ctx := testCtx(t)
 	js, _ := natstest.JetStream(t)
 	h := newHub(t, js, Options{})
@@ -100,9 +100,12 @@ func TestSSEFrameIsRenderedOnceAndCannotBeSplit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	frame := string(it.SSE)
+	if it.Type != "text_delta" || it.Cursor != "1" {
+		t.Fatalf("type %q, cursor %q: want the publisher's replaced", it.Type, it.Cursor)
+	}
+	frame := string(it.Frame(framingLines))
 	lines := strings.Split(strings.TrimSuffix(frame, "\n\n"), "\n")
-	if len(lines) != 3 || lines[0] != "id: 1" || lines[1] != "event: text_delta" || lines[2] != "data: "+string(it.JSON) {
+	if len(lines) != 2 || lines[0] != "id: 1" || lines[1] != "data: "+string(it.JSON) {
 		t.Fatalf("frame %q", frame)
 	}
 }

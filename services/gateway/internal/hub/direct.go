@@ -26,43 +26,11 @@ import (
 // write to without blocking. A transport enables it once its stream has
 // started (see Subscription.EnableDirect).
 type DirectWriter interface {
-	// TryWrite writes as much of frames as the connection accepts without
+	// TryWrite writes as much of frames (entries rendered by the framing
+	// given to EnableDirect) as the connection accepts without
 	// waiting and returns how many bytes that was. A full socket buffer is
 	// not an error: it returns the bytes written so far (maybe 0) and nil.
 	TryWrite(frames [][]byte) (int, error)
-}
-
-// Format selects the bytes that carry an entry to a direct writer's client.
-type Format int
-
-const (
-	// FormatSSE writes Entry.SSE, the entry's Server-Sent Events frame.
-	FormatSSE Format = iota + 1
-	// FormatWS writes the entry as one WebSocket text frame holding
-	// Entry.JSON (a server's frames are not masked).
-	FormatWS
-)
-
-// appendFrame appends the slices that carry e to a client of format f.
-func (f Format) appendFrame(dst [][]byte, e *Entry) [][]byte {
-	switch f {
-	case FormatSSE:
-		return append(dst, e.SSE)
-	case FormatWS:
-		return append(dst, e.wsHead[:e.wsHeadLen], e.JSON)
-	}
-	return dst
-}
-
-// frameSize is how many bytes carry e to a client of format f.
-func (f Format) frameSize(e *Entry) int {
-	switch f {
-	case FormatSSE:
-		return len(e.SSE)
-	case FormatWS:
-		return int(e.wsHeadLen) + len(e.JSON)
-	}
-	return 0
 }
 
 // Bounds of one direct write: the same order as a transport's own batch,
@@ -73,13 +41,17 @@ const (
 )
 
 // EnableDirect lets the run's fan-out write this subscription's events to
-// w in format f while the owner is parked in Next. The owner must call it
-// from its goroutine, after the stream's first bytes are written, and must
-// write everything Next returns honouring Item.Offset.
-func (s *Subscription) EnableDirect(w DirectWriter, f Format) {
+// w, each as its rendering by Options.Framings[framing], while the owner
+// is parked in Next. The owner must call it from its goroutine, after the
+// stream's first bytes are written, and must write everything Next returns
+// as Item.Frame(framing)[Item.Offset:].
+func (s *Subscription) EnableDirect(w DirectWriter, framing int) {
+	if framing < 0 || framing >= len(s.f.h.opts.Framings) {
+		panic(fmt.Sprintf("gateway hub: EnableDirect with framing %d of %d", framing, len(s.f.h.opts.Framings)))
+	}
 	s.f.mu.Lock()
 	defer s.f.mu.Unlock()
-	s.sink, s.format = w, f
+	s.sink, s.framing = w, framing
 }
 
 // claim is one direct write in flight, owned by the fan-out goroutine.
@@ -173,7 +145,7 @@ func (s *Subscription) directEntriesLocked() ([]*Entry, bool) {
 	}
 	j, size := i, 0
 	for j < len(f.buf) && j-i < directMaxEntries {
-		n := s.format.frameSize(f.buf[j])
+		n := len(f.buf[j].frames[s.framing])
 		if size > 0 && size+n > directMaxBytes {
 			break
 		}
@@ -192,7 +164,7 @@ func (c *claim) settleLocked() {
 	left := c.n
 	written := 0
 	for _, e := range c.entries {
-		size := s.format.frameSize(e)
+		size := len(e.frames[s.framing])
 		if left < size {
 			break
 		}
@@ -238,17 +210,17 @@ func (c *claim) observe() {
 }
 
 // writeClaims writes each claim without blocking. Clients caught up to the
-// same point get the same frames: they are built once per distinct start
-// and format.
+// same point get the same frames: they are gathered once per distinct
+// start and framing.
 func writeClaims(claims []claim) {
 	var frames [][]byte
 	var prev *claim
 	for i := range claims {
 		c := &claims[i]
-		if prev == nil || prev.entries[0] != c.entries[0] || len(prev.entries) != len(c.entries) || prev.s.format != c.s.format {
-			frames = make([][]byte, 0, 2*len(c.entries))
+		if prev == nil || prev.entries[0] != c.entries[0] || len(prev.entries) != len(c.entries) || prev.s.framing != c.s.framing {
+			frames = make([][]byte, 0, len(c.entries))
 			for _, e := range c.entries {
-				frames = c.s.format.appendFrame(frames, e)
+				frames = append(frames, e.frames[c.s.framing])
 			}
 		}
 		c.frames = frames

@@ -31,8 +31,9 @@ type fakeConn struct {
 	accept func(want int) int
 	fail   error // TryWrite's error, when set
 	tries  atomic.Int64
-	// format is how the owner renders what Next returns (FormatSSE if 0).
-	format Format
+	// framing is what the owner writes of what Next returns, and the
+	// fan-out too (framingLines if 0).
+	framing int
 }
 
 func (c *fakeConn) enter() {
@@ -68,16 +69,8 @@ func (c *fakeConn) write(items []Item) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, it := range items {
-		c.out.Write(frameBytes(c.format, it.Entry)[it.Offset:])
+		c.out.Write(it.Frame(c.framing)[it.Offset:])
 	}
-}
-
-// frameBytes is the whole frame of e in format f (FormatSSE if 0).
-func frameBytes(f Format, e *Entry) []byte {
-	if f == 0 {
-		f = FormatSSE
-	}
-	return bytes.Join(f.appendFrame(nil, e), nil)
 }
 
 func (c *fakeConn) writeRaw(p []byte) {
@@ -123,11 +116,7 @@ var heartbeat = []byte(": heartbeat\n\n")
 
 // ownSSETicking is ownSSE with a heartbeat written on each tick.
 func ownSSETicking(ctx context.Context, s *Subscription, conn *fakeConn, tick <-chan time.Time) (int, error) {
-	f := conn.format
-	if f == 0 {
-		f = FormatSSE
-	}
-	s.EnableDirect(conn, f)
+	s.EnableDirect(conn, conn.framing)
 	own := 0
 	var batch []Item
 	for {
@@ -175,7 +164,7 @@ func framesOf(t *testing.T, ctx context.Context, h *Hub, r *natstest.Run) []byte
 		if err != nil {
 			t.Fatal(err)
 		}
-		b.Write(it.SSE)
+		b.Write(it.Frame(framingLines))
 	}
 }
 
@@ -289,7 +278,7 @@ func TestDirectOwnerGetsHeartbeatsAndLeavesCleanly(t *testing.T) {
 	r := natstest.NewRun(js, "acme", "run-tick")
 	publishTexts(t, ctx, r, 1)
 	s := subscribe(t, ctx, h, r, "")
-	s.EnableDirect(&fakeConn{}, FormatSSE)
+	s.EnableDirect(&fakeConn{}, framingLines)
 	tick := make(chan time.Time, 1)
 	tick <- time.Now()
 	items, ticked, err := s.NextBatch(ctx, tick, nil, 4, 0)
@@ -308,17 +297,17 @@ func TestDirectOwnerGetsHeartbeatsAndLeavesCleanly(t *testing.T) {
 // possible and heartbeats due all the time. Every client must read exactly
 // the run's frames, in order, with no byte lost, repeated or interleaved
 // (a heartbeat only ever between two frames), and no two writes at once;
-// for SSE and WebSocket frames alike.
+// for framings of lines and of length-prefixed frames alike.
 func TestDirectAndOwnerWritesNeverInterleave(t *testing.T) {
 	for _, f := range []struct {
-		name   string
-		format Format
-	}{{"sse", FormatSSE}, {"websocket", FormatWS}} {
-		t.Run(f.name, func(t *testing.T) { testNeverInterleave(t, f.format) })
+		name    string
+		framing int
+	}{{"lines", framingLines}, {"length-prefixed", framingLength}} {
+		t.Run(f.name, func(t *testing.T) { testNeverInterleave(t, f.framing) })
 	}
 }
 
-func testNeverInterleave(t *testing.T, format Format) {
+func testNeverInterleave(t *testing.T, framing int) {
 	ctx := testCtx(t)
 	js, _ := natstest.JetStream(t)
 	h := newHub(t, js, Options{})
@@ -331,7 +320,7 @@ func testNeverInterleave(t *testing.T, format Format) {
 	for i := range conns {
 		rng := rand.New(rand.NewPCG(uint64(i), 7))
 		var rmu sync.Mutex
-		conns[i] = &fakeConn{format: format, accept: func(want int) int {
+		conns[i] = &fakeConn{framing: framing, accept: func(want int) int {
 			rmu.Lock()
 			defer rmu.Unlock()
 			if rng.IntN(3) == 0 {
@@ -364,7 +353,7 @@ func testNeverInterleave(t *testing.T, format Format) {
 	}
 	var want [][]byte // the frames of seq 2 on
 	for _, e := range entriesOf(t, ctx, h, r)[1:] {
-		want = append(want, frameBytes(format, e))
+		want = append(want, e.Frame(framing))
 	}
 	for ci, c := range conns {
 		if n := c.overlaps.Load(); n != 0 {
@@ -467,7 +456,7 @@ func TestCursorIsTheLastEventWrittenInFull(t *testing.T) {
 	}
 	// A caught-up client written by the fan-out.
 	conn := &fakeConn{}
-	s.EnableDirect(conn, FormatSSE)
+	s.EnableDirect(conn, framingLines)
 	done := make(chan error, 1)
 	go func() {
 		_, _, err := s.NextBatch(ctx, nil, nil, 10, 0) // parks; the fan-out writes

@@ -2,7 +2,6 @@ package hub
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/baagent/baagent/core/runevent"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
-	"github.com/baagent/baagent/services/gateway/internal/wsock"
 )
 
 // JSONOptions is the one JSON mapping every client transport shows: the
@@ -33,21 +31,17 @@ type Entry struct {
 	// Event is the envelope; it must not be modified.
 	Event *baagentv1.Event
 	// JSON is Event in the protobuf JSON mapping with proto field names, on
-	// one line.
+	// one line: the payload every transport frames.
 	JSON []byte
-	// SSE is the entry as one Server-Sent Events frame (id, event and data
-	// lines and the blank line), rendered once for every SSE viewer.
-	SSE []byte
 	// Published is when JetStream stored the event (zero for a reset).
 	Published time.Time
 	// Terminal is true for complete, error and cancelled.
 	Terminal bool
 
-	wsHead    [10]byte // the WebSocket text frame header for JSON
-	wsHeadLen uint8
-	streamSeq uint64 // JetStream stream sequence
-	size      uint64 // bytes charged to queues and buffers
-	cum       uint64 // cumulative size through this entry within its feed
+	frames    [][]byte // one rendering per Options.Framings
+	streamSeq uint64   // JetStream stream sequence
+	size      uint64   // bytes charged to queues and buffers
+	cum       uint64   // cumulative size through this entry within its feed
 }
 
 // Item is what a subscription yields: an entry and whether it arrived
@@ -56,7 +50,7 @@ type Entry struct {
 type Item struct {
 	*Entry
 	Live bool
-	// Offset is how many bytes of the entry's frame (in the format given
+	// Offset is how many bytes of the entry's frame (of the framing given
 	// to EnableDirect) the run's fan-out has already written to this
 	// client; the transport writes the rest. It is 0 unless direct
 	// delivery is enabled.
@@ -70,7 +64,7 @@ const entryOverhead = 256
 // decodeEntry decodes a stored event of run runID of tenant and renders it.
 // An event whose envelope does not match the subject it came from is
 // refused: it cannot be shown to this run's viewers.
-func decodeEntry(tenant, runID string, data []byte, streamSeq uint64, published time.Time) (*Entry, error) {
+func decodeEntry(framings []Framing, tenant, runID string, data []byte, streamSeq uint64, published time.Time) (*Entry, error) {
 	ev := &baagentv1.Event{}
 	if err := proto.Unmarshal(data, ev); err != nil {
 		return nil, fmt.Errorf("decode event at stream seq %d: %w", streamSeq, err)
@@ -102,33 +96,14 @@ func decodeEntry(tenant, runID string, data []byte, streamSeq uint64, published 
 		Terminal:  runevent.IsTerminal(ev),
 		streamSeq: streamSeq,
 	}
-	e.SSE = appendSSE(nil, e)
-	e.wsHeadLen = uint8(len(wsock.AppendHeader(e.wsHead[:0], wsock.OpText, len(js))))
-	e.size = uint64(len(js)+len(e.SSE)+len(data)) + entryOverhead
+	e.size = uint64(len(js)+e.render(framings)+len(data)) + entryOverhead
 	return e, nil
-}
-
-// appendSSE renders e as one SSE frame. JSON from protojson is one line,
-// and a type or cursor never holds a newline (both are validated or built
-// here), so the frame cannot be split.
-func appendSSE(b []byte, e *Entry) []byte {
-	b = slices.Grow(b, len(e.Cursor)+len(e.Type)+len(e.JSON)+24)
-	if e.Cursor != "" {
-		b = append(b, "id: "...)
-		b = append(b, e.Cursor...)
-		b = append(b, '\n')
-	}
-	b = append(b, "event: "...)
-	b = append(b, e.Type...)
-	b = append(b, "\ndata: "...)
-	b = append(b, e.JSON...)
-	return append(b, '\n', '\n')
 }
 
 // resetEntry is the stream_reset a client gets when its cursor cannot be
 // honoured: the stream continues with the event of seq earliestSeq (0 when
 // nothing is retained). Its cursor resumes from that event.
-func resetEntry(tenant, runID, conversationID, requested, reason string, earliestSeq uint64) *Entry {
+func resetEntry(framings []Framing, tenant, runID, conversationID, requested, reason string, earliestSeq uint64) *Entry {
 	resume := ""
 	if earliestSeq > 0 {
 		resume = FormatCursor(earliestSeq - 1)
@@ -154,7 +129,6 @@ func resetEntry(tenant, runID, conversationID, requested, reason string, earlies
 		js = fmt.Appendf(nil, `{"run_id":%q,"type":"stream_reset"}`, runID)
 	}
 	e := &Entry{Type: TypeStreamReset, Cursor: resume, Event: ev, JSON: js}
-	e.SSE = appendSSE(nil, e)
-	e.size = uint64(len(js)+len(e.SSE)) + entryOverhead
+	e.size = uint64(len(js)+e.render(framings)) + entryOverhead
 	return e
 }

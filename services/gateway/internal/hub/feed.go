@@ -114,7 +114,7 @@ func (f *feed) run() {
 			f.h.m.badEvents.Inc()
 			continue
 		}
-		e, err := decodeEntry(f.key.tenant, f.key.runID, msg.Data(), meta.Sequence.Stream, meta.Timestamp)
+		e, err := decodeEntry(f.h.opts.Framings, f.key.tenant, f.key.runID, msg.Data(), meta.Sequence.Stream, meta.Timestamp)
 		if err != nil {
 			f.h.m.badEvents.Inc()
 			f.h.log.Warn("skipping event", "tenant", f.key.tenant, "run_id", f.key.runID, "err", err)

@@ -75,6 +75,10 @@ type Options struct {
 	// is held back waiting for it (default 10 s); after that the gap is
 	// accepted and clients that needed it get a stream_reset.
 	ReorderWait time.Duration
+	// Framings are the wire renderings of the transports that write an
+	// entry's bytes as they are (see Framing); each entry is rendered once
+	// per framing, for all its viewers. Entry.Frame(i) is Framings[i]'s.
+	Framings []Framing
 }
 
 // Request is one subscription.

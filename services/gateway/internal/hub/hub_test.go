@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -25,9 +26,34 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
+// Two framings as transports might give them, one of lines (like SSE) and
+// one length-prefixed (like WebSocket): the hub must hand out and write
+// each as rendered, whatever its bytes.
+var testFramings = []Framing{
+	func(dst []byte, e *Entry) []byte {
+		dst = append(dst, "id: "...)
+		dst = append(dst, e.Cursor...)
+		dst = append(dst, "\ndata: "...)
+		dst = append(dst, e.JSON...)
+		return append(dst, '\n', '\n')
+	},
+	func(dst []byte, e *Entry) []byte {
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(e.JSON)))
+		return append(dst, e.JSON...)
+	},
+}
+
+const (
+	framingLines  = 0
+	framingLength = 1
+)
+
 func newHub(t *testing.T, js jetstream.JetStream, opts Options) *Hub {
 	t.Helper()
 	opts.JetStream = js
+	if opts.Framings == nil {
+		opts.Framings = testFramings
+	}
 	h, err := New(opts)
 	if err != nil {
 		t.Fatal(err)

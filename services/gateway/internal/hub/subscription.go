@@ -34,7 +34,7 @@ type Subscription struct {
 
 	// Direct delivery (see direct.go), guarded by f.mu.
 	sink         DirectWriter
-	format       Format
+	framing      int  // the index in Options.Framings of what sink takes
 	parked       bool // the owner waits in Next with nothing to write
 	claimed      bool // the fan-out is writing to the client
 	unparkWanted bool // the owner is leaving and waits for the claim to end
@@ -262,7 +262,7 @@ func (s *Subscription) nextLocked() (Item, bool, error) {
 	}
 	if s.next == 0 { // run ended with nothing retained
 		s.finished = true
-		return Item{Entry: resetEntry(f.key.tenant, f.key.runID, "", s.requested, s.resetReason, 0)}, true, nil
+		return Item{Entry: resetEntry(f.h.opts.Framings, f.key.tenant, f.key.runID, "", s.requested, s.resetReason, 0)}, true, nil
 	}
 	if s.next <= f.trimmedThrough {
 		if s.offset > 0 { // as below: the rest of a half-written entry is gone
@@ -316,7 +316,7 @@ func (s *Subscription) resetBefore(e *Entry) *Entry {
 	}
 	s.next = e.Seq
 	f.h.m.replays.WithLabelValues("reset").Inc()
-	return resetEntry(f.key.tenant, f.key.runID, e.Event.GetConversationId(), s.requested, reason, e.Seq)
+	return resetEntry(f.h.opts.Framings, f.key.tenant, f.key.runID, e.Event.GetConversationId(), s.requested, reason, e.Seq)
 }
 
 // openCatchup starts reading the run's events from JetStream, for a client
@@ -378,7 +378,7 @@ func (s *Subscription) nextFromJetStream(ctx context.Context) (Item, bool, error
 			if err != nil {
 				continue
 			}
-			e, err = decodeEntry(f.key.tenant, f.key.runID, msg.Data(), meta.Sequence.Stream, meta.Timestamp)
+			e, err = decodeEntry(f.h.opts.Framings, f.key.tenant, f.key.runID, msg.Data(), meta.Sequence.Stream, meta.Timestamp)
 			if err != nil {
 				continue
 			}

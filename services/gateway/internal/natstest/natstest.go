@@ -19,6 +19,7 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/internal/testkit/natstest"
 )
 
 // JetStream starts an embedded NATS server with the streams and buckets
@@ -26,11 +27,7 @@ import (
 // when the test ends.
 func JetStream(tb testing.TB) (jetstream.JetStream, *nats.Conn) {
 	tb.Helper()
-	srv, err := natsx.StartEmbedded(natsx.EmbeddedOptions{Port: -1, StoreDir: tb.TempDir()})
-	if err != nil {
-		tb.Fatalf("start embedded NATS: %v", err)
-	}
-	tb.Cleanup(srv.Shutdown)
+	srv := natstest.StartNATS(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	nc, err := natsx.Connect(ctx, srv.ClientURL(), "gateway-test", nil)

@@ -113,7 +113,7 @@ func (o *sseOut) write(p []byte) error {
 // what the run's fan-out has not already written).
 func (o *sseOut) writeItems(items []hub.Item) error {
 	if len(items) == 1 {
-		return o.writeFrames(items[0].SSE[items[0].Offset:], nil)
+		return o.writeFrames(items[0].Frame(framingSSE)[items[0].Offset:], nil)
 	}
 	return o.writeFrames(nil, items)
 }
@@ -130,7 +130,7 @@ func (o *sseOut) enableDirect(sub *hub.Subscription) {
 		return
 	}
 	o.directOn = true
-	sub.EnableDirect(o, hub.FormatSSE)
+	sub.EnableDirect(o, framingSSE)
 }
 
 // TryWrite implements hub.DirectWriter: it writes what the socket takes
@@ -149,7 +149,7 @@ func (o *sseOut) writeFrames(p []byte, items []hub.Item) error {
 			if err != nil {
 				break
 			}
-			_, err = o.w.Write(it.SSE[it.Offset:])
+			_, err = o.w.Write(it.Frame(framingSSE)[it.Offset:])
 		}
 		if err == nil {
 			err = o.rc.Flush()
@@ -187,7 +187,7 @@ func (o *sseOut) writeFrames(p []byte, items []hub.Item) error {
 		o.bufs = append(o.bufs, p)
 	}
 	for _, it := range items {
-		o.bufs = append(o.bufs, it.SSE[it.Offset:])
+		o.bufs = append(o.bufs, it.Frame(framingSSE)[it.Offset:])
 	}
 	o.vec = o.bufs // WriteTo consumes its receiver
 	_, err := o.vec.WriteTo(o.conn)

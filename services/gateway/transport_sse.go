@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -29,6 +30,24 @@ import (
 // Over HTTP/1.1 the response is sent with `Connection: close` and ends
 // when the connection does (see sseOut); over HTTP/2 it is a normal
 // streamed response.
+
+// appendSSE renders e as one SSE frame (id, event and data lines and the
+// blank line). JSON from protojson is one line, and the hub builds or
+// validates an entry's type and cursor, which never hold a newline, so
+// the frame cannot be split.
+func appendSSE(b []byte, e *hub.Entry) []byte {
+	b = slices.Grow(b, len(e.Cursor)+len(e.Type)+len(e.JSON)+24)
+	if e.Cursor != "" {
+		b = append(b, "id: "...)
+		b = append(b, e.Cursor...)
+		b = append(b, '\n')
+	}
+	b = append(b, "event: "...)
+	b = append(b, e.Type...)
+	b = append(b, "\ndata: "...)
+	b = append(b, e.JSON...)
+	return append(b, '\n', '\n')
+}
 
 // sseFirstWait is how long the handler waits for a first event before
 // committing to a 200 response, so a stream that is already over can be

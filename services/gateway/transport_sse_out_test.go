@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/baagent/baagent/services/gateway/internal/hub"
 )
 
 // Over HTTP/1.1 the stream is written straight to the connection, which
@@ -136,4 +138,18 @@ func TestSSEClientDisconnectReleasesItsSubscription(t *testing.T) {
 	waitClients(ctx, t, e, 1)
 	c.close()
 	waitClients(ctx, t, e, 0) // no event is published meanwhile
+}
+
+// An SSE frame is the id, event and data lines and the blank line.
+func TestSSEFrameOfAnEntry(t *testing.T) {
+	t.Parallel()
+	e := &hub.Entry{Cursor: "7", Type: "text_delta", JSON: []byte(`{"cursor":"7"}`)}
+	if got, want := string(appendSSE(nil, e)), "id: 7\nevent: text_delta\ndata: {\"cursor\":\"7\"}\n\n"; got != want {
+		t.Errorf("frame %q, want %q", got, want)
+	}
+	// A reset that resumes from the start has no cursor: no id line.
+	e = &hub.Entry{Type: hub.TypeStreamReset, JSON: []byte(`{}`)}
+	if got, want := string(appendSSE(nil, e)), "event: stream_reset\ndata: {}\n\n"; got != want {
+		t.Errorf("frame %q, want %q", got, want)
+	}
 }

@@ -16,46 +16,6 @@ import (
 	"github.com/baagent/baagent/services/gateway/internal/hub"
 )
 
-// SlowConsumerReason is the reason a client is cut for falling behind: the
-// ErrorInfo reason of the gRPC status, the SSE `slow_consumer` event and
-// the WebSocket close reason.
-const SlowConsumerReason = "slow_consumer"
-
-// openStream checks that tenant owns the run and subscribes to its events
-// from cursor. A run of another tenant is NotFound, like a run that does
-// not exist.
-func (s *Server) openStream(ctx context.Context, tenant, runID, cursor, transport string) (*hub.Subscription, error) {
-	if err := s.ready(); err != nil {
-		return nil, err
-	}
-	if s.hub == nil {
-		return nil, status.Error(codes.Unavailable, "event streaming needs NATS JetStream, which this gateway is not connected to")
-	}
-	ended := false
-	// A feed that has received events on the tenant's own subject proves
-	// the run is the tenant's; otherwise ask the orchestrator.
-	if !s.hub.Watching(tenant, runID) {
-		resp, err := s.getRun(ctx, tenant, &baagentv1.GetRunRequest{RunId: runID})
-		if err != nil {
-			return nil, err
-		}
-		switch resp.GetRun().GetState() {
-		case baagentv1.RunState_RUN_STATE_COMPLETED, baagentv1.RunState_RUN_STATE_FAILED, baagentv1.RunState_RUN_STATE_CANCELLED:
-			ended = true
-		}
-	}
-	sub, err := s.hub.Subscribe(ctx, hub.Request{Tenant: tenant, RunID: runID, Cursor: cursor, Transport: transport, RunEnded: ended})
-	switch {
-	case err == nil:
-		return sub, nil
-	case errors.Is(err, hub.ErrTooManyFeeds):
-		return nil, status.Error(codes.ResourceExhausted, err.Error())
-	case ctx.Err() != nil:
-		return nil, status.FromContextError(ctx.Err()).Err()
-	}
-	return nil, status.Errorf(codes.Unavailable, "subscribe to run %s: %v", runID, err)
-}
-
 // StreamRunEvents streams a run's events: replay after a cursor, then live,
 // ending after the terminal event.
 func (s *Server) StreamRunEvents(req *baagentv1.StreamRunEventsRequest, stream grpc.ServerStreamingServer[baagentv1.StreamRunEventsResponse]) error {
@@ -152,12 +112,4 @@ func quoteCursor(c string) string {
 		return `"" (live)`
 	}
 	return c
-}
-
-// errUnavailable reports a stream that failed before it started.
-func errUnavailable(err error) error {
-	if errors.Is(err, hub.ErrClosed) {
-		return status.Error(codes.Unavailable, "the gateway is shutting down; retry")
-	}
-	return status.Errorf(codes.Unavailable, "event stream failed: %v", err)
 }
