@@ -4,7 +4,17 @@ package contextsvc
 // oldest first, until the window is at most target. A unit holding a user
 // request (one its caller marked below CRITICAL) is collapsed to its extract
 // instead, so the request stays visible as compressed.
-func (p *planner) dropPass(z zone, target int64) error {
+//
+// It is TRUNCATE's own pass (older zone, soft target) and, in every
+// strategy, an emergency pass on the hard target: after the older zone was
+// extracted, and again on the recent zone once that was extracted.
+type dropPass struct {
+	zone   zone
+	target target
+}
+
+func (d dropPass) apply(p *planner) error {
+	z, target := d.zone, p.limit(d.target)
 	if !p.over(target) {
 		return nil
 	}

@@ -4,17 +4,18 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 )
 
-// memberPred selects the members a pass compresses.
-type memberPred func(u *unit, it *item) bool
+// memberPred selects the members an extract pass compresses; age is how
+// many rounds older than the newest round the member's unit is.
+type memberPred func(it *item, age int) bool
 
-func importanceOlderThan(imp baagentv1.MessageImportance, rounds int, lastRound int) memberPred {
-	return func(u *unit, it *item) bool {
-		return it.importance() == imp && lastRound-u.round > rounds
+func importanceOlderThan(imp baagentv1.MessageImportance, rounds int) memberPred {
+	return func(it *item, age int) bool {
+		return it.importance() == imp && age > rounds
 	}
 }
 
 func importanceIn(imps ...baagentv1.MessageImportance) memberPred {
-	return func(_ *unit, it *item) bool {
+	return func(it *item, _ int) bool {
 		for _, imp := range imps {
 			if it.importance() == imp {
 				return true
@@ -28,7 +29,19 @@ func importanceIn(imps ...baagentv1.MessageImportance) memberPred {
 // until the window is at most target: each member becomes its extract, and
 // a unit with nothing CRITICAL or protected whose members are all compressed
 // collapses into one extract message.
-func (p *planner) extractPass(z zone, target int64, pred memberPred) error {
+//
+// EXTRACT and SUMMARIZE run it on the older zone, towards the soft target,
+// from the least important and oldest members up (seed 000); every strategy
+// runs it as an emergency pass on the hard target, on the older zone and
+// then on the recent one.
+type extractPass struct {
+	zone    zone
+	target  target
+	members memberPred
+}
+
+func (e extractPass) apply(p *planner) error {
+	z, target := e.zone, p.limit(e.target)
 	if !p.over(target) {
 		return nil
 	}
@@ -53,7 +66,7 @@ func (p *planner) extractPass(z zone, target int64, pred memberPred) error {
 			if it.form == formExtract || it.form == formOmitted {
 				continue
 			}
-			if compressible(it) && pred(u, it) {
+			if compressible(it) && e.members(it, p.lastRound-u.round) {
 				c.members = append(c.members, it)
 				c.forms = append(c.forms, it.extractForm())
 				continue

@@ -3,7 +3,16 @@ package contextsvc
 // omitPass replaces, in units that must stay (CRITICAL or protected), the
 // content of members that may be compressed with a placeholder, oldest
 // first, until the window is at most target.
-func (p *planner) omitPass(z zone, target int64) error {
+//
+// It is the last resort of every strategy, on the hard target only: it runs
+// on a zone after that zone's droppable units are gone.
+type omitPass struct {
+	zone   zone
+	target target
+}
+
+func (o omitPass) apply(p *planner) error {
+	z, target := o.zone, p.limit(o.target)
 	if !p.over(target) {
 		return nil
 	}

@@ -14,13 +14,17 @@ const (
 	pruneProtectTurns = 2
 )
 
-// prune applies seed 004's pruneToolOutputs: walking back from the newest
-// message, tool outputs of the last two user turns and the newest 40K
+// pruneToolOutputs is seed 004's pruneToolOutputs: walking back from the
+// newest message, tool outputs of the last two user turns and the newest 40K
 // tool-output tokens are protected; older ones are pruned, but only when at
 // least 20K tokens would go. Skill instructions and CRITICAL outputs (errors)
 // are never pruned; a stored summary ends the walk (what precedes it was
 // compacted already).
-func (p *planner) prune() error {
+//
+// It runs first whenever a window is compressed, before the strategy's
+// passes and whatever the strategy, unless the request turns it off
+// (budget.prune_tool_outputs = false).
+func (p *planner) pruneToolOutputs() error {
 	var cands []*item
 	var owners []*unit
 	turns := 0

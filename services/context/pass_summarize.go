@@ -42,7 +42,15 @@ func (p *planner) segments() []*segment {
 // first, until the window is at most target. A segment whose summary is not
 // ready is collapsed to extracts for this window and reported in wanted, so
 // its summary can be computed in the background.
-func (p *planner) summarizePass(target int64) error {
+//
+// It is SUMMARIZE's first pass, on the older zone towards the soft target;
+// the extract passes follow it for what summaries did not cover.
+type summarizePass struct {
+	target target
+}
+
+func (sp summarizePass) apply(p *planner) error {
+	target := p.limit(sp.target)
 	if !p.over(target) {
 		return nil
 	}

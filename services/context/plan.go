@@ -2,6 +2,7 @@ package contextsvc
 
 import (
 	"context"
+	"slices"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 )
@@ -50,6 +51,81 @@ func (p *planner) setUnit(u *unit, state unitState, raw int64) {
 	u.state = state
 }
 
+// run compresses the window as strategy says: tool outputs are pruned first
+// (when pruneOutputs), then the strategy's passes run in order while the
+// window is over the soft target.
+func (p *planner) run(strategy baagentv1.CompressionStrategy, pruneOutputs bool) error {
+	if pruneOutputs {
+		if err := p.pruneToolOutputs(); err != nil {
+			return err
+		}
+	}
+	for _, ps := range strategyPasses[strategy] {
+		if !p.over(p.soft) {
+			break
+		}
+		if err := ps.apply(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// A pass is one step of a compression strategy. It compresses the units of
+// its zone, oldest first, until the window is at most its target, and does
+// nothing when the window is there already. CRITICAL messages and skill
+// instructions are never touched. Each pass lives in pass_<name>.go.
+type pass interface {
+	apply(p *planner) error
+}
+
+// strategyPasses are the passes of each strategy, in the order they run.
+// They are values built once: running a strategy allocates nothing for them.
+var strategyPasses = func() map[baagentv1.CompressionStrategy][]pass {
+	const (
+		low    = baagentv1.MessageImportance_MESSAGE_IMPORTANCE_LOW
+		medium = baagentv1.MessageImportance_MESSAGE_IMPORTANCE_MEDIUM
+		high   = baagentv1.MessageImportance_MESSAGE_IMPORTANCE_HIGH
+	)
+	olderExtract := []pass{
+		extractPass{older, softTarget, importanceOlderThan(low, lowRoundsAge)},
+		extractPass{older, softTarget, importanceOlderThan(medium, mediumRoundsAge)},
+		extractPass{older, softTarget, importanceIn(low, medium)},
+		extractPass{older, softTarget, importanceIn(high)},
+	}
+	// What the budget forces when the strategy's own passes were not enough:
+	// older compressed content goes, then the recent zone is compressed.
+	emergency := []pass{
+		extractPass{older, hardTarget, importanceIn(low, medium, high)},
+		dropPass{older, hardTarget},
+		omitPass{older, hardTarget},
+		extractPass{recent, hardTarget, importanceIn(low, medium)},
+		extractPass{recent, hardTarget, importanceIn(high)},
+		dropPass{recent, hardTarget},
+		omitPass{recent, hardTarget},
+	}
+	return map[baagentv1.CompressionStrategy][]pass{
+		baagentv1.CompressionStrategy_COMPRESSION_STRATEGY_TRUNCATE:  slices.Concat([]pass{dropPass{older, softTarget}}, emergency),
+		baagentv1.CompressionStrategy_COMPRESSION_STRATEGY_EXTRACT:   slices.Concat(olderExtract, emergency),
+		baagentv1.CompressionStrategy_COMPRESSION_STRATEGY_SUMMARIZE: slices.Concat([]pass{summarizePass{softTarget}}, olderExtract, emergency),
+	}
+}()
+
+// target is the count a pass compresses down to.
+type target uint8
+
+const (
+	softTarget target = iota // the strategy's goal: below the trigger, within the budget split
+	hardTarget               // the input budget, which the window must fit
+)
+
+func (p *planner) limit(t target) int64 {
+	if t == hardTarget {
+		return p.hard
+	}
+	return p.soft
+}
+
 // zone selects units by recency.
 type zone uint8
 
@@ -84,57 +160,4 @@ func (p *planner) markRecent(share int64) {
 		sum += u.raw
 		u.recent = true
 	}
-}
-
-// run applies a strategy's passes.
-func (p *planner) run(strategy baagentv1.CompressionStrategy, pruneOutputs bool) error {
-	if pruneOutputs {
-		if err := p.prune(); err != nil {
-			return err
-		}
-	}
-	const (
-		low    = baagentv1.MessageImportance_MESSAGE_IMPORTANCE_LOW
-		medium = baagentv1.MessageImportance_MESSAGE_IMPORTANCE_MEDIUM
-		high   = baagentv1.MessageImportance_MESSAGE_IMPORTANCE_HIGH
-	)
-	olderExtract := []func() error{
-		func() error { return p.extractPass(older, p.soft, importanceOlderThan(low, lowRoundsAge, p.lastRound)) },
-		func() error {
-			return p.extractPass(older, p.soft, importanceOlderThan(medium, mediumRoundsAge, p.lastRound))
-		},
-		func() error { return p.extractPass(older, p.soft, importanceIn(low, medium)) },
-		func() error { return p.extractPass(older, p.soft, importanceIn(high)) },
-	}
-	// What the budget forces when the strategy's own passes were not enough:
-	// older compressed content goes, then the recent zone is compressed.
-	// CRITICAL messages and skill instructions are never touched.
-	emergency := []func() error{
-		func() error { return p.extractPass(older, p.hard, importanceIn(low, medium, high)) },
-		func() error { return p.dropPass(older, p.hard) },
-		func() error { return p.omitPass(older, p.hard) },
-		func() error { return p.extractPass(recent, p.hard, importanceIn(low, medium)) },
-		func() error { return p.extractPass(recent, p.hard, importanceIn(high)) },
-		func() error { return p.dropPass(recent, p.hard) },
-		func() error { return p.omitPass(recent, p.hard) },
-	}
-	var passes []func() error
-	switch strategy {
-	case baagentv1.CompressionStrategy_COMPRESSION_STRATEGY_TRUNCATE:
-		passes = append([]func() error{func() error { return p.dropPass(older, p.soft) }}, emergency...)
-	case baagentv1.CompressionStrategy_COMPRESSION_STRATEGY_EXTRACT:
-		passes = append(olderExtract, emergency...)
-	case baagentv1.CompressionStrategy_COMPRESSION_STRATEGY_SUMMARIZE:
-		passes = append([]func() error{func() error { return p.summarizePass(p.soft) }}, olderExtract...)
-		passes = append(passes, emergency...)
-	}
-	for _, pass := range passes {
-		if !p.over(p.soft) {
-			break
-		}
-		if err := pass(); err != nil {
-			return err
-		}
-	}
-	return nil
 }
