@@ -41,50 +41,11 @@ type extractPass struct {
 }
 
 func (e extractPass) apply(p *planner) error {
-	z, target := e.zone, p.limit(e.target)
+	target := p.limit(e.target)
 	if !p.over(target) {
 		return nil
 	}
-	type cand struct {
-		u        *unit
-		members  []*item
-		forms    []countable
-		raws     []int64
-		collapse bool
-		compact  countable
-		compN    int64
-	}
-	var cands []*cand
-	var batch []countable
-	for _, u := range p.units {
-		if !p.inZone(u, z) || u.state != unitKept {
-			continue
-		}
-		c := &cand{u: u}
-		all := true
-		for _, it := range u.items {
-			if it.form == formExtract || it.form == formOmitted {
-				continue
-			}
-			if compressible(it) && e.members(it, p.lastRound-u.round) {
-				c.members = append(c.members, it)
-				c.forms = append(c.forms, it.extractForm())
-				continue
-			}
-			all = false
-		}
-		if len(c.members) == 0 {
-			continue
-		}
-		c.collapse = all && !u.critical && !u.protected
-		if c.collapse {
-			c.compact = collapsed(srcs(u))
-			batch = append(batch, c.compact)
-		} else {
-			batch = append(batch, c.forms...)
-		}
-		cands = append(cands, c)
-	}
+	cands, batch := e.candidates(p)
 	raw, err := p.count(p.ctx, batch)
 	if err != nil {
 		return err
@@ -117,4 +78,53 @@ func (e extractPass) apply(p *planner) error {
 		}
 	}
 	return nil
+}
+
+// extractCand is a unit the pass would compress: its selected members with
+// their extracts, or, when the whole unit may go, its collapsed form.
+type extractCand struct {
+	u        *unit
+	members  []*item
+	forms    []countable
+	raws     []int64
+	collapse bool
+	compact  countable
+	compN    int64
+}
+
+// candidates returns the kept units of the pass's zone with members it
+// selects, oldest first, and the forms to count for them, in that order.
+func (e extractPass) candidates(p *planner) ([]*extractCand, []countable) {
+	var cands []*extractCand
+	var batch []countable
+	for _, u := range p.units {
+		if !p.inZone(u, e.zone) || u.state != unitKept {
+			continue
+		}
+		c := &extractCand{u: u}
+		all := true
+		for _, it := range u.items {
+			if it.form == formExtract || it.form == formOmitted {
+				continue
+			}
+			if compressible(it) && e.members(it, p.lastRound-u.round) {
+				c.members = append(c.members, it)
+				c.forms = append(c.forms, it.extractForm())
+				continue
+			}
+			all = false
+		}
+		if len(c.members) == 0 {
+			continue
+		}
+		c.collapse = all && !u.critical && !u.protected
+		if c.collapse {
+			c.compact = collapsed(srcs(u))
+			batch = append(batch, c.compact)
+		} else {
+			batch = append(batch, c.forms...)
+		}
+		cands = append(cands, c)
+	}
+	return cands, batch
 }
