@@ -1,7 +1,6 @@
 package contextsvc
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -280,43 +279,6 @@ func TestBuildWindowBelowTrigger(t *testing.T) {
 	}
 }
 
-// TestBudgetSplit checks the seed 004 split and trigger on a model with an
-// 8,000-token window.
-func TestBudgetSplit(t *testing.T) {
-	e := newEnv(t, Options{})
-	hist, facts := genConversation(convSpec{rounds: 20, stepsPerRnd: 2, outputWords: 150, plantEvery: 3, skillAtRound: -1}, 8)
-	appendAll(t, e.client, "t", "c", hist)
-	stored := readAll(t, e.client, "t", "c", 0)
-	req := buildReqFor("test-8k", strategyExtract)
-	resp, err := e.client.BuildWindow(t.Context(), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	windowCheck{model: "test-8k", history: stored, facts: facts}.check(t, e, req, resp)
-	b := resp.GetBreakdown()
-	// reserve = max(15% of 8000, min(max output 1000, 8192)) = 1200
-	if b.GetOutputReserveTokens() != 1200 || b.GetInputBudgetTokens() != 6800 {
-		t.Fatalf("reserve %d, input budget %d", b.GetOutputReserveTokens(), b.GetInputBudgetTokens())
-	}
-	if resp.GetStrategy() != strategyExtract || resp.GetCompression().GetSummarizedMessageCount() == 0 {
-		t.Fatalf("strategy %v, %d summarized", resp.GetStrategy(), resp.GetCompression().GetSummarizedMessageCount())
-	}
-	// TRUNCATE can always get below the trigger when what it may not drop
-	// fits there: 80% of the input budget, and less with a lower trigger.
-	for _, trig := range []float64{0.8, 0.5} {
-		req := buildReqFor("test-8k", strategyTruncate)
-		req.Budget = &baagentv1.BudgetOptions{CompressionTriggerPct: proto.Float64(trig)}
-		resp, err := e.client.BuildWindow(t.Context(), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		windowCheck{model: "test-8k", history: stored, facts: facts}.check(t, e, req, resp)
-		if limit := int64(float64(6800) * trig); resp.GetBreakdown().GetTotalTokens() > limit || resp.GetStrategy() != strategyTruncate {
-			t.Errorf("trigger %v: %v window of %d tokens, want at most %d", trig, resp.GetStrategy(), resp.GetBreakdown().GetTotalTokens(), limit)
-		}
-	}
-}
-
 // TestResourceExhausted: when what may not be compressed does not fit, the
 // call fails with the numbers.
 func TestResourceExhausted(t *testing.T) {
@@ -337,151 +299,6 @@ func TestResourceExhausted(t *testing.T) {
 	}
 }
 
-// TestUserRequestBelowCritical: a user request its caller marked LOW may be
-// compressed, and the window says so (is_compressed with its id).
-func TestUserRequestBelowCritical(t *testing.T) {
-	e := newEnv(t, Options{})
-	var hist []*baagentv1.ChatMessage
-	for i := range 30 {
-		hist = append(hist,
-			&baagentv1.ChatMessage{Id: fmt.Sprintf("u%d", i), Role: roleUser, Content: strings.Repeat("pasted report text ", 200), Importance: baagentv1.MessageImportance_MESSAGE_IMPORTANCE_LOW},
-			&baagentv1.ChatMessage{Id: fmt.Sprintf("a%d", i), Role: roleAssistant, Content: "noted"})
-	}
-	appendAll(t, e.client, "t", "c", hist)
-	req := buildReqFor("test-8k", strategyTruncate)
-	resp, err := e.client.BuildWindow(t.Context(), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	windowCheck{model: "test-8k", history: readAll(t, e.client, "t", "c", 0)}.check(t, e, req, resp)
-}
-
-// TestRepairsInvalidHistory: a tool result without its call and a call
-// without its result are left out of the window, which stays valid.
-func TestRepairsInvalidHistory(t *testing.T) {
-	e := newEnv(t, Options{})
-	hist := []*baagentv1.ChatMessage{
-		{Id: "u", Role: roleUser, Content: "hi"},
-		{Id: "orphan", Role: roleTool, ToolCallId: "call_x", Content: "result for nobody"},
-		{Id: "a1", Role: roleAssistant, Content: "checking", ToolCalls: []*baagentv1.ToolCall{{Id: "c1", Name: "glob"}, {Id: "c2", Name: "grep"}}},
-		{Id: "u2", Role: roleUser, Content: "interjection"},
-		{Id: "t1", Role: roleTool, ToolCallId: "c1", Content: "late result"},
-		{Id: "a2", Role: roleAssistant, ToolCalls: []*baagentv1.ToolCall{{Id: "c3", Name: "glob"}}},
-	}
-	appendAll(t, e.client, "t", "c", hist)
-	req := buildReqFor("gpt-4o", strategyAuto)
-	resp, err := e.client.BuildWindow(t.Context(), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	windowCheck{model: "gpt-4o", history: readAll(t, e.client, "t", "c", 0)}.check(t, e, req, resp)
-	var got []string
-	for _, m := range resp.GetMessages()[len(testSystem):] {
-		got = append(got, m.GetMessage().GetId())
-	}
-	if strings.Join(got, ",") != "u,a1,t1,u2" {
-		t.Fatalf("window ids %v, want u,a1,t1,u2 (late result moved after its call, unanswered calls removed)", got)
-	}
-}
-
-// TestPruneToolOutputs checks seed 004's pruning constants: outputs of the
-// last 2 user turns and the newest 40K output tokens stay; pruning happens
-// only when at least 20K tokens go; skill outputs and errors stay.
-func TestPruneToolOutputs(t *testing.T) {
-	for _, tc := range []struct {
-		name       string
-		rounds     int
-		wantPruned bool
-		wantStrat  baagentv1.CompressionStrategy
-	}{
-		{"under 20K to prune", 14, false, strategyNone},
-		{"over 20K to prune", 40, true, strategyNone},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, Options{})
-			var hist []*baagentv1.ChatMessage
-			for r := range tc.rounds {
-				call := fmt.Sprintf("call%d", r)
-				tool := "sql_query"
-				if r == 0 {
-					tool = "skill"
-				}
-				hist = append(hist,
-					&baagentv1.ChatMessage{Id: fmt.Sprintf("u%d", r), Role: roleUser, Content: "next"},
-					&baagentv1.ChatMessage{Id: fmt.Sprintf("a%d", r), Role: roleAssistant, ToolCalls: []*baagentv1.ToolCall{{Id: call, Name: tool}}},
-					&baagentv1.ChatMessage{Id: fmt.Sprintf("t%d", r), Role: roleTool, ToolCallId: call, ToolName: tool, Content: strings.Repeat("row value ", 1500)})
-			}
-			appendAll(t, e.client, "t", "c", hist)
-			req := buildReqFor("claude-3-5-sonnet", strategyExtract)
-			req.Budget = &baagentv1.BudgetOptions{CompressionTriggerPct: proto.Float64(0.05)}
-			resp, err := e.client.BuildWindow(t.Context(), req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			windowCheck{model: "claude-3-5-sonnet", history: readAll(t, e.client, "t", "c", 0)}.check(t, e, req, resp)
-			p := resp.GetCompression()
-			if (p.GetPrunedToolOutputCount() > 0) != tc.wantPruned {
-				t.Fatalf("pruned %d outputs (%d tokens)", p.GetPrunedToolOutputCount(), p.GetPrunedTokens())
-			}
-			if tc.wantPruned && p.GetPrunedTokens() <= pruneMinimumTokens {
-				t.Errorf("pruned only %d tokens", p.GetPrunedTokens())
-			}
-			var protected int64
-			for i := len(resp.GetMessages()) - 1; i >= 0; i-- {
-				m := resp.GetMessages()[i]
-				if m.GetMessage().GetRole() != roleTool {
-					continue
-				}
-				pruned := m.GetMessage().GetContent() == prunedPlaceholder
-				if m.GetMessage().GetToolName() == "skill" && pruned {
-					t.Errorf("skill output pruned")
-				}
-				if !pruned {
-					protected += m.GetTokens()
-				}
-			}
-			if tc.wantPruned && protected < pruneProtectTokens {
-				t.Errorf("only %d tool-output tokens kept, want at least %d", protected, pruneProtectTokens)
-			}
-		})
-	}
-}
-
-func TestSummarizerFailureFallsBack(t *testing.T) {
-	fake := newFakeOpenAI(t)
-	fake.fail.Store(true)
-	e := newEnv(t, Options{Summarizer: fake.summarizer(t), SummarizerModel: "gpt-4o-mini"})
-	hist, facts := genConversation(convSpec{rounds: 30, stepsPerRnd: 3, outputWords: 60, plantEvery: 4, skillAtRound: -1}, 9)
-	appendAll(t, e.client, "t", "c", hist)
-	stored := readAll(t, e.client, "t", "c", 0)
-	req := buildReqFor("test-8k", strategySummarize)
-	req.Compression.SummaryMaxTokens = proto.Int32(100)
-	resp, err := e.client.BuildWindow(t.Context(), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	windowCheck{model: "test-8k", history: stored, facts: facts}.check(t, e, req, resp)
-	if !resp.GetSummaryPending() {
-		t.Fatal("first window: no summary pending")
-	}
-	var hdr metadata.MD
-	waitFor(t, "summarizer failure", func() bool {
-		r, err := e.client.BuildWindow(t.Context(), req, grpc.Header(&hdr))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp = r
-		return !r.GetSummaryPending()
-	})
-	windowCheck{model: "test-8k", history: stored, facts: facts}.check(t, e, req, resp)
-	if resp.GetStrategy() != strategyExtract {
-		t.Fatalf("after a summarizer failure: strategy %v, want EXTRACT", resp.GetStrategy())
-	}
-	if note := strings.Join(hdr.Get(NoteHeader), ";"); !strings.Contains(note, "summarizer failed") || !strings.Contains(note, "model overloaded") {
-		t.Fatalf("note header %q does not say the summarizer failed", note)
-	}
-}
-
 func TestSummarizeWithoutSummarizer(t *testing.T) {
 	e := newEnv(t, Options{})
 	hist, _ := genConversation(convSpec{rounds: 30, stepsPerRnd: 3, outputWords: 60, skillAtRound: -1}, 10)
@@ -493,50 +310,6 @@ func TestSummarizeWithoutSummarizer(t *testing.T) {
 	}
 	if resp.GetStrategy() != strategyExtract || resp.GetSummaryPending() || len(hdr.Get(NoteHeader)) == 0 {
 		t.Fatalf("strategy %v pending %v note %v", resp.GetStrategy(), resp.GetSummaryPending(), hdr.Get(NoteHeader))
-	}
-}
-
-// TestChunkedSummary: the summarizer model has a 3,000-token window, far
-// smaller than the segment to summarize: every prompt it receives fits its
-// window, and the partial summaries are merged.
-func TestChunkedSummary(t *testing.T) {
-	fake := newFakeOpenAI(t)
-	e := newEnv(t, Options{Summarizer: fake.summarizer(t)})
-	hist, facts := genConversation(convSpec{rounds: 3, stepsPerRnd: 30, outputWords: 120, plantEvery: 1, skillAtRound: -1}, 11)
-	appendAll(t, e.client, "t", "c", hist)
-	req := buildReqFor("test-8k", strategySummarize)
-	req.Compression.SummarizerModel = "tiny-summarizer"
-	req.Compression.SummaryMaxTokens = proto.Int32(200)
-	var resp *baagentv1.BuildWindowResponse
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("summarizer calls %d, failures cached %d, last strategy %v pending %v", fake.calls.Load(), e.srv.summaries.failed.len(), resp.GetStrategy(), resp.GetSummaryPending())
-		}
-	})
-	waitFor(t, "chunked summary", func() bool {
-		r, err := e.client.BuildWindow(context.Background(), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp = r
-		return strings.Contains(summaryText(r), "SUMMARY(merge")
-	})
-	windowCheck{model: "test-8k", history: readAll(t, e.client, "t", "c", 0), facts: facts}.check(t, e, req, resp)
-	fake.mu.Lock()
-	prompts := append([]string(nil), fake.prompts...)
-	fake.mu.Unlock()
-	if len(prompts) < 3 {
-		t.Fatalf("%d summarizer calls, want chunks and a merge", len(prompts))
-	}
-	for i, p := range prompts {
-		n, err := e.tokens.CountMessages(t.Context(), &baagentv1.CountMessagesRequest{Model: "tiny-summarizer", Messages: []*baagentv1.ChatMessage{
-			{Role: roleSystem, Content: summarySystem}, {Role: roleUser, Content: p}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n.GetCount()+200 > 3000 {
-			t.Errorf("prompt %d has %d tokens: with a 200-token summary it exceeds the 3000-token window", i, n.GetCount())
-		}
 	}
 }
 
