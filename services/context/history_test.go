@@ -65,7 +65,8 @@ func TestAppendIdempotentAndDefaults(t *testing.T) {
 	}
 	// The same request again, plus one new message and one repeated within
 	// the request: only the new one is stored.
-	again := append(msgs[:4:4], msgs[5], &baagentv1.ChatMessage{Id: "u2", Role: roleUser, Content: "and by quarter?"}, &baagentv1.ChatMessage{Id: "u2", Role: roleUser, Content: "dup"})
+	again := append(msgs[:4:4], msgs[5], //nolint:gocritic // a new slice on purpose (full slice expression)
+		&baagentv1.ChatMessage{Id: "u2", Role: roleUser, Content: "and by quarter?"}, &baagentv1.ChatMessage{Id: "u2", Role: roleUser, Content: "dup"})
 	resp, err = e.client.Append(ctx, &baagentv1.AppendRequest{Tenant: "acme", ConversationId: "conv.1:x", Messages: again})
 	if err != nil {
 		t.Fatal(err)

@@ -68,7 +68,7 @@ func (s *OpenAISummarizer) Summarize(ctx context.Context, req SummaryRequest) (s
 			{Role: openai.ChatMessageRoleSystem, Content: req.System},
 			{Role: openai.ChatMessageRoleUser, Content: req.Prompt},
 		},
-		MaxTokens: req.MaxTokens,
+		MaxTokens: req.MaxTokens, //nolint:staticcheck // many OpenAI-compatible servers know only max_tokens
 	})
 	if err != nil {
 		return "", fmt.Errorf("summarizer model %q: %s", req.Model, redactKey(err.Error(), s.apiKey))

@@ -157,7 +157,7 @@ func TestCaughtUpSSEClientsAreWrittenByTheRunsFanOut(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer c.close()
+		t.Cleanup(c.close)
 		streams[i] = c
 	}
 	got := publishInStep(t, ctx, r, clients, events, func(c int) (string, error) {
@@ -207,7 +207,7 @@ func TestCaughtUpWebSocketClientsAreWrittenByTheRunsFanOut(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer ws.Close()
+		t.Cleanup(func() { _ = ws.Close() })
 		socks[i] = ws
 	}
 	testkit.Eventually(t, 10*time.Second, "both WebSocket clients subscribed", func() bool {

@@ -389,7 +389,7 @@ func (s *Server) run(ctx context.Context) error {
 	if err := hs.Shutdown(sctx); err != nil {
 		_ = hs.Close()
 	}
-	<-served
+	<-served //nolint:errcheck // Serve ends with ErrServerClosed after Shutdown
 	s.streams.closeAndWait()
 	return nil
 }

@@ -240,7 +240,11 @@ func TestDirectPartialWriteIsFinishedByTheOwner(t *testing.T) {
 	}
 	own := res.own
 	all := framesOf(t, ctx, h, r)
-	wantStream(t, conn.bytes(), all[bytes.Index(all, []byte("id: 2\n")):])
+	from := bytes.Index(all, []byte("id: 2\n"))
+	if from < 0 {
+		t.Fatalf("no frame with id 2 in %q", all)
+	}
+	wantStream(t, conn.bytes(), all[from:])
 	if own == 0 || conn.tries.Load() == 0 {
 		t.Fatalf("owner wrote %d, fan-out tried %d: want both", own, conn.tries.Load())
 	}
