@@ -17,12 +17,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/baagent/baagent/core/runevent"
 	"github.com/baagent/baagent/core/toolerror"

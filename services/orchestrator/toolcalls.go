@@ -1,0 +1,196 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+)
+
+// runTools answers the step's tool calls. Calls with a result in the
+// step's records (a resumed step) keep it. Then, in the model's order, the
+// calls that need the user — a doom-loop intervention, ask_clarification,
+// ask_decision — are asked (pausing the run) or answered; then the other
+// calls run on the toolrunner in parallel (skill activations one at a
+// time, each nesting in the previous); then calls the toolrunner refused
+// for want of the user's approval are asked about, and task calls start
+// their sub-agents and wait for their reports. Every result is
+// published (observe) and checkpointed as it arrives. Only read-only calls
+// start before the step's LLM_COMPLETE checkpoint is stored: a call with
+// side effects must be on record before it runs. It returns the tool
+// messages in the model's order followed by any injected skill messages,
+// and the longest tool duration. With r.paused set, the run waits.
+func (r *run) runTools(ctx context.Context, st *stepState, ts *toolset) ([]*baagentv1.ChatMessage, time.Duration, error) {
+	calls := st.msg.GetToolCalls()
+	results := make([]*callResult, len(calls))
+	for i, rec := range st.records {
+		if !rec.finished() {
+			continue
+		}
+		res, err := restoredResult(rec)
+		if err != nil {
+			return nil, 0, newRunError(CodeInternal, err, "the run's checkpoint cannot be read: %v", err)
+		}
+		results[i] = res
+	}
+
+	for i, c := range calls {
+		if results[i] != nil {
+			continue
+		}
+		rec := st.record(i)
+		if (rec.Doom && rec.Decision == "") || slices.Contains(ts.ask, c.GetName()) {
+			if err := st.durable.wait(); err != nil {
+				return nil, 0, err
+			}
+		}
+		if rec.Doom && rec.Decision == "" {
+			res, err := r.doomGate(st, i, c)
+			if err != nil || r.paused {
+				return nil, 0, err
+			}
+			if res != nil {
+				if err := r.complete(st, i, res); err != nil {
+					return nil, 0, err
+				}
+				results[i] = res
+				continue
+			}
+		}
+		if slices.Contains(ts.ask, c.GetName()) {
+			res, err := r.askGate(st, i, c)
+			if err != nil || r.paused {
+				return nil, 0, err
+			}
+			if err := r.complete(st, i, res); err != nil {
+				return nil, 0, err
+			}
+			results[i] = res
+		}
+	}
+
+	tctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	caller := r.skills.callerID()
+	finish := func(i int, res *callResult, err error) {
+		if err == nil && res.approval {
+			st.setApproval(i, "asked")
+			return
+		}
+		if err == nil {
+			err = r.complete(st, i, res)
+		}
+		if err != nil {
+			cancel(err)
+			return
+		}
+		results[i] = res
+	}
+	var wg sync.WaitGroup
+	for i, c := range calls {
+		if results[i] != nil || (ts.skill && c.GetName() == SkillToolName) || isTaskCall(ts, c) || st.record(i).Approval == "asked" {
+			continue
+		}
+		rec := st.record(i)
+		readOnly := ts.defs[c.GetName()].GetReadOnly()
+		wg.Go(func() {
+			if !readOnly {
+				if err := st.durable.wait(); err != nil {
+					cancel(err)
+					return
+				}
+			}
+			res, err := r.invoke(tctx, c, ts, caller, st.usage, rec.IdempotencyKey, rec.Approval == labelAllow)
+			finish(i, res, err)
+		})
+	}
+	for i, c := range calls {
+		if ts.skill && c.GetName() == SkillToolName && results[i] == nil && tctx.Err() == nil {
+			if err := st.durable.wait(); err != nil { // an activation changes the run's state
+				cancel(err)
+				break
+			}
+			res, err := r.activateSkill(tctx, i, c)
+			finish(i, res, err)
+		}
+	}
+	wg.Wait()
+	if err := context.Cause(tctx); err != nil {
+		return nil, 0, err
+	}
+
+	for i, c := range calls {
+		if results[i] != nil {
+			continue
+		}
+		gate := r.permissionGate
+		if isTaskCall(ts, c) {
+			gate = r.taskGate
+		}
+		res, err := gate(ctx, st, i, c, ts, caller)
+		if err != nil || r.paused {
+			return nil, 0, err
+		}
+		if err := r.complete(st, i, res); err != nil {
+			return nil, 0, err
+		}
+		results[i] = res
+	}
+
+	var longest time.Duration
+	msgs := make([]*baagentv1.ChatMessage, 0, len(calls))
+	var injected []*baagentv1.ChatMessage
+	for i, res := range results {
+		// Ids derive from position, not from the model's tool_call_id,
+		// which need not be a valid message id.
+		res.msg.Id = fmt.Sprintf("%s:s%d:tool:%d", r.rec.GetRunId(), r.rec.GetStep(), i)
+		for j, m := range res.inject {
+			m.Id = fmt.Sprintf("%s:s%d:skill:%d:%d", r.rec.GetRunId(), r.rec.GetStep(), i, j)
+		}
+		msgs = append(msgs, res.msg)
+		injected = append(injected, res.inject...)
+		longest = max(longest, time.Duration(res.observe.GetDurationMs()*float64(time.Millisecond)))
+	}
+	return append(msgs, injected...), longest, nil
+}
+
+// complete publishes a call's observation, records its result and
+// checkpoints it (TOOL_COMPLETE) in the background. The write queues behind
+// the step's LLM_COMPLETE (checkpoints are written in order), so once every
+// call is complete the model's response is stored and the step's messages
+// may enter the history. Nothing waits for TOOL_COMPLETE itself: a replica
+// resuming without it invokes the call again with its idempotency key (a
+// write that ran is answered from the toolrunner's record) and the history
+// append is idempotent by message id; a failed write fails the run's next
+// checkpoint.
+func (r *run) complete(st *stepState, i int, res *callResult) error {
+	if err := r.observed(res); err != nil {
+		return err
+	}
+	st.mu.Lock()
+	callResultRecord(&st.records[i], res)
+	st.mu.Unlock()
+	r.checkpointAsync(cpToolComplete)
+	return nil
+}
+
+func (st *stepState) record(i int) toolRecord {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.records[i]
+}
+
+func (st *stepState) setApproval(i int, v string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.records[i].Approval = v
+}
+
+func (st *stepState) setDecision(i int, v string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.records[i].Decision = v
+}
