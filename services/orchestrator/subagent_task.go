@@ -225,50 +225,6 @@ func childConversationID(parentRunID, toolCallID string) string {
 	return "conv_" + hex.EncodeToString(sum[:12])
 }
 
-// isTaskCall reports whether c is a call of the task tool offered in ts.
-func isTaskCall(ts *toolset, c *baagentv1.ToolCall) bool {
-	return ts.task && c.GetName() == TaskToolName
-}
-
-// taskGate answers a task call: it starts (or finds again) the child run
-// and makes the run wait for it, or, once the child has ended (or the wait
-// is past its deadline), turns the child's outcome into the observation.
-// Every task call of the step still without a result is started the first
-// time, so independent sub-agents work in parallel. Its signature is
-// permissionGate's: both settle calls after the parallel ones.
-func (r *run) taskGate(ctx context.Context, st *stepState, i int, c *baagentv1.ToolCall, ts *toolset, _ string) (*callResult, error) {
-	if w := r.due(i, waitSubAgent); w != nil {
-		return r.settleTask(ctx, c, w)
-	}
-	// Side effects: the model's response must be on record first.
-	if err := st.durable.wait(); err != nil {
-		return nil, err
-	}
-	var child *baagentv1.Run
-	for j, cj := range st.msg.GetToolCalls() {
-		if j < i || !isTaskCall(ts, cj) || st.record(j).finished() {
-			continue
-		}
-		rec, res, err := r.startTask(ctx, st, j, cj)
-		if err != nil {
-			return nil, err
-		}
-		if j == i {
-			if res != nil {
-				return res, nil
-			}
-			child = rec
-		}
-	}
-	switch {
-	case child == nil: // call i is not a task call still to answer: a bug
-		return nil, newRunError(CodeInternal, nil, "task call %d of step %d has no sub-agent run", i, r.rec.GetStep())
-	case isFinished(child.GetState()):
-		return r.taskResult(c, time.Now(), child), nil
-	}
-	return r.awaitTask(ctx, i, c, child)
-}
-
 // awaitTask makes the run wait for child (outcomeWaiting).
 func (r *run) awaitTask(ctx context.Context, i int, c *baagentv1.ToolCall, child *baagentv1.Run) (*callResult, error) {
 	w := &waitState{

@@ -3,81 +3,77 @@ package orchestrator
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 )
 
-// runTools answers the step's tool calls. Calls with a result in the
-// step's records (a resumed step) keep it. Then, in the model's order, the
-// calls that need the user — a doom-loop intervention, ask_clarification,
-// ask_decision — are asked (pausing the run) or answered; then the other
-// calls run on the toolrunner in parallel (skill activations one at a
-// time, each nesting in the previous); then calls the toolrunner refused
-// for want of the user's approval are asked about, and task calls start
-// their sub-agents and wait for their reports. Every result is
-// published (observe) and checkpointed as it arrives. Only read-only calls
-// start before the step's LLM_COMPLETE checkpoint is stored: a call with
-// side effects must be on record before it runs. It returns the tool
-// messages in the model's order followed by any injected skill messages,
-// and the longest tool duration. With r.paused set, the run waits.
+// runTools answers the step's tool calls, in four phases:
+//
+//  1. restore: calls with a result in the step's records (a resumed step)
+//     keep it;
+//  2. beforeRun gates, in the model's order: a doom-loop intervention,
+//     ask_clarification, ask_decision are asked (pausing the run) or
+//     answered;
+//  3. run: the other calls run on the toolrunner in parallel (skill
+//     activations one at a time, each nesting in the previous);
+//  4. afterRun gates: task calls start their sub-agents and wait for their
+//     reports, and calls the toolrunner refused for want of the user's
+//     approval are asked about.
+//
+// Every result is published (observe) and checkpointed as it arrives. Only
+// read-only calls start before the step's LLM_COMPLETE checkpoint is
+// stored: a call with side effects must be on record before it runs. It
+// returns the tool messages in the model's order followed by any injected
+// skill messages, and the longest tool duration. With r.paused set, the
+// run waits.
 func (r *run) runTools(ctx context.Context, st *stepState, ts *toolset) ([]*baagentv1.ChatMessage, time.Duration, error) {
-	calls := st.msg.GetToolCalls()
-	results := make([]*callResult, len(calls))
+	results, err := restoredResults(st)
+	if err != nil {
+		return nil, 0, err
+	}
+	caller := r.skills.callerID()
+	if paused, err := r.gateCalls(ctx, beforeRun, st, ts, caller, results); err != nil || paused {
+		return nil, 0, err
+	}
+	if err := r.runCalls(ctx, st, ts, caller, results); err != nil {
+		return nil, 0, err
+	}
+	if paused, err := r.gateCalls(ctx, afterRun, st, ts, caller, results); err != nil || paused {
+		return nil, 0, err
+	}
+	msgs, longest, err := r.toolMessages(results)
+	return msgs, longest, err
+}
+
+// restoredResults returns the results the step's records hold, by call.
+func restoredResults(st *stepState) ([]*callResult, error) {
+	results := make([]*callResult, len(st.msg.GetToolCalls()))
 	for i, rec := range st.records {
 		if !rec.finished() {
 			continue
 		}
 		res, err := restoredResult(rec)
 		if err != nil {
-			return nil, 0, newRunError(CodeInternal, err, "the run's checkpoint cannot be read: %v", err)
+			return nil, newRunError(CodeInternal, err, "the run's checkpoint cannot be read: %v", err)
 		}
 		results[i] = res
 	}
+	return results, nil
+}
 
-	for i, c := range calls {
-		if results[i] != nil {
-			continue
-		}
-		rec := st.record(i)
-		if (rec.Doom && rec.Decision == "") || slices.Contains(ts.ask, c.GetName()) {
-			if err := st.durable.wait(); err != nil {
-				return nil, 0, err
-			}
-		}
-		if rec.Doom && rec.Decision == "" {
-			res, err := r.doomGate(st, i, c)
-			if err != nil || r.paused {
-				return nil, 0, err
-			}
-			if res != nil {
-				if err := r.complete(st, i, res); err != nil {
-					return nil, 0, err
-				}
-				results[i] = res
-				continue
-			}
-		}
-		if slices.Contains(ts.ask, c.GetName()) {
-			res, err := r.askGate(st, i, c)
-			if err != nil || r.paused {
-				return nil, 0, err
-			}
-			if err := r.complete(st, i, res); err != nil {
-				return nil, 0, err
-			}
-			results[i] = res
-		}
-	}
-
+// runCalls runs the calls still without a result on the toolrunner, in
+// parallel, and the skill activations one at a time, leaving the calls an
+// afterRun gate settles. A call the toolrunner refuses for want of the
+// user's approval is marked for the permission gate.
+func (r *run) runCalls(ctx context.Context, st *stepState, ts *toolset, caller string, results []*callResult) error {
+	calls := st.msg.GetToolCalls()
 	tctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	caller := r.skills.callerID()
 	finish := func(i int, res *callResult, err error) {
 		if err == nil && res.approval {
-			st.setApproval(i, "asked")
+			st.setApproval(i, approvalPending)
 			return
 		}
 		if err == nil {
@@ -91,10 +87,13 @@ func (r *run) runTools(ctx context.Context, st *stepState, ts *toolset) ([]*baag
 	}
 	var wg sync.WaitGroup
 	for i, c := range calls {
-		if results[i] != nil || (ts.skill && c.GetName() == SkillToolName) || isTaskCall(ts, c) || st.record(i).Approval == "asked" {
+		if results[i] != nil || (ts.skill && c.GetName() == SkillToolName) {
 			continue
 		}
 		rec := st.record(i)
+		if settledAfterRun(gateCall{i: i, call: c, rec: rec, st: st, ts: ts, caller: caller}) {
+			continue
+		}
 		readOnly := ts.defs[c.GetName()].GetReadOnly()
 		wg.Go(func() {
 			if !readOnly {
@@ -118,32 +117,31 @@ func (r *run) runTools(ctx context.Context, st *stepState, ts *toolset) ([]*baag
 		}
 	}
 	wg.Wait()
-	if err := context.Cause(tctx); err != nil {
-		return nil, 0, err
-	}
+	return context.Cause(tctx)
+}
 
-	for i, c := range calls {
-		if results[i] != nil {
-			continue
+// settledAfterRun reports whether an afterRun gate settles the call, which
+// therefore does not run with the others.
+func settledAfterRun(c gateCall) bool {
+	for _, g := range afterRun {
+		if g.applies(c) {
+			return true
 		}
-		gate := r.permissionGate
-		if isTaskCall(ts, c) {
-			gate = r.taskGate
-		}
-		res, err := gate(ctx, st, i, c, ts, caller)
-		if err != nil || r.paused {
-			return nil, 0, err
-		}
-		if err := r.complete(st, i, res); err != nil {
-			return nil, 0, err
-		}
-		results[i] = res
 	}
+	return false
+}
 
+// toolMessages returns the step's tool messages in the model's order,
+// followed by the messages skill activations inject, and the longest tool
+// duration.
+func (r *run) toolMessages(results []*callResult) ([]*baagentv1.ChatMessage, time.Duration, error) {
 	var longest time.Duration
-	msgs := make([]*baagentv1.ChatMessage, 0, len(calls))
+	msgs := make([]*baagentv1.ChatMessage, 0, len(results))
 	var injected []*baagentv1.ChatMessage
 	for i, res := range results {
+		if res == nil { // every call is settled by now: a bug
+			return nil, 0, newRunError(CodeInternal, nil, "tool call %d of step %d has no result", i, r.rec.GetStep())
+		}
 		// Ids derive from position, not from the model's tool_call_id,
 		// which need not be a valid message id.
 		res.msg.Id = fmt.Sprintf("%s:s%d:tool:%d", r.rec.GetRunId(), r.rec.GetStep(), i)

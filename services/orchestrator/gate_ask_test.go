@@ -1,0 +1,63 @@
+package orchestrator
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+)
+
+func TestAskGateApplies(t *testing.T) {
+	t.Parallel()
+	offered := &toolset{ask: []string{AskClarificationTool, AskDecisionTool}}
+	for _, tc := range []struct {
+		tool string
+		ts   *toolset
+		want bool
+	}{
+		{AskClarificationTool, offered, true},
+		{AskDecisionTool, offered, true},
+		{"sql_query", offered, false},
+		{AskDecisionTool, &toolset{}, false}, // not offered: an unknown tool
+	} {
+		if got := (askGate{}).applies(testCall(tc.tool, toolRecord{}, tc.ts)); got != tc.want {
+			t.Errorf("applies(%s) = %v, want %v", tc.tool, got, tc.want)
+		}
+	}
+}
+
+func TestAskAnswer(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_000, 0)
+	ask := func(args string) *waitState {
+		w, err := parseAsk(AskDecisionTool, args, "q_s1_c0", 1, now, askTimeouts{clarification: time.Minute, decision: 5 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	withRec := ask(`{"decision_type":"method","context":"How?","options":[{"label":"fast"},{"label":"safe","is_recommended":true}]}`)
+	noRec := ask(`{"decision_type":"method","context":"How?","options":[{"label":"fast"},{"label":"safe"}]}`)
+	answered := *withRec
+	answered.Answer = &inputAnswer{Text: "fast", Selected: []string{"fast"}}
+	for _, tc := range []struct {
+		name     string
+		w        *waitState
+		answer   string
+		obs      string
+		timedOut bool
+	}{
+		{"answered", &answered, "fast", "The user answered: fast", false},
+		{"recommended at the deadline", withRec, "safe", `within 300 s; continuing with the recommended option "safe"`, true},
+		{"nothing recommended", noRec, "", "proceed with your best judgment", true},
+	} {
+		a, obs, to := askAnswer(tc.w)
+		if a != tc.answer || !strings.Contains(obs, tc.obs) || to != tc.timedOut {
+			t.Errorf("%s: askAnswer = %q, %q, %v", tc.name, a, obs, to)
+		}
+	}
+	if p := withRec.pending(); p.GetDecision().GetDecisionType() != baagentv1.DecisionType_DECISION_TYPE_METHOD {
+		t.Errorf("question %v", p)
+	}
+}

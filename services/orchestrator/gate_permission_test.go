@@ -1,0 +1,55 @@
+package orchestrator
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+)
+
+func TestPermissionGateApplies(t *testing.T) {
+	t.Parallel()
+	for _, approval := range []string{"", approvalPending, labelAllow, labelDeny} {
+		want := approval == approvalPending
+		if got := (permissionGate{}).applies(testCall("guarded_write", toolRecord{Approval: approval}, nil)); got != want {
+			t.Errorf("applies(approval %q) = %v, want %v", approval, got, want)
+		}
+	}
+}
+
+func TestPermissionAnswer(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		answer            *inputAnswer
+		allowed, timedOut bool
+	}{
+		{nil, false, true},
+		{&inputAnswer{Text: labelAllow}, true, false},
+		{&inputAnswer{Text: labelDeny}, false, false},
+		{&inputAnswer{Text: "maybe"}, false, false},
+	} {
+		a, to := permissionAnswer(&waitState{Kind: waitPermission, Answer: tc.answer})
+		if a != tc.allowed || to != tc.timedOut {
+			t.Errorf("permissionAnswer(%+v) = %v, %v", tc.answer, a, to)
+		}
+	}
+}
+
+func TestPermissionQuestion(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_000, 0)
+	c := &baagentv1.ToolCall{Name: "guarded_write", Arguments: strings.Repeat("x", 600)}
+	w := permissionQuestion(c, 2, 1, time.Minute, now)
+	d := w.pending().GetDecision()
+	if w.Kind != waitPermission || w.ID != "perm_s2_c1" || len(d.GetOptions()) != 2 || d.GetOptions()[0].GetLabel() != labelAllow ||
+		!d.GetOptions()[1].GetIsRecommended() || !strings.Contains(d.GetContext(), strings.Repeat("x", 500)+"…") || strings.Contains(d.GetContext(), strings.Repeat("x", 501)) {
+		t.Errorf("question %+v / %v", w, d)
+	}
+	if s := permissionDenied("guarded_write", true, time.Minute); !strings.Contains(s, "within 60 s") {
+		t.Errorf("denied at the deadline: %q", s)
+	}
+	if s := permissionDenied("guarded_write", false, time.Minute); !strings.Contains(s, "The user denied running guarded_write") {
+		t.Errorf("denied: %q", s)
+	}
+}
