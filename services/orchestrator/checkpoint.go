@@ -13,6 +13,7 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/services/orchestrator/internal/doomloop"
 )
 
 // Checkpoints (seed 004 §11.5 ExecutionCheckpoint). After every model
@@ -87,7 +88,7 @@ type checkpoint struct {
 	// Metrics is the run's ConversationMetrics so far.
 	Metrics []byte `json:"metrics,omitempty"`
 	// Calls is the doom-loop detector's window.
-	Calls []callSig `json:"calls,omitempty"`
+	Calls []doomloop.Call `json:"calls,omitempty"`
 	// Wait is the question the run waits on, when WAITING_INPUT.
 	Wait *waitState `json:"wait,omitempty"`
 	// Span is the W3C traceparent of the execution that wrote it (when

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator/internal/doomloop"
 )
 
 // Error codes of a doom-loop intervention.
@@ -34,7 +35,7 @@ func (doomLoopGate) check(_ context.Context, r *run, c gateCall) (verdict, error
 		q := doomQuestion(c.call, step, c.i, timeout, time.Now())
 		args, _ := parseArgs(c.call.GetArguments())
 		if err := r.emit(&baagentv1.Event{Payload: &baagentv1.Event_DoomLoopDetected{DoomLoopDetected: &baagentv1.DoomLoopDetectedPayload{
-			ToolName: c.call.GetName(), ToolInput: args, RepeatCount: doomThreshold, TimeWindowMs: doomWindow.Milliseconds(), DecisionId: q.ID,
+			ToolName: c.call.GetName(), ToolInput: args, RepeatCount: doomloop.Threshold, TimeWindowMs: doomloop.Window.Milliseconds(), DecisionId: q.ID,
 		}}}); err != nil {
 			return verdict{}, err
 		}
@@ -44,7 +45,7 @@ func (doomLoopGate) check(_ context.Context, r *run, c gateCall) (verdict, error
 	if err := r.answered(w, decision, timedOut); err != nil {
 		return verdict{}, err
 	}
-	r.doom.forget(c.call.GetName(), c.call.GetArguments())
+	r.doom.Forget(c.call.GetName(), c.call.GetArguments())
 	c.st.setDecision(c.i, decision)
 	switch decision {
 	case labelContinue:
@@ -59,7 +60,7 @@ func (doomLoopGate) check(_ context.Context, r *run, c gateCall) (verdict, error
 func doomQuestion(c *baagentv1.ToolCall, step int32, i int, timeout time.Duration, now time.Time) *waitState {
 	return systemDecision(waitDoomLoop, fmt.Sprintf("doom_s%d_c%d", step, i), step,
 		fmt.Sprintf("The agent called %s with the same arguments %d times within %d s and may be stuck in a loop. Stop the run, let it continue, or tell it to correct its arguments?",
-			c.GetName(), doomThreshold, int(doomWindow.Seconds())),
+			c.GetName(), doomloop.Threshold, int(doomloop.Window.Seconds())),
 		timeout, now,
 		&baagentv1.DecisionOption{Label: labelStop, Description: "Stop the run now, without an answer.", IsRecommended: true},
 		&baagentv1.DecisionOption{Label: labelContinue, Description: "Run the call again as it is."},
@@ -77,7 +78,7 @@ func doomDecision(w *waitState) (decision string, timedOut bool) {
 // doomCorrection is the observation of a call the user told the model to
 // correct.
 func doomCorrection(c *baagentv1.ToolCall) string {
-	return fmt.Sprintf("You called %s with the same arguments %d times. The user asked you not to repeat it: correct the arguments or take another approach.", c.GetName(), doomThreshold)
+	return fmt.Sprintf("You called %s with the same arguments %d times. The user asked you not to repeat it: correct the arguments or take another approach.", c.GetName(), doomloop.Threshold)
 }
 
 // doomStopped is the error that ends a run stopped at a doom loop.
@@ -85,8 +86,8 @@ func doomStopped(c *baagentv1.ToolCall, timedOut bool, timeout time.Duration) er
 	if timedOut {
 		return newRunError(CodeDoomLoop, nil,
 			"the agent called %s with the same arguments %d times within %d s and no one answered within %d s whether it should go on, so the run stopped without an answer",
-			c.GetName(), doomThreshold, int(doomWindow.Seconds()), int(timeout.Seconds()))
+			c.GetName(), doomloop.Threshold, int(doomloop.Window.Seconds()), int(timeout.Seconds()))
 	}
 	return newRunError(CodeDoomLoop, nil,
-		"the user stopped the run after the agent called %s with the same arguments %d times", c.GetName(), doomThreshold)
+		"the user stopped the run after the agent called %s with the same arguments %d times", c.GetName(), doomloop.Threshold)
 }

@@ -91,11 +91,11 @@ func (r *run) loop() (string, error) {
 			}
 			r.rec.Step++
 		}
-		if toolsFor != len(r.skills.frames) {
+		if toolsFor != r.skills.Depth() {
 			if tools, err = r.listTools(ctx, catalog.GetSkillCount() > 0); err != nil {
 				return "", err
 			}
-			toolsFor = len(r.skills.frames)
+			toolsFor = r.skills.Depth()
 		}
 		sctx, span := r.s.span(ctx, "step", trace.SpanKindInternal)
 		step, resumed := r.rec.GetStep(), r.cur != nil
@@ -177,6 +177,6 @@ func (r *run) endStep(began time.Time, modelTime, toolTime time.Duration, ok boo
 		return err
 	}
 	r.cur, r.wait = nil, nil
-	r.rec.Metrics = r.metrics.snapshot(time.Now(), false)
+	r.rec.Metrics = r.metrics.Snapshot(time.Now(), false)
 	return nil
 }

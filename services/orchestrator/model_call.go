@@ -15,7 +15,7 @@ import (
 // think builds the window, calls the model and checkpoints its response
 // (LLM_COMPLETE, in the background: see stepState.durable).
 func (r *run) think(ctx context.Context, step int32, system []*baagentv1.ChatMessage, tools *toolset) error {
-	model := r.skills.model(r.rec.GetModel())
+	model := r.skills.Model(r.rec.GetModel())
 	info := r.modelInfo(ctx, model)
 	wctx, wspan := r.s.span(ctx, "build_window", trace.SpanKindInternal)
 	win, err := r.buildWindow(wctx, &baagentv1.BuildWindowRequest{
@@ -34,7 +34,7 @@ func (r *run) think(ctx context.Context, step int32, system []*baagentv1.ChatMes
 		return peerError(ctx, "context", "BuildWindow", err)
 	}
 	compressed := win.GetCompression().GetWasCompressed() || win.GetCompression().GetPrunedToolOutputCount() > 0
-	r.metrics.recordWindow(len(win.GetMessages()), compressed)
+	r.metrics.RecordWindow(len(win.GetMessages()), compressed)
 	if compressed {
 		if err := r.emit(&baagentv1.Event{Payload: &baagentv1.Event_ContextCompressed{ContextCompressed: win.GetCompression()}}); err != nil {
 			return err
@@ -89,7 +89,7 @@ func (r *run) think(ctx context.Context, step int32, system []*baagentv1.ChatMes
 		st.records = append(st.records, toolRecord{
 			CallID: c.GetId(), ToolName: c.GetName(), Status: toolRunning, StepNumber: step, SequenceNumber: i,
 			IdempotencyKey: fmt.Sprintf("%s:s%d:c%d", r.rec.GetRunId(), step, i), StartedAt: now,
-			Doom: r.doom.observe(c.GetName(), c.GetArguments(), now),
+			Doom: r.doom.Observe(c.GetName(), c.GetArguments(), now),
 		})
 	}
 	r.cur = st
@@ -137,10 +137,10 @@ func (r *run) account(model string, info *baagentv1.ModelInfo, u *baagentv1.Usag
 	}
 	meta := info.GetMetadata()
 	cost := float64(u.GetPromptTokens())*meta.GetInputCostPer_1M()/1e6 + float64(u.GetCompletionTokens())*meta.GetOutputCostPer_1M()/1e6
-	r.metrics.recordModelCall(u, cost)
+	r.metrics.RecordModelCall(u, cost)
 	r.s.metrics.modelTokens.WithLabelValues("input").Add(float64(u.GetPromptTokens()))
 	r.s.metrics.modelTokens.WithLabelValues("output").Add(float64(u.GetCompletionTokens()))
-	m := r.metrics.snapshot(time.Now(), false)
+	m := r.metrics.Snapshot(time.Now(), false)
 	return r.emit(&baagentv1.Event{Payload: &baagentv1.Event_CostUpdate{CostUpdate: &baagentv1.CostUpdatePayload{
 		Model:             model,
 		Usage:             u,

@@ -10,6 +10,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator/internal/convmetrics"
+	"github.com/baagent/baagent/services/orchestrator/internal/doomloop"
+	"github.com/baagent/baagent/services/orchestrator/internal/skillstack"
 )
 
 // cancelCause is the cancellation cause of a run cancelled by CancelRun.
@@ -49,13 +52,13 @@ type run struct {
 	// Owned by the executing goroutine.
 	rec     *baagentv1.Run
 	pub     *publisher
-	metrics *convMetrics
-	skills  skillStack
+	metrics *convmetrics.Accumulator
+	skills  skillstack.Stack
 	models  map[string]*baagentv1.ModelInfo // GetModelInfo answers, by model
 	// toolsSent is the tools fingerprint this execution last sent with its
 	// schemas to the context service (see buildWindow).
 	toolsSent string
-	doom      doomDetector
+	doom      doomloop.Detector
 
 	// Checkpoint state; cpMu serialises writes (from parallel tool calls,
 	// and a write in the background, which holds it until it is done).
@@ -192,7 +195,7 @@ func (r *run) prepare() (*baagentv1.Event, error) {
 	}
 	r.cpRev = rev
 	r.linkPrevious(cp)
-	r.metrics = newConvMetrics(r.rec.GetConversationId(), time.Now())
+	r.metrics = convmetrics.New(r.rec.GetConversationId(), time.Now())
 	if cp != nil || r.attempt > 1 || r.rec.GetState() != baagentv1.RunState_RUN_STATE_QUEUED {
 		terminal, err := r.resumeEvents(ctx, cp)
 		if err != nil || terminal != nil {
@@ -220,16 +223,16 @@ func (r *run) restore(cp *checkpoint) error {
 		if err != nil {
 			return err
 		}
-		r.metrics = &convMetrics{m: m}
+		r.metrics = convmetrics.Restore(m)
 	}
 	for _, f := range cp.Skills {
 		mod, err := unmarshalProto[baagentv1.ContextModifier](f.Modifier)
 		if err != nil {
 			return err
 		}
-		r.skills.push(activation{name: f.Name, id: f.ID, modifier: mod})
+		r.skills.Push(skillstack.Activation{Name: f.Name, ID: f.ID, Modifier: mod})
 	}
-	r.doom.restore(cp.Calls)
+	r.doom.Restore(cp.Calls)
 	r.log.Info("resuming run from its checkpoint", "checkpoint", cp.Kind, "step", cp.Step, "last_seq", r.pub.lastSeq(), "previous_owner", cp.Owner, "attempt", r.attempt)
 	return nil
 }

@@ -85,8 +85,8 @@ func (r *run) snapshot(kind string) (*checkpoint, error) {
 		At:      now,
 		Step:    r.rec.GetStep(),
 		Started: true,
-		Metrics: marshalProto(r.metrics.snapshot(now, false)),
-		Calls:   r.doom.window(),
+		Metrics: marshalProto(r.metrics.Snapshot(now, false)),
+		Calls:   r.doom.Window(),
 		Wait:    r.wait,
 		Span:    r.traceparent,
 	}
@@ -99,8 +99,8 @@ func (r *run) snapshot(kind string) (*checkpoint, error) {
 		cp.LastSeq, cp.LastPos = r.pub.position()
 		cp.Outbox = nil
 	}
-	for _, f := range r.skills.frames {
-		cp.Skills = append(cp.Skills, skillFrame{Name: f.name, ID: f.id, Modifier: marshalProto(f.modifier)})
+	for _, f := range r.skills.Frames() {
+		cp.Skills = append(cp.Skills, skillFrame{Name: f.Name, ID: f.ID, Modifier: marshalProto(f.Modifier)})
 	}
 	if st := r.cur; st != nil {
 		cp.Assistant, cp.ModelMs = marshalProto(st.msg), st.modelMs

@@ -18,7 +18,7 @@ func (r *run) finish(answer string, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), finalizeTimeout)
 	defer cancel()
 	now := time.Now()
-	metrics := r.metrics.snapshot(now, true)
+	metrics := r.metrics.Snapshot(now, true)
 	ev := &baagentv1.Event{Step: r.rec.GetStep()}
 	outcome := "completed"
 	var cc *cancelCause

@@ -395,7 +395,7 @@ func (r *run) childRun(id, callID string, def *SubAgent, args taskArgs) (*baagen
 	spec := &baagentv1.RunSpec{
 		Input:          args.Prompt,
 		ConversationId: childConversationID(r.rec.GetRunId(), callID),
-		Model:          def.model(r.skills.model(r.rec.GetModel())),
+		Model:          def.model(r.skills.Model(r.rec.GetModel())),
 		MaxSteps:       int32(def.MaxIterations),
 		SystemPrompt:   prompt,
 		AllowedTools:   def.tools(),

@@ -32,7 +32,7 @@ type callResult struct {
 
 // observed publishes a result's observe event and records its metrics.
 func (r *run) observed(res *callResult) error {
-	r.metrics.recordToolCall(res.metrics)
+	r.metrics.RecordToolCall(res.metrics)
 	outcome := toolOK
 	if !res.observe.GetSuccess() {
 		outcome = toolFailed

@@ -33,7 +33,7 @@ func (r *run) runTools(ctx context.Context, st *stepState, ts *toolset) ([]*baag
 	if err != nil {
 		return nil, 0, err
 	}
-	caller := r.skills.callerID()
+	caller := r.skills.CallerID()
 	if paused, err := r.gateCalls(ctx, beforeRun, st, ts, caller, results); err != nil || paused {
 		return nil, 0, err
 	}

@@ -56,7 +56,7 @@ func (r *run) listTools(ctx context.Context, withSkill bool) (*toolset, error) {
 	if err := r.checkParent(ctx); err != nil {
 		return nil, err
 	}
-	lists := r.skills.allowLists(r.spec.GetAllowedTools())
+	lists := r.skills.AllowLists(r.spec.GetAllowedTools())
 	var innermost *baagentv1.ToolAllowList
 	if len(lists) > 0 {
 		innermost = lists[len(lists)-1]
