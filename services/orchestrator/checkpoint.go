@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/protobuf/proto"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
 	"github.com/baagent/baagent/services/orchestrator/internal/doomloop"
+	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
+	"github.com/baagent/baagent/services/orchestrator/internal/protoenc"
 )
 
 // Checkpoints (seed 004 §11.5 ExecutionCheckpoint). After every model
@@ -90,7 +91,7 @@ type checkpoint struct {
 	// Calls is the doom-loop detector's window.
 	Calls []doomloop.Call `json:"calls,omitempty"`
 	// Wait is the question the run waits on, when WAITING_INPUT.
-	Wait *waitState `json:"wait,omitempty"`
+	Wait *hitl.Wait `json:"wait,omitempty"`
 	// Span is the W3C traceparent of the execution that wrote it (when
 	// traced): the execution that resumes the run links to it.
 	Span string `json:"span,omitempty"`
@@ -207,35 +208,14 @@ func (s *checkpointStore) delete(ctx context.Context, tenant, runID string) erro
 	return nil
 }
 
-// marshalProto encodes m, nil for nil.
-func marshalProto(m proto.Message) []byte {
-	if m == nil || !m.ProtoReflect().IsValid() {
-		return nil
-	}
-	b, _ := proto.Marshal(m) // messages built by the run always encode
-	return b
-}
-
-// unmarshalProto decodes b into a new T; a nil b gives an empty T.
-func unmarshalProto[T any, PT interface {
-	*T
-	proto.Message
-}](b []byte) (PT, error) {
-	m := PT(new(T))
-	if err := proto.Unmarshal(b, m); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
 // callResultRecord fills rec's result fields from res.
 func callResultRecord(rec *toolRecord, res *callResult) {
-	rec.Message = marshalProto(res.msg)
-	rec.Observe = marshalProto(res.observe)
-	rec.Metrics = marshalProto(res.metrics)
+	rec.Message = protoenc.Marshal(res.msg)
+	rec.Observe = protoenc.Marshal(res.observe)
+	rec.Metrics = protoenc.Marshal(res.metrics)
 	rec.Inject = nil
 	for _, m := range res.inject {
-		rec.Inject = append(rec.Inject, marshalProto(m))
+		rec.Inject = append(rec.Inject, protoenc.Marshal(m))
 	}
 	rec.DurationMs = res.observe.GetDurationMs()
 	rec.CompletedAt = time.Now()
@@ -247,21 +227,21 @@ func callResultRecord(rec *toolRecord, res *callResult) {
 
 // restoredResult rebuilds a finished call's result from its record.
 func restoredResult(rec toolRecord) (*callResult, error) {
-	msg, err := unmarshalProto[baagentv1.ChatMessage](rec.Message)
+	msg, err := protoenc.Unmarshal[baagentv1.ChatMessage](rec.Message)
 	if err != nil {
 		return nil, err
 	}
-	obs, err := unmarshalProto[baagentv1.ObservePayload](rec.Observe)
+	obs, err := protoenc.Unmarshal[baagentv1.ObservePayload](rec.Observe)
 	if err != nil {
 		return nil, err
 	}
-	met, err := unmarshalProto[baagentv1.ToolMetrics](rec.Metrics)
+	met, err := protoenc.Unmarshal[baagentv1.ToolMetrics](rec.Metrics)
 	if err != nil {
 		return nil, err
 	}
 	res := &callResult{msg: msg, observe: obs, metrics: met}
 	for _, b := range rec.Inject {
-		m, err := unmarshalProto[baagentv1.ChatMessage](b)
+		m, err := protoenc.Unmarshal[baagentv1.ChatMessage](b)
 		if err != nil {
 			return nil, err
 		}

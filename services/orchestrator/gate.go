@@ -4,6 +4,7 @@ import (
 	"context"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
 // Gates settle the step's tool calls that the toolrunner must not simply
@@ -66,7 +67,7 @@ type verdict struct {
 func answeredBy(res *callResult) verdict { return verdict{kind: verdictAnswered, res: res} }
 
 // askUser pauses the run on w, a question about the step's call i.
-func (r *run) askUser(i int, w *waitState) (verdict, error) {
+func (r *run) askUser(i int, w *hitl.Wait) (verdict, error) {
 	return verdict{kind: verdictWaiting}, r.pause(i, w)
 }
 

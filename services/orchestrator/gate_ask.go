@@ -7,6 +7,7 @@ import (
 	"time"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
 // askGate answers the ask_clarification / ask_decision calls: it asks the
@@ -22,10 +23,10 @@ func (askGate) check(_ context.Context, r *run, c gateCall) (verdict, error) {
 	}
 	step := r.rec.GetStep()
 	began := time.Now()
-	w := r.due(c.i, waitClarification, waitDecision)
+	w := r.due(c.i, hitl.KindClarification, hitl.KindDecision)
 	if w == nil {
-		q, err := parseAsk(c.call.GetName(), c.call.GetArguments(), fmt.Sprintf("q_s%d_c%d", step, c.i), step, began,
-			askTimeouts{clarification: r.s.opts.ClarificationTimeout, decision: r.s.opts.DecisionTimeout})
+		q, err := hitl.ParseAsk(c.call.GetName(), c.call.GetArguments(), fmt.Sprintf("q_s%d_c%d", step, c.i), step, began,
+			hitl.Timeouts{Clarification: r.s.opts.ClarificationTimeout, Decision: r.s.opts.DecisionTimeout})
 		if err != nil {
 			return answeredBy(r.failedCall(c.call, began, baagentv1.ToolErrorType_TOOL_ERROR_TYPE_INVALID_PARAMETERS, codeInvalidArguments, err.Error())), nil
 		}
@@ -44,13 +45,13 @@ func (askGate) check(_ context.Context, r *run, c gateCall) (verdict, error) {
 // askAnswer is the answer the run takes from a settled question and the
 // observation the model gets: the user's answer, else the recommended
 // option, else the model is told to use its judgment.
-func askAnswer(w *waitState) (answer, observation string, timedOut bool) {
+func askAnswer(w *hitl.Wait) (answer, observation string, timedOut bool) {
 	if w.Answer != nil {
 		return w.Answer.Text, "The user answered: " + w.Answer.Text, false
 	}
-	p := w.pending()
+	p := w.Pending()
 	timeout := p.GetClarification().GetTimeoutSeconds() + p.GetDecision().GetTimeoutSeconds()
-	if rec := recommended(p); rec != "" {
+	if rec := hitl.Recommended(p); rec != "" {
 		return rec, fmt.Sprintf("The user did not answer within %d s; continuing with the recommended option %q.", timeout, rec), true
 	}
 	return "", fmt.Sprintf("The user did not answer within %d s and no option was recommended; proceed with your best judgment and state the assumption you made.", timeout), true

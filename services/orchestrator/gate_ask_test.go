@@ -6,6 +6,7 @@ import (
 	"time"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
 func TestAskGateApplies(t *testing.T) {
@@ -30,8 +31,8 @@ func TestAskGateApplies(t *testing.T) {
 func TestAskAnswer(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1_000, 0)
-	ask := func(args string) *waitState {
-		w, err := parseAsk(AskDecisionTool, args, "q_s1_c0", 1, now, askTimeouts{clarification: time.Minute, decision: 5 * time.Minute})
+	ask := func(args string) *hitl.Wait {
+		w, err := hitl.ParseAsk(AskDecisionTool, args, "q_s1_c0", 1, now, hitl.Timeouts{Clarification: time.Minute, Decision: 5 * time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,10 +41,10 @@ func TestAskAnswer(t *testing.T) {
 	withRec := ask(`{"decision_type":"method","context":"How?","options":[{"label":"fast"},{"label":"safe","is_recommended":true}]}`)
 	noRec := ask(`{"decision_type":"method","context":"How?","options":[{"label":"fast"},{"label":"safe"}]}`)
 	answered := *withRec
-	answered.Answer = &inputAnswer{Text: "fast", Selected: []string{"fast"}}
+	answered.Answer = &hitl.Answer{Text: "fast", Selected: []string{"fast"}}
 	for _, tc := range []struct {
 		name     string
-		w        *waitState
+		w        *hitl.Wait
 		answer   string
 		obs      string
 		timedOut bool
@@ -57,7 +58,7 @@ func TestAskAnswer(t *testing.T) {
 			t.Errorf("%s: askAnswer = %q, %q, %v", tc.name, a, obs, to)
 		}
 	}
-	if p := withRec.pending(); p.GetDecision().GetDecisionType() != baagentv1.DecisionType_DECISION_TYPE_METHOD {
+	if p := withRec.Pending(); p.GetDecision().GetDecisionType() != baagentv1.DecisionType_DECISION_TYPE_METHOD {
 		t.Errorf("question %v", p)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/services/orchestrator/internal/doomloop"
+	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
 // Error codes of a doom-loop intervention.
@@ -29,7 +30,7 @@ func (doomLoopGate) check(_ context.Context, r *run, c gateCall) (verdict, error
 		return verdict{}, err
 	}
 	timeout := r.s.opts.DecisionTimeout
-	w := r.due(c.i, waitDoomLoop)
+	w := r.due(c.i, hitl.KindDoomLoop)
 	if w == nil {
 		step := r.rec.GetStep()
 		q := doomQuestion(c.call, step, c.i, timeout, time.Now())
@@ -48,29 +49,29 @@ func (doomLoopGate) check(_ context.Context, r *run, c gateCall) (verdict, error
 	r.doom.Forget(c.call.GetName(), c.call.GetArguments())
 	c.st.setDecision(c.i, decision)
 	switch decision {
-	case labelContinue:
+	case hitl.LabelContinue:
 		return verdict{}, nil
-	case labelCorrect:
+	case hitl.LabelCorrect:
 		return answeredBy(r.failedCall(c.call, time.Now(), baagentv1.ToolErrorType_TOOL_ERROR_TYPE_VALIDATION_ERROR, codeDoomLoopCorrect, doomCorrection(c.call))), nil
 	}
 	return verdict{}, doomStopped(c.call, timedOut, timeout)
 }
 
 // doomQuestion is the decision the user is asked about the step's call i.
-func doomQuestion(c *baagentv1.ToolCall, step int32, i int, timeout time.Duration, now time.Time) *waitState {
-	return systemDecision(waitDoomLoop, fmt.Sprintf("doom_s%d_c%d", step, i), step,
+func doomQuestion(c *baagentv1.ToolCall, step int32, i int, timeout time.Duration, now time.Time) *hitl.Wait {
+	return hitl.SystemDecision(hitl.KindDoomLoop, fmt.Sprintf("doom_s%d_c%d", step, i), step,
 		fmt.Sprintf("The agent called %s with the same arguments %d times within %d s and may be stuck in a loop. Stop the run, let it continue, or tell it to correct its arguments?",
 			c.GetName(), doomloop.Threshold, int(doomloop.Window.Seconds())),
 		timeout, now,
-		&baagentv1.DecisionOption{Label: labelStop, Description: "Stop the run now, without an answer.", IsRecommended: true},
-		&baagentv1.DecisionOption{Label: labelContinue, Description: "Run the call again as it is."},
-		&baagentv1.DecisionOption{Label: labelCorrect, Description: "Do not run it; tell the agent to change its approach or arguments."})
+		&baagentv1.DecisionOption{Label: hitl.LabelStop, Description: "Stop the run now, without an answer.", IsRecommended: true},
+		&baagentv1.DecisionOption{Label: hitl.LabelContinue, Description: "Run the call again as it is."},
+		&baagentv1.DecisionOption{Label: hitl.LabelCorrect, Description: "Do not run it; tell the agent to change its approach or arguments."})
 }
 
 // doomDecision is the user's intervention, stop when no one answered.
-func doomDecision(w *waitState) (decision string, timedOut bool) {
+func doomDecision(w *hitl.Wait) (decision string, timedOut bool) {
 	if w.Answer == nil {
-		return labelStop, true
+		return hitl.LabelStop, true
 	}
 	return w.Answer.Text, false
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
 func TestDoomLoopGateApplies(t *testing.T) {
@@ -18,8 +19,8 @@ func TestDoomLoopGateApplies(t *testing.T) {
 	}{
 		{toolRecord{}, false},
 		{toolRecord{Doom: true}, true},
-		{toolRecord{Doom: true, Decision: labelContinue}, false}, // decided: runs
-		{toolRecord{Decision: labelCorrect}, false},
+		{toolRecord{Doom: true, Decision: hitl.LabelContinue}, false}, // decided: runs
+		{toolRecord{Decision: hitl.LabelCorrect}, false},
 	} {
 		if got := (doomLoopGate{}).applies(testCall("sql_query", tc.rec, nil)); got != tc.want {
 			t.Errorf("applies(%+v) = %v, want %v", tc.rec, got, tc.want)
@@ -31,16 +32,16 @@ func TestDoomDecision(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name     string
-		answer   *inputAnswer
+		answer   *hitl.Answer
 		decision string
 		timedOut bool
 	}{
-		{"no answer stops", nil, labelStop, true},
-		{"stop", &inputAnswer{Text: labelStop}, labelStop, false},
-		{"continue", &inputAnswer{Text: labelContinue}, labelContinue, false},
-		{"correct", &inputAnswer{Text: labelCorrect}, labelCorrect, false},
+		{"no answer stops", nil, hitl.LabelStop, true},
+		{"stop", &hitl.Answer{Text: hitl.LabelStop}, hitl.LabelStop, false},
+		{"continue", &hitl.Answer{Text: hitl.LabelContinue}, hitl.LabelContinue, false},
+		{"correct", &hitl.Answer{Text: hitl.LabelCorrect}, hitl.LabelCorrect, false},
 	} {
-		d, to := doomDecision(&waitState{Kind: waitDoomLoop, Answer: tc.answer})
+		d, to := doomDecision(&hitl.Wait{Kind: hitl.KindDoomLoop, Answer: tc.answer})
 		if d != tc.decision || to != tc.timedOut {
 			t.Errorf("%s: doomDecision = %q, %v; want %q, %v", tc.name, d, to, tc.decision, tc.timedOut)
 		}
@@ -52,13 +53,13 @@ func TestDoomQuestion(t *testing.T) {
 	now := time.Unix(1_000, 0)
 	c := &baagentv1.ToolCall{Id: "call_1", Name: "sql_query", Arguments: `{"q":1}`}
 	w := doomQuestion(c, 3, 2, time.Minute, now)
-	d := w.pending().GetDecision()
+	d := w.Pending().GetDecision()
 	var labels []string
 	for _, o := range d.GetOptions() {
 		labels = append(labels, o.GetLabel())
 	}
-	if w.Kind != waitDoomLoop || w.ID != "doom_s3_c2" || !w.Deadline.Equal(now.Add(time.Minute)) ||
-		!slices.Equal(labels, []string{labelStop, labelContinue, labelCorrect}) || !d.GetOptions()[0].GetIsRecommended() ||
+	if w.Kind != hitl.KindDoomLoop || w.ID != "doom_s3_c2" || !w.Deadline.Equal(now.Add(time.Minute)) ||
+		!slices.Equal(labels, []string{hitl.LabelStop, hitl.LabelContinue, hitl.LabelCorrect}) || !d.GetOptions()[0].GetIsRecommended() ||
 		d.GetStepNumber() != 3 || !strings.Contains(d.GetContext(), "sql_query") {
 		t.Errorf("question %+v / %v", w, d)
 	}

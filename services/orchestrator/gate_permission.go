@@ -6,6 +6,7 @@ import (
 	"time"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
 // codePermissionDeny is the observation's code of a call the user did not
@@ -14,7 +15,7 @@ const codePermissionDeny = "PERMISSION_DENIED_BY_USER"
 
 // approvalPending is the record's Approval of a call the toolrunner refused
 // for want of the user's approval (permission ASK); the user's answer
-// replaces it with labelAllow or labelDeny.
+// replaces it with hitl.LabelAllow or hitl.LabelDeny.
 const approvalPending = "asked"
 
 // permissionGate asks the user to approve a call the toolrunner refused
@@ -26,14 +27,14 @@ func (permissionGate) applies(c gateCall) bool { return c.rec.Approval == approv
 
 func (permissionGate) check(ctx context.Context, r *run, c gateCall) (verdict, error) {
 	timeout := r.s.opts.DecisionTimeout
-	w := r.due(c.i, waitPermission)
+	w := r.due(c.i, hitl.KindPermission)
 	if w == nil {
 		return r.askUser(c.i, permissionQuestion(c.call, r.rec.GetStep(), c.i, timeout, time.Now()))
 	}
 	allowed, timedOut := permissionAnswer(w)
-	reply := labelDeny
+	reply := hitl.LabelDeny
 	if allowed {
-		reply = labelAllow
+		reply = hitl.LabelAllow
 	}
 	if err := r.answered(w, reply, timedOut); err != nil {
 		return verdict{}, err
@@ -53,22 +54,22 @@ func (permissionGate) check(ctx context.Context, r *run, c gateCall) (verdict, e
 
 // permissionQuestion is the decision the user is asked about the step's
 // call i.
-func permissionQuestion(c *baagentv1.ToolCall, step int32, i int, timeout time.Duration, now time.Time) *waitState {
+func permissionQuestion(c *baagentv1.ToolCall, step int32, i int, timeout time.Duration, now time.Time) *hitl.Wait {
 	args := c.GetArguments()
 	if len(args) > 500 {
 		args = args[:500] + "…"
 	}
-	return systemDecision(waitPermission, fmt.Sprintf("perm_s%d_c%d", step, i), step,
+	return hitl.SystemDecision(hitl.KindPermission, fmt.Sprintf("perm_s%d_c%d", step, i), step,
 		fmt.Sprintf("The agent wants to run %s with %s. This tool needs your approval. Allow it?", c.GetName(), args),
 		timeout, now,
-		&baagentv1.DecisionOption{Label: labelAllow, Description: "Run the tool this once."},
-		&baagentv1.DecisionOption{Label: labelDeny, Description: "Do not run it; the agent is told it was denied.", IsRecommended: true})
+		&baagentv1.DecisionOption{Label: hitl.LabelAllow, Description: "Run the tool this once."},
+		&baagentv1.DecisionOption{Label: hitl.LabelDeny, Description: "Do not run it; the agent is told it was denied.", IsRecommended: true})
 }
 
 // permissionAnswer reports whether the user allowed the call; no answer
 // by the deadline denies it.
-func permissionAnswer(w *waitState) (allowed, timedOut bool) {
-	return w.Answer != nil && w.Answer.Text == labelAllow, w.Answer == nil
+func permissionAnswer(w *hitl.Wait) (allowed, timedOut bool) {
+	return w.Answer != nil && w.Answer.Text == hitl.LabelAllow, w.Answer == nil
 }
 
 // permissionDenied is the observation of a call that did not run for want

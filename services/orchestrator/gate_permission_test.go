@@ -6,11 +6,12 @@ import (
 	"time"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
 func TestPermissionGateApplies(t *testing.T) {
 	t.Parallel()
-	for _, approval := range []string{"", approvalPending, labelAllow, labelDeny} {
+	for _, approval := range []string{"", approvalPending, hitl.LabelAllow, hitl.LabelDeny} {
 		want := approval == approvalPending
 		if got := (permissionGate{}).applies(testCall("guarded_write", toolRecord{Approval: approval}, nil)); got != want {
 			t.Errorf("applies(approval %q) = %v, want %v", approval, got, want)
@@ -21,15 +22,15 @@ func TestPermissionGateApplies(t *testing.T) {
 func TestPermissionAnswer(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		answer            *inputAnswer
+		answer            *hitl.Answer
 		allowed, timedOut bool
 	}{
 		{nil, false, true},
-		{&inputAnswer{Text: labelAllow}, true, false},
-		{&inputAnswer{Text: labelDeny}, false, false},
-		{&inputAnswer{Text: "maybe"}, false, false},
+		{&hitl.Answer{Text: hitl.LabelAllow}, true, false},
+		{&hitl.Answer{Text: hitl.LabelDeny}, false, false},
+		{&hitl.Answer{Text: "maybe"}, false, false},
 	} {
-		a, to := permissionAnswer(&waitState{Kind: waitPermission, Answer: tc.answer})
+		a, to := permissionAnswer(&hitl.Wait{Kind: hitl.KindPermission, Answer: tc.answer})
 		if a != tc.allowed || to != tc.timedOut {
 			t.Errorf("permissionAnswer(%+v) = %v, %v", tc.answer, a, to)
 		}
@@ -41,8 +42,8 @@ func TestPermissionQuestion(t *testing.T) {
 	now := time.Unix(1_000, 0)
 	c := &baagentv1.ToolCall{Name: "guarded_write", Arguments: strings.Repeat("x", 600)}
 	w := permissionQuestion(c, 2, 1, time.Minute, now)
-	d := w.pending().GetDecision()
-	if w.Kind != waitPermission || w.ID != "perm_s2_c1" || len(d.GetOptions()) != 2 || d.GetOptions()[0].GetLabel() != labelAllow ||
+	d := w.Pending().GetDecision()
+	if w.Kind != hitl.KindPermission || w.ID != "perm_s2_c1" || len(d.GetOptions()) != 2 || d.GetOptions()[0].GetLabel() != hitl.LabelAllow ||
 		!d.GetOptions()[1].GetIsRecommended() || !strings.Contains(d.GetContext(), strings.Repeat("x", 500)+"…") || strings.Contains(d.GetContext(), strings.Repeat("x", 501)) {
 		t.Errorf("question %+v / %v", w, d)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
 // taskGate answers a task call (the toolrunner never sees one): it starts
@@ -36,7 +37,7 @@ func (taskGate) check(ctx context.Context, r *run, c gateCall) (verdict, error) 
 // delegate starts the step's task calls from call i on and waits for
 // call i's child, or settles call i once its wait is due.
 func (r *run) delegate(ctx context.Context, st *stepState, i int, c *baagentv1.ToolCall, ts *toolset) (*callResult, error) {
-	if w := r.due(i, waitSubAgent); w != nil {
+	if w := r.due(i, hitl.KindSubAgent); w != nil {
 		return r.settleTask(ctx, c, w)
 	}
 	// Side effects: the model's response must be on record first.

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
 // testCall is a gateCall of the step's first call to tool.
@@ -34,7 +35,7 @@ func TestGateOrder(t *testing.T) {
 		{"plain call runs", testCall("sql_query", toolRecord{}, ts), false},
 		{"task call waits for the others", testCall(TaskToolName, toolRecord{}, ts), true},
 		{"refused call is asked about", testCall("guarded_write", toolRecord{Approval: approvalPending}, ts), true},
-		{"approved call runs", testCall("guarded_write", toolRecord{Approval: labelAllow}, ts), false},
+		{"approved call runs", testCall("guarded_write", toolRecord{Approval: hitl.LabelAllow}, ts), false},
 		{"task tool not offered runs (and fails as unknown)", testCall(TaskToolName, toolRecord{}, &toolset{}), false},
 	} {
 		if got := settledAfterRun(tc.c); got != tc.after {

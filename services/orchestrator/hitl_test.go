@@ -13,6 +13,7 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
 // lastToolResult is the content of the request's latest tool message.
@@ -159,7 +160,7 @@ func TestDoomLoopAsksAndStops(t *testing.T) {
 	run := h.start(ctx, &baagentv1.RunSpec{Input: "stuck"})
 	waiting := h.waitState(ctx, run.GetRunId(), baagentv1.RunState_RUN_STATE_WAITING_INPUT)
 	d := waiting.GetPendingInput().GetDecision()
-	if len(d.GetOptions()) != 3 || d.GetOptions()[0].GetLabel() != labelStop || !d.GetOptions()[0].GetIsRecommended() {
+	if len(d.GetOptions()) != 3 || d.GetOptions()[0].GetLabel() != hitl.LabelStop || !d.GetOptions()[0].GetIsRecommended() {
 		t.Fatalf("doom-loop decision %v", d)
 	}
 	if n := len(h.tools.invocations()); n != 2 {

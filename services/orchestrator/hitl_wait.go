@@ -4,13 +4,14 @@ import (
 	"strings"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
 // maxPermissionArgs bounds the arguments a permission_asked event quotes.
 const maxPermissionArgs = 4 << 10
 
 // waitingCall is the step's tool call a wait is about (nil if none).
-func (r *run) waitingCall(w *waitState) *baagentv1.ToolCall {
+func (r *run) waitingCall(w *hitl.Wait) *baagentv1.ToolCall {
 	if r.cur == nil || w.CallIndex < 0 || w.CallIndex >= len(r.cur.msg.GetToolCalls()) {
 		return nil
 	}
@@ -18,15 +19,15 @@ func (r *run) waitingCall(w *waitState) *baagentv1.ToolCall {
 }
 
 // pause makes the run wait on w, asked about the step's call i.
-func (r *run) pause(i int, w *waitState) error {
+func (r *run) pause(i int, w *hitl.Wait) error {
 	w.CallIndex = i
 	w.WorkSeq = r.workSeq
-	p := w.pending()
+	p := w.Pending()
 	ev := &baagentv1.Event{}
 	switch c := r.waitingCall(w); {
 	case p.GetClarification() != nil:
 		ev.Payload = &baagentv1.Event_ClarificationAsked{ClarificationAsked: p.GetClarification()}
-	case w.Kind == waitPermission:
+	case w.Kind == hitl.KindPermission:
 		args := c.GetArguments()
 		if len(args) > maxPermissionArgs {
 			args = strings.ToValidUTF8(args[:maxPermissionArgs], "") + "…"
@@ -66,7 +67,7 @@ func (r *run) pause(i int, w *waitState) error {
 // due returns the wait for the step's call i of kind, when it can be
 // settled now (answered or past its deadline); nil when the question must
 // (still) be asked.
-func (r *run) due(i int, kinds ...string) *waitState {
+func (r *run) due(i int, kinds ...string) *hitl.Wait {
 	w := r.wait
 	if w == nil || w.CallIndex != i {
 		return nil
@@ -81,12 +82,12 @@ func (r *run) due(i int, kinds ...string) *waitState {
 }
 
 // answered publishes the answered event of w.
-func (r *run) answered(w *waitState, answer string, timedOut bool) error {
+func (r *run) answered(w *hitl.Wait, answer string, timedOut bool) error {
 	ev := &baagentv1.Event{}
 	switch {
-	case w.Kind == waitClarification:
+	case w.Kind == hitl.KindClarification:
 		ev.Payload = &baagentv1.Event_ClarificationAnswered{ClarificationAnswered: &baagentv1.ClarificationAnsweredPayload{QuestionId: w.ID, Answer: answer, TimedOut: timedOut}}
-	case w.Kind == waitPermission:
+	case w.Kind == hitl.KindPermission:
 		c := r.waitingCall(w)
 		ev.Payload = &baagentv1.Event_PermissionReplied{PermissionReplied: &baagentv1.PermissionRepliedPayload{
 			ToolCallId: c.GetId(), ToolName: c.GetName(), DecisionId: w.ID, Reply: answer, TimedOut: timedOut,

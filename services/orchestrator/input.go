@@ -15,6 +15,7 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
 	"github.com/baagent/baagent/internal/validate"
+	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
 // SubmitInput answers the question a WAITING_INPUT run waits on. The answer
@@ -60,7 +61,7 @@ func (s *Server) SubmitInput(ctx context.Context, req *baagentv1.OrchestratorSer
 	if !now.Before(w.Deadline) {
 		return nil, status.Errorf(codes.FailedPrecondition, "question %s timed out at %s; the run goes on without the answer", w.ID, w.Deadline.Format(time.RFC3339))
 	}
-	ans, err := checkAnswer(w, req.GetInput(), now)
+	ans, err := hitl.CheckAnswer(w, req.GetInput(), now)
 	if err != nil {
 		var e validate.Errors
 		e.Add("input.answer", err.Error())
@@ -84,7 +85,7 @@ func (s *Server) SubmitInput(ctx context.Context, req *baagentv1.OrchestratorSer
 // wake replaces a waiting run's work item (due at the question's deadline)
 // with one due now: the new item is published first, then the old one
 // deleted, so the run is never without one.
-func (s *Server) wake(ctx context.Context, rec *baagentv1.Run, w *waitState) error {
+func (s *Server) wake(ctx context.Context, rec *baagentv1.Run, w *hitl.Wait) error {
 	st, err := s.runsStream(ctx)
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator/internal/protoenc"
 )
 
 // stepState is the step in progress: the model's response and one record
@@ -35,7 +36,7 @@ type stepState struct {
 func (r *run) loop() (string, error) {
 	ctx := r.ctx
 	cp := r.resume
-	if w := cp.Wait; w != nil && !w.due(time.Now()) {
+	if w := cp.Wait; w != nil && !w.Due(time.Now()) {
 		// Delivered again before its question was answered or due.
 		r.wait, r.paused = w, true
 		return "", nil
@@ -73,7 +74,7 @@ func (r *run) loop() (string, error) {
 	}
 	system := systemMessages(r.s.opts.SystemPrompt, r.spec.GetSystemPrompt(), catalog.GetText())
 	if len(cp.Assistant) > 0 {
-		msg, err := unmarshalProto[baagentv1.ChatMessage](cp.Assistant)
+		msg, err := protoenc.Unmarshal[baagentv1.ChatMessage](cp.Assistant)
 		if err != nil {
 			return "", newRunError(CodeInternal, err, "the run's checkpoint cannot be read: %v", err)
 		}

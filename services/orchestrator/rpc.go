@@ -14,6 +14,7 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/tracing"
 	"github.com/baagent/baagent/internal/validate"
+	"github.com/baagent/baagent/services/orchestrator/internal/protoenc"
 )
 
 // StartRun accepts a run and queues it; it returns at once with the QUEUED
@@ -153,7 +154,7 @@ func (s *Server) withProgress(ctx context.Context, run *baagentv1.Run) {
 	}
 	run.Step = max(run.GetStep(), cp.Step)
 	run.LastSeq = max(run.GetLastSeq(), cp.LastSeq)
-	if m, err := unmarshalProto[baagentv1.ConversationMetrics](cp.Metrics); err == nil && len(cp.Metrics) > 0 {
+	if m, err := protoenc.Unmarshal[baagentv1.ConversationMetrics](cp.Metrics); err == nil && len(cp.Metrics) > 0 {
 		run.Metrics = m
 	}
 }

@@ -12,6 +12,8 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/services/orchestrator/internal/convmetrics"
 	"github.com/baagent/baagent/services/orchestrator/internal/doomloop"
+	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
+	"github.com/baagent/baagent/services/orchestrator/internal/protoenc"
 	"github.com/baagent/baagent/services/orchestrator/internal/skillstack"
 )
 
@@ -72,7 +74,7 @@ type run struct {
 	cur *stepState
 	// wait is the question the run waits on or has just had answered;
 	// paused says the run stops here to wait (outcomeWaiting).
-	wait   *waitState
+	wait   *hitl.Wait
 	paused bool
 	// workSeq is the stream sequence of the work item being executed.
 	workSeq uint64
@@ -219,14 +221,14 @@ func (r *run) prepare() (*baagentv1.Event, error) {
 func (r *run) restore(cp *checkpoint) error {
 	r.rec.Step = cp.Step
 	if len(cp.Metrics) > 0 {
-		m, err := unmarshalProto[baagentv1.ConversationMetrics](cp.Metrics)
+		m, err := protoenc.Unmarshal[baagentv1.ConversationMetrics](cp.Metrics)
 		if err != nil {
 			return err
 		}
 		r.metrics = convmetrics.Restore(m)
 	}
 	for _, f := range cp.Skills {
-		mod, err := unmarshalProto[baagentv1.ContextModifier](f.Modifier)
+		mod, err := protoenc.Unmarshal[baagentv1.ContextModifier](f.Modifier)
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/baagent/baagent/services/orchestrator/internal/protoenc"
 )
 
 // maxOutboxBytes bounds the unconfirmed events a checkpoint carries; with
@@ -85,7 +87,7 @@ func (r *run) snapshot(kind string) (*checkpoint, error) {
 		At:      now,
 		Step:    r.rec.GetStep(),
 		Started: true,
-		Metrics: marshalProto(r.metrics.Snapshot(now, false)),
+		Metrics: protoenc.Marshal(r.metrics.Snapshot(now, false)),
 		Calls:   r.doom.Window(),
 		Wait:    r.wait,
 		Span:    r.traceparent,
@@ -100,10 +102,10 @@ func (r *run) snapshot(kind string) (*checkpoint, error) {
 		cp.Outbox = nil
 	}
 	for _, f := range r.skills.Frames() {
-		cp.Skills = append(cp.Skills, skillFrame{Name: f.Name, ID: f.ID, Modifier: marshalProto(f.Modifier)})
+		cp.Skills = append(cp.Skills, skillFrame{Name: f.Name, ID: f.ID, Modifier: protoenc.Marshal(f.Modifier)})
 	}
 	if st := r.cur; st != nil {
-		cp.Assistant, cp.ModelMs = marshalProto(st.msg), st.modelMs
+		cp.Assistant, cp.ModelMs = protoenc.Marshal(st.msg), st.modelMs
 		st.mu.Lock()
 		cp.Tools = append([]toolRecord(nil), st.records...)
 		st.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
 // The sub-agent tests drive a parent and its data-analyst child (from
@@ -95,7 +96,7 @@ func (h *harness) waitSubAgentWait(ctx context.Context, runID, not string) (*che
 	}
 	for {
 		cp, rev, err := cps.load(ctx, testTenant, runID)
-		if err == nil && cp != nil && cp.Wait != nil && cp.Wait.Kind == waitSubAgent && cp.Wait.ID != not {
+		if err == nil && cp != nil && cp.Wait != nil && cp.Wait.Kind == hitl.KindSubAgent && cp.Wait.ID != not {
 			return cp, rev
 		}
 		if ctx.Err() != nil {

@@ -23,6 +23,7 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
 	"github.com/baagent/baagent/internal/tracing"
+	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
 // cpWaitingSubAgent is the checkpoint of a run that waits for its
@@ -135,8 +136,8 @@ func parseTaskArgs(raw string, agents *subAgents) (*SubAgent, taskArgs, error) {
 	if len(a.Prompt) > maxInputBytes || !utf8.ValidString(a.Prompt) {
 		return nil, a, fmt.Errorf("prompt must be valid UTF-8 of at most %d bytes", maxInputBytes)
 	}
-	if len(a.Description) > maxQuestionText {
-		a.Description = truncateUTF8(a.Description, maxQuestionText)
+	if len(a.Description) > hitl.MaxQuestionText {
+		a.Description = truncateUTF8(a.Description, hitl.MaxQuestionText)
 	}
 	def := agents.get(a.SubagentType)
 	if def == nil {
@@ -227,8 +228,8 @@ func childConversationID(parentRunID, toolCallID string) string {
 
 // awaitTask makes the run wait for child (outcomeWaiting).
 func (r *run) awaitTask(ctx context.Context, i int, c *baagentv1.ToolCall, child *baagentv1.Run) (*callResult, error) {
-	w := &waitState{
-		Kind: waitSubAgent,
+	w := &hitl.Wait{
+		Kind: hitl.KindSubAgent,
 		// Unique per work item: an id names one wake (wake dedupes by it).
 		ID:        fmt.Sprintf("task_s%d_c%d_w%d", r.rec.GetStep(), i, r.workSeq),
 		CallIndex: i,
@@ -263,7 +264,7 @@ func (r *run) awaitTask(ctx context.Context, i int, c *baagentv1.ToolCall, child
 		r.wait, r.paused = nil, false
 		return nil, context.Cause(ctx)
 	}
-	r.s.metrics.waits.WithLabelValues(waitSubAgent).Inc()
+	r.s.metrics.waits.WithLabelValues(hitl.KindSubAgent).Inc()
 	r.log.Info("run waits for its sub-agent", "child_run_id", child.GetRunId(), "subagent", child.GetLabels()[labelSubAgent], "deadline", w.Deadline)
 	return nil, nil
 }
@@ -282,7 +283,7 @@ const subAgentTimedOut = "timed out"
 // stored in the wait before the child is cancelled (recordTimeout), so the
 // CANCELLED state the cancellation leaves the child in never reads as the
 // child's own end, whichever execution of the run settles the call.
-func (r *run) settleTask(ctx context.Context, c *baagentv1.ToolCall, w *waitState) (*callResult, error) {
+func (r *run) settleTask(ctx context.Context, c *baagentv1.ToolCall, w *hitl.Wait) (*callResult, error) {
 	began := time.Now()
 	store, err := r.s.runStore(ctx)
 	if err != nil {
@@ -321,9 +322,9 @@ func (r *run) settleTask(ctx context.Context, c *baagentv1.ToolCall, w *waitStat
 // resumes to report the timeout. A write that fails because the child's
 // end got in first (errLostRun) stops this execution; the next one finds
 // the child ended and reports its outcome.
-func (r *run) recordTimeout(w *waitState, at time.Time) error {
+func (r *run) recordTimeout(w *hitl.Wait, at time.Time) error {
 	answered := *w // w is shared with the checkpoint the run resumed from
-	answered.Answer = &inputAnswer{Text: subAgentTimedOut, At: at}
+	answered.Answer = &hitl.Answer{Text: subAgentTimedOut, At: at}
 	r.wait = &answered
 	defer func() { r.wait = nil }() // settled: due took it off the run
 	return r.checkpoint(cpWaitingSubAgent)
@@ -486,10 +487,10 @@ func (s *Server) subAgentEnded(ctx context.Context, rec *baagentv1.Run) {
 			s.log.Warn("parent of an ended sub-agent not woken", "run_id", rec.GetRunId(), "parent_run_id", parent, "error", err)
 			return
 		}
-		if cp == nil || cp.Wait == nil || cp.Wait.Kind != waitSubAgent || cp.Wait.Child != rec.GetRunId() || cp.Wait.Answer != nil {
+		if cp == nil || cp.Wait == nil || cp.Wait.Kind != hitl.KindSubAgent || cp.Wait.Child != rec.GetRunId() || cp.Wait.Answer != nil {
 			return
 		}
-		cp.Wait.Answer = &inputAnswer{Text: stateName(rec.GetState()), At: time.Now()}
+		cp.Wait.Answer = &hitl.Answer{Text: stateName(rec.GetState()), At: time.Now()}
 		if _, err := cps.write(ctx, rec.GetTenant(), parent, cp, rev); errors.Is(err, errLostRun) {
 			continue
 		} else if err != nil {

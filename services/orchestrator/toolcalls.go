@@ -7,6 +7,7 @@ import (
 	"time"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
 // runTools answers the step's tool calls, in four phases:
@@ -102,7 +103,7 @@ func (r *run) runCalls(ctx context.Context, st *stepState, ts *toolset, caller s
 					return
 				}
 			}
-			res, err := r.invoke(tctx, c, ts, caller, st.usage, rec.IdempotencyKey, rec.Approval == labelAllow)
+			res, err := r.invoke(tctx, c, ts, caller, st.usage, rec.IdempotencyKey, rec.Approval == hitl.LabelAllow)
 			finish(i, res, err)
 		})
 	}

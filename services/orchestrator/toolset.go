@@ -11,6 +11,7 @@ import (
 
 	"github.com/baagent/baagent/core/allowlist"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
 // toolset is what the model is offered in a step.
@@ -86,7 +87,7 @@ func (r *run) listTools(ctx context.Context, withSkill bool) (*toolset, error) {
 	if ts.task {
 		ts.schemas = append(ts.schemas, taskToolSchema(r.s.agents.list))
 	}
-	for _, sc := range askToolSchemas() {
+	for _, sc := range hitl.AskToolSchemas() {
 		if allowlist.AllowsAll(lists, sc.GetName()) {
 			ts.schemas = append(ts.schemas, sc)
 			ts.ask = append(ts.ask, sc.GetName())
