@@ -1,215 +1,15 @@
 package orchestrator
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
-	"github.com/baagent/baagent/internal/natsx"
-	"github.com/baagent/baagent/services/orchestrator/internal/doomloop"
-	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 	"github.com/baagent/baagent/services/orchestrator/internal/protoenc"
 )
 
-// Checkpoints (seed 004 §11.5 ExecutionCheckpoint). After every model
-// response and every tool result the run's state is written to the KV
-// bucket natsx.BucketCheckpoints under natsx.CheckpointKey, before anything
-// depends on it, so that a replica that picks the run up after a crash
-// resumes where it was: finished tool calls are not run again (their
-// results are here), an unfinished one is invoked again with the same
-// idempotency key (so a write that completed is answered from the
-// toolrunner's record instead of running twice), and events continue after
-// the last stored one.
-//
-// Writes are fenced: each is an Update at the revision this replica last
-// wrote, so a replica that lost the run (its work item was redelivered to
-// another) fails its next write and stops instead of overwriting newer
-// state.
-
-// Checkpoint kinds (seed 004 §11.5). A step's end needs no STEP_COMPLETE
-// of its own: its last checkpoint already holds every result (endStep).
-const (
-	cpStart        = "START"
-	cpLLMComplete  = "LLM_COMPLETE"
-	cpToolStart    = "TOOL_START"
-	cpToolComplete = "TOOL_COMPLETE"
-	cpWaitingInput = "WAITING_INPUT"
-)
-
-// Tool record statuses (seed 004 §11.5 ToolExecutionRecord).
-const (
-	toolRunning = "running"
-	toolSuccess = "success"
-	toolFailure = "failed"
-)
-
-// errLostRun is the cause of a run stopped because another replica took it
-// over (its checkpoint moved on without this replica).
-var errLostRun = errors.New("another replica took the run over")
-
-// checkpoint is a run's resumable state.
-type checkpoint struct {
-	Kind    string    `json:"kind"`
-	Owner   string    `json:"owner"`   // replica executing the run
-	Attempt int       `json:"attempt"` // delivery of the work item that wrote it
-	At      time.Time `json:"at"`
-
-	// Step is the step in progress (or the last one completed, for
-	// STEP_COMPLETE).
-	Step int32 `json:"step"`
-	// LastSeq and LastPos are the last acknowledged event and its stream
-	// sequence: every event up to it is stored, in order.
-	LastSeq uint64 `json:"last_seq"`
-	LastPos uint64 `json:"last_pos"`
-	// Outbox holds the events emitted after LastSeq, not yet confirmed
-	// when the checkpoint was taken (the checkpoint does not wait for
-	// their acks). A replica resuming the run publishes again those the
-	// stream lacks, so no event the checkpointed state implies is lost.
-	Outbox []outboxEvent `json:"outbox,omitempty"`
-	// Started says the start event was published and the user's message
-	// appended.
-	Started bool `json:"started"`
-
-	// Assistant is the step's model response (a ChatMessage with tool
-	// calls) while its tool calls are being answered; nil between steps.
-	Assistant []byte `json:"assistant,omitempty"`
-	// ModelMs is the step's model time, for the step's overhead metric.
-	ModelMs float64 `json:"model_ms,omitempty"`
-	// Tools has one record per call of Assistant, in the model's order.
-	Tools []toolRecord `json:"tools,omitempty"`
-
-	// Skills is the activation stack.
-	Skills []skillFrame `json:"skills,omitempty"`
-	// Metrics is the run's ConversationMetrics so far.
-	Metrics []byte `json:"metrics,omitempty"`
-	// Calls is the doom-loop detector's window.
-	Calls []doomloop.Call `json:"calls,omitempty"`
-	// Wait is the question the run waits on, when WAITING_INPUT.
-	Wait *hitl.Wait `json:"wait,omitempty"`
-	// Span is the W3C traceparent of the execution that wrote it (when
-	// traced): the execution that resumes the run links to it.
-	Span string `json:"span,omitempty"`
-}
-
-// toolRecord is seed 004's ToolExecutionRecord of one call, with the result
-// once it has one.
-type toolRecord struct {
-	CallID         string    `json:"call_id"`
-	ToolName       string    `json:"tool_name"`
-	Status         string    `json:"status"`
-	StepNumber     int32     `json:"step_number"`
-	SequenceNumber int       `json:"sequence_number"`
-	IdempotencyKey string    `json:"idempotency_key"`
-	StartedAt      time.Time `json:"started_at,omitzero"`
-	CompletedAt    time.Time `json:"completed_at,omitzero"`
-	// Doom says the call completed a doom loop when the model made it;
-	// Decision is the user's intervention (stop, continue, correct).
-	Doom     bool   `json:"doom,omitempty"`
-	Decision string `json:"decision,omitempty"`
-	// Approval tracks a call needing the user's approval: asked, allow,
-	// deny.
-	Approval   string  `json:"approval,omitempty"`
-	DurationMs float64 `json:"duration_ms,omitempty"`
-	// Result of the call, once complete: the tool message, the observe
-	// payload, the ToolMetrics and any messages a skill activation injects.
-	Message []byte   `json:"message,omitempty"`
-	Observe []byte   `json:"observe,omitempty"`
-	Metrics []byte   `json:"metrics,omitempty"`
-	Inject  [][]byte `json:"inject,omitempty"`
-}
-
-// skillFrame is one activation of the skill stack.
-type skillFrame struct {
-	Name     string `json:"name"`
-	ID       string `json:"id"`
-	Modifier []byte `json:"modifier,omitempty"`
-}
-
-// checkpointStore reads and writes checkpoints.
-type checkpointStore struct {
-	kv jetstream.KeyValue
-}
-
-// load returns a run's checkpoint and its revision; (nil, 0) when there is
-// none.
-func (s *checkpointStore) load(ctx context.Context, tenant, runID string) (*checkpoint, uint64, error) {
-	key, err := natsx.CheckpointKey(tenant, runID)
-	if err != nil {
-		return nil, 0, err
-	}
-	e, err := s.kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, 0, nil
-	}
-	if err != nil {
-		return nil, 0, fmt.Errorf("read checkpoint of run %s: %w", runID, err)
-	}
-	cp := &checkpoint{}
-	if err := json.Unmarshal(e.Value(), cp); err != nil {
-		return nil, 0, fmt.Errorf("decode checkpoint of run %s: %w", runID, err)
-	}
-	return cp, e.Revision(), nil
-}
-
-// write stores cp if the stored checkpoint is still at revision rev (0:
-// none stored yet) and returns the new revision. A revision mismatch is
-// errLostRun.
-func (s *checkpointStore) write(ctx context.Context, tenant, runID string, cp *checkpoint, rev uint64) (uint64, error) {
-	key, err := natsx.CheckpointKey(tenant, runID)
-	if err != nil {
-		return 0, err
-	}
-	data, err := json.Marshal(cp)
-	if err != nil {
-		return 0, fmt.Errorf("encode checkpoint: %w", err)
-	}
-	// Bounded and retried across a NATS restart: the write is guarded by
-	// the revision, so a retry whose earlier attempt was stored (its reply
-	// lost) fails that check, and is recognised by finding this very
-	// checkpoint stored.
-	attempts := 0
-	next, err := natsx.Call(ctx, func(ctx context.Context) (uint64, error) {
-		attempts++
-		if rev == 0 {
-			return s.kv.Create(ctx, key, data)
-		}
-		return s.kv.Update(ctx, key, data, rev)
-	})
-	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.Is(err, jetstream.ErrKeyExists) || (errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence) {
-			if attempts > 1 {
-				if e, gerr := natsx.Call(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.kv.Get(ctx, key) }); gerr == nil && bytes.Equal(e.Value(), data) {
-					return e.Revision(), nil
-				}
-			}
-			return 0, errLostRun
-		}
-		return 0, fmt.Errorf("write checkpoint of run %s: %w", runID, err)
-	}
-	return next, nil
-}
-
-// delete removes a finished run's checkpoint.
-func (s *checkpointStore) delete(ctx context.Context, tenant, runID string) error {
-	key, err := natsx.CheckpointKey(tenant, runID)
-	if err != nil {
-		return err
-	}
-	if err := s.kv.Purge(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("delete checkpoint of run %s: %w", runID, err)
-	}
-	return nil
-}
-
 // callResultRecord fills rec's result fields from res.
-func callResultRecord(rec *toolRecord, res *callResult) {
+func callResultRecord(rec *checkpoint.ToolRecord, res *callResult) {
 	rec.Message = protoenc.Marshal(res.msg)
 	rec.Observe = protoenc.Marshal(res.observe)
 	rec.Metrics = protoenc.Marshal(res.metrics)
@@ -219,14 +19,14 @@ func callResultRecord(rec *toolRecord, res *callResult) {
 	}
 	rec.DurationMs = res.observe.GetDurationMs()
 	rec.CompletedAt = time.Now()
-	rec.Status = toolSuccess
+	rec.Status = checkpoint.ToolSuccess
 	if !res.observe.GetSuccess() {
-		rec.Status = toolFailure
+		rec.Status = checkpoint.ToolFailure
 	}
 }
 
 // restoredResult rebuilds a finished call's result from its record.
-func restoredResult(rec toolRecord) (*callResult, error) {
+func restoredResult(rec checkpoint.ToolRecord) (*callResult, error) {
 	msg, err := protoenc.Unmarshal[baagentv1.ChatMessage](rec.Message)
 	if err != nil {
 		return nil, err
@@ -249,6 +49,3 @@ func restoredResult(rec toolRecord) (*callResult, error) {
 	}
 	return res, nil
 }
-
-// finished reports whether the record holds a result.
-func (r toolRecord) finished() bool { return r.Status == toolSuccess || r.Status == toolFailure }

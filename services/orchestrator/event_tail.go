@@ -12,6 +12,7 @@ import (
 	"github.com/baagent/baagent/core/runevent"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 )
 
 // resumeEvents finds where a resumed run's events continue. Everything up
@@ -23,7 +24,7 @@ import (
 // again the checkpoint's unconfirmed events (its outbox) that are not in
 // the kept prefix. It returns the terminal event when the stored events
 // end with one.
-func (r *run) resumeEvents(ctx context.Context, cp *checkpoint) (*baagentv1.Event, error) {
+func (r *run) resumeEvents(ctx context.Context, cp *checkpoint.State) (*baagentv1.Event, error) {
 	seq, pos := r.rec.GetLastSeq(), uint64(0)
 	if cp != nil && cp.LastSeq >= seq {
 		seq, pos = cp.LastSeq, cp.LastPos
@@ -108,7 +109,7 @@ func (r *run) resumeEvents(ctx context.Context, cp *checkpoint) (*baagentv1.Even
 
 // republishOutbox stores the checkpoint's unconfirmed events the stream
 // lacks.
-func (r *run) republishOutbox(ctx context.Context, cp *checkpoint) (*baagentv1.Event, error) {
+func (r *run) republishOutbox(ctx context.Context, cp *checkpoint.State) (*baagentv1.Event, error) {
 	if cp == nil || len(cp.Outbox) == 0 {
 		return nil, nil
 	}

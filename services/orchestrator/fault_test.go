@@ -23,6 +23,7 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 	"github.com/baagent/baagent/services/skills"
 	"github.com/baagent/baagent/services/tokens"
 	"github.com/baagent/baagent/services/toolrunner/tool"
@@ -210,10 +211,11 @@ func TestFaultKillReplicaMidRun(t *testing.T) {
 		return p
 	}
 	replicas := []*replicaProc{start("r0"), start("r1")}
-	cps := &checkpointStore{}
-	if cps.kv, err = js.KeyValue(ctx, natsx.BucketCheckpoints); err != nil {
+	cpKV, err := js.KeyValue(ctx, natsx.BucketCheckpoints)
+	if err != nil {
 		t.Fatal(err)
 	}
+	cps := checkpoint.NewStore(cpKV)
 	store := &runStore{}
 	if store.kv, err = js.KeyValue(ctx, natsx.BucketRuns); err != nil {
 		t.Fatal(err)
@@ -246,7 +248,7 @@ func TestFaultKillReplicaMidRun(t *testing.T) {
 			if err != nil || isFinished(rec.GetState()) {
 				continue
 			}
-			if cp, _, err := cps.load(ctx, testTenant, r.GetRunId()); err == nil && cp != nil {
+			if cp, _, err := cps.Load(ctx, testTenant, r.GetRunId()); err == nil && cp != nil {
 				owners[cp.Owner]++
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
@@ -38,7 +39,7 @@ var afterRun = []gate{taskGate{}, permissionGate{}}
 type gateCall struct {
 	i    int // position in the step's tool calls
 	call *baagentv1.ToolCall
-	rec  toolRecord // its record when the gate looks at it
+	rec  checkpoint.ToolRecord // its record when the gate looks at it
 	st   *stepState
 	ts   *toolset
 	// caller is who makes the step's calls: the innermost skill active

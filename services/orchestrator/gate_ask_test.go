@@ -6,6 +6,7 @@ import (
 	"time"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
@@ -22,7 +23,7 @@ func TestAskGateApplies(t *testing.T) {
 		{"sql_query", offered, false},
 		{AskDecisionTool, &toolset{}, false}, // not offered: an unknown tool
 	} {
-		if got := (askGate{}).applies(testCall(tc.tool, toolRecord{}, tc.ts)); got != tc.want {
+		if got := (askGate{}).applies(testCall(tc.tool, checkpoint.ToolRecord{}, tc.ts)); got != tc.want {
 			t.Errorf("applies(%s) = %v, want %v", tc.tool, got, tc.want)
 		}
 	}

@@ -8,19 +8,20 @@ import (
 	"time"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
 func TestDoomLoopGateApplies(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		rec  toolRecord
+		rec  checkpoint.ToolRecord
 		want bool
 	}{
-		{toolRecord{}, false},
-		{toolRecord{Doom: true}, true},
-		{toolRecord{Doom: true, Decision: hitl.LabelContinue}, false}, // decided: runs
-		{toolRecord{Decision: hitl.LabelCorrect}, false},
+		{checkpoint.ToolRecord{}, false},
+		{checkpoint.ToolRecord{Doom: true}, true},
+		{checkpoint.ToolRecord{Doom: true, Decision: hitl.LabelContinue}, false}, // decided: runs
+		{checkpoint.ToolRecord{Decision: hitl.LabelCorrect}, false},
 	} {
 		if got := (doomLoopGate{}).applies(testCall("sql_query", tc.rec, nil)); got != tc.want {
 			t.Errorf("applies(%+v) = %v, want %v", tc.rec, got, tc.want)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
@@ -13,7 +14,7 @@ func TestPermissionGateApplies(t *testing.T) {
 	t.Parallel()
 	for _, approval := range []string{"", approvalPending, hitl.LabelAllow, hitl.LabelDeny} {
 		want := approval == approvalPending
-		if got := (permissionGate{}).applies(testCall("guarded_write", toolRecord{Approval: approval}, nil)); got != want {
+		if got := (permissionGate{}).applies(testCall("guarded_write", checkpoint.ToolRecord{Approval: approval}, nil)); got != want {
 			t.Errorf("applies(approval %q) = %v, want %v", approval, got, want)
 		}
 	}

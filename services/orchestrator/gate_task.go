@@ -46,7 +46,7 @@ func (r *run) delegate(ctx context.Context, st *stepState, i int, c *baagentv1.T
 	}
 	var child *baagentv1.Run
 	for j, cj := range st.msg.GetToolCalls() {
-		if j < i || !isTaskCall(ts, cj) || st.record(j).finished() {
+		if j < i || !isTaskCall(ts, cj) || st.record(j).Finished() {
 			continue
 		}
 		rec, res, err := r.startTask(ctx, st, j, cj)

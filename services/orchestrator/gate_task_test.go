@@ -1,6 +1,10 @@
 package orchestrator
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
+)
 
 func TestTaskGateApplies(t *testing.T) {
 	t.Parallel()
@@ -14,7 +18,7 @@ func TestTaskGateApplies(t *testing.T) {
 		{"task not offered", TaskToolName, &toolset{}, false},
 		{"another tool", "sql_query", &toolset{task: true}, false},
 	} {
-		if got := (taskGate{}).applies(testCall(tc.tool, toolRecord{}, tc.ts)); got != tc.want {
+		if got := (taskGate{}).applies(testCall(tc.tool, checkpoint.ToolRecord{}, tc.ts)); got != tc.want {
 			t.Errorf("%s: applies = %v, want %v", tc.name, got, tc.want)
 		}
 	}

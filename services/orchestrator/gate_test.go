@@ -4,11 +4,12 @@ import (
 	"testing"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
 // testCall is a gateCall of the step's first call to tool.
-func testCall(tool string, rec toolRecord, ts *toolset) gateCall {
+func testCall(tool string, rec checkpoint.ToolRecord, ts *toolset) gateCall {
 	if ts == nil {
 		ts = &toolset{}
 	}
@@ -32,11 +33,11 @@ func TestGateOrder(t *testing.T) {
 		c     gateCall
 		after bool
 	}{
-		{"plain call runs", testCall("sql_query", toolRecord{}, ts), false},
-		{"task call waits for the others", testCall(TaskToolName, toolRecord{}, ts), true},
-		{"refused call is asked about", testCall("guarded_write", toolRecord{Approval: approvalPending}, ts), true},
-		{"approved call runs", testCall("guarded_write", toolRecord{Approval: hitl.LabelAllow}, ts), false},
-		{"task tool not offered runs (and fails as unknown)", testCall(TaskToolName, toolRecord{}, &toolset{}), false},
+		{"plain call runs", testCall("sql_query", checkpoint.ToolRecord{}, ts), false},
+		{"task call waits for the others", testCall(TaskToolName, checkpoint.ToolRecord{}, ts), true},
+		{"refused call is asked about", testCall("guarded_write", checkpoint.ToolRecord{Approval: approvalPending}, ts), true},
+		{"approved call runs", testCall("guarded_write", checkpoint.ToolRecord{Approval: hitl.LabelAllow}, ts), false},
+		{"task tool not offered runs (and fails as unknown)", testCall(TaskToolName, checkpoint.ToolRecord{}, &toolset{}), false},
 	} {
 		if got := settledAfterRun(tc.c); got != tc.after {
 			t.Errorf("%s: settledAfterRun = %v, want %v", tc.name, got, tc.after)

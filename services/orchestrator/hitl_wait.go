@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
@@ -49,7 +50,7 @@ func (r *run) pause(i int, w *hitl.Wait) error {
 	r.wait, r.paused = w, true
 	r.rec.State = baagentv1.RunState_RUN_STATE_WAITING_INPUT
 	r.rec.PendingInput = p
-	if err := r.checkpoint(cpWaitingInput); err != nil {
+	if err := r.checkpoint(checkpoint.KindWaitingInput); err != nil {
 		return err
 	}
 	r.save(r.ctx)

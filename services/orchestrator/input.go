@@ -15,6 +15,7 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
 	"github.com/baagent/baagent/internal/validate"
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
@@ -41,7 +42,7 @@ func (s *Server) SubmitInput(ctx context.Context, req *baagentv1.OrchestratorSer
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "checkpoints: %v", err)
 	}
-	cp, rev, err := cps.load(ctx, req.GetTenant(), req.GetRunId())
+	cp, rev, err := cps.Load(ctx, req.GetTenant(), req.GetRunId())
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "checkpoints: %v", err)
 	}
@@ -68,8 +69,8 @@ func (s *Server) SubmitInput(ctx context.Context, req *baagentv1.OrchestratorSer
 		return nil, s.rejected(ctx, "SubmitInput", e.Err())
 	}
 	w.Answer = ans
-	if _, err := cps.write(ctx, req.GetTenant(), req.GetRunId(), cp, rev); err != nil {
-		if errors.Is(err, errLostRun) {
+	if _, err := cps.Write(ctx, req.GetTenant(), req.GetRunId(), cp, rev); err != nil {
+		if errors.Is(err, checkpoint.ErrLostRun) {
 			return nil, status.Errorf(codes.Aborted, "run %s changed while answering; read it again and retry", rec.GetRunId())
 		}
 		return nil, status.Errorf(codes.Unavailable, "checkpoints: %v", err)

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 	"github.com/baagent/baagent/services/orchestrator/internal/protoenc"
 )
 
@@ -26,7 +27,7 @@ type stepState struct {
 	// nothing would miss if the response were lost, do not.
 	durable *pendingWrite
 	mu      sync.Mutex
-	records []toolRecord
+	records []checkpoint.ToolRecord
 }
 
 // loop is the ReAct loop of one run, from its checkpoint. It returns the
@@ -62,7 +63,7 @@ func (r *run) loop() (string, error) {
 		}); err != nil {
 			return "", err
 		}
-		if err := r.checkpoint(cpStart); err != nil {
+		if err := r.checkpoint(checkpoint.KindStart); err != nil {
 			return "", err
 		}
 	}

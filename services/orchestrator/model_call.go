@@ -10,6 +10,7 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	promx "github.com/baagent/baagent/internal/metrics"
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 )
 
 // think builds the window, calls the model and checkpoints its response
@@ -61,7 +62,7 @@ func (r *run) think(ctx context.Context, step int32, system []*baagentv1.ChatMes
 				"the model %s returned neither an answer nor a tool call (finish reason %q)", model, resp.FinishReason)
 		}
 		r.cur = st
-		st.durable = r.checkpointAsync(cpLLMComplete)
+		st.durable = r.checkpointAsync(checkpoint.KindLLMComplete)
 		return nil
 	}
 	if err := checkToolCalls(msg.GetToolCalls()); err != nil {
@@ -86,14 +87,14 @@ func (r *run) think(ctx context.Context, step int32, system []*baagentv1.ChatMes
 		if err := r.emit(&baagentv1.Event{Payload: &baagentv1.Event_Act{Act: act}}); err != nil {
 			return err
 		}
-		st.records = append(st.records, toolRecord{
-			CallID: c.GetId(), ToolName: c.GetName(), Status: toolRunning, StepNumber: step, SequenceNumber: i,
+		st.records = append(st.records, checkpoint.ToolRecord{
+			CallID: c.GetId(), ToolName: c.GetName(), Status: checkpoint.ToolRunning, StepNumber: step, SequenceNumber: i,
 			IdempotencyKey: fmt.Sprintf("%s:s%d:c%d", r.rec.GetRunId(), step, i), StartedAt: now,
 			Doom: r.doom.Observe(c.GetName(), c.GetArguments(), now),
 		})
 	}
 	r.cur = st
-	st.durable = r.checkpointAsync(cpLLMComplete)
+	st.durable = r.checkpointAsync(checkpoint.KindLLMComplete)
 	return nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/baagent/baagent/core/runevent"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 )
 
 // Event publishing. Every event of a run goes to
@@ -348,24 +349,16 @@ func (p *publisher) publishSync(ctx context.Context, f *inflight) error {
 	return fmt.Errorf("publish %s event %d to %s: %w", f.typ, f.seq, p.subject, lastErr)
 }
 
-// outboxEvent is an emitted event not yet confirmed stored, as a checkpoint
-// holds it: a replica resuming the run publishes it again if the stream
-// lacks it.
-type outboxEvent struct {
-	Seq  uint64 `json:"seq"`
-	Data []byte `json:"data"` // the encoded Event
-}
-
 // unconfirmed returns the last confirmed event (seq and stream sequence)
 // and the events emitted after it, with their total size. Acks that have
 // already arrived are taken in first (without waiting), so the list is
 // usually short: the events of the last few hundred microseconds.
-func (p *publisher) unconfirmed() (seq, pos uint64, outbox []outboxEvent, size int) {
+func (p *publisher) unconfirmed() (seq, pos uint64, outbox []checkpoint.OutboxEvent, size int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.reapLocked()
 	for _, f := range p.pending {
-		outbox = append(outbox, outboxEvent{Seq: f.seq, Data: f.msg.Data})
+		outbox = append(outbox, checkpoint.OutboxEvent{Seq: f.seq, Data: f.msg.Data})
 		size += len(f.msg.Data)
 	}
 	return p.acked, p.lastPos, outbox, size
@@ -404,7 +397,7 @@ func (p *publisher) reapLocked() {
 // last stored one (the replica that emitted them died before they were
 // confirmed), in order, under this execution's Nats-Msg-Ids. It returns
 // the terminal event if one of them is.
-func (p *publisher) republish(ctx context.Context, outbox []outboxEvent) (*baagentv1.Event, error) {
+func (p *publisher) republish(ctx context.Context, outbox []checkpoint.OutboxEvent) (*baagentv1.Event, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var terminal *baagentv1.Event

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 )
 
 // faultySink wraps JetStream and makes chosen events' pipelined publishes
@@ -199,7 +200,7 @@ func TestResumePublishesTheCheckpointOutbox(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			cp := &checkpoint{Kind: cpToolComplete, Started: true}
+			cp := &checkpoint.State{Kind: checkpoint.KindToolComplete, Started: true}
 			cp.LastSeq, cp.LastPos, cp.Outbox, _ = dead.unconfirmed()
 			if got := cp.LastSeq + uint64(len(cp.Outbox)); got != n {
 				t.Fatalf("checkpoint covers %d events, want %d", got, n)

@@ -148,7 +148,7 @@ func (s *Server) withProgress(ctx context.Context, run *baagentv1.Run) {
 	if err != nil {
 		return
 	}
-	cp, _, err := cps.load(ctx, run.GetTenant(), run.GetRunId())
+	cp, _, err := cps.Load(ctx, run.GetTenant(), run.GetRunId())
 	if err != nil || cp == nil || !cp.Started {
 		return
 	}
@@ -280,7 +280,7 @@ func (s *Server) cancelOrphan(ctx context.Context, store *runStore, tenant, runI
 	s.metrics.runs.WithLabelValues("cancelled").Inc()
 	s.subAgentEnded(ctx, rec) // a parent waiting for this run goes on
 	if cps, err := s.checkpoints(ctx); err == nil {
-		if err := cps.delete(ctx, tenant, runID); err != nil {
+		if err := cps.Delete(ctx, tenant, runID); err != nil {
 			s.log.WarnContext(ctx, "checkpoint of a cancelled run not deleted (it expires with the bucket's TTL)", "run_id", runID, "error", err)
 		}
 	}

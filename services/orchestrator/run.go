@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 	"github.com/baagent/baagent/services/orchestrator/internal/convmetrics"
 	"github.com/baagent/baagent/services/orchestrator/internal/doomloop"
 	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
@@ -65,11 +66,11 @@ type run struct {
 	// Checkpoint state; cpMu serialises writes (from parallel tool calls,
 	// and a write in the background, which holds it until it is done).
 	cpMu   sync.Mutex
-	cps    *checkpointStore
+	cps    *checkpoint.Store
 	cpRev  uint64
-	cp     *checkpoint // the last state written
-	cpErr  error       // a failed write: every later one fails too
-	resume *checkpoint // the checkpoint this execution resumed from
+	cp     *checkpoint.State // the last state written
+	cpErr  error             // a failed write: every later one fails too
+	resume *checkpoint.State // the checkpoint this execution resumed from
 	// cur is the step in progress once the model has answered.
 	cur *stepState
 	// wait is the question the run waits on or has just had answered;
@@ -112,7 +113,7 @@ func (r *run) execute() outcome {
 
 	terminal, err := r.prepare()
 	switch {
-	case errors.Is(err, errLostRun):
+	case errors.Is(err, checkpoint.ErrLostRun):
 		r.log.Info("run taken over by another replica")
 		return outcomeLost
 	case err != nil && r.ctx.Err() == nil:
@@ -149,7 +150,7 @@ func (r *run) execute() outcome {
 func (r *run) stopsHere(err error) (outcome, bool) {
 	cause := context.Cause(r.ctx)
 	switch {
-	case errors.Is(err, errLostRun) || errors.Is(cause, errLostRun):
+	case errors.Is(err, checkpoint.ErrLostRun) || errors.Is(cause, checkpoint.ErrLostRun):
 		r.log.Info("run taken over by another replica; stopping here")
 		return outcomeLost, true
 	case errors.Is(err, errShutdown) || errors.Is(cause, errShutdown):
@@ -191,7 +192,7 @@ func (r *run) prepare() (*baagentv1.Event, error) {
 		return nil, err
 	}
 	r.cps = cps
-	cp, rev, err := cps.load(ctx, r.rec.GetTenant(), r.rec.GetRunId())
+	cp, rev, err := cps.Load(ctx, r.rec.GetTenant(), r.rec.GetRunId())
 	if err != nil {
 		return nil, err
 	}
@@ -205,12 +206,12 @@ func (r *run) prepare() (*baagentv1.Event, error) {
 		}
 	}
 	if cp == nil {
-		cp = &checkpoint{Kind: cpStart}
+		cp = &checkpoint.State{Kind: checkpoint.KindStart}
 	} else if err := r.restore(cp); err != nil {
 		return nil, err
 	}
 	r.resume = cp
-	if cp.Kind != cpStart || cp.Started {
+	if cp.Kind != checkpoint.KindStart || cp.Started {
 		r.s.metrics.resumed.Inc()
 	}
 	// Claim: a fenced write of the same state under this replica's name.
@@ -218,7 +219,7 @@ func (r *run) prepare() (*baagentv1.Event, error) {
 }
 
 // restore loads the run's state from cp.
-func (r *run) restore(cp *checkpoint) error {
+func (r *run) restore(cp *checkpoint.State) error {
 	r.rec.Step = cp.Step
 	if len(cp.Metrics) > 0 {
 		m, err := protoenc.Unmarshal[baagentv1.ConversationMetrics](cp.Metrics)
@@ -243,7 +244,7 @@ func (r *run) restore(cp *checkpoint) error {
 // replica that executed the run before fails its next checkpoint write.
 // Every event up to the publisher's position is stored by now (the outbox
 // was published again), so the claim holds no outbox.
-func (r *run) claim(cp *checkpoint) error {
+func (r *run) claim(cp *checkpoint.State) error {
 	c := *cp
 	c.Owner, c.Attempt, c.At, c.Span = r.s.opts.Replica, r.attempt, time.Now(), r.traceparent
 	c.LastSeq, c.LastPos = r.pub.position()

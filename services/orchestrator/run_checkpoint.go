@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 	"github.com/baagent/baagent/services/orchestrator/internal/protoenc"
 )
 
@@ -17,7 +18,7 @@ const maxOutboxBytes = 128 << 10
 // and the wait. It does not wait for the acks of the events emitted so
 // far: it records the last confirmed one and carries the others (the
 // outbox), which a resuming replica publishes again if the stream lacks
-// them. It fails with errLostRun when another replica wrote since.
+// them. It fails with checkpoint.ErrLostRun when another replica wrote since.
 func (r *run) checkpoint(kind string) error {
 	r.cpMu.Lock()
 	defer r.cpMu.Unlock()
@@ -75,12 +76,12 @@ func (r *run) awaitCheckpoints() {
 }
 
 // snapshot builds the checkpoint of the run's current state; cpMu is held.
-func (r *run) snapshot(kind string) (*checkpoint, error) {
+func (r *run) snapshot(kind string) (*checkpoint.State, error) {
 	if r.cpErr != nil {
 		return nil, r.cpErr
 	}
 	now := time.Now()
-	cp := &checkpoint{
+	cp := &checkpoint.State{
 		Kind:    kind,
 		Owner:   r.s.opts.Replica,
 		Attempt: r.attempt,
@@ -102,12 +103,12 @@ func (r *run) snapshot(kind string) (*checkpoint, error) {
 		cp.Outbox = nil
 	}
 	for _, f := range r.skills.Frames() {
-		cp.Skills = append(cp.Skills, skillFrame{Name: f.Name, ID: f.ID, Modifier: protoenc.Marshal(f.Modifier)})
+		cp.Skills = append(cp.Skills, checkpoint.SkillFrame{Name: f.Name, ID: f.ID, Modifier: protoenc.Marshal(f.Modifier)})
 	}
 	if st := r.cur; st != nil {
 		cp.Assistant, cp.ModelMs = protoenc.Marshal(st.msg), st.modelMs
 		st.mu.Lock()
-		cp.Tools = append([]toolRecord(nil), st.records...)
+		cp.Tools = append([]checkpoint.ToolRecord(nil), st.records...)
 		st.mu.Unlock()
 	}
 	return cp, nil
@@ -115,15 +116,15 @@ func (r *run) snapshot(kind string) (*checkpoint, error) {
 
 // store writes cp at the revision this replica last wrote; cpMu is held.
 // A failure is kept: no later checkpoint may be written over the gap.
-func (r *run) store(cp *checkpoint) error {
+func (r *run) store(cp *checkpoint.State) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), finalizeTimeout)
 	defer cancel()
-	rev, err := r.cps.write(ctx, r.rec.GetTenant(), r.rec.GetRunId(), cp, r.cpRev)
+	rev, err := r.cps.Write(ctx, r.rec.GetTenant(), r.rec.GetRunId(), cp, r.cpRev)
 	if err != nil {
-		if errors.Is(err, errLostRun) {
-			r.cancel(errLostRun)
-			r.cpErr = errLostRun
-			return errLostRun
+		if errors.Is(err, checkpoint.ErrLostRun) {
+			r.cancel(checkpoint.ErrLostRun)
+			r.cpErr = checkpoint.ErrLostRun
+			return checkpoint.ErrLostRun
 		}
 		r.cpErr = newRunError(CodeCheckpointUnavailable, err, "the run's checkpoint cannot be stored: %v", err)
 		return r.cpErr

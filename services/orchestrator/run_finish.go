@@ -64,7 +64,7 @@ func (r *run) record(ev *baagentv1.Event) {
 	}
 	r.save(ctx)
 	r.s.subAgentEnded(ctx, r.rec) // a parent waiting for this run goes on
-	if err := r.cps.delete(ctx, r.rec.GetTenant(), r.rec.GetRunId()); err != nil {
+	if err := r.cps.Delete(ctx, r.rec.GetTenant(), r.rec.GetRunId()); err != nil {
 		r.log.Warn("checkpoint of a finished run not deleted (it expires with the bucket's TTL)", "error", err)
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/baagent/baagent/internal/grpcserver"
 	"github.com/baagent/baagent/internal/natsx"
 	"github.com/baagent/baagent/internal/tracing"
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 )
 
 // ServiceName is the fully qualified gRPC service name, equal to
@@ -229,8 +230,8 @@ type Server struct {
 	configErr error // why the server cannot run runs, if it cannot
 
 	storeMu sync.Mutex
-	store   *runStore        // opened on first use
-	cps     *checkpointStore // opened on first use
+	store   *runStore         // opened on first use
+	cps     *checkpoint.Store // opened on first use
 
 	// base is the parent context of every run; cancelled (cause
 	// errShutdown) when Run stops.
@@ -357,7 +358,7 @@ func (s *Server) runStore(ctx context.Context) (*runStore, error) {
 
 // checkpoints returns the checkpoint store, opening the KV bucket on first
 // use.
-func (s *Server) checkpoints(ctx context.Context) (*checkpointStore, error) {
+func (s *Server) checkpoints(ctx context.Context) (*checkpoint.Store, error) {
 	s.storeMu.Lock()
 	defer s.storeMu.Unlock()
 	if s.cps == nil {
@@ -365,7 +366,7 @@ func (s *Server) checkpoints(ctx context.Context) (*checkpointStore, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open KV bucket %s (is JetStream provisioned?): %w", natsx.BucketCheckpoints, err)
 		}
-		s.cps = &checkpointStore{kv: kv}
+		s.cps = checkpoint.NewStore(kv)
 	}
 	return s.cps, nil
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
@@ -88,14 +89,14 @@ func (h *harness) waitChild(ctx context.Context, parent string) *baagentv1.Run {
 // waitSubAgentWait polls the run's checkpoint until it waits for a
 // sub-agent under a wait id other than not, and returns the checkpoint and
 // its revision.
-func (h *harness) waitSubAgentWait(ctx context.Context, runID, not string) (*checkpoint, uint64) {
+func (h *harness) waitSubAgentWait(ctx context.Context, runID, not string) (*checkpoint.State, uint64) {
 	h.t.Helper()
 	cps, err := h.srv.checkpoints(ctx)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	for {
-		cp, rev, err := cps.load(ctx, testTenant, runID)
+		cp, rev, err := cps.Load(ctx, testTenant, runID)
 		if err == nil && cp != nil && cp.Wait != nil && cp.Wait.Kind == hitl.KindSubAgent && cp.Wait.ID != not {
 			return cp, rev
 		}
@@ -276,12 +277,12 @@ func TestResumedParentReattachesToItsSubAgent(t *testing.T) {
 	// delivered again.
 	old := *cp.Wait
 	crashed := *cp
-	crashed.Kind, crashed.Wait = cpLLMComplete, nil
+	crashed.Kind, crashed.Wait = checkpoint.KindLLMComplete, nil
 	cps, err := h.srv.checkpoints(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cps.write(ctx, testTenant, parent.GetRunId(), &crashed, rev); err != nil {
+	if _, err := cps.Write(ctx, testTenant, parent.GetRunId(), &crashed, rev); err != nil {
 		t.Fatal(err)
 	}
 	old.ID = "simulated-crash"
@@ -402,8 +403,8 @@ func (f *holdingContext) awaitDurable(ctx context.Context, tenant, runID string)
 		return err
 	}
 	for {
-		cp, _, err := cps.load(ctx, tenant, runID)
-		if err == nil && cp != nil && slices.ContainsFunc(cp.Tools, func(t toolRecord) bool { return t.CallID == "call_task" && t.finished() }) {
+		cp, _, err := cps.Load(ctx, tenant, runID)
+		if err == nil && cp != nil && slices.ContainsFunc(cp.Tools, func(t checkpoint.ToolRecord) bool { return t.CallID == "call_task" && t.Finished() }) {
 			return nil
 		}
 		select {

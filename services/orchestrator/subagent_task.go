@@ -23,6 +23,7 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
 	"github.com/baagent/baagent/internal/tracing"
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
@@ -320,7 +321,7 @@ func (r *run) settleTask(ctx context.Context, c *baagentv1.ToolCall, w *hitl.Wai
 // and report that instead of the timeout. With it subAgentEnded leaves the
 // answered wait alone, and a run that stops here for any other reason
 // resumes to report the timeout. A write that fails because the child's
-// end got in first (errLostRun) stops this execution; the next one finds
+// end got in first (checkpoint.ErrLostRun) stops this execution; the next one finds
 // the child ended and reports its outcome.
 func (r *run) recordTimeout(w *hitl.Wait, at time.Time) error {
 	answered := *w // w is shared with the checkpoint the run resumed from
@@ -482,7 +483,7 @@ func (s *Server) subAgentEnded(ctx context.Context, rec *baagentv1.Run) {
 		return
 	}
 	for range 5 { // a concurrent checkpoint write moves the revision
-		cp, rev, err := cps.load(ctx, rec.GetTenant(), parent)
+		cp, rev, err := cps.Load(ctx, rec.GetTenant(), parent)
 		if err != nil {
 			s.log.Warn("parent of an ended sub-agent not woken", "run_id", rec.GetRunId(), "parent_run_id", parent, "error", err)
 			return
@@ -491,7 +492,7 @@ func (s *Server) subAgentEnded(ctx context.Context, rec *baagentv1.Run) {
 			return
 		}
 		cp.Wait.Answer = &hitl.Answer{Text: stateName(rec.GetState()), At: time.Now()}
-		if _, err := cps.write(ctx, rec.GetTenant(), parent, cp, rev); errors.Is(err, errLostRun) {
+		if _, err := cps.Write(ctx, rec.GetTenant(), parent, cp, rev); errors.Is(err, checkpoint.ErrLostRun) {
 			continue
 		} else if err != nil {
 			s.log.Warn("parent of an ended sub-agent not woken", "run_id", rec.GetRunId(), "parent_run_id", parent, "error", err)
@@ -511,13 +512,13 @@ func (s *Server) subAgentRuns(ctx context.Context, tenant, runID string) []strin
 	if err != nil {
 		return nil
 	}
-	cp, _, err := cps.load(ctx, tenant, runID)
+	cp, _, err := cps.Load(ctx, tenant, runID)
 	if err != nil || cp == nil {
 		return nil
 	}
 	var out []string
 	for _, t := range cp.Tools {
-		if t.ToolName == TaskToolName && !t.finished() {
+		if t.ToolName == TaskToolName && !t.Finished() {
 			out = append(out, childRunID(runID, t.CallID, t.StartedAt))
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
@@ -52,7 +53,7 @@ func (r *run) runTools(ctx context.Context, st *stepState, ts *toolset) ([]*baag
 func restoredResults(st *stepState) ([]*callResult, error) {
 	results := make([]*callResult, len(st.msg.GetToolCalls()))
 	for i, rec := range st.records {
-		if !rec.finished() {
+		if !rec.Finished() {
 			continue
 		}
 		res, err := restoredResult(rec)
@@ -172,11 +173,11 @@ func (r *run) complete(st *stepState, i int, res *callResult) error {
 	st.mu.Lock()
 	callResultRecord(&st.records[i], res)
 	st.mu.Unlock()
-	r.checkpointAsync(cpToolComplete)
+	r.checkpointAsync(checkpoint.KindToolComplete)
 	return nil
 }
 
-func (st *stepState) record(i int) toolRecord {
+func (st *stepState) record(i int) checkpoint.ToolRecord {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return st.records[i]
