@@ -16,6 +16,7 @@ import (
 	"github.com/baagent/baagent/core/runevent"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/internal/retry"
 	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 )
 
@@ -329,12 +330,8 @@ func firstStoredEarly(prev uint64, batch []*inflight) int {
 func (p *publisher) publishSync(ctx context.Context, f *inflight) error {
 	var lastErr error
 	for attempt := range publishAttempts {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("publish %s event %d: %w (last error: %v)", f.typ, f.seq, ctx.Err(), lastErr)
-			case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
-			}
+		if attempt > 0 && !retry.Sleep(ctx, time.Duration(attempt)*100*time.Millisecond) {
+			return fmt.Errorf("publish %s event %d: %w (last error: %v)", f.typ, f.seq, ctx.Err(), lastErr)
 		}
 		ack, err := p.sink.PublishMsg(ctx, f.msg)
 		if err == nil {

@@ -15,6 +15,7 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/internal/retry"
 	"github.com/baagent/baagent/internal/tracing"
 )
 
@@ -115,10 +116,8 @@ func (s *Server) consume(ctx context.Context, cons jetstream.Consumer) {
 			}
 			if !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
 				s.log.Warn("run queue: fetch failed; retrying", "error", err)
-				select {
-				case <-ctx.Done():
+				if !retry.Sleep(ctx, time.Second) {
 					return
-				case <-time.After(time.Second):
 				}
 			}
 			continue

@@ -31,6 +31,7 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/grpcserver"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/internal/retry"
 	"github.com/baagent/baagent/internal/tracing"
 	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 )
@@ -310,10 +311,8 @@ func (s *Server) Run(ctx context.Context) error {
 			break
 		}
 		s.log.Warn("run queue consumer unavailable; retrying", "error", err)
-		select {
-		case <-ctx.Done():
+		if !retry.Sleep(ctx, time.Second) {
 			return nil
-		case <-time.After(time.Second):
 		}
 	}
 	stopControl, err := s.listenControl()
