@@ -23,6 +23,7 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/internal/testkit/natstest"
 	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 	"github.com/baagent/baagent/services/skills"
 	"github.com/baagent/baagent/services/tokens"
@@ -154,11 +155,7 @@ func TestFaultKillReplicaMidRun(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	srvNATS, err := natsx.StartEmbedded(natsx.EmbeddedOptions{Port: -1, StoreDir: filepath.Join(dir, "nats")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srvNATS.Shutdown)
+	srvNATS := natstest.StartNATSIn(t, filepath.Join(dir, "nats"))
 	nc, err := nats.Connect(srvNATS.ClientURL())
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/testkit"
 	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
@@ -75,15 +76,12 @@ func (h *harness) children(ctx context.Context, parent string) []*baagentv1.Run 
 // waitChild polls until parent has a child and returns it.
 func (h *harness) waitChild(ctx context.Context, parent string) *baagentv1.Run {
 	h.t.Helper()
-	for {
-		if c := h.children(ctx, parent); len(c) > 0 {
-			return c[0]
-		}
-		if ctx.Err() != nil {
-			h.t.Fatalf("run %s started no sub-agent", parent)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var c []*baagentv1.Run
+	testkit.Eventually(h.t, remaining(ctx), "run "+parent+" started a sub-agent", func() bool {
+		c = h.children(ctx, parent)
+		return len(c) > 0
+	})
+	return c[0]
 }
 
 // waitSubAgentWait polls the run's checkpoint until it waits for a
@@ -95,16 +93,14 @@ func (h *harness) waitSubAgentWait(ctx context.Context, runID, not string) (*che
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	for {
-		cp, rev, err := cps.Load(ctx, testTenant, runID)
-		if err == nil && cp != nil && cp.Wait != nil && cp.Wait.Kind == hitl.KindSubAgent && cp.Wait.ID != not {
-			return cp, rev
-		}
-		if ctx.Err() != nil {
-			h.t.Fatalf("run %s never waited for its sub-agent (%v)", runID, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var cp *checkpoint.State
+	var rev uint64
+	testkit.Eventually(h.t, remaining(ctx), "run "+runID+" waits for its sub-agent", func() bool {
+		var err error
+		cp, rev, err = cps.Load(ctx, testTenant, runID)
+		return err == nil && cp != nil && cp.Wait != nil && cp.Wait.Kind == hitl.KindSubAgent && cp.Wait.ID != not
+	})
+	return cp, rev
 }
 
 // waitReleased waits until no execution of the run is in progress on the
