@@ -123,7 +123,7 @@ func BenchmarkReActStep(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			rec, _, err := store.get(ctx, testTenant, runs[0].GetRunId())
+			rec, _, err := store.Get(ctx, testTenant, runs[0].GetRunId())
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -45,7 +45,7 @@ func (r *run) resumeEvents(ctx context.Context, cp *checkpoint.State) (*baagentv
 	suffix := ":a" + strconv.Itoa(r.attempt)
 	last, err := stream.GetLastMsgForSubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) || (err == nil && last.Sequence <= pos) {
-		r.pub.continueAfter(seq, pos, suffix)
+		r.pub.ContinueAfter(seq, pos, suffix)
 		return r.republishOutbox(ctx, cp)
 	}
 	if err != nil {
@@ -100,7 +100,7 @@ func (r *run) resumeEvents(ctx context.Context, cp *checkpoint.State) (*baagentv
 	if len(stale) > 0 {
 		r.log.Warn("deleted events a failed replica stored after a hole", "count", len(stale), "continuing_after_seq", seq)
 	}
-	r.pub.continueAfter(seq, pos, suffix)
+	r.pub.ContinueAfter(seq, pos, suffix)
 	if terminal != nil {
 		return terminal, nil
 	}
@@ -113,12 +113,12 @@ func (r *run) republishOutbox(ctx context.Context, cp *checkpoint.State) (*baage
 	if cp == nil || len(cp.Outbox) == 0 {
 		return nil, nil
 	}
-	from := r.pub.lastSeq()
-	terminal, err := r.pub.republish(ctx, cp.Outbox)
+	from := r.pub.LastSeq()
+	terminal, err := r.pub.Republish(ctx, cp.Outbox)
 	if err != nil {
 		return nil, fmt.Errorf("restore the checkpoint's unconfirmed events: %w", err)
 	}
-	if to := r.pub.lastSeq(); to > from {
+	if to := r.pub.LastSeq(); to > from {
 		r.log.Info("published again the checkpoint's events the stream lacked", "from_seq", from+1, "to_seq", to)
 	}
 	return terminal, nil

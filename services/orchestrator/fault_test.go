@@ -25,6 +25,7 @@ import (
 	"github.com/baagent/baagent/internal/natsx"
 	"github.com/baagent/baagent/internal/testkit/natstest"
 	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
+	"github.com/baagent/baagent/services/orchestrator/internal/runstore"
 	"github.com/baagent/baagent/services/skills"
 	"github.com/baagent/baagent/services/tokens"
 	"github.com/baagent/baagent/services/toolrunner/tool"
@@ -213,10 +214,11 @@ func TestFaultKillReplicaMidRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	cps := checkpoint.NewStore(cpKV)
-	store := &runStore{}
-	if store.kv, err = js.KeyValue(ctx, natsx.BucketRuns); err != nil {
+	runsKV, err := js.KeyValue(ctx, natsx.BucketRuns)
+	if err != nil {
 		t.Fatal(err)
 	}
+	store := runstore.New(runsKV)
 	startRun := func(i int) *baagentv1.Run {
 		for {
 			c := baagentv1.NewOrchestratorServiceClient(dial(t, replicas[i%2].addr))
@@ -241,7 +243,7 @@ func TestFaultKillReplicaMidRun(t *testing.T) {
 		// Kill the replica executing the most unfinished runs.
 		owners := map[string]int{}
 		for _, r := range batch {
-			rec, _, err := store.get(ctx, testTenant, r.GetRunId())
+			rec, _, err := store.Get(ctx, testTenant, r.GetRunId())
 			if err != nil || isFinished(rec.GetState()) {
 				continue
 			}
@@ -272,7 +274,7 @@ func TestFaultKillReplicaMidRun(t *testing.T) {
 	t.Logf("%d iterations, %d kills, %d runs lost their replica mid-run, in %s", iter, kills, lost, time.Since(began).Round(time.Second))
 
 	for _, r := range all {
-		rec, _, err := store.get(ctx, testTenant, r.GetRunId())
+		rec, _, err := store.Get(ctx, testTenant, r.GetRunId())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -307,9 +309,9 @@ func dial(t *testing.T, addr string) *grpc.ClientConn {
 	return conn
 }
 
-func waitFinishedRecord(ctx context.Context, t *testing.T, store *runStore, runID, when string) {
+func waitFinishedRecord(ctx context.Context, t *testing.T, store *runstore.Store, runID, when string) {
 	for {
-		rec, _, err := store.get(ctx, testTenant, runID)
+		rec, _, err := store.Get(ctx, testTenant, runID)
 		if err == nil && isFinished(rec.GetState()) {
 			return
 		}

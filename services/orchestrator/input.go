@@ -17,6 +17,7 @@ import (
 	"github.com/baagent/baagent/internal/validate"
 	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
+	"github.com/baagent/baagent/services/orchestrator/internal/runstore"
 )
 
 // SubmitInput answers the question a WAITING_INPUT run waits on. The answer
@@ -31,7 +32,7 @@ func (s *Server) SubmitInput(ctx context.Context, req *baagentv1.OrchestratorSer
 	if err != nil {
 		return nil, err
 	}
-	rec, _, err := store.get(ctx, req.GetTenant(), req.GetRunId())
+	rec, _, err := store.Get(ctx, req.GetTenant(), req.GetRunId())
 	if err != nil {
 		return nil, storeStatus(err, req.GetRunId())
 	}
@@ -149,13 +150,13 @@ func (s *Server) cancelLocal(ctx context.Context, tenant, runID, reason string) 
 
 // waitFinished polls the run's record until it is finished or
 // DefaultCancelWait passes.
-func (s *Server) waitFinished(ctx context.Context, store *runStore, tenant, runID string) {
+func (s *Server) waitFinished(ctx context.Context, store *runstore.Store, tenant, runID string) {
 	ctx, cancel := context.WithTimeout(ctx, DefaultCancelWait)
 	defer cancel()
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if rec, _, err := store.get(ctx, tenant, runID); err == nil && isFinished(rec.GetState()) {
+		if rec, _, err := store.Get(ctx, tenant, runID); err == nil && isFinished(rec.GetState()) {
 			return
 		}
 		select {

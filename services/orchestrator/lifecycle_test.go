@@ -83,7 +83,7 @@ func TestCancelQueuedAndOrphanedRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	orphan := &baagentv1.Run{RunId: newRunID(time.Now()), Tenant: testTenant, ConversationId: "c-orphan", State: baagentv1.RunState_RUN_STATE_RUNNING, LastSeq: 0}
-	if err := store.put(ctx, orphan); err != nil {
+	if err := store.Put(ctx, orphan); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := h.client.CancelRun(ctx, &baagentv1.OrchestratorServiceCancelRunRequest{Tenant: testTenant, RunId: orphan.GetRunId(), Reason: "cleanup"})

@@ -15,6 +15,7 @@ import (
 	"github.com/baagent/baagent/services/orchestrator/internal/doomloop"
 	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 	"github.com/baagent/baagent/services/orchestrator/internal/protoenc"
+	"github.com/baagent/baagent/services/orchestrator/internal/publish"
 	"github.com/baagent/baagent/services/orchestrator/internal/skillstack"
 )
 
@@ -54,7 +55,7 @@ type run struct {
 
 	// Owned by the executing goroutine.
 	rec     *baagentv1.Run
-	pub     *publisher
+	pub     *publish.Publisher
 	metrics *convmetrics.Accumulator
 	skills  skillstack.Stack
 	models  map[string]*baagentv1.ModelInfo // GetModelInfo answers, by model
@@ -173,7 +174,7 @@ func (r *run) interrupted(err error) outcome {
 func (r *run) flushQuietly() {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), finalizeTimeout)
 	defer cancel()
-	_ = r.pub.flush(ctx)
+	_ = r.pub.Flush(ctx)
 }
 
 // prepare opens the publisher and the checkpoint, repairs the event tail a
@@ -181,11 +182,10 @@ func (r *run) flushQuietly() {
 // write. It returns the terminal event when the run had already ended.
 func (r *run) prepare() (*baagentv1.Event, error) {
 	ctx := r.ctx
-	pub, err := newPublisher(r.s.opts.JetStream, r.rec)
+	pub, err := publish.New(r.s.opts.JetStream, r.rec, r.traceparent)
 	if err != nil { // the ids were validated at the edge; this is a bug
 		return nil, err
 	}
-	pub.traceparent = r.traceparent
 	r.pub = pub
 	cps, err := r.s.checkpoints(ctx)
 	if err != nil {
@@ -236,7 +236,7 @@ func (r *run) restore(cp *checkpoint.State) error {
 		r.skills.Push(skillstack.Activation{Name: f.Name, ID: f.ID, Modifier: mod})
 	}
 	r.doom.Restore(cp.Calls)
-	r.log.Info("resuming run from its checkpoint", "checkpoint", cp.Kind, "step", cp.Step, "last_seq", r.pub.lastSeq(), "previous_owner", cp.Owner, "attempt", r.attempt)
+	r.log.Info("resuming run from its checkpoint", "checkpoint", cp.Kind, "step", cp.Step, "last_seq", r.pub.LastSeq(), "previous_owner", cp.Owner, "attempt", r.attempt)
 	return nil
 }
 
@@ -247,7 +247,7 @@ func (r *run) restore(cp *checkpoint.State) error {
 func (r *run) claim(cp *checkpoint.State) error {
 	c := *cp
 	c.Owner, c.Attempt, c.At, c.Span = r.s.opts.Replica, r.attempt, time.Now(), r.traceparent
-	c.LastSeq, c.LastPos = r.pub.position()
+	c.LastSeq, c.LastPos = r.pub.Position()
 	c.Outbox = nil
 	r.cpMu.Lock()
 	defer r.cpMu.Unlock()

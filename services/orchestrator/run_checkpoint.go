@@ -18,7 +18,8 @@ const maxOutboxBytes = 128 << 10
 // and the wait. It does not wait for the acks of the events emitted so
 // far: it records the last confirmed one and carries the others (the
 // outbox), which a resuming replica publishes again if the stream lacks
-// them. It fails with checkpoint.ErrLostRun when another replica wrote since.
+// them. It fails with checkpoint.ErrLostRun when another replica wrote
+// since.
 func (r *run) checkpoint(kind string) error {
 	r.cpMu.Lock()
 	defer r.cpMu.Unlock()
@@ -94,12 +95,12 @@ func (r *run) snapshot(kind string) (*checkpoint.State, error) {
 		Span:    r.traceparent,
 	}
 	var size int
-	cp.LastSeq, cp.LastPos, cp.Outbox, size = r.pub.unconfirmed()
+	cp.LastSeq, cp.LastPos, cp.Outbox, size = r.pub.Unconfirmed()
 	if size > maxOutboxBytes {
 		if err := r.flush(); err != nil {
 			return nil, err
 		}
-		cp.LastSeq, cp.LastPos = r.pub.position()
+		cp.LastSeq, cp.LastPos = r.pub.Position()
 		cp.Outbox = nil
 	}
 	for _, f := range r.skills.Frames() {

@@ -11,19 +11,19 @@ import (
 // run: clients could no longer follow it.
 func (r *run) emit(ev *baagentv1.Event) error {
 	ev.Step = r.rec.GetStep()
-	return r.eventsErr(r.pub.emit(r.ctx, ev))
+	return r.eventsErr(r.pub.Emit(r.ctx, ev))
 }
 
 // hold numbers an event of the current step without publishing it until
 // the next flush (see publisher.hold).
 func (r *run) hold(ev *baagentv1.Event) error {
 	ev.Step = r.rec.GetStep()
-	return r.eventsErr(r.pub.hold(r.ctx, ev))
+	return r.eventsErr(r.pub.Hold(r.ctx, ev))
 }
 
 // flush waits until every event emitted so far is stored.
 func (r *run) flush() error {
-	return r.eventsErr(r.pub.flush(r.ctx))
+	return r.eventsErr(r.pub.Flush(r.ctx))
 }
 
 func (r *run) eventsErr(err error) error {

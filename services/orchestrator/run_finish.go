@@ -34,13 +34,13 @@ func (r *run) finish(answer string, err error) {
 		ev.Payload = &baagentv1.Event_Error{Error: &baagentv1.ErrorPayload{Code: re.code, Message: re.message}}
 		r.log.Warn("run failed", "code", re.code, "error", re.message)
 	}
-	perr := r.pub.emitNow(ctx, ev)
+	perr := r.pub.EmitNow(ctx, ev)
 	if errors.Is(perr, context.DeadlineExceeded) {
 		// A flush cut short by its deadline (acks lost in a NATS restart,
 		// then a reorder repair) gets one more bounded try, so the record
 		// names every stored event.
 		retry, cancelRetry := context.WithTimeout(context.WithoutCancel(r.ctx), finalizeTimeout)
-		perr = r.pub.flush(retry)
+		perr = r.pub.Flush(retry)
 		cancelRetry()
 	}
 	if perr != nil {
@@ -91,10 +91,10 @@ func endRecord(rec *baagentv1.Run, ev *baagentv1.Event) {
 // event; a failure is logged, not fatal (events remain the source of truth
 // for clients watching the run).
 func (r *run) save(ctx context.Context) {
-	r.rec.LastSeq = r.pub.lastSeq()
+	r.rec.LastSeq = r.pub.LastSeq()
 	store, err := r.s.runStore(ctx)
 	if err == nil {
-		err = store.put(ctx, r.rec)
+		err = store.Put(ctx, r.rec)
 	}
 	if err != nil {
 		r.log.Warn("run record not saved", "state", r.rec.GetState().String(), "error", err)

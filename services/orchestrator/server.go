@@ -34,6 +34,7 @@ import (
 	"github.com/baagent/baagent/internal/retry"
 	"github.com/baagent/baagent/internal/tracing"
 	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
+	"github.com/baagent/baagent/services/orchestrator/internal/runstore"
 )
 
 // ServiceName is the fully qualified gRPC service name, equal to
@@ -231,7 +232,7 @@ type Server struct {
 	configErr error // why the server cannot run runs, if it cannot
 
 	storeMu sync.Mutex
-	store   *runStore         // opened on first use
+	store   *runstore.Store   // opened on first use
 	cps     *checkpoint.Store // opened on first use
 
 	// base is the parent context of every run; cancelled (cause
@@ -339,7 +340,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 // runStore returns the run store, opening the KV bucket on first use (a
 // failure is retried by the next call: the bucket may be provisioned later).
-func (s *Server) runStore(ctx context.Context) (*runStore, error) {
+func (s *Server) runStore(ctx context.Context) (*runstore.Store, error) {
 	if s.configErr != nil {
 		return nil, status.Errorf(codes.Unavailable, "orchestrator is not configured: %v", s.configErr)
 	}
@@ -350,7 +351,7 @@ func (s *Server) runStore(ctx context.Context) (*runStore, error) {
 		if err != nil {
 			return nil, status.Errorf(codes.Unavailable, "run store unavailable: open KV bucket %s (is JetStream provisioned?): %v", natsx.BucketRuns, err)
 		}
-		s.store = &runStore{kv: kv}
+		s.store = runstore.New(kv)
 	}
 	return s.store, nil
 }

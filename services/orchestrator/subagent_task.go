@@ -25,6 +25,7 @@ import (
 	"github.com/baagent/baagent/internal/tracing"
 	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
+	"github.com/baagent/baagent/services/orchestrator/internal/runstore"
 )
 
 // cpWaitingSubAgent is the checkpoint of a run that waits for its
@@ -253,7 +254,7 @@ func (r *run) awaitTask(ctx context.Context, i int, c *baagentv1.ToolCall, child
 	if err != nil {
 		return nil, err
 	}
-	now, _, err := store.get(ctx, r.rec.GetTenant(), child.GetRunId())
+	now, _, err := store.Get(ctx, r.rec.GetTenant(), child.GetRunId())
 	if err == nil && isFinished(now.GetState()) {
 		r.wait, r.paused = nil, false
 		return r.taskResult(c, time.Now(), now), nil
@@ -290,7 +291,7 @@ func (r *run) settleTask(ctx context.Context, c *baagentv1.ToolCall, w *hitl.Wai
 	if err != nil {
 		return nil, err
 	}
-	child, _, err := store.get(ctx, r.rec.GetTenant(), w.Child)
+	child, _, err := store.Get(ctx, r.rec.GetTenant(), w.Child)
 	if err != nil {
 		return nil, newRunError(CodeQueueUnavailable, err, "the sub-agent run %s cannot be read: %v", w.Child, err)
 	}
@@ -321,8 +322,8 @@ func (r *run) settleTask(ctx context.Context, c *baagentv1.ToolCall, w *hitl.Wai
 // and report that instead of the timeout. With it subAgentEnded leaves the
 // answered wait alone, and a run that stops here for any other reason
 // resumes to report the timeout. A write that fails because the child's
-// end got in first (checkpoint.ErrLostRun) stops this execution; the next one finds
-// the child ended and reports its outcome.
+// end got in first (checkpoint.ErrLostRun) stops this execution; the next
+// one finds the child ended and reports its outcome.
 func (r *run) recordTimeout(w *hitl.Wait, at time.Time) error {
 	answered := *w // w is shared with the checkpoint the run resumed from
 	answered.Answer = &hitl.Answer{Text: subAgentTimedOut, At: at}
@@ -350,7 +351,7 @@ func (r *run) startTask(ctx context.Context, st *stepState, i int, c *baagentv1.
 	}
 	rec := st.record(i)
 	id := childRunID(r.rec.GetRunId(), c.GetId(), rec.StartedAt)
-	child, _, err := store.get(ctx, r.rec.GetTenant(), id)
+	child, _, err := store.Get(ctx, r.rec.GetTenant(), id)
 	switch {
 	case err == nil:
 		// Started by a previous execution of this step: re-attach. A
@@ -363,7 +364,7 @@ func (r *run) startTask(ctx context.Context, st *stepState, i int, c *baagentv1.
 			}
 		}
 		return child, nil, nil
-	case !errors.Is(err, errRunNotFound):
+	case !errors.Is(err, runstore.ErrNotFound):
 		return nil, nil, newRunError(CodeQueueUnavailable, err, "the sub-agent run %s cannot be read: %v", id, err)
 	}
 
@@ -535,7 +536,7 @@ func (s *Server) cancelSubAgents(ctx context.Context, tenant, parent string, chi
 	if err != nil {
 		return
 	}
-	if rec, _, err := store.get(ctx, tenant, parent); err != nil || rec.GetState() != baagentv1.RunState_RUN_STATE_CANCELLED {
+	if rec, _, err := store.Get(ctx, tenant, parent); err != nil || rec.GetState() != baagentv1.RunState_RUN_STATE_CANCELLED {
 		return
 	}
 	for _, id := range children {
@@ -557,7 +558,7 @@ func (r *run) checkParent(ctx context.Context) error {
 	if err != nil {
 		return nil
 	}
-	parent, _, err := store.get(ctx, r.rec.GetTenant(), r.rec.GetParentRunId())
+	parent, _, err := store.Get(ctx, r.rec.GetTenant(), r.rec.GetParentRunId())
 	if err != nil || !isFinished(parent.GetState()) {
 		return nil
 	}
