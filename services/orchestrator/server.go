@@ -35,6 +35,7 @@ import (
 	"github.com/baagent/baagent/internal/tracing"
 	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 	"github.com/baagent/baagent/services/orchestrator/internal/runstore"
+	"github.com/baagent/baagent/services/orchestrator/internal/subagent"
 )
 
 // ServiceName is the fully qualified gRPC service name, equal to
@@ -226,8 +227,8 @@ type Server struct {
 
 	opts      Options
 	log       *slog.Logger
-	tracer    trace.Tracer // nil without tracing
-	agents    *subAgents   // the sub-agent definitions; empty without any
+	tracer    trace.Tracer  // nil without tracing
+	agents    *subagent.Set // the sub-agent definitions; empty without any
 	metrics   *metrics
 	configErr error // why the server cannot run runs, if it cannot
 
@@ -271,14 +272,14 @@ func New(opts Options) *Server {
 		m, _ = newMetrics(nil)
 	}
 	s.metrics = m
-	agents, err := loadSubAgentsDir(opts.SubAgentsDir)
+	agents, err := subagent.LoadDir(opts.SubAgentsDir)
 	if err != nil {
 		s.log.Error("sub-agent definitions not loaded", "dir", opts.SubAgentsDir, "error", err)
-		agents = &subAgents{}
+		agents = subagent.NewSet(nil)
 	}
 	s.agents = agents
-	if err == nil && len(agents.list) > 0 {
-		s.log.Info("sub-agents loaded", "dir", opts.SubAgentsDir, "names", agents.names())
+	if err == nil && len(agents.All()) > 0 {
+		s.log.Info("sub-agents loaded", "dir", opts.SubAgentsDir, "names", agents.Names())
 	}
 	if err := errors.Join(opts.missing(), err); err != nil {
 		s.configErr = err

@@ -26,6 +26,7 @@ import (
 	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 	"github.com/baagent/baagent/services/orchestrator/internal/runstore"
+	"github.com/baagent/baagent/services/orchestrator/internal/subagent"
 )
 
 // cpWaitingSubAgent is the checkpoint of a run that waits for its
@@ -126,7 +127,7 @@ type taskArgs struct {
 }
 
 // parseTaskArgs validates a task call's arguments.
-func parseTaskArgs(raw string, agents *subAgents) (*SubAgent, taskArgs, error) {
+func parseTaskArgs(raw string, agents *subagent.Set) (*SubAgent, taskArgs, error) {
 	var a taskArgs
 	if err := json.Unmarshal([]byte(raw), &a); err != nil {
 		return nil, a, fmt.Errorf("arguments are not a JSON object of the tool's schema: %v", err)
@@ -141,9 +142,9 @@ func parseTaskArgs(raw string, agents *subAgents) (*SubAgent, taskArgs, error) {
 	if len(a.Description) > hitl.MaxQuestionText {
 		a.Description = truncateUTF8(a.Description, hitl.MaxQuestionText)
 	}
-	def := agents.get(a.SubagentType)
+	def := agents.Get(a.SubagentType)
 	if def == nil {
-		return nil, a, fmt.Errorf("there is no sub-agent %q; choose one of: %s", a.SubagentType, strings.Join(agents.names(), ", "))
+		return nil, a, fmt.Errorf("there is no sub-agent %q; choose one of: %s", a.SubagentType, strings.Join(agents.Names(), ", "))
 	}
 	return def, a, nil
 }
@@ -173,12 +174,12 @@ func (r *run) subAgent() (def *SubAgent, isChild bool) {
 	if !ok {
 		return nil, false // a run started with a parent_run_id by a client
 	}
-	return r.s.agents.get(name), true
+	return r.s.agents.Get(name), true
 }
 
 // offersTask reports whether the run is offered the task tool.
 func (r *run) offersTask(lists []*baagentv1.ToolAllowList) bool {
-	return len(r.s.agents.list) > 0 && r.depth() < r.s.opts.SubAgentMaxDepth && allowlist.AllowsAll(lists, TaskToolName)
+	return len(r.s.agents.All()) > 0 && r.depth() < r.s.opts.SubAgentMaxDepth && allowlist.AllowsAll(lists, TaskToolName)
 }
 
 // offersSkills reports whether a run whose tenant has skills is offered
@@ -398,10 +399,10 @@ func (r *run) childRun(id, callID string, def *SubAgent, args taskArgs) (*baagen
 	spec := &baagentv1.RunSpec{
 		Input:          args.Prompt,
 		ConversationId: childConversationID(r.rec.GetRunId(), callID),
-		Model:          def.model(r.skills.Model(r.rec.GetModel())),
+		Model:          def.ChildModel(r.skills.Model(r.rec.GetModel())),
 		MaxSteps:       int32(def.MaxIterations),
 		SystemPrompt:   prompt,
-		AllowedTools:   def.tools(),
+		AllowedTools:   def.Tools(),
 		Project:        r.rec.GetProject(),
 		Labels: map[string]string{
 			labelSubAgent:      def.Name,

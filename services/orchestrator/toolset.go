@@ -85,7 +85,7 @@ func (r *run) listTools(ctx context.Context, withSkill bool) (*toolset, error) {
 		ts.schemas = append(ts.schemas, skillToolSchema())
 	}
 	if ts.task {
-		ts.schemas = append(ts.schemas, taskToolSchema(r.s.agents.list))
+		ts.schemas = append(ts.schemas, taskToolSchema(r.s.agents.All()))
 	}
 	for _, sc := range hitl.AskToolSchemas() {
 		if allowlist.AllowsAll(lists, sc.GetName()) {
