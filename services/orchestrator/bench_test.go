@@ -123,7 +123,7 @@ func BenchmarkReActStep(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			rec, _, err := store.get(ctx, testTenant, runs[0].GetRunId())
+			rec, _, err := store.Get(ctx, testTenant, runs[0].GetRunId())
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -133,7 +133,7 @@ func BenchmarkReActStep(b *testing.B) {
 				b.Fatal(err)
 			}
 			for _, run := range runs {
-				if cp, _, err := cps.load(ctx, testTenant, run.GetRunId()); err != nil || cp != nil {
+				if cp, _, err := cps.Load(ctx, testTenant, run.GetRunId()); err != nil || cp != nil {
 					b.Fatalf("finished run %s: checkpoint %+v left behind (%v)", run.GetRunId(), cp, err)
 				}
 			}

@@ -23,6 +23,9 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/internal/testkit/natstest"
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
+	"github.com/baagent/baagent/services/orchestrator/internal/runstore"
 	"github.com/baagent/baagent/services/skills"
 	"github.com/baagent/baagent/services/tokens"
 	"github.com/baagent/baagent/services/toolrunner/tool"
@@ -153,11 +156,7 @@ func TestFaultKillReplicaMidRun(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	srvNATS, err := natsx.StartEmbedded(natsx.EmbeddedOptions{Port: -1, StoreDir: filepath.Join(dir, "nats")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srvNATS.Shutdown)
+	srvNATS := natstest.StartNATSIn(t, filepath.Join(dir, "nats"))
 	nc, err := nats.Connect(srvNATS.ClientURL())
 	if err != nil {
 		t.Fatal(err)
@@ -210,14 +209,16 @@ func TestFaultKillReplicaMidRun(t *testing.T) {
 		return p
 	}
 	replicas := []*replicaProc{start("r0"), start("r1")}
-	cps := &checkpointStore{}
-	if cps.kv, err = js.KeyValue(ctx, natsx.BucketCheckpoints); err != nil {
+	cpKV, err := js.KeyValue(ctx, natsx.BucketCheckpoints)
+	if err != nil {
 		t.Fatal(err)
 	}
-	store := &runStore{}
-	if store.kv, err = js.KeyValue(ctx, natsx.BucketRuns); err != nil {
+	cps := checkpoint.NewStore(cpKV)
+	runsKV, err := js.KeyValue(ctx, natsx.BucketRuns)
+	if err != nil {
 		t.Fatal(err)
 	}
+	store := runstore.New(runsKV)
 	startRun := func(i int) *baagentv1.Run {
 		for {
 			c := baagentv1.NewOrchestratorServiceClient(dial(t, replicas[i%2].addr))
@@ -242,11 +243,11 @@ func TestFaultKillReplicaMidRun(t *testing.T) {
 		// Kill the replica executing the most unfinished runs.
 		owners := map[string]int{}
 		for _, r := range batch {
-			rec, _, err := store.get(ctx, testTenant, r.GetRunId())
+			rec, _, err := store.Get(ctx, testTenant, r.GetRunId())
 			if err != nil || isFinished(rec.GetState()) {
 				continue
 			}
-			if cp, _, err := cps.load(ctx, testTenant, r.GetRunId()); err == nil && cp != nil {
+			if cp, _, err := cps.Load(ctx, testTenant, r.GetRunId()); err == nil && cp != nil {
 				owners[cp.Owner]++
 			}
 		}
@@ -273,7 +274,7 @@ func TestFaultKillReplicaMidRun(t *testing.T) {
 	t.Logf("%d iterations, %d kills, %d runs lost their replica mid-run, in %s", iter, kills, lost, time.Since(began).Round(time.Second))
 
 	for _, r := range all {
-		rec, _, err := store.get(ctx, testTenant, r.GetRunId())
+		rec, _, err := store.Get(ctx, testTenant, r.GetRunId())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -308,9 +309,9 @@ func dial(t *testing.T, addr string) *grpc.ClientConn {
 	return conn
 }
 
-func waitFinishedRecord(ctx context.Context, t *testing.T, store *runStore, runID, when string) {
+func waitFinishedRecord(ctx context.Context, t *testing.T, store *runstore.Store, runID, when string) {
 	for {
-		rec, _, err := store.get(ctx, testTenant, runID)
+		rec, _, err := store.Get(ctx, testTenant, runID)
 		if err == nil && isFinished(rec.GetState()) {
 			return
 		}

@@ -33,7 +33,7 @@ func TestGetRunReportsAStoredTerminalEventBeforeTheRecord(t *testing.T) {
 	put := func(runID string, events ...*baagentv1.Event) {
 		t.Helper()
 		rec := &baagentv1.Run{RunId: runID, ConversationId: "conv_" + runID, Tenant: testTenant, State: baagentv1.RunState_RUN_STATE_RUNNING, Step: 1, LastSeq: 1}
-		if err := store.put(ctx, rec); err != nil {
+		if err := store.Put(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
 		subject, err := natsx.EventSubject(testTenant, runID)

@@ -17,18 +17,19 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/baagent/baagent/core/runevent"
 	"github.com/baagent/baagent/core/toolerror"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/grpcinproc"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/internal/testkit"
+	"github.com/baagent/baagent/internal/testkit/natstest"
 	vt "github.com/baagent/baagent/internal/validate/validatetest"
 	"github.com/baagent/baagent/services/skills"
 	"github.com/baagent/baagent/services/tokens"
@@ -62,12 +63,7 @@ func testCtx(t *testing.T) context.Context {
 // startJetStream starts an embedded NATS with the streams provisioned.
 func startJetStream(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	srv, err := natsx.StartEmbedded(natsx.EmbeddedOptions{Port: -1, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := nats.Connect(srv.ClientURL())
+	nc, err := nats.Connect(natstest.StartNATS(t).ClientURL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,17 +296,22 @@ func checkEnvelope(t testing.TB, run *baagentv1.Run, evs []*baagentv1.Event) {
 // waitRun polls GetRun until the run is finished.
 func (h *harness) waitRun(ctx context.Context, runID string) *baagentv1.Run {
 	h.t.Helper()
-	for {
+	var run *baagentv1.Run
+	testkit.Eventually(h.t, remaining(ctx), "run "+runID+" finished", func() bool {
 		resp, err := h.client.GetRun(ctx, &baagentv1.OrchestratorServiceGetRunRequest{Tenant: testTenant, RunId: runID})
-		if err == nil && isFinished(resp.GetRun().GetState()) {
-			return resp.GetRun()
-		}
-		select {
-		case <-ctx.Done():
-			h.t.Fatalf("run %s did not finish: %v (last error %v)", runID, ctx.Err(), err)
-		case <-time.After(5 * time.Millisecond):
-		}
+		run = resp.GetRun()
+		return err == nil && isFinished(run.GetState())
+	})
+	return run
+}
+
+// remaining is the time left before ctx's deadline, for testkit.Eventually
+// (tests bound their waits by their context).
+func remaining(ctx context.Context) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return time.Until(d)
 	}
+	return time.Minute
 }
 
 // endWatcher learns when runs reach a finished record, for benchmarks:

@@ -13,6 +13,8 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/internal/testkit"
+	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
 // lastToolResult is the content of the request's latest tool message.
@@ -38,16 +40,13 @@ func askThenQuote(tool, args string) turnFunc {
 // waitState polls GetRun until the run is in state st.
 func (h *harness) waitState(ctx context.Context, runID string, st baagentv1.RunState) *baagentv1.Run {
 	h.t.Helper()
-	for {
+	var run *baagentv1.Run
+	testkit.Eventually(h.t, remaining(ctx), "run "+runID+" in state "+st.String(), func() bool {
 		resp, err := h.client.GetRun(ctx, &baagentv1.OrchestratorServiceGetRunRequest{Tenant: testTenant, RunId: runID})
-		if err == nil && resp.GetRun().GetState() == st {
-			return resp.GetRun()
-		}
-		if ctx.Err() != nil {
-			h.t.Fatalf("run %s never reached %s (last %v, %v)", runID, st, resp.GetRun().GetState(), err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		run = resp.GetRun()
+		return err == nil && run.GetState() == st
+	})
+	return run
 }
 
 func (h *harness) submit(ctx context.Context, runID string, in *baagentv1.RunInput) error {
@@ -68,12 +67,7 @@ func TestClarificationPausesAndResumesWithTheAnswer(t *testing.T) {
 		t.Fatalf("pending input %v", waiting.GetPendingInput())
 	}
 	// A waiting run holds no goroutine: it is not among the executing runs.
-	for deadline := time.Now().Add(10 * time.Second); h.srv.local(run.GetRunId()) != nil; {
-		if time.Now().After(deadline) {
-			t.Fatal("a waiting run is still held by its replica")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, "a waiting run released by its replica", func() bool { return h.srv.local(run.GetRunId()) == nil })
 	if err := h.submit(ctx, run.GetRunId(), &baagentv1.RunInput{InputId: "q_other", Answer: "Only Q4"}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "input.input_id") {
 		t.Errorf("wrong input_id: %v", err)
 	}
@@ -159,7 +153,7 @@ func TestDoomLoopAsksAndStops(t *testing.T) {
 	run := h.start(ctx, &baagentv1.RunSpec{Input: "stuck"})
 	waiting := h.waitState(ctx, run.GetRunId(), baagentv1.RunState_RUN_STATE_WAITING_INPUT)
 	d := waiting.GetPendingInput().GetDecision()
-	if len(d.GetOptions()) != 3 || d.GetOptions()[0].GetLabel() != labelStop || !d.GetOptions()[0].GetIsRecommended() {
+	if len(d.GetOptions()) != 3 || d.GetOptions()[0].GetLabel() != hitl.LabelStop || !d.GetOptions()[0].GetIsRecommended() {
 		t.Fatalf("doom-loop decision %v", d)
 	}
 	if n := len(h.tools.invocations()); n != 2 {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
 // Tool approval (permission ASK) and the HITL timeouts, driven by the
@@ -67,7 +68,7 @@ func approvalAsked(ctx context.Context, t *testing.T, h *harness, runID string) 
 	for _, o := range d.GetOptions() {
 		labels = append(labels, o.GetLabel())
 	}
-	if !strings.HasPrefix(d.GetDecisionId(), "perm_") || !slices.Equal(labels, []string{labelAllow, labelDeny}) ||
+	if !strings.HasPrefix(d.GetDecisionId(), "perm_") || !slices.Equal(labels, []string{hitl.LabelAllow, hitl.LabelDeny}) ||
 		!d.GetOptions()[1].GetIsRecommended() || !contains(d.GetContext(), guardedTool, "report.md") {
 		t.Fatalf("approval question %v", d)
 	}
@@ -108,7 +109,7 @@ func TestPermissionAskApproved(t *testing.T) {
 		!strings.Contains(a.GetArguments(), "report.md") || a.GetDecision().GetDecisionId() != d.GetDecisionId() {
 		t.Errorf("permission_asked %v", a)
 	}
-	if r := evs[answered].GetPermissionReplied(); r.GetReply() != labelAllow || r.GetTimedOut() || r.GetToolName() != guardedTool ||
+	if r := evs[answered].GetPermissionReplied(); r.GetReply() != hitl.LabelAllow || r.GetTimedOut() || r.GetToolName() != guardedTool ||
 		r.GetDecisionId() != d.GetDecisionId() || r.GetToolCallId() != evs[asked].GetPermissionAsked().GetToolCallId() {
 		t.Errorf("permission_replied %v", r)
 	}
@@ -135,7 +136,7 @@ func TestPermissionAskDenied(t *testing.T) {
 	evs := h.events(ctx, run.GetRunId())
 	checkEnvelope(t, run, evs)
 	got := types(evs)
-	if r := evs[max(0, indexOf(got, "permission_replied"))].GetPermissionReplied(); r.GetReply() != labelDeny || r.GetTimedOut() {
+	if r := evs[max(0, indexOf(got, "permission_replied"))].GetPermissionReplied(); r.GetReply() != hitl.LabelDeny || r.GetTimedOut() {
 		t.Errorf("permission_replied %v in %v", r, got)
 	}
 	obs := evs[indexOf(got, "observe")].GetObserve()
@@ -161,7 +162,7 @@ func TestUnansweredDoomLoopStopsTheRun(t *testing.T) {
 	got := types(evs)
 	det := indexOf(got, "doom_loop_detected")
 	ans := indexOf(got, "decision_answered")
-	if det < 0 || ans < det || !evs[ans].GetDecisionAnswered().GetTimedOut() || evs[ans].GetDecisionAnswered().GetAnswer() != labelStop {
+	if det < 0 || ans < det || !evs[ans].GetDecisionAnswered().GetTimedOut() || evs[ans].GetDecisionAnswered().GetAnswer() != hitl.LabelStop {
 		t.Fatalf("events %v", got)
 	}
 	if d := evs[det+1].GetDecisionAsked(); d.GetTimeoutSeconds() != 1 {

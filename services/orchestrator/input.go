@@ -15,6 +15,9 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
 	"github.com/baagent/baagent/internal/validate"
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
+	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
+	"github.com/baagent/baagent/services/orchestrator/internal/runstore"
 )
 
 // SubmitInput answers the question a WAITING_INPUT run waits on. The answer
@@ -29,7 +32,7 @@ func (s *Server) SubmitInput(ctx context.Context, req *baagentv1.OrchestratorSer
 	if err != nil {
 		return nil, err
 	}
-	rec, _, err := store.get(ctx, req.GetTenant(), req.GetRunId())
+	rec, _, err := store.Get(ctx, req.GetTenant(), req.GetRunId())
 	if err != nil {
 		return nil, storeStatus(err, req.GetRunId())
 	}
@@ -40,7 +43,7 @@ func (s *Server) SubmitInput(ctx context.Context, req *baagentv1.OrchestratorSer
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "checkpoints: %v", err)
 	}
-	cp, rev, err := cps.load(ctx, req.GetTenant(), req.GetRunId())
+	cp, rev, err := cps.Load(ctx, req.GetTenant(), req.GetRunId())
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "checkpoints: %v", err)
 	}
@@ -60,15 +63,15 @@ func (s *Server) SubmitInput(ctx context.Context, req *baagentv1.OrchestratorSer
 	if !now.Before(w.Deadline) {
 		return nil, status.Errorf(codes.FailedPrecondition, "question %s timed out at %s; the run goes on without the answer", w.ID, w.Deadline.Format(time.RFC3339))
 	}
-	ans, err := checkAnswer(w, req.GetInput(), now)
+	ans, err := hitl.CheckAnswer(w, req.GetInput(), now)
 	if err != nil {
 		var e validate.Errors
 		e.Add("input.answer", err.Error())
 		return nil, s.rejected(ctx, "SubmitInput", e.Err())
 	}
 	w.Answer = ans
-	if _, err := cps.write(ctx, req.GetTenant(), req.GetRunId(), cp, rev); err != nil {
-		if errors.Is(err, errLostRun) {
+	if _, err := cps.Write(ctx, req.GetTenant(), req.GetRunId(), cp, rev); err != nil {
+		if errors.Is(err, checkpoint.ErrLostRun) {
 			return nil, status.Errorf(codes.Aborted, "run %s changed while answering; read it again and retry", rec.GetRunId())
 		}
 		return nil, status.Errorf(codes.Unavailable, "checkpoints: %v", err)
@@ -84,7 +87,7 @@ func (s *Server) SubmitInput(ctx context.Context, req *baagentv1.OrchestratorSer
 // wake replaces a waiting run's work item (due at the question's deadline)
 // with one due now: the new item is published first, then the old one
 // deleted, so the run is never without one.
-func (s *Server) wake(ctx context.Context, rec *baagentv1.Run, w *waitState) error {
+func (s *Server) wake(ctx context.Context, rec *baagentv1.Run, w *hitl.Wait) error {
 	st, err := s.runsStream(ctx)
 	if err != nil {
 		return err
@@ -147,13 +150,13 @@ func (s *Server) cancelLocal(ctx context.Context, tenant, runID, reason string) 
 
 // waitFinished polls the run's record until it is finished or
 // DefaultCancelWait passes.
-func (s *Server) waitFinished(ctx context.Context, store *runStore, tenant, runID string) {
+func (s *Server) waitFinished(ctx context.Context, store *runstore.Store, tenant, runID string) {
 	ctx, cancel := context.WithTimeout(ctx, DefaultCancelWait)
 	defer cancel()
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if rec, _, err := store.get(ctx, tenant, runID); err == nil && isFinished(rec.GetState()) {
+		if rec, _, err := store.Get(ctx, tenant, runID); err == nil && isFinished(rec.GetState()) {
 			return
 		}
 		select {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/testkit"
 )
 
 // blockingModel blocks every call until its context ends, after telling
@@ -62,12 +63,7 @@ func TestCancelDuringToolCall(t *testing.T) {
 	}, harnessOptions{})
 	h.tools.block = make(chan struct{}) // never closed: Invoke waits for cancellation
 	run := h.start(ctx, &baagentv1.RunSpec{Input: "slow tool"})
-	for deadline := time.Now().Add(20 * time.Second); len(h.tools.invocations()) == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("tool never invoked")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, 20*time.Second, "tool invoked", func() bool { return len(h.tools.invocations()) > 0 })
 	if _, err := h.client.CancelRun(ctx, &baagentv1.OrchestratorServiceCancelRunRequest{Tenant: testTenant, RunId: run.GetRunId(), Reason: "stop"}); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +83,7 @@ func TestCancelQueuedAndOrphanedRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	orphan := &baagentv1.Run{RunId: newRunID(time.Now()), Tenant: testTenant, ConversationId: "c-orphan", State: baagentv1.RunState_RUN_STATE_RUNNING, LastSeq: 0}
-	if err := store.put(ctx, orphan); err != nil {
+	if err := store.Put(ctx, orphan); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := h.client.CancelRun(ctx, &baagentv1.OrchestratorServiceCancelRunRequest{Tenant: testTenant, RunId: orphan.GetRunId(), Reason: "cleanup"})
@@ -195,16 +191,10 @@ func TestStartRunLimitsAndIdempotency(t *testing.T) {
 	if _, err := h.client.CancelRun(ctx, &baagentv1.OrchestratorServiceCancelRunRequest{Tenant: testTenant, RunId: first.GetRunId()}); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	testkit.Eventually(t, 20*time.Second, "StartRun accepted after a cancel", func() bool {
 		_, err = h.client.StartRun(ctx, &baagentv1.OrchestratorServiceStartRunRequest{Tenant: testTenant, Spec: &baagentv1.RunSpec{Input: "fits again"}})
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("StartRun after a cancel = %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil
+	})
 }
 
 func TestListRuns(t *testing.T) {

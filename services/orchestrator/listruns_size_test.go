@@ -177,7 +177,7 @@ func putRuns(ctx context.Context, t *testing.T, h *harness, n int, input string)
 		rec := &baagentv1.Run{RunId: id, ConversationId: "conv_big", Tenant: testTenant, State: baagentv1.RunState_RUN_STATE_COMPLETED,
 			Model: "gpt-4o", Input: input, FinalAnswer: "answer", Labels: bigLabels(i),
 			Metrics: &baagentv1.ConversationMetrics{LlmCalls: 1, ToolCalls: []*baagentv1.ToolMetrics{{ToolName: "sql_query", Success: true}}}}
-		if err := store.put(ctx, rec); err != nil {
+		if err := store.Put(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
 		ids = append([]string{id}, ids...)

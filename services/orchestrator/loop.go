@@ -3,136 +3,182 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
-	promx "github.com/baagent/baagent/internal/metrics"
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
+	"github.com/baagent/baagent/services/orchestrator/internal/protoenc"
 )
 
-// callModel streams one completion, publishing text and thought fragments
-// as they arrive.
-func (r *run) callModel(ctx context.Context, model string, msgs []*baagentv1.ChatMessage, tools []*baagentv1.ToolSchema) (*ModelResponse, time.Duration, error) {
-	var emitErr error
-	onDelta := func(d ModelDelta) {
-		if emitErr != nil {
-			return
+// stepState is the step in progress: the model's response and one record
+// per tool call. It is what LLM_COMPLETE / TOOL_COMPLETE checkpoints hold.
+type stepState struct {
+	msg     *baagentv1.ChatMessage
+	modelMs float64
+	usage   float64 // context usage of the step's window
+	// durable is the LLM_COMPLETE checkpoint being written; nil once it
+	// is known stored (a step resumed from it). Everything that depends
+	// on the model's response waits for it; read-only tool calls, which
+	// nothing would miss if the response were lost, do not.
+	durable *pendingWrite
+	mu      sync.Mutex
+	records []checkpoint.ToolRecord
+}
+
+// loop is the ReAct loop of one run, from its checkpoint. It returns the
+// final answer, or the error that ended the run (a *runError, or the run's
+// cancellation cause); with r.paused set it returns ("", nil): the run
+// waits for input.
+func (r *run) loop() (string, error) {
+	ctx := r.ctx
+	cp := r.resume
+	if w := cp.Wait; w != nil && !w.Due(time.Now()) {
+		// Delivered again before its question was answered or due.
+		r.wait, r.paused = w, true
+		return "", nil
+	}
+	r.rec.State = baagentv1.RunState_RUN_STATE_RUNNING
+	r.rec.PendingInput = nil
+	if !cp.Started {
+		r.rec.StartedAt = timestamppb.Now()
+		if err := r.emit(&baagentv1.Event{Payload: &baagentv1.Event_Start{Start: &baagentv1.StartPayload{
+			Input:         r.rec.GetInput(),
+			Model:         r.rec.GetModel(),
+			ScriptedModel: r.rec.GetScriptedModel(),
+			MaxSteps:      r.rec.GetMaxSteps(),
+			Project:       r.rec.GetProject(),
+			Replica:       r.s.opts.Replica,
+		}}}); err != nil {
+			return "", err
 		}
-		switch {
-		case d.Thought != "":
-			emitErr = r.emit(&baagentv1.Event{Payload: &baagentv1.Event_ThoughtDelta{ThoughtDelta: &baagentv1.ThoughtDeltaPayload{Delta: d.Thought}}})
-		case d.Text != "":
-			emitErr = r.emit(&baagentv1.Event{Payload: &baagentv1.Event_TextDelta{TextDelta: &baagentv1.TextDeltaPayload{Delta: d.Text}}})
+		if err := r.appendMessages(ctx, &baagentv1.ChatMessage{
+			Id:      r.rec.GetRunId() + ":user",
+			Role:    baagentv1.Role_ROLE_USER,
+			Content: r.rec.GetInput(),
+		}); err != nil {
+			return "", err
+		}
+		if err := r.checkpoint(checkpoint.KindStart); err != nil {
+			return "", err
 		}
 	}
+	r.save(ctx)
+
+	catalog, err := r.catalog(ctx)
+	if err != nil {
+		return "", err
+	}
+	system := systemMessages(r.s.opts.SystemPrompt, r.spec.GetSystemPrompt(), catalog.GetText())
+	if len(cp.Assistant) > 0 {
+		msg, err := protoenc.Unmarshal[baagentv1.ChatMessage](cp.Assistant)
+		if err != nil {
+			return "", newRunError(CodeInternal, err, "the run's checkpoint cannot be read: %v", err)
+		}
+		r.cur = &stepState{msg: msg, modelMs: cp.ModelMs, records: cp.Tools}
+		r.wait = cp.Wait
+	}
+
+	var tools *toolset
+	toolsFor := -1 // stack depth the toolset was listed for
+	for {
+		if r.cur == nil {
+			if r.rec.GetStep() >= r.rec.GetMaxSteps() {
+				return "", newRunError(CodeMaxSteps, nil,
+					"the run reached its limit of %d steps without a final answer; raise max_steps or narrow the request", r.rec.GetMaxSteps())
+			}
+			r.rec.Step++
+		}
+		if toolsFor != r.skills.Depth() {
+			if tools, err = r.listTools(ctx, catalog.GetSkillCount() > 0); err != nil {
+				return "", err
+			}
+			toolsFor = r.skills.Depth()
+		}
+		sctx, span := r.s.span(ctx, "step", trace.SpanKindInternal)
+		step, resumed := r.rec.GetStep(), r.cur != nil
+		answer, final, err := r.step(sctx, system, tools)
+		if span.IsRecording() {
+			// One call when the step ends: a single attribute slice.
+			span.SetAttributes(attribute.Int("baagent.step", int(step)), attribute.Bool("baagent.step.resumed", resumed),
+				attribute.Bool("baagent.step.final", final), attribute.Bool("baagent.step.paused", r.paused))
+		}
+		endSpan(span, err)
+		switch {
+		case err != nil:
+			return "", err
+		case r.paused:
+			return "", nil
+		case final:
+			return answer, nil
+		}
+	}
+}
+
+// step runs one ReAct step (window, model, tools), or the rest of a step
+// resumed from its checkpoint. It returns the answer and final=true when
+// the model answered without tool calls.
+func (r *run) step(ctx context.Context, system []*baagentv1.ChatMessage, tools *toolset) (string, bool, error) {
+	step := r.rec.GetStep()
 	began := time.Now()
-	resp, err := r.s.opts.Model.Stream(ctx, ModelRequest{Model: model, Messages: msgs, Tools: tools}, onDelta)
+	start := &baagentv1.StepStartPayload{StepNumber: step}
+	if r.cur != nil {
+		start.Description = fmt.Sprintf("step %d resumed on replica %s", step, r.s.opts.Replica)
+		if r.wait != nil {
+			start.Description += " after the user's input"
+		}
+	}
+	if err := r.emit(&baagentv1.Event{Payload: &baagentv1.Event_StepStart{StepStart: start}}); err != nil {
+		return "", false, err
+	}
+	if r.cur == nil {
+		if err := r.think(ctx, step, system, tools); err != nil {
+			return "", false, err
+		}
+	}
+	st := r.cur
+	modelTime := time.Duration(st.modelMs * float64(time.Millisecond))
+	if len(st.msg.GetToolCalls()) == 0 {
+		if err := st.durable.wait(); err != nil {
+			return "", false, err
+		}
+		if err := r.appendMessages(ctx, st.msg); err != nil {
+			return "", false, err
+		}
+		return st.msg.GetContent(), true, r.endStep(began, modelTime, 0, true)
+	}
+	results, toolTime, err := r.runTools(ctx, st, tools)
+	if err != nil || r.paused {
+		return "", false, err
+	}
+	// One append: the assistant's tool calls and their results enter the
+	// history together, never one without the other.
+	if err := r.appendMessages(ctx, append([]*baagentv1.ChatMessage{st.msg}, results...)...); err != nil {
+		return "", false, err
+	}
+	return "", false, r.endStep(began, modelTime, toolTime, true)
+}
+
+// endStep publishes step_end and observes the step's platform overhead.
+// It writes no checkpoint: the step's last one (its last TOOL_COMPLETE, or
+// LLM_COMPLETE for an answer) holds every result, so a run resumed from it
+// only repeats the idempotent append and step_end. Nor is the record
+// saved: a running run's step and metrics are read from its checkpoint
+// (GetRun), and the record is written when the state changes.
+func (r *run) endStep(began time.Time, modelTime, toolTime time.Duration, ok bool) error {
 	took := time.Since(began)
-	promx.Observe(ctx, r.s.metrics.modelLatency, took.Seconds())
-	switch {
-	case ctx.Err() != nil:
-		return nil, took, context.Cause(ctx)
-	case emitErr != nil:
-		return nil, took, emitErr
-	case err != nil:
-		return nil, took, newRunError(CodeModelUnavailable, err, "the model %s failed: %v", model, err)
-	case resp == nil || resp.Message == nil:
-		return nil, took, newRunError(CodeModelProtocol, nil, "the model %s returned no message", model)
+	r.s.metrics.steps.Inc()
+	r.s.metrics.stepOverhead.Observe(max(0, took-modelTime-toolTime).Seconds())
+	if err := r.emit(&baagentv1.Event{Payload: &baagentv1.Event_StepEnd{StepEnd: &baagentv1.StepEndPayload{
+		StepNumber: r.rec.GetStep(), Success: ok, DurationMs: float64(took.Microseconds()) / 1000,
+	}}}); err != nil {
+		return err
 	}
-	return resp, took, nil
-}
-
-// account adds a model call's usage and cost to the run and publishes
-// cost_update.
-func (r *run) account(model string, info *baagentv1.ModelInfo, u *baagentv1.Usage) error {
-	if u == nil {
-		u = &baagentv1.Usage{}
-	}
-	meta := info.GetMetadata()
-	cost := float64(u.GetPromptTokens())*meta.GetInputCostPer_1M()/1e6 + float64(u.GetCompletionTokens())*meta.GetOutputCostPer_1M()/1e6
-	r.metrics.recordModelCall(u, cost)
-	r.s.metrics.modelTokens.WithLabelValues("input").Add(float64(u.GetPromptTokens()))
-	r.s.metrics.modelTokens.WithLabelValues("output").Add(float64(u.GetCompletionTokens()))
-	m := r.metrics.snapshot(time.Now(), false)
-	return r.emit(&baagentv1.Event{Payload: &baagentv1.Event_CostUpdate{CostUpdate: &baagentv1.CostUpdatePayload{
-		Model:             model,
-		Usage:             u,
-		TotalInputTokens:  m.GetTotalInputTokens(),
-		TotalOutputTokens: m.GetTotalOutputTokens(),
-		StepCostUsd:       cost,
-		TotalCostUsd:      m.GetTotalCostUsd(),
-	}}})
-}
-
-// modelInfo returns the tokens service's metadata of model (context length,
-// output limit, prices), asked once per model per run. Without it the run
-// still works: the context service sizes the window from its own model
-// metadata and the cost is reported as 0 (unknown).
-func (r *run) modelInfo(ctx context.Context, model string) *baagentv1.ModelInfo {
-	if info, ok := r.models[model]; ok {
-		return info
-	}
-	resp, err := r.s.opts.Tokens.GetModelInfo(ctx, &baagentv1.GetModelInfoRequest{Model: model})
-	if err != nil {
-		r.log.Warn("model info unavailable; cost reported as unknown (0)", "model", model, "error", err)
-	}
-	r.models[model] = resp.GetInfo()
-	return resp.GetInfo()
-}
-
-// catalog renders the level-1 skills catalog within its token budget.
-func (r *run) catalog(ctx context.Context) (*baagentv1.GetCatalogResponse, error) {
-	resp, err := r.s.opts.Skills.GetCatalog(ctx, &baagentv1.GetCatalogRequest{
-		Tenant:      r.rec.GetTenant(),
-		Project:     r.rec.GetProject(),
-		Model:       r.rec.GetModel(),
-		TokenBudget: r.s.opts.CatalogTokenBudget,
-	})
-	if err != nil {
-		return nil, peerError(ctx, "skills", "GetCatalog", err)
-	}
-	return resp, nil
-}
-
-// appendMessages stores messages in the conversation, tagged with the run
-// as their round. Message ids derive from the run, step and position, so a
-// repeated append is a no-op.
-func (r *run) appendMessages(ctx context.Context, msgs ...*baagentv1.ChatMessage) error {
-	if len(msgs) == 0 {
-		return nil
-	}
-	now := timestamppb.Now()
-	for _, m := range msgs {
-		m.RoundId = r.rec.GetRunId()
-		if m.CreatedAt == nil {
-			m.CreatedAt = now
-		}
-	}
-	_, err := r.s.opts.Context.Append(ctx, &baagentv1.AppendRequest{
-		Tenant:         r.rec.GetTenant(),
-		ConversationId: r.rec.GetConversationId(),
-		Messages:       msgs,
-	})
-	if err != nil {
-		return peerError(ctx, "context", "Append", err)
-	}
-	return nil
-}
-
-// checkToolCalls refuses tool calls the platform cannot answer: a result
-// must carry the model's own id, so a call without an id, or two calls with
-// the same id, cannot be paired with their results.
-func checkToolCalls(calls []*baagentv1.ToolCall) error {
-	seen := make(map[string]bool, len(calls))
-	for i, c := range calls {
-		switch {
-		case c.GetId() == "":
-			return fmt.Errorf("tool call %d (%s) has no id", i, c.GetName())
-		case seen[c.GetId()]:
-			return fmt.Errorf("tool call id %q is used twice", c.GetId())
-		}
-		seen[c.GetId()] = true
-	}
+	r.cur, r.wait = nil, nil
+	r.rec.Metrics = r.metrics.Snapshot(time.Now(), false)
 	return nil
 }

@@ -7,11 +7,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/baagent/baagent/core/convmetrics"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/testkit"
 )
 
 // checkPairing asserts that every assistant tool call in the stored history
@@ -118,9 +120,10 @@ func TestRunAnswersWithToolCall(t *testing.T) {
 		final.GetLastSeq() != uint64(len(evs)) || final.GetFinishedAt() == nil || final.GetStartedAt() == nil || final.GetMetrics().GetLlmCalls() != 2 {
 		t.Errorf("final record = %v", final)
 	}
-	if got := testutil.ToFloat64(h.srv.metrics.runs.WithLabelValues("completed")); got != 1 {
-		t.Errorf("runs_total{completed} = %v", got)
-	}
+	// Counted just after the final record is stored.
+	testkit.Eventually(t, 5*time.Second, "runs_total{completed} = 1", func() bool {
+		return testutil.ToFloat64(h.srv.metrics.runs.WithLabelValues("completed")) == 1
+	})
 	if got := testutil.ToFloat64(h.srv.metrics.toolCalls.WithLabelValues(toolOK)); got != 1 {
 		t.Errorf("tool_calls_total{success} = %v", got)
 	}

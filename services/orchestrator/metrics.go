@@ -1,9 +1,9 @@
 package orchestrator
 
 import (
-	basemetrics "github.com/baagent/baagent/internal/metrics"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	basemetrics "github.com/baagent/baagent/internal/metrics"
 )
 
 // metrics are the service's Prometheus collectors (baagent_orchestrator_*).

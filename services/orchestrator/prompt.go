@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"context"
 	"strings"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
@@ -33,4 +34,18 @@ func systemMessages(platform, runPrompt, catalog string) []*baagentv1.ChatMessag
 		})
 	}
 	return msgs
+}
+
+// catalog renders the level-1 skills catalog within its token budget.
+func (r *run) catalog(ctx context.Context) (*baagentv1.GetCatalogResponse, error) {
+	resp, err := r.s.opts.Skills.GetCatalog(ctx, &baagentv1.GetCatalogRequest{
+		Tenant:      r.rec.GetTenant(),
+		Project:     r.rec.GetProject(),
+		Model:       r.rec.GetModel(),
+		TokenBudget: r.s.opts.CatalogTokenBudget,
+	})
+	if err != nil {
+		return nil, peerError(ctx, "skills", "GetCatalog", err)
+	}
+	return resp, nil
 }

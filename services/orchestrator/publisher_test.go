@@ -13,6 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
+	"github.com/baagent/baagent/services/orchestrator/internal/publish"
 )
 
 // faultySink wraps JetStream and makes chosen events' pipelined publishes
@@ -98,23 +100,23 @@ func TestPublisherPipelinedEventsStayContiguousAfterFailures(t *testing.T) {
 			}
 			sink := &faultySink{JetStream: js, dropped: set(tc.dropped), lostAck: set(tc.lostAck), refused: set(tc.refused)}
 			run := &baagentv1.Run{RunId: "run_pub", ConversationId: "conv_pub", Tenant: testTenant}
-			pub, err := newPublisher(sink, run)
+			pub, err := publish.New(sink, run, "")
 			if err != nil {
 				t.Fatal(err)
 			}
 			const n = 8
 			for i := range n {
-				if err := pub.emit(ctx, &baagentv1.Event{Step: int32(i), Payload: &baagentv1.Event_StepStart{StepStart: &baagentv1.StepStartPayload{StepNumber: int32(i)}}}); err != nil {
+				if err := pub.Emit(ctx, &baagentv1.Event{Step: int32(i), Payload: &baagentv1.Event_StepStart{StepStart: &baagentv1.StepStartPayload{StepNumber: int32(i)}}}); err != nil {
 					t.Fatalf("emit %d: %v", i+1, err)
 				}
 			}
-			if err := pub.flush(ctx); err != nil {
+			if err := pub.Flush(ctx); err != nil {
 				t.Fatalf("flush: %v", err)
 			}
-			if got := pub.lastSeq(); got != n {
+			if got := pub.LastSeq(); got != n {
 				t.Fatalf("lastSeq = %d, want %d", got, n)
 			}
-			if err := pub.emitNow(ctx, &baagentv1.Event{Payload: &baagentv1.Event_Complete{Complete: &baagentv1.CompletePayload{Content: "ok"}}}); err != nil {
+			if err := pub.EmitNow(ctx, &baagentv1.Event{Payload: &baagentv1.Event_Complete{Complete: &baagentv1.CompletePayload{Content: "ok"}}}); err != nil {
 				t.Fatal(err)
 			}
 			evs := readEvents(ctx, t, js, testTenant, run.GetRunId())
@@ -122,7 +124,7 @@ func TestPublisherPipelinedEventsStayContiguousAfterFailures(t *testing.T) {
 			if len(evs) != n+1 {
 				t.Fatalf("%d events stored, want %d: %v", len(evs), n+1, types(evs))
 			}
-			if err := pub.emit(ctx, &baagentv1.Event{Payload: &baagentv1.Event_StepStart{StepStart: &baagentv1.StepStartPayload{}}}); !errors.Is(err, errTerminalSent) {
+			if err := pub.Emit(ctx, &baagentv1.Event{Payload: &baagentv1.Event_StepStart{StepStart: &baagentv1.StepStartPayload{}}}); !errors.Is(err, publish.ErrTerminalSent) {
 				t.Fatalf("emit after terminal: %v", err)
 			}
 		})
@@ -141,22 +143,22 @@ func TestPublisherLostAcksWaitedForOnce(t *testing.T) {
 	}
 	sink := &faultySink{JetStream: js, silent: silent}
 	run := &baagentv1.Run{RunId: "run_silent", ConversationId: "conv_silent", Tenant: testTenant}
-	pub, err := newPublisher(sink, run)
+	pub, err := publish.New(sink, run, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	bg := testCtx(t)
 	for i := range n {
-		if err := pub.emit(bg, &baagentv1.Event{Step: int32(i), Payload: &baagentv1.Event_StepStart{StepStart: &baagentv1.StepStartPayload{StepNumber: int32(i)}}}); err != nil {
+		if err := pub.Emit(bg, &baagentv1.Event{Step: int32(i), Payload: &baagentv1.Event_StepStart{StepStart: &baagentv1.StepStartPayload{StepNumber: int32(i)}}}); err != nil {
 			t.Fatalf("emit %d: %v", i+1, err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(bg, finalizeTimeout)
 	defer cancel()
-	if err := pub.emitNow(ctx, &baagentv1.Event{Payload: &baagentv1.Event_Complete{Complete: &baagentv1.CompletePayload{Content: "ok"}}}); err != nil {
+	if err := pub.EmitNow(ctx, &baagentv1.Event{Payload: &baagentv1.Event_Complete{Complete: &baagentv1.CompletePayload{Content: "ok"}}}); err != nil {
 		t.Fatalf("terminal event with every ack lost: %v", err)
 	}
-	if got := pub.lastSeq(); got != n+1 {
+	if got := pub.LastSeq(); got != n+1 {
 		t.Fatalf("lastSeq = %d, want %d", got, n+1)
 	}
 	evs := readEvents(bg, t, js, testTenant, run.GetRunId())
@@ -189,18 +191,18 @@ func TestResumePublishesTheCheckpointOutbox(t *testing.T) {
 				sink.dropped[s] = true
 			}
 			rec := &baagentv1.Run{RunId: "run_outbox", ConversationId: "conv_outbox", Tenant: testTenant}
-			dead, err := newPublisher(sink, rec)
+			dead, err := publish.New(sink, rec, "")
 			if err != nil {
 				t.Fatal(err)
 			}
 			const n = 8
 			for i := range n {
-				if err := dead.emit(ctx, &baagentv1.Event{Step: int32(i + 1), Payload: &baagentv1.Event_StepStart{StepStart: &baagentv1.StepStartPayload{StepNumber: int32(i + 1)}}}); err != nil {
+				if err := dead.Emit(ctx, &baagentv1.Event{Step: int32(i + 1), Payload: &baagentv1.Event_StepStart{StepStart: &baagentv1.StepStartPayload{StepNumber: int32(i + 1)}}}); err != nil {
 					t.Fatal(err)
 				}
 			}
-			cp := &checkpoint{Kind: cpToolComplete, Started: true}
-			cp.LastSeq, cp.LastPos, cp.Outbox, _ = dead.unconfirmed()
+			cp := &checkpoint.State{Kind: checkpoint.KindToolComplete, Started: true}
+			cp.LastSeq, cp.LastPos, cp.Outbox, _ = dead.Unconfirmed()
 			if got := cp.LastSeq + uint64(len(cp.Outbox)); got != n {
 				t.Fatalf("checkpoint covers %d events, want %d", got, n)
 			}
@@ -212,17 +214,17 @@ func TestResumePublishesTheCheckpointOutbox(t *testing.T) {
 			}
 
 			r := &run{s: &Server{opts: Options{JetStream: js}}, log: slog.New(slog.DiscardHandler), rec: rec, attempt: 2}
-			if r.pub, err = newPublisher(js, rec); err != nil {
+			if r.pub, err = publish.New(js, rec, ""); err != nil {
 				t.Fatal(err)
 			}
 			terminal, err := r.resumeEvents(ctx, cp)
 			if err != nil || terminal != nil {
 				t.Fatalf("resume: %v, %v", terminal, err)
 			}
-			if got := r.pub.lastSeq(); got != n {
+			if got := r.pub.LastSeq(); got != n {
 				t.Fatalf("resumed after seq %d, want %d", got, n)
 			}
-			if err := r.pub.emitNow(ctx, &baagentv1.Event{Payload: &baagentv1.Event_Complete{Complete: &baagentv1.CompletePayload{Content: "ok"}}}); err != nil {
+			if err := r.pub.EmitNow(ctx, &baagentv1.Event{Payload: &baagentv1.Event_Complete{Complete: &baagentv1.CompletePayload{Content: "ok"}}}); err != nil {
 				t.Fatal(err)
 			}
 			evs := readEvents(ctx, t, js, testTenant, rec.GetRunId())

@@ -15,7 +15,9 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/internal/retry"
 	"github.com/baagent/baagent/internal/tracing"
+	"github.com/baagent/baagent/services/orchestrator/internal/runstore"
 )
 
 // The run queue. StartRun publishes a work item on the work-queue stream
@@ -115,10 +117,8 @@ func (s *Server) consume(ctx context.Context, cons jetstream.Consumer) {
 			}
 			if !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
 				s.log.Warn("run queue: fetch failed; retrying", "error", err)
-				select {
-				case <-ctx.Done():
+				if !retry.Sleep(ctx, time.Second) {
 					return
-				case <-time.After(time.Second):
 				}
 			}
 			continue
@@ -149,11 +149,11 @@ func (s *Server) handle(msg jetstream.Msg) {
 	store, err := s.runStore(ctx)
 	var rec *baagentv1.Run
 	if err == nil {
-		rec, _, err = store.get(ctx, tenant, runID)
+		rec, _, err = store.Get(ctx, tenant, runID)
 	}
 	cancel()
 	switch {
-	case errors.Is(err, errRunNotFound):
+	case errors.Is(err, runstore.ErrNotFound):
 		s.log.Error("run queue: dropping the work item of an unknown run", "tenant", tenant, "run_id", runID)
 		_ = msg.Term()
 		return

@@ -14,6 +14,9 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/tracing"
 	"github.com/baagent/baagent/internal/validate"
+	"github.com/baagent/baagent/services/orchestrator/internal/protoenc"
+	"github.com/baagent/baagent/services/orchestrator/internal/publish"
+	"github.com/baagent/baagent/services/orchestrator/internal/runstore"
 )
 
 // StartRun accepts a run and queues it; it returns at once with the QUEUED
@@ -54,12 +57,12 @@ func (s *Server) StartRun(ctx context.Context, req *baagentv1.OrchestratorServic
 	}
 
 	if key := spec.GetIdempotencyKey(); key != "" {
-		holder, claimed, err := store.claimIdempotencyKey(ctx, rec.Tenant, key, rec.RunId)
+		holder, claimed, err := store.ClaimIdempotencyKey(ctx, rec.Tenant, key, rec.RunId)
 		if err != nil {
 			return nil, status.Errorf(codes.Unavailable, "run store: %v", err)
 		}
 		if !claimed {
-			prev, _, err := store.get(ctx, rec.Tenant, holder)
+			prev, _, err := store.Get(ctx, rec.Tenant, holder)
 			if err != nil {
 				return nil, status.Errorf(codes.Unavailable, "idempotency key %q belongs to run %s, which cannot be read: %v", key, holder, err)
 			}
@@ -77,7 +80,7 @@ func (s *Server) StartRun(ctx context.Context, req *baagentv1.OrchestratorServic
 // accept checks the limits, stores the QUEUED record and publishes the
 // run's work item, in that order, so that a refused run leaves nothing
 // behind and a queued run is always readable.
-func (s *Server) accept(ctx context.Context, store *runStore, rec *baagentv1.Run, spec *baagentv1.RunSpec) error {
+func (s *Server) accept(ctx context.Context, store *runstore.Store, rec *baagentv1.Run, spec *baagentv1.RunSpec) error {
 	s.mu.Lock()
 	closing := s.closing
 	s.mu.Unlock()
@@ -87,7 +90,7 @@ func (s *Server) accept(ctx context.Context, store *runStore, rec *baagentv1.Run
 	if err := s.admit(ctx, rec.GetTenant()); err != nil {
 		return err
 	}
-	if err := store.put(ctx, rec); err != nil {
+	if err := store.Put(ctx, rec); err != nil {
 		return status.Errorf(codes.Unavailable, "run store: %v", err)
 	}
 	if err := s.enqueue(ctx, rec, spec); err != nil {
@@ -96,7 +99,7 @@ func (s *Server) accept(ctx context.Context, store *runStore, rec *baagentv1.Run
 		failed.State = baagentv1.RunState_RUN_STATE_FAILED
 		failed.FinishedAt = timestamppb.Now()
 		failed.Error = &baagentv1.RunError{Code: CodeQueueUnavailable, Message: "the run could not be queued: " + err.Error()}
-		if perr := store.put(context.WithoutCancel(ctx), failed); perr != nil {
+		if perr := store.Put(context.WithoutCancel(ctx), failed); perr != nil {
 			s.log.ErrorContext(ctx, "run neither queued nor marked failed", "run_id", rec.GetRunId(), "error", perr)
 		}
 		return status.Errorf(codes.Unavailable, "run queue: %v", err)
@@ -113,7 +116,7 @@ func (s *Server) GetRun(ctx context.Context, req *baagentv1.OrchestratorServiceG
 	if err != nil {
 		return nil, err
 	}
-	run, _, err := store.get(ctx, req.GetTenant(), req.GetRunId())
+	run, _, err := store.Get(ctx, req.GetTenant(), req.GetRunId())
 	if err != nil {
 		return nil, storeStatus(err, req.GetRunId())
 	}
@@ -147,13 +150,13 @@ func (s *Server) withProgress(ctx context.Context, run *baagentv1.Run) {
 	if err != nil {
 		return
 	}
-	cp, _, err := cps.load(ctx, run.GetTenant(), run.GetRunId())
+	cp, _, err := cps.Load(ctx, run.GetTenant(), run.GetRunId())
 	if err != nil || cp == nil || !cp.Started {
 		return
 	}
 	run.Step = max(run.GetStep(), cp.Step)
 	run.LastSeq = max(run.GetLastSeq(), cp.LastSeq)
-	if m, err := unmarshalProto[baagentv1.ConversationMetrics](cp.Metrics); err == nil && len(cp.Metrics) > 0 {
+	if m, err := protoenc.Unmarshal[baagentv1.ConversationMetrics](cp.Metrics); err == nil && len(cp.Metrics) > 0 {
 		run.Metrics = m
 	}
 }
@@ -166,9 +169,9 @@ func (s *Server) ListRuns(ctx context.Context, req *baagentv1.OrchestratorServic
 	if err := validateListRuns(req); err != nil {
 		return nil, s.rejected(ctx, "ListRuns", err)
 	}
-	f := listFilter{conversationID: req.GetConversationId(), states: req.GetStates(), limit: int(req.GetPageSize())}
-	if f.limit == 0 {
-		f.limit = DefaultPageSize
+	f := runstore.Filter{ConversationID: req.GetConversationId(), States: req.GetStates(), Limit: int(req.GetPageSize())}
+	if f.Limit == 0 {
+		f.Limit = DefaultPageSize
 	}
 	if tok := req.GetPageToken(); tok != "" {
 		before, err := decodePageToken(tok)
@@ -177,13 +180,13 @@ func (s *Server) ListRuns(ctx context.Context, req *baagentv1.OrchestratorServic
 			e.Add("page_token", err.Error())
 			return nil, s.rejected(ctx, "ListRuns", e.Err())
 		}
-		f.before = before
+		f.Before = before
 	}
 	store, err := s.runStore(ctx)
 	if err != nil {
 		return nil, err
 	}
-	runs, more, err := store.list(ctx, req.GetTenant(), f)
+	runs, more, err := store.List(ctx, req.GetTenant(), f, summarize)
 	if err != nil {
 		return nil, storeStatus(err, "")
 	}
@@ -208,7 +211,7 @@ func (s *Server) CancelRun(ctx context.Context, req *baagentv1.OrchestratorServi
 		return nil, err
 	}
 	reason := cancelReason(req)
-	rec, _, err := store.get(ctx, req.GetTenant(), req.GetRunId())
+	rec, _, err := store.Get(ctx, req.GetTenant(), req.GetRunId())
 	if err != nil {
 		return nil, storeStatus(err, req.GetRunId())
 	}
@@ -235,7 +238,7 @@ func (s *Server) CancelRun(ctx context.Context, req *baagentv1.OrchestratorServi
 			return nil, err
 		}
 	}
-	run, _, err := store.get(ctx, req.GetTenant(), req.GetRunId())
+	run, _, err := store.Get(ctx, req.GetTenant(), req.GetRunId())
 	if err != nil {
 		return nil, storeStatus(err, req.GetRunId())
 	}
@@ -246,15 +249,15 @@ func (s *Server) CancelRun(ctx context.Context, req *baagentv1.OrchestratorServi
 // that is not finished (its replica stopped before ending it): it publishes
 // the `cancelled` event after the record's last seq and stores the
 // CANCELLED state, guarded by the record's revision.
-func (s *Server) cancelOrphan(ctx context.Context, store *runStore, tenant, runID, reason string) error {
-	rec, rev, err := store.get(ctx, tenant, runID)
+func (s *Server) cancelOrphan(ctx context.Context, store *runstore.Store, tenant, runID, reason string) error {
+	rec, rev, err := store.Get(ctx, tenant, runID)
 	if err != nil {
 		return storeStatus(err, runID)
 	}
 	if isFinished(rec.GetState()) {
 		return nil
 	}
-	pub, err := newPublisher(s.opts.JetStream, rec)
+	pub, err := publish.New(s.opts.JetStream, rec, "")
 	if err != nil {
 		return status.Errorf(codes.Internal, "run %s: %v", runID, err)
 	}
@@ -263,23 +266,23 @@ func (s *Server) cancelOrphan(ctx context.Context, store *runStore, tenant, runI
 	if last, err := s.lastEvent(ctx, tenant, runID); err != nil {
 		return status.Errorf(codes.Unavailable, "read the run's events: %v", err)
 	} else if last.GetSeq() > rec.GetLastSeq() {
-		pub.continueAfter(last.GetSeq(), 0, "")
+		pub.ContinueAfter(last.GetSeq(), 0, "")
 	}
-	if err := pub.emitNow(ctx, &baagentv1.Event{Step: rec.GetStep(), Payload: &baagentv1.Event_Cancelled{Cancelled: &baagentv1.CancelledPayload{Reason: reason}}}); err != nil {
+	if err := pub.EmitNow(ctx, &baagentv1.Event{Step: rec.GetStep(), Payload: &baagentv1.Event_Cancelled{Cancelled: &baagentv1.CancelledPayload{Reason: reason}}}); err != nil {
 		return status.Errorf(codes.Unavailable, "publish the cancelled event: %v", err)
 	}
 	now := time.Now()
 	rec.State = baagentv1.RunState_RUN_STATE_CANCELLED
 	rec.PendingInput = nil
 	rec.FinishedAt = timestamppb.New(now)
-	rec.LastSeq = pub.lastSeq()
-	if err := store.update(ctx, rec, rev); err != nil {
+	rec.LastSeq = pub.LastSeq()
+	if err := store.Update(ctx, rec, rev); err != nil {
 		return status.Errorf(codes.Aborted, "run %s changed while being cancelled; retry: %v", runID, err)
 	}
 	s.metrics.runs.WithLabelValues("cancelled").Inc()
 	s.subAgentEnded(ctx, rec) // a parent waiting for this run goes on
 	if cps, err := s.checkpoints(ctx); err == nil {
-		if err := cps.delete(ctx, tenant, runID); err != nil {
+		if err := cps.Delete(ctx, tenant, runID); err != nil {
 			s.log.WarnContext(ctx, "checkpoint of a cancelled run not deleted (it expires with the bucket's TTL)", "run_id", runID, "error", err)
 		}
 	}
@@ -297,7 +300,7 @@ func isFinished(st baagentv1.RunState) bool {
 // storeStatus maps a run store error to a gRPC status.
 func storeStatus(err error, runID string) error {
 	switch {
-	case errors.Is(err, errRunNotFound):
+	case errors.Is(err, runstore.ErrNotFound):
 		return status.Errorf(codes.NotFound, "run %s not found", runID)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return status.FromContextError(err).Err()

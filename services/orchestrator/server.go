@@ -31,7 +31,11 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/grpcserver"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/internal/retry"
 	"github.com/baagent/baagent/internal/tracing"
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
+	"github.com/baagent/baagent/services/orchestrator/internal/runstore"
+	"github.com/baagent/baagent/services/orchestrator/internal/subagent"
 )
 
 // ServiceName is the fully qualified gRPC service name, equal to
@@ -223,14 +227,14 @@ type Server struct {
 
 	opts      Options
 	log       *slog.Logger
-	tracer    trace.Tracer // nil without tracing
-	agents    *subAgents   // the sub-agent definitions; empty without any
+	tracer    trace.Tracer  // nil without tracing
+	agents    *subagent.Set // the sub-agent definitions; empty without any
 	metrics   *metrics
 	configErr error // why the server cannot run runs, if it cannot
 
 	storeMu sync.Mutex
-	store   *runStore        // opened on first use
-	cps     *checkpointStore // opened on first use
+	store   *runstore.Store   // opened on first use
+	cps     *checkpoint.Store // opened on first use
 
 	// base is the parent context of every run; cancelled (cause
 	// errShutdown) when Run stops.
@@ -268,14 +272,14 @@ func New(opts Options) *Server {
 		m, _ = newMetrics(nil)
 	}
 	s.metrics = m
-	agents, err := loadSubAgentsDir(opts.SubAgentsDir)
+	agents, err := subagent.LoadDir(opts.SubAgentsDir)
 	if err != nil {
 		s.log.Error("sub-agent definitions not loaded", "dir", opts.SubAgentsDir, "error", err)
-		agents = &subAgents{}
+		agents = subagent.NewSet(nil)
 	}
 	s.agents = agents
-	if err == nil && len(agents.list) > 0 {
-		s.log.Info("sub-agents loaded", "dir", opts.SubAgentsDir, "names", agents.names())
+	if err == nil && len(agents.All()) > 0 {
+		s.log.Info("sub-agents loaded", "dir", opts.SubAgentsDir, "names", agents.Names())
 	}
 	if err := errors.Join(opts.missing(), err); err != nil {
 		s.configErr = err
@@ -309,10 +313,8 @@ func (s *Server) Run(ctx context.Context) error {
 			break
 		}
 		s.log.Warn("run queue consumer unavailable; retrying", "error", err)
-		select {
-		case <-ctx.Done():
+		if !retry.Sleep(ctx, time.Second) {
 			return nil
-		case <-time.After(time.Second):
 		}
 	}
 	stopControl, err := s.listenControl()
@@ -339,7 +341,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 // runStore returns the run store, opening the KV bucket on first use (a
 // failure is retried by the next call: the bucket may be provisioned later).
-func (s *Server) runStore(ctx context.Context) (*runStore, error) {
+func (s *Server) runStore(ctx context.Context) (*runstore.Store, error) {
 	if s.configErr != nil {
 		return nil, status.Errorf(codes.Unavailable, "orchestrator is not configured: %v", s.configErr)
 	}
@@ -350,14 +352,14 @@ func (s *Server) runStore(ctx context.Context) (*runStore, error) {
 		if err != nil {
 			return nil, status.Errorf(codes.Unavailable, "run store unavailable: open KV bucket %s (is JetStream provisioned?): %v", natsx.BucketRuns, err)
 		}
-		s.store = &runStore{kv: kv}
+		s.store = runstore.New(kv)
 	}
 	return s.store, nil
 }
 
 // checkpoints returns the checkpoint store, opening the KV bucket on first
 // use.
-func (s *Server) checkpoints(ctx context.Context) (*checkpointStore, error) {
+func (s *Server) checkpoints(ctx context.Context) (*checkpoint.Store, error) {
 	s.storeMu.Lock()
 	defer s.storeMu.Unlock()
 	if s.cps == nil {
@@ -365,7 +367,7 @@ func (s *Server) checkpoints(ctx context.Context) (*checkpointStore, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open KV bucket %s (is JetStream provisioned?): %w", natsx.BucketCheckpoints, err)
 		}
-		s.cps = &checkpointStore{kv: kv}
+		s.cps = checkpoint.NewStore(kv)
 	}
 	return s.cps, nil
 }

@@ -12,8 +12,8 @@ import (
 )
 
 // SkillToolName is the meta-tool through which the model activates a skill
-// (see docs/concepts/skills.md#activation: skills are reached via a
-// meta-tool, not called as tools).
+// (docs/concepts/skills.md: skills are reached via a meta-tool, not called
+// as tools).
 const SkillToolName = "skill"
 
 // skillArgNames are the argument names accepted for the skill's name: `name`
@@ -54,64 +54,4 @@ func parseSkillArgs(args string) (string, error) {
 		}
 	}
 	return "", errors.New(`missing the skill name: call skill with {"name": "<skill from the catalog>"}`)
-}
-
-// activation is one skill on the run's activation stack.
-type activation struct {
-	name, id string
-	modifier *baagentv1.ContextModifier
-}
-
-// skillStack is the run's activation stack. A
-// skill stays active, with its context modifier applied, until the run's
-// round ends with a final answer; a skill activated while others are active
-// is nested in them and carries the chain. Owned by the run's loop
-// goroutine.
-type skillStack struct {
-	frames []activation
-}
-
-func (s *skillStack) chain() []string {
-	out := make([]string, len(s.frames))
-	for i, f := range s.frames {
-		out[i] = f.name
-	}
-	return out
-}
-
-func (s *skillStack) push(a activation) { s.frames = append(s.frames, a) }
-
-// model is the innermost active skill's model, else def.
-func (s *skillStack) model(def string) string {
-	for i := len(s.frames) - 1; i >= 0; i-- {
-		if m := s.frames[i].modifier.GetModel(); m != "" {
-			return m
-		}
-	}
-	return def
-}
-
-// callerID is who makes tool calls: the innermost active skill, else the agent.
-func (s *skillStack) callerID() string {
-	if n := len(s.frames); n > 0 {
-		return "skill:" + s.frames[n-1].name
-	}
-	return "agent"
-}
-
-// allowLists returns the allow lists in force, outermost first: the run's
-// own (when the spec restricts tools) and each active skill's. A tool must
-// pass every list, so a nested skill can narrow the tools but never widen
-// them.
-func (s *skillStack) allowLists(spec []string) []*baagentv1.ToolAllowList {
-	var lists []*baagentv1.ToolAllowList
-	if len(spec) > 0 {
-		lists = append(lists, &baagentv1.ToolAllowList{Names: spec})
-	}
-	for _, f := range s.frames {
-		if l := f.modifier.GetAllowedTools(); l != nil {
-			lists = append(lists, l)
-		}
-	}
-	return lists
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/orchestrator/internal/skillstack"
 )
 
 // activateSkill answers a call of the skill meta-tool: ActivateSkill on the
@@ -27,7 +28,7 @@ func (r *run) activateSkill(ctx context.Context, i int, c *baagentv1.ToolCall) (
 	if span.IsRecording() {
 		name, _ := parseSkillArgs(c.GetArguments())
 		span.SetAttributes(attribute.String("baagent.skill.name", name), attribute.String("gen_ai.tool.call.id", c.GetId()),
-			attribute.Int("baagent.skill.depth", len(r.skills.frames)))
+			attribute.Int("baagent.skill.depth", r.skills.Depth()))
 		if res != nil && res.observe != nil && !res.observe.GetSuccess() {
 			span.SetAttributes(attribute.String("error.type", res.observe.GetErrorCode()))
 			span.SetStatus(otelcodes.Error, res.observe.GetErrorCode())
@@ -46,7 +47,7 @@ func (r *run) activateSkillTraced(ctx context.Context, i int, c *baagentv1.ToolC
 	if why := r.skillRefused(name); why != "" {
 		return r.failedCall(c, began, baagentv1.ToolErrorType_TOOL_ERROR_TYPE_PERMISSION_DENIED, codeSkillNotAllowed, why), nil
 	}
-	chain := r.skills.chain()
+	chain := r.skills.Chain()
 	activationID := fmt.Sprintf("%s:s%d:%d", r.rec.GetRunId(), r.rec.GetStep(), i)
 	resp, err := r.s.opts.Skills.ActivateSkill(ctx, &baagentv1.ActivateSkillRequest{Activation: &baagentv1.SkillActivationRequest{
 		SkillName:       name,
@@ -82,13 +83,13 @@ func (r *run) activateSkillTraced(ctx context.Context, i int, c *baagentv1.ToolC
 	// The stack is part of every checkpoint, and the step's other calls,
 	// finishing in parallel, take checkpoints: change it under cpMu.
 	r.cpMu.Lock()
-	r.skills.push(activation{name: res.GetSkillName(), id: activationID, modifier: res.GetContextModifier()})
+	r.skills.Push(skillstack.Activation{Name: res.GetSkillName(), ID: activationID, Modifier: res.GetContextModifier()})
 	r.cpMu.Unlock()
 	newChain := res.GetActivationChain()
 	if len(newChain) == 0 {
-		newChain = r.skills.chain()
+		newChain = r.skills.Chain()
 	}
-	r.metrics.recordSkill(res.GetSkillName())
+	r.metrics.RecordSkill(res.GetSkillName())
 	if err := r.emit(&baagentv1.Event{Payload: &baagentv1.Event_SkillActivated{SkillActivated: &baagentv1.SkillActivatedPayload{
 		SkillName:       res.GetSkillName(),
 		ActivationId:    activationID,

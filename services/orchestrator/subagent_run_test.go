@@ -11,6 +11,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/testkit"
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
+	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
 // The sub-agent tests drive a parent and its data-analyst child (from
@@ -73,36 +76,31 @@ func (h *harness) children(ctx context.Context, parent string) []*baagentv1.Run 
 // waitChild polls until parent has a child and returns it.
 func (h *harness) waitChild(ctx context.Context, parent string) *baagentv1.Run {
 	h.t.Helper()
-	for {
-		if c := h.children(ctx, parent); len(c) > 0 {
-			return c[0]
-		}
-		if ctx.Err() != nil {
-			h.t.Fatalf("run %s started no sub-agent", parent)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var c []*baagentv1.Run
+	testkit.Eventually(h.t, remaining(ctx), "run "+parent+" started a sub-agent", func() bool {
+		c = h.children(ctx, parent)
+		return len(c) > 0
+	})
+	return c[0]
 }
 
 // waitSubAgentWait polls the run's checkpoint until it waits for a
 // sub-agent under a wait id other than not, and returns the checkpoint and
 // its revision.
-func (h *harness) waitSubAgentWait(ctx context.Context, runID, not string) (*checkpoint, uint64) {
+func (h *harness) waitSubAgentWait(ctx context.Context, runID, not string) (*checkpoint.State, uint64) {
 	h.t.Helper()
 	cps, err := h.srv.checkpoints(ctx)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	for {
-		cp, rev, err := cps.load(ctx, testTenant, runID)
-		if err == nil && cp != nil && cp.Wait != nil && cp.Wait.Kind == waitSubAgent && cp.Wait.ID != not {
-			return cp, rev
-		}
-		if ctx.Err() != nil {
-			h.t.Fatalf("run %s never waited for its sub-agent (%v)", runID, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var cp *checkpoint.State
+	var rev uint64
+	testkit.Eventually(h.t, remaining(ctx), "run "+runID+" waits for its sub-agent", func() bool {
+		var err error
+		cp, rev, err = cps.Load(ctx, testTenant, runID)
+		return err == nil && cp != nil && cp.Wait != nil && cp.Wait.Kind == hitl.KindSubAgent && cp.Wait.ID != not
+	})
+	return cp, rev
 }
 
 // waitReleased waits until no execution of the run is in progress on the
@@ -275,12 +273,12 @@ func TestResumedParentReattachesToItsSubAgent(t *testing.T) {
 	// delivered again.
 	old := *cp.Wait
 	crashed := *cp
-	crashed.Kind, crashed.Wait = cpLLMComplete, nil
+	crashed.Kind, crashed.Wait = checkpoint.KindLLMComplete, nil
 	cps, err := h.srv.checkpoints(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cps.write(ctx, testTenant, parent.GetRunId(), &crashed, rev); err != nil {
+	if _, err := cps.Write(ctx, testTenant, parent.GetRunId(), &crashed, rev); err != nil {
 		t.Fatal(err)
 	}
 	old.ID = "simulated-crash"
@@ -401,8 +399,8 @@ func (f *holdingContext) awaitDurable(ctx context.Context, tenant, runID string)
 		return err
 	}
 	for {
-		cp, _, err := cps.load(ctx, tenant, runID)
-		if err == nil && cp != nil && slices.ContainsFunc(cp.Tools, func(t toolRecord) bool { return t.CallID == "call_task" && t.finished() }) {
+		cp, _, err := cps.Load(ctx, tenant, runID)
+		if err == nil && cp != nil && slices.ContainsFunc(cp.Tools, func(t checkpoint.ToolRecord) bool { return t.CallID == "call_task" && t.Finished() }) {
 			return nil
 		}
 		select {

@@ -23,6 +23,10 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
 	"github.com/baagent/baagent/internal/tracing"
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
+	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
+	"github.com/baagent/baagent/services/orchestrator/internal/runstore"
+	"github.com/baagent/baagent/services/orchestrator/internal/subagent"
 )
 
 // cpWaitingSubAgent is the checkpoint of a run that waits for its
@@ -123,7 +127,7 @@ type taskArgs struct {
 }
 
 // parseTaskArgs validates a task call's arguments.
-func parseTaskArgs(raw string, agents *subAgents) (*SubAgent, taskArgs, error) {
+func parseTaskArgs(raw string, agents *subagent.Set) (*SubAgent, taskArgs, error) {
 	var a taskArgs
 	if err := json.Unmarshal([]byte(raw), &a); err != nil {
 		return nil, a, fmt.Errorf("arguments are not a JSON object of the tool's schema: %v", err)
@@ -135,12 +139,12 @@ func parseTaskArgs(raw string, agents *subAgents) (*SubAgent, taskArgs, error) {
 	if len(a.Prompt) > maxInputBytes || !utf8.ValidString(a.Prompt) {
 		return nil, a, fmt.Errorf("prompt must be valid UTF-8 of at most %d bytes", maxInputBytes)
 	}
-	if len(a.Description) > maxQuestionText {
-		a.Description = truncateUTF8(a.Description, maxQuestionText)
+	if len(a.Description) > hitl.MaxQuestionText {
+		a.Description = truncateUTF8(a.Description, hitl.MaxQuestionText)
 	}
-	def := agents.get(a.SubagentType)
+	def := agents.Get(a.SubagentType)
 	if def == nil {
-		return nil, a, fmt.Errorf("there is no sub-agent %q; choose one of: %s", a.SubagentType, strings.Join(agents.names(), ", "))
+		return nil, a, fmt.Errorf("there is no sub-agent %q; choose one of: %s", a.SubagentType, strings.Join(agents.Names(), ", "))
 	}
 	return def, a, nil
 }
@@ -170,12 +174,12 @@ func (r *run) subAgent() (def *SubAgent, isChild bool) {
 	if !ok {
 		return nil, false // a run started with a parent_run_id by a client
 	}
-	return r.s.agents.get(name), true
+	return r.s.agents.Get(name), true
 }
 
 // offersTask reports whether the run is offered the task tool.
 func (r *run) offersTask(lists []*baagentv1.ToolAllowList) bool {
-	return len(r.s.agents.list) > 0 && r.depth() < r.s.opts.SubAgentMaxDepth && allowlist.AllowsAll(lists, TaskToolName)
+	return len(r.s.agents.All()) > 0 && r.depth() < r.s.opts.SubAgentMaxDepth && allowlist.AllowsAll(lists, TaskToolName)
 }
 
 // offersSkills reports whether a run whose tenant has skills is offered
@@ -225,54 +229,10 @@ func childConversationID(parentRunID, toolCallID string) string {
 	return "conv_" + hex.EncodeToString(sum[:12])
 }
 
-// isTaskCall reports whether c is a call of the task tool offered in ts.
-func isTaskCall(ts *toolset, c *baagentv1.ToolCall) bool {
-	return ts.task && c.GetName() == TaskToolName
-}
-
-// taskGate answers a task call: it starts (or finds again) the child run
-// and makes the run wait for it, or, once the child has ended (or the wait
-// is past its deadline), turns the child's outcome into the observation.
-// Every task call of the step still without a result is started the first
-// time, so independent sub-agents work in parallel. Its signature is
-// permissionGate's: both settle calls after the parallel ones.
-func (r *run) taskGate(ctx context.Context, st *stepState, i int, c *baagentv1.ToolCall, ts *toolset, _ string) (*callResult, error) {
-	if w := r.due(i, waitSubAgent); w != nil {
-		return r.settleTask(ctx, c, w)
-	}
-	// Side effects: the model's response must be on record first.
-	if err := st.durable.wait(); err != nil {
-		return nil, err
-	}
-	var child *baagentv1.Run
-	for j, cj := range st.msg.GetToolCalls() {
-		if j < i || !isTaskCall(ts, cj) || st.record(j).finished() {
-			continue
-		}
-		rec, res, err := r.startTask(ctx, st, j, cj)
-		if err != nil {
-			return nil, err
-		}
-		if j == i {
-			if res != nil {
-				return res, nil
-			}
-			child = rec
-		}
-	}
-	switch {
-	case child == nil: // call i is not a task call still to answer: a bug
-		return nil, newRunError(CodeInternal, nil, "task call %d of step %d has no sub-agent run", i, r.rec.GetStep())
-	case isFinished(child.GetState()):
-		return r.taskResult(c, time.Now(), child), nil
-	}
-	return r.awaitTask(ctx, i, c, child)
-}
-
 // awaitTask makes the run wait for child (outcomeWaiting).
 func (r *run) awaitTask(ctx context.Context, i int, c *baagentv1.ToolCall, child *baagentv1.Run) (*callResult, error) {
-	w := &waitState{
-		Kind: waitSubAgent,
+	w := &hitl.Wait{
+		Kind: hitl.KindSubAgent,
 		// Unique per work item: an id names one wake (wake dedupes by it).
 		ID:        fmt.Sprintf("task_s%d_c%d_w%d", r.rec.GetStep(), i, r.workSeq),
 		CallIndex: i,
@@ -295,7 +255,7 @@ func (r *run) awaitTask(ctx context.Context, i int, c *baagentv1.ToolCall, child
 	if err != nil {
 		return nil, err
 	}
-	now, _, err := store.get(ctx, r.rec.GetTenant(), child.GetRunId())
+	now, _, err := store.Get(ctx, r.rec.GetTenant(), child.GetRunId())
 	if err == nil && isFinished(now.GetState()) {
 		r.wait, r.paused = nil, false
 		return r.taskResult(c, time.Now(), now), nil
@@ -307,7 +267,7 @@ func (r *run) awaitTask(ctx context.Context, i int, c *baagentv1.ToolCall, child
 		r.wait, r.paused = nil, false
 		return nil, context.Cause(ctx)
 	}
-	r.s.metrics.waits.WithLabelValues(waitSubAgent).Inc()
+	r.s.metrics.waits.WithLabelValues(hitl.KindSubAgent).Inc()
 	r.log.Info("run waits for its sub-agent", "child_run_id", child.GetRunId(), "subagent", child.GetLabels()[labelSubAgent], "deadline", w.Deadline)
 	return nil, nil
 }
@@ -326,13 +286,13 @@ const subAgentTimedOut = "timed out"
 // stored in the wait before the child is cancelled (recordTimeout), so the
 // CANCELLED state the cancellation leaves the child in never reads as the
 // child's own end, whichever execution of the run settles the call.
-func (r *run) settleTask(ctx context.Context, c *baagentv1.ToolCall, w *waitState) (*callResult, error) {
+func (r *run) settleTask(ctx context.Context, c *baagentv1.ToolCall, w *hitl.Wait) (*callResult, error) {
 	began := time.Now()
 	store, err := r.s.runStore(ctx)
 	if err != nil {
 		return nil, err
 	}
-	child, _, err := store.get(ctx, r.rec.GetTenant(), w.Child)
+	child, _, err := store.Get(ctx, r.rec.GetTenant(), w.Child)
 	if err != nil {
 		return nil, newRunError(CodeQueueUnavailable, err, "the sub-agent run %s cannot be read: %v", w.Child, err)
 	}
@@ -363,11 +323,11 @@ func (r *run) settleTask(ctx context.Context, c *baagentv1.ToolCall, w *waitStat
 // and report that instead of the timeout. With it subAgentEnded leaves the
 // answered wait alone, and a run that stops here for any other reason
 // resumes to report the timeout. A write that fails because the child's
-// end got in first (errLostRun) stops this execution; the next one finds
-// the child ended and reports its outcome.
-func (r *run) recordTimeout(w *waitState, at time.Time) error {
+// end got in first (checkpoint.ErrLostRun) stops this execution; the next
+// one finds the child ended and reports its outcome.
+func (r *run) recordTimeout(w *hitl.Wait, at time.Time) error {
 	answered := *w // w is shared with the checkpoint the run resumed from
-	answered.Answer = &inputAnswer{Text: subAgentTimedOut, At: at}
+	answered.Answer = &hitl.Answer{Text: subAgentTimedOut, At: at}
 	r.wait = &answered
 	defer func() { r.wait = nil }() // settled: due took it off the run
 	return r.checkpoint(cpWaitingSubAgent)
@@ -392,7 +352,7 @@ func (r *run) startTask(ctx context.Context, st *stepState, i int, c *baagentv1.
 	}
 	rec := st.record(i)
 	id := childRunID(r.rec.GetRunId(), c.GetId(), rec.StartedAt)
-	child, _, err := store.get(ctx, r.rec.GetTenant(), id)
+	child, _, err := store.Get(ctx, r.rec.GetTenant(), id)
 	switch {
 	case err == nil:
 		// Started by a previous execution of this step: re-attach. A
@@ -405,7 +365,7 @@ func (r *run) startTask(ctx context.Context, st *stepState, i int, c *baagentv1.
 			}
 		}
 		return child, nil, nil
-	case !errors.Is(err, errRunNotFound):
+	case !errors.Is(err, runstore.ErrNotFound):
 		return nil, nil, newRunError(CodeQueueUnavailable, err, "the sub-agent run %s cannot be read: %v", id, err)
 	}
 
@@ -439,10 +399,10 @@ func (r *run) childRun(id, callID string, def *SubAgent, args taskArgs) (*baagen
 	spec := &baagentv1.RunSpec{
 		Input:          args.Prompt,
 		ConversationId: childConversationID(r.rec.GetRunId(), callID),
-		Model:          def.model(r.skills.model(r.rec.GetModel())),
+		Model:          def.ChildModel(r.skills.Model(r.rec.GetModel())),
 		MaxSteps:       int32(def.MaxIterations),
 		SystemPrompt:   prompt,
-		AllowedTools:   def.tools(),
+		AllowedTools:   def.Tools(),
 		Project:        r.rec.GetProject(),
 		Labels: map[string]string{
 			labelSubAgent:      def.Name,
@@ -525,16 +485,16 @@ func (s *Server) subAgentEnded(ctx context.Context, rec *baagentv1.Run) {
 		return
 	}
 	for range 5 { // a concurrent checkpoint write moves the revision
-		cp, rev, err := cps.load(ctx, rec.GetTenant(), parent)
+		cp, rev, err := cps.Load(ctx, rec.GetTenant(), parent)
 		if err != nil {
 			s.log.Warn("parent of an ended sub-agent not woken", "run_id", rec.GetRunId(), "parent_run_id", parent, "error", err)
 			return
 		}
-		if cp == nil || cp.Wait == nil || cp.Wait.Kind != waitSubAgent || cp.Wait.Child != rec.GetRunId() || cp.Wait.Answer != nil {
+		if cp == nil || cp.Wait == nil || cp.Wait.Kind != hitl.KindSubAgent || cp.Wait.Child != rec.GetRunId() || cp.Wait.Answer != nil {
 			return
 		}
-		cp.Wait.Answer = &inputAnswer{Text: stateName(rec.GetState()), At: time.Now()}
-		if _, err := cps.write(ctx, rec.GetTenant(), parent, cp, rev); errors.Is(err, errLostRun) {
+		cp.Wait.Answer = &hitl.Answer{Text: stateName(rec.GetState()), At: time.Now()}
+		if _, err := cps.Write(ctx, rec.GetTenant(), parent, cp, rev); errors.Is(err, checkpoint.ErrLostRun) {
 			continue
 		} else if err != nil {
 			s.log.Warn("parent of an ended sub-agent not woken", "run_id", rec.GetRunId(), "parent_run_id", parent, "error", err)
@@ -554,13 +514,13 @@ func (s *Server) subAgentRuns(ctx context.Context, tenant, runID string) []strin
 	if err != nil {
 		return nil
 	}
-	cp, _, err := cps.load(ctx, tenant, runID)
+	cp, _, err := cps.Load(ctx, tenant, runID)
 	if err != nil || cp == nil {
 		return nil
 	}
 	var out []string
 	for _, t := range cp.Tools {
-		if t.ToolName == TaskToolName && !t.finished() {
+		if t.ToolName == TaskToolName && !t.Finished() {
 			out = append(out, childRunID(runID, t.CallID, t.StartedAt))
 		}
 	}
@@ -577,7 +537,7 @@ func (s *Server) cancelSubAgents(ctx context.Context, tenant, parent string, chi
 	if err != nil {
 		return
 	}
-	if rec, _, err := store.get(ctx, tenant, parent); err != nil || rec.GetState() != baagentv1.RunState_RUN_STATE_CANCELLED {
+	if rec, _, err := store.Get(ctx, tenant, parent); err != nil || rec.GetState() != baagentv1.RunState_RUN_STATE_CANCELLED {
 		return
 	}
 	for _, id := range children {
@@ -599,7 +559,7 @@ func (r *run) checkParent(ctx context.Context) error {
 	if err != nil {
 		return nil
 	}
-	parent, _, err := store.get(ctx, r.rec.GetTenant(), r.rec.GetParentRunId())
+	parent, _, err := store.Get(ctx, r.rec.GetTenant(), r.rec.GetParentRunId())
 	if err != nil || !isFinished(parent.GetState()) {
 		return nil
 	}

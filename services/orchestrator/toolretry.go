@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/retry"
 )
 
 // What a tool call does when the toolrunner goes away in the middle of it
@@ -28,16 +29,18 @@ import (
 // went away), and the model decides (typically: look, then retry).
 const (
 	toolRunnerAttempts = 3
-	toolRunnerBackoff  = 250 * time.Millisecond
 	// codeToolRunnerLost is the observation's code for a call with side
 	// effects whose toolrunner went away mid-call and stayed away; the
 	// toolrunner uses the same code when it finds such a call's record.
 	codeToolRunnerLost = "TOOL_OUTCOME_UNKNOWN"
 )
 
+// toolRunnerBackoff waits 250 ms before the second attempt, 500 ms before
+// the third.
+var toolRunnerBackoff = retry.Backoff{Initial: 250 * time.Millisecond, Multiplier: 2}
+
 // invokeToolRunner sends req, again after an Unavailable answer.
 func (r *run) invokeToolRunner(ctx context.Context, req *baagentv1.InvokeRequest) (*baagentv1.InvokeResponse, error) {
-	backoff := toolRunnerBackoff
 	for attempt := 1; ; attempt++ {
 		resp, err := r.s.opts.ToolRunner.Invoke(ctx, req)
 		if err == nil || attempt >= toolRunnerAttempts || status.Code(err) != codes.Unavailable || ctx.Err() != nil {
@@ -45,14 +48,9 @@ func (r *run) invokeToolRunner(ctx context.Context, req *baagentv1.InvokeRequest
 		}
 		r.log.Warn("toolrunner unavailable during a call; sending it again with its idempotency key",
 			"tool", req.GetRequest().GetToolName(), "tool_call_id", req.GetRequest().GetToolCallId(), "attempt", attempt, "error", err)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !retry.Sleep(ctx, toolRunnerBackoff.Delay(attempt-1)) {
 			return nil, ctx.Err()
-		case <-t.C:
 		}
-		backoff *= 2
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/tracing"
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 )
 
 // Tracing. A run is one trace: StartRun's span (the gRPC server span) is
@@ -85,7 +86,7 @@ func (r *run) startTrace(h nats.Header) {
 
 // linkPrevious links this execution's span to that of the execution that
 // wrote cp, when cp names it.
-func (r *run) linkPrevious(cp *checkpoint) {
+func (r *run) linkPrevious(cp *checkpoint.State) {
 	if r.span == nil || cp == nil || cp.Span == "" || !r.span.IsRecording() {
 		return
 	}

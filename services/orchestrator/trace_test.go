@@ -16,6 +16,7 @@ import (
 	"github.com/baagent/baagent/core/runevent"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/internal/testkit"
 	"github.com/baagent/baagent/internal/tracing"
 )
 
@@ -83,36 +84,25 @@ func TestTraceContinuesOnTheReplicaThatResumesARun(t *testing.T) {
 	optsB.JetStream, optsB.Replica, optsB.Registerer = shared, "replica-b", nil
 	srvB, _ := runReplica(t, optsB)
 	var final *baagentv1.Run
-	for {
+	testkit.Eventually(t, remaining(ctx), "run finished on replica B", func() bool {
 		r, err := srvB.GetRun(ctx, &baagentv1.OrchestratorServiceGetRunRequest{Tenant: testTenant, RunId: run.GetRunId()})
-		if err == nil && isFinished(r.GetRun().GetState()) {
-			final = r.GetRun()
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("run not finished on replica B: %v", ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+		final = r.GetRun()
+		return err == nil && isFinished(final.GetState())
+	})
 	if final.GetState() != baagentv1.RunState_RUN_STATE_COMPLETED || final.GetTraceId() != traceID.String() {
 		t.Fatalf("final record %v", final)
 	}
 
 	// B's execution span ends just after the record is stored.
 	var spanB tracetest.SpanStub
-	for spanB.Name == "" {
+	testkit.Eventually(t, remaining(ctx), "run span of replica B", func() bool {
 		for _, s := range exp.GetSpans() {
 			if s.Name == "run" && s.SpanContext.TraceID() == traceID && attrOf(s, "baagent.replica") == "replica-b" {
 				spanB = s
 			}
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("no run span of replica B: %v", ctx.Err())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+		return spanB.Name != ""
+	})
 	if spanB.Parent.SpanID() != root.SpanContext().SpanID() {
 		t.Errorf("B's run span has parent %s, want the span that started the run (%s)", spanB.Parent.SpanID(), root.SpanContext().SpanID())
 	}

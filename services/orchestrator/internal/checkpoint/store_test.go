@@ -1,4 +1,4 @@
-package orchestrator
+package checkpoint
 
 import (
 	"context"
@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/internal/testkit/natstest"
 )
 
 // replyLostKV stores the first Update but reports it lost, as when the
@@ -36,21 +38,22 @@ func (k *replyLostKV) Update(ctx context.Context, key string, value []byte, rev 
 // TestCheckpointWriteRetriedAfterALostReply: a checkpoint write whose reply
 // is lost is retried; the retry, refused by the revision check, is
 // recognised as already stored (the run goes on). A different checkpoint
-// stored meanwhile (another replica took the run) is still errLostRun.
+// stored meanwhile (another replica took the run) is still ErrLostRun.
 func TestCheckpointWriteRetriedAfterALostReply(t *testing.T) {
-	_, js := startJetStream(t)
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
+	js := startJetStream(ctx, t)
 	kv, err := js.KeyValue(ctx, natsx.BucketCheckpoints)
 	if err != nil {
 		t.Fatal(err)
 	}
-	write := func(store *checkpointStore, runID string, step int32, rev uint64) (uint64, error) {
-		return store.write(ctx, testTenant, runID, &checkpoint{Kind: "step", Owner: "r0", Step: step, At: time.Now()}, rev)
+	write := func(store *Store, runID string, step int32, rev uint64) (uint64, error) {
+		return store.Write(ctx, testTenant, runID, &State{Kind: "step", Owner: "r0", Step: step, At: time.Now()}, rev)
 	}
 
 	lost := &replyLostKV{KeyValue: kv}
-	store := &checkpointStore{kv: lost}
+	store := &Store{kv: lost}
 	rev, err := write(store, "run_lost_reply", 1, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -59,13 +62,13 @@ func TestCheckpointWriteRetriedAfterALostReply(t *testing.T) {
 	if err != nil || next <= rev {
 		t.Fatalf("write after a lost reply = %d, %v; want a revision after %d", next, err, rev)
 	}
-	cp, got, err := store.load(ctx, testTenant, "run_lost_reply")
+	cp, got, err := store.Load(ctx, testTenant, "run_lost_reply")
 	if err != nil || cp == nil || got != next || cp.Step != 2 {
 		t.Fatalf("stored: %+v at %d, %v; want step 2 at %d", cp, got, err, next)
 	}
 
 	taken := &replyLostKV{KeyValue: kv}
-	store = &checkpointStore{kv: taken}
+	store = &Store{kv: taken}
 	rev, err = write(store, "run_taken", 1, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +85,28 @@ func TestCheckpointWriteRetriedAfterALostReply(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if _, err := write(store, "run_taken", 2, rev); !errors.Is(err, errLostRun) {
-		t.Fatalf("write after another replica's: %v, want errLostRun", err)
+	if _, err := write(store, "run_taken", 2, rev); !errors.Is(err, ErrLostRun) {
+		t.Fatalf("write after another replica's: %v, want ErrLostRun", err)
 	}
+}
+
+const testTenant = "t1"
+
+// startJetStream starts an embedded NATS server with the platform's
+// streams and buckets.
+func startJetStream(ctx context.Context, t *testing.T) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(natstest.StartNATS(t).ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := natsx.Provision(ctx, js, natsx.ProvisionConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	return js
 }

@@ -1,4 +1,6 @@
-package orchestrator
+// Package checkpoint stores a run's resumable state
+// (docs/concepts/runs.md#durable-runs) in the KV bucket natsx.BucketCheckpoints.
+package checkpoint
 
 import (
 	"bytes"
@@ -9,13 +11,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/protobuf/proto"
 
-	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/services/orchestrator/internal/doomloop"
+	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 )
 
-// Checkpoints (see docs/concepts/runs.md#durable-runs). After every model
+// After every model
 // response and every tool result the run's state is written to the KV
 // bucket natsx.BucketCheckpoints under natsx.CheckpointKey, before anything
 // depends on it, so that a replica that picks the run up after a crash
@@ -33,26 +35,26 @@ import (
 // Checkpoint kinds. A step's end needs no STEP_COMPLETE
 // of its own: its last checkpoint already holds every result (endStep).
 const (
-	cpStart        = "START"
-	cpLLMComplete  = "LLM_COMPLETE"
-	cpToolStart    = "TOOL_START"
-	cpToolComplete = "TOOL_COMPLETE"
-	cpWaitingInput = "WAITING_INPUT"
+	KindStart        = "START"
+	KindLLMComplete  = "LLM_COMPLETE"
+	KindToolStart    = "TOOL_START"
+	KindToolComplete = "TOOL_COMPLETE"
+	KindWaitingInput = "WAITING_INPUT"
 )
 
 // Tool record statuses.
 const (
-	toolRunning = "running"
-	toolSuccess = "success"
-	toolFailure = "failed"
+	ToolRunning = "running"
+	ToolSuccess = "success"
+	ToolFailure = "failed"
 )
 
-// errLostRun is the cause of a run stopped because another replica took it
+// ErrLostRun is the cause of a run stopped because another replica took it
 // over (its checkpoint moved on without this replica).
-var errLostRun = errors.New("another replica took the run over")
+var ErrLostRun = errors.New("another replica took the run over")
 
-// checkpoint is a run's resumable state.
-type checkpoint struct {
+// State is a run's resumable state.
+type State struct {
 	Kind    string    `json:"kind"`
 	Owner   string    `json:"owner"`   // replica executing the run
 	Attempt int       `json:"attempt"` // delivery of the work item that wrote it
@@ -69,7 +71,7 @@ type checkpoint struct {
 	// when the checkpoint was taken (the checkpoint does not wait for
 	// their acks). A replica resuming the run publishes again those the
 	// stream lacks, so no event the checkpointed state implies is lost.
-	Outbox []outboxEvent `json:"outbox,omitempty"`
+	Outbox []OutboxEvent `json:"outbox,omitempty"`
 	// Started says the start event was published and the user's message
 	// appended.
 	Started bool `json:"started"`
@@ -80,24 +82,24 @@ type checkpoint struct {
 	// ModelMs is the step's model time, for the step's overhead metric.
 	ModelMs float64 `json:"model_ms,omitempty"`
 	// Tools has one record per call of Assistant, in the model's order.
-	Tools []toolRecord `json:"tools,omitempty"`
+	Tools []ToolRecord `json:"tools,omitempty"`
 
 	// Skills is the activation stack.
-	Skills []skillFrame `json:"skills,omitempty"`
+	Skills []SkillFrame `json:"skills,omitempty"`
 	// Metrics is the run's ConversationMetrics so far.
 	Metrics []byte `json:"metrics,omitempty"`
 	// Calls is the doom-loop detector's window.
-	Calls []callSig `json:"calls,omitempty"`
+	Calls []doomloop.Call `json:"calls,omitempty"`
 	// Wait is the question the run waits on, when WAITING_INPUT.
-	Wait *waitState `json:"wait,omitempty"`
+	Wait *hitl.Wait `json:"wait,omitempty"`
 	// Span is the W3C traceparent of the execution that wrote it (when
 	// traced): the execution that resumes the run links to it.
 	Span string `json:"span,omitempty"`
 }
 
-// toolRecord is the execution record of one call, with the result
+// ToolRecord is the execution record of one call, with the result
 // once it has one.
-type toolRecord struct {
+type ToolRecord struct {
 	CallID         string    `json:"call_id"`
 	ToolName       string    `json:"tool_name"`
 	Status         string    `json:"status"`
@@ -122,21 +124,24 @@ type toolRecord struct {
 	Inject  [][]byte `json:"inject,omitempty"`
 }
 
-// skillFrame is one activation of the skill stack.
-type skillFrame struct {
+// SkillFrame is one activation of the skill stack.
+type SkillFrame struct {
 	Name     string `json:"name"`
 	ID       string `json:"id"`
 	Modifier []byte `json:"modifier,omitempty"`
 }
 
-// checkpointStore reads and writes checkpoints.
-type checkpointStore struct {
+// Store reads and writes checkpoints.
+type Store struct {
 	kv jetstream.KeyValue
 }
 
-// load returns a run's checkpoint and its revision; (nil, 0) when there is
+// NewStore reads and writes checkpoints in kv.
+func NewStore(kv jetstream.KeyValue) *Store { return &Store{kv: kv} }
+
+// Load returns a run's checkpoint and its revision; (nil, 0) when there is
 // none.
-func (s *checkpointStore) load(ctx context.Context, tenant, runID string) (*checkpoint, uint64, error) {
+func (s *Store) Load(ctx context.Context, tenant, runID string) (*State, uint64, error) {
 	key, err := natsx.CheckpointKey(tenant, runID)
 	if err != nil {
 		return nil, 0, err
@@ -148,17 +153,17 @@ func (s *checkpointStore) load(ctx context.Context, tenant, runID string) (*chec
 	if err != nil {
 		return nil, 0, fmt.Errorf("read checkpoint of run %s: %w", runID, err)
 	}
-	cp := &checkpoint{}
+	cp := &State{}
 	if err := json.Unmarshal(e.Value(), cp); err != nil {
 		return nil, 0, fmt.Errorf("decode checkpoint of run %s: %w", runID, err)
 	}
 	return cp, e.Revision(), nil
 }
 
-// write stores cp if the stored checkpoint is still at revision rev (0:
+// Write stores cp if the stored checkpoint is still at revision rev (0:
 // none stored yet) and returns the new revision. A revision mismatch is
-// errLostRun.
-func (s *checkpointStore) write(ctx context.Context, tenant, runID string, cp *checkpoint, rev uint64) (uint64, error) {
+// ErrLostRun.
+func (s *Store) Write(ctx context.Context, tenant, runID string, cp *State, rev uint64) (uint64, error) {
 	key, err := natsx.CheckpointKey(tenant, runID)
 	if err != nil {
 		return 0, err
@@ -187,15 +192,15 @@ func (s *checkpointStore) write(ctx context.Context, tenant, runID string, cp *c
 					return e.Revision(), nil
 				}
 			}
-			return 0, errLostRun
+			return 0, ErrLostRun
 		}
 		return 0, fmt.Errorf("write checkpoint of run %s: %w", runID, err)
 	}
 	return next, nil
 }
 
-// delete removes a finished run's checkpoint.
-func (s *checkpointStore) delete(ctx context.Context, tenant, runID string) error {
+// Delete removes a finished run's checkpoint.
+func (s *Store) Delete(ctx context.Context, tenant, runID string) error {
 	key, err := natsx.CheckpointKey(tenant, runID)
 	if err != nil {
 		return err
@@ -206,68 +211,13 @@ func (s *checkpointStore) delete(ctx context.Context, tenant, runID string) erro
 	return nil
 }
 
-// marshalProto encodes m, nil for nil.
-func marshalProto(m proto.Message) []byte {
-	if m == nil || !m.ProtoReflect().IsValid() {
-		return nil
-	}
-	b, _ := proto.Marshal(m) // messages built by the run always encode
-	return b
-}
+// Finished reports whether the record holds a result.
+func (r ToolRecord) Finished() bool { return r.Status == ToolSuccess || r.Status == ToolFailure }
 
-// unmarshalProto decodes b into a new T; a nil b gives an empty T.
-func unmarshalProto[T any, PT interface {
-	*T
-	proto.Message
-}](b []byte) (PT, error) {
-	m := PT(new(T))
-	if err := proto.Unmarshal(b, m); err != nil {
-		return nil, err
-	}
-	return m, nil
+// OutboxEvent is an emitted event not yet confirmed stored, as a checkpoint
+// holds it: a replica resuming the run publishes it again if the stream
+// lacks it.
+type OutboxEvent struct {
+	Seq  uint64 `json:"seq"`
+	Data []byte `json:"data"` // the encoded Event
 }
-
-// callResultRecord fills rec's result fields from res.
-func callResultRecord(rec *toolRecord, res *callResult) {
-	rec.Message = marshalProto(res.msg)
-	rec.Observe = marshalProto(res.observe)
-	rec.Metrics = marshalProto(res.metrics)
-	rec.Inject = nil
-	for _, m := range res.inject {
-		rec.Inject = append(rec.Inject, marshalProto(m))
-	}
-	rec.DurationMs = res.observe.GetDurationMs()
-	rec.CompletedAt = time.Now()
-	rec.Status = toolSuccess
-	if !res.observe.GetSuccess() {
-		rec.Status = toolFailure
-	}
-}
-
-// restoredResult rebuilds a finished call's result from its record.
-func restoredResult(rec toolRecord) (*callResult, error) {
-	msg, err := unmarshalProto[baagentv1.ChatMessage](rec.Message)
-	if err != nil {
-		return nil, err
-	}
-	obs, err := unmarshalProto[baagentv1.ObservePayload](rec.Observe)
-	if err != nil {
-		return nil, err
-	}
-	met, err := unmarshalProto[baagentv1.ToolMetrics](rec.Metrics)
-	if err != nil {
-		return nil, err
-	}
-	res := &callResult{msg: msg, observe: obs, metrics: met}
-	for _, b := range rec.Inject {
-		m, err := unmarshalProto[baagentv1.ChatMessage](b)
-		if err != nil {
-			return nil, err
-		}
-		res.inject = append(res.inject, m)
-	}
-	return res, nil
-}
-
-// finished reports whether the record holds a result.
-func (r toolRecord) finished() bool { return r.Status == toolSuccess || r.Status == toolFailure }

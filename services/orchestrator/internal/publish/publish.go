@@ -1,4 +1,6 @@
-package orchestrator
+// Package publish publishes one run's events to JetStream, in order and
+// exactly once each.
+package publish
 
 import (
 	"context"
@@ -16,7 +18,23 @@ import (
 	"github.com/baagent/baagent/core/runevent"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/internal/retry"
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 )
+
+// Event publishing. Every event of a run goes to
+// baagent.<tenant>.run.<run_id>.events with a seq that is contiguous from 1
+// and the Nats-Msg-Id header <run_id>:<seq>, so a retried publish is a
+// no-op. Events are pipelined (published without waiting for each ack) and
+// confirmed in batches by Publisher.flush; see below for how a failed
+// publish is repaired so that the stream holds every seq once, in order.
+
+// publishAttempts bounds retries of one event publish; JetStream dedupes
+// the retries by Nats-Msg-Id.
+const publishAttempts = 4
+
+// ErrTerminalSent is returned for an event emitted after the terminal one.
+var ErrTerminalSent = errors.New("run already ended")
 
 // Pipelining. emit publishes asynchronously and returns; flush waits for
 // the acks of everything emitted since the last flush. The run flushes
@@ -48,9 +66,9 @@ const (
 	maxRepairRounds = 3
 )
 
-// eventSink is what the publisher needs of JetStream; jetstream.JetStream
+// Sink is what the Publisher needs of JetStream; jetstream.JetStream
 // implements it (tests wrap it to inject failures).
-type eventSink interface {
+type Sink interface {
 	PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
 	PublishMsgAsync(msg *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error)
 	Stream(ctx context.Context, name string) (jetstream.Stream, error)
@@ -69,14 +87,12 @@ type inflight struct {
 	pos    uint64                 // stream sequence once confirmed
 }
 
-// publisher publishes one run's events in order. It is safe for concurrent
+// Publisher publishes one run's events in order. It is safe for concurrent
 // use (parallel tool calls emit act and observe events).
-type publisher struct {
-	sink    eventSink
+type Publisher struct {
+	sink    Sink
 	subject string
 	base    *baagentv1.Event // run_id, conversation_id, tenant, parent_run_id
-	// sync disables pipelining: every emit waits for its ack.
-	sync bool
 
 	mu       sync.Mutex
 	seq      uint64 // last emitted
@@ -95,16 +111,19 @@ type publisher struct {
 	traceparent string
 }
 
-func newPublisher(sink eventSink, run *baagentv1.Run) (*publisher, error) {
+// New returns the publisher of run's events, continuing after its record's
+// last_seq; traceparent, when not empty, goes in every event's headers.
+func New(sink Sink, run *baagentv1.Run, traceparent string) (*Publisher, error) {
 	subject, err := natsx.EventSubject(run.GetTenant(), run.GetRunId())
 	if err != nil {
 		return nil, err
 	}
-	return &publisher{
-		sink:    sink,
-		subject: subject,
-		seq:     run.GetLastSeq(),
-		acked:   run.GetLastSeq(),
+	return &Publisher{
+		sink:        sink,
+		subject:     subject,
+		traceparent: traceparent,
+		seq:         run.GetLastSeq(),
+		acked:       run.GetLastSeq(),
 		base: &baagentv1.Event{
 			RunId:          run.GetRunId(),
 			ConversationId: run.GetConversationId(),
@@ -115,27 +134,26 @@ func newPublisher(sink eventSink, run *baagentv1.Run) (*publisher, error) {
 	}, nil
 }
 
-// emit fills ev's envelope (ids, seq, cursor, ts, type) and publishes it
-// without waiting for the ack (unless pipelining is off). After a terminal
-// event every further emit fails with errTerminalSent, so a run has exactly
-// one terminal event.
-func (p *publisher) emit(ctx context.Context, ev *baagentv1.Event) error {
+// Emit fills ev's envelope (ids, seq, cursor, ts, type) and publishes it
+// without waiting for the ack. After a terminal event every further emit
+// fails with ErrTerminalSent, so a run has exactly one terminal event.
+func (p *Publisher) Emit(ctx context.Context, ev *baagentv1.Event) error {
 	return p.add(ctx, ev, true)
 }
 
-// hold numbers ev like emit but does not send it: it stays pending (a
+// Hold numbers ev like Emit but does not send it: it stays pending (a
 // checkpoint carries it in its outbox) until the next flush publishes it.
 // For an event that must not be seen before the state it announces is
 // stored. Nothing may be emitted between a hold and its flush.
-func (p *publisher) hold(ctx context.Context, ev *baagentv1.Event) error {
+func (p *Publisher) Hold(ctx context.Context, ev *baagentv1.Event) error {
 	return p.add(ctx, ev, false)
 }
 
-func (p *publisher) add(ctx context.Context, ev *baagentv1.Event, send bool) error {
+func (p *Publisher) add(ctx context.Context, ev *baagentv1.Event, send bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.terminal {
-		return errTerminalSent
+		return ErrTerminalSent
 	}
 	if p.broken != nil {
 		return p.broken
@@ -160,7 +178,7 @@ func (p *publisher) add(ctx context.Context, ev *baagentv1.Event, send bool) err
 		msg.Header[traceparentHeader] = []string{p.traceparent}
 	}
 	f := &inflight{seq: seq, typ: ev.Type, msg: msg}
-	if send && !p.sync {
+	if send {
 		// A refused async publish (stalled, disconnected) is left for the
 		// flush to republish.
 		f.future, _ = p.sink.PublishMsgAsync(msg)
@@ -168,28 +186,28 @@ func (p *publisher) add(ctx context.Context, ev *baagentv1.Event, send bool) err
 	p.seq = seq
 	p.terminal = runevent.IsTerminal(ev)
 	p.pending = append(p.pending, f)
-	if send && (p.sync || len(p.pending) >= maxPipelined) {
+	if send && len(p.pending) >= maxPipelined {
 		return p.flushLocked(ctx)
 	}
 	return nil
 }
 
-// emitNow emits ev and waits until every event up to it is stored.
-func (p *publisher) emitNow(ctx context.Context, ev *baagentv1.Event) error {
-	if err := p.emit(ctx, ev); err != nil {
+// EmitNow emits ev and waits until every event up to it is stored.
+func (p *Publisher) EmitNow(ctx context.Context, ev *baagentv1.Event) error {
+	if err := p.Emit(ctx, ev); err != nil {
 		return err
 	}
-	return p.flush(ctx)
+	return p.Flush(ctx)
 }
 
-// flush waits until every emitted event is stored, in seq order.
-func (p *publisher) flush(ctx context.Context) error {
+// Flush waits until every emitted event is stored, in seq order.
+func (p *Publisher) Flush(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.flushLocked(ctx)
 }
 
-func (p *publisher) flushLocked(ctx context.Context) error {
+func (p *Publisher) flushLocked(ctx context.Context) error {
 	if p.broken != nil {
 		return p.broken
 	}
@@ -214,7 +232,7 @@ func (p *publisher) flushLocked(ctx context.Context) error {
 // ack names where it is, a missing one is appended). Then, if some event
 // was stored ahead of an earlier one, the events stored too early are
 // deleted and published again after it.
-func (p *publisher) confirm(ctx context.Context, batch []*inflight) error {
+func (p *Publisher) confirm(ctx context.Context, batch []*inflight) error {
 	deadline := time.Now().Add(ackWait)
 	for _, f := range batch {
 		if f.pos != 0 {
@@ -311,15 +329,11 @@ func firstStoredEarly(prev uint64, batch []*inflight) int {
 
 // publishSync publishes one event and waits for its ack, retrying with
 // backoff; JetStream dedupes the retries by Nats-Msg-Id.
-func (p *publisher) publishSync(ctx context.Context, f *inflight) error {
+func (p *Publisher) publishSync(ctx context.Context, f *inflight) error {
 	var lastErr error
 	for attempt := range publishAttempts {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("publish %s event %d: %w (last error: %v)", f.typ, f.seq, ctx.Err(), lastErr)
-			case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
-			}
+		if attempt > 0 && !retry.Sleep(ctx, time.Duration(attempt)*100*time.Millisecond) {
+			return fmt.Errorf("publish %s event %d: %w (last error: %v)", f.typ, f.seq, ctx.Err(), lastErr)
 		}
 		ack, err := p.sink.PublishMsg(ctx, f.msg)
 		if err == nil {
@@ -334,24 +348,16 @@ func (p *publisher) publishSync(ctx context.Context, f *inflight) error {
 	return fmt.Errorf("publish %s event %d to %s: %w", f.typ, f.seq, p.subject, lastErr)
 }
 
-// outboxEvent is an emitted event not yet confirmed stored, as a checkpoint
-// holds it: a replica resuming the run publishes it again if the stream
-// lacks it.
-type outboxEvent struct {
-	Seq  uint64 `json:"seq"`
-	Data []byte `json:"data"` // the encoded Event
-}
-
-// unconfirmed returns the last confirmed event (seq and stream sequence)
+// Unconfirmed returns the last confirmed event (seq and stream sequence)
 // and the events emitted after it, with their total size. Acks that have
 // already arrived are taken in first (without waiting), so the list is
 // usually short: the events of the last few hundred microseconds.
-func (p *publisher) unconfirmed() (seq, pos uint64, outbox []outboxEvent, size int) {
+func (p *Publisher) Unconfirmed() (seq, pos uint64, outbox []checkpoint.OutboxEvent, size int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.reapLocked()
 	for _, f := range p.pending {
-		outbox = append(outbox, outboxEvent{Seq: f.seq, Data: f.msg.Data})
+		outbox = append(outbox, checkpoint.OutboxEvent{Seq: f.seq, Data: f.msg.Data})
 		size += len(f.msg.Data)
 	}
 	return p.acked, p.lastPos, outbox, size
@@ -360,7 +366,7 @@ func (p *publisher) unconfirmed() (seq, pos uint64, outbox []outboxEvent, size i
 // reapLocked confirms, without waiting, the leading pending events whose
 // acks have arrived and that were stored in order; anything else (no ack
 // yet, an error, a position out of order) is left for flush.
-func (p *publisher) reapLocked() {
+func (p *Publisher) reapLocked() {
 	if p.broken != nil {
 		return
 	}
@@ -386,11 +392,11 @@ func (p *publisher) reapLocked() {
 	}
 }
 
-// republish stores the events of a checkpoint's outbox that follow the
+// Republish stores the events of a checkpoint's outbox that follow the
 // last stored one (the replica that emitted them died before they were
 // confirmed), in order, under this execution's Nats-Msg-Ids. It returns
 // the terminal event if one of them is.
-func (p *publisher) republish(ctx context.Context, outbox []outboxEvent) (*baagentv1.Event, error) {
+func (p *Publisher) Republish(ctx context.Context, outbox []checkpoint.OutboxEvent) (*baagentv1.Event, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var terminal *baagentv1.Event
@@ -426,31 +432,24 @@ func (p *publisher) republish(ctx context.Context, outbox []outboxEvent) (*baage
 	return terminal, nil
 }
 
-// position returns the last acknowledged event's seq and stream sequence.
-func (p *publisher) position() (seq, pos uint64) {
+// Position returns the last acknowledged event's seq and stream sequence.
+func (p *Publisher) Position() (seq, pos uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.acked, p.lastPos
 }
 
-// continueAfter makes the next event seq+1, after the event stored at
+// ContinueAfter makes the next event seq+1, after the event stored at
 // stream sequence pos, with Nats-Msg-Ids marked by suffix.
-func (p *publisher) continueAfter(seq, pos uint64, suffix string) {
+func (p *Publisher) ContinueAfter(seq, pos uint64, suffix string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.seq, p.acked, p.lastPos, p.idSuffix = seq, seq, pos, suffix
 }
 
-// lastSeq returns the seq of the last acknowledged event.
-func (p *publisher) lastSeq() uint64 {
+// LastSeq returns the seq of the last acknowledged event.
+func (p *Publisher) LastSeq() uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.acked
-}
-
-// ended reports whether the terminal event was emitted.
-func (p *publisher) ended() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.terminal
 }

@@ -2,11 +2,8 @@ package orchestrator
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -14,98 +11,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/baagent/baagent/core/allowlist"
 	"github.com/baagent/baagent/core/toolerror"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	promx "github.com/baagent/baagent/internal/metrics"
 )
-
-// toolset is what the model is offered in a step.
-type toolset struct {
-	schemas []*baagentv1.ToolSchema              // sent to the model, the skill meta-tool included
-	defs    map[string]*baagentv1.ToolDefinition // toolrunner tools by name
-	names   []string                             // sorted names of defs
-	// allow is passed to Invoke so the toolrunner enforces the same
-	// restriction; nil when nothing restricts the run.
-	allow *baagentv1.ToolAllowList
-	skill bool     // whether the skill meta-tool is offered
-	task  bool     // whether the task tool (sub-agents) is offered
-	ask   []string // the ask tools offered
-	// fingerprint identifies schemas for the context service, which then
-	// needs them only once (BuildWindowRequest.tools_fingerprint).
-	fingerprint string
-}
-
-// fingerprintOf is the hex SHA-256 of the schemas' deterministic
-// encoding; empty for no schemas.
-func fingerprintOf(schemas []*baagentv1.ToolSchema) string {
-	if len(schemas) == 0 {
-		return ""
-	}
-	h := sha256.New()
-	for _, sc := range schemas {
-		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(sc)
-		if err != nil {
-			return "" // sent in full every time instead
-		}
-		h.Write(strconv.AppendInt(nil, int64(len(b)), 10))
-		h.Write(b)
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-// listTools asks the toolrunner for the tools the active context modifier
-// allows and keeps those that pass every allow list in force (the run's
-// and each active skill's).
-func (r *run) listTools(ctx context.Context, withSkill bool) (*toolset, error) {
-	// Listed at the start of every execution (and when the skill stack
-	// changes): a sub-agent whose delegating run has ended stops here.
-	if err := r.checkParent(ctx); err != nil {
-		return nil, err
-	}
-	lists := r.skills.allowLists(r.spec.GetAllowedTools())
-	var innermost *baagentv1.ToolAllowList
-	if len(lists) > 0 {
-		innermost = lists[len(lists)-1]
-	}
-	resp, err := r.s.opts.ToolRunner.ListTools(ctx, &baagentv1.ListToolsRequest{Tenant: r.rec.GetTenant(), AllowedTools: innermost})
-	if err != nil {
-		return nil, peerError(ctx, "toolrunner", "ListTools", err)
-	}
-	withSkill = withSkill && r.offersSkills()
-	ts := &toolset{defs: map[string]*baagentv1.ToolDefinition{}, skill: withSkill, task: r.offersTask(lists)}
-	for _, d := range resp.GetTools() {
-		name := d.GetSchema().GetName()
-		if name == "" || isBuiltin(name) || !allowlist.AllowsAll(lists, name) || ts.defs[name] != nil {
-			continue
-		}
-		ts.defs[name] = d
-		ts.names = append(ts.names, name)
-		ts.schemas = append(ts.schemas, d.GetSchema())
-	}
-	slices.Sort(ts.names)
-	if len(lists) > 0 {
-		ts.allow = &baagentv1.ToolAllowList{Names: slices.Clone(ts.names)}
-	}
-	if withSkill {
-		ts.schemas = append(ts.schemas, skillToolSchema())
-	}
-	if ts.task {
-		ts.schemas = append(ts.schemas, taskToolSchema(r.s.agents.list))
-	}
-	for _, sc := range askToolSchemas() {
-		if allowlist.AllowsAll(lists, sc.GetName()) {
-			ts.schemas = append(ts.schemas, sc)
-			ts.ask = append(ts.ask, sc.GetName())
-		}
-	}
-	ts.fingerprint = fingerprintOf(ts.schemas)
-	return ts, nil
-}
 
 // callResult is the outcome of one tool call.
 type callResult struct {
@@ -120,7 +32,7 @@ type callResult struct {
 
 // observed publishes a result's observe event and records its metrics.
 func (r *run) observed(res *callResult) error {
-	r.metrics.recordToolCall(res.metrics)
+	r.metrics.RecordToolCall(res.metrics)
 	outcome := toolOK
 	if !res.observe.GetSuccess() {
 		outcome = toolFailed
@@ -306,9 +218,4 @@ func parseArgs(args string) (*structpb.Struct, error) {
 		return nil, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "proto: "))
 	}
 	return s, nil
-}
-
-// isBuiltin reports whether name is a tool the orchestrator answers itself.
-func isBuiltin(name string) bool {
-	return name == SkillToolName || name == AskClarificationTool || name == AskDecisionTool || name == TaskToolName
 }

@@ -1,4 +1,6 @@
-package orchestrator
+// Package runstore keeps run records in the JetStream KV bucket
+// natsx.BucketRuns.
+package runstore
 
 import (
 	"container/heap"
@@ -17,21 +19,26 @@ import (
 	"github.com/baagent/baagent/internal/natsx"
 )
 
-// Run records live in the JetStream KV bucket natsx.BucketRuns under
+// Run records live in the bucket under
 // natsx.RunKey (<tenant>.<run_id>), encoded as protobuf. Idempotency keys
 // are indexed in the same bucket under <tenant>.idem_<sha256 of the key>,
 // holding the run id; Create on that key makes the claim atomic.
 
 const idemKeyPrefix = "idem_"
 
-var errRunNotFound = errors.New("run not found")
+// ErrNotFound is the error of a run that has no record.
+var ErrNotFound = errors.New("run not found")
 
-// runStore reads and writes run records.
-type runStore struct {
+// Store reads and writes run records.
+type Store struct {
 	kv jetstream.KeyValue
 }
 
-func (s *runStore) put(ctx context.Context, run *baagentv1.Run) error {
+// New reads and writes run records in kv.
+func New(kv jetstream.KeyValue) *Store { return &Store{kv: kv} }
+
+// Put stores run.
+func (s *Store) Put(ctx context.Context, run *baagentv1.Run) error {
 	key, err := natsx.RunKey(run.GetTenant(), run.GetRunId())
 	if err != nil {
 		return err
@@ -46,15 +53,15 @@ func (s *runStore) put(ctx context.Context, run *baagentv1.Run) error {
 	return nil
 }
 
-// get returns the run and its KV revision, or errRunNotFound.
-func (s *runStore) get(ctx context.Context, tenant, runID string) (*baagentv1.Run, uint64, error) {
+// Get returns the run and its KV revision, or ErrNotFound.
+func (s *Store) Get(ctx context.Context, tenant, runID string) (*baagentv1.Run, uint64, error) {
 	key, err := natsx.RunKey(tenant, runID)
 	if err != nil {
 		return nil, 0, err
 	}
 	e, err := s.kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, 0, errRunNotFound
+		return nil, 0, ErrNotFound
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("read run %s: %w", runID, err)
@@ -66,9 +73,9 @@ func (s *runStore) get(ctx context.Context, tenant, runID string) (*baagentv1.Ru
 	return run, e.Revision(), nil
 }
 
-// update writes run only if the record is still at revision rev, so a
+// Update writes run only if the record is still at revision rev, so a
 // writer that is not the run's executor never overwrites newer state.
-func (s *runStore) update(ctx context.Context, run *baagentv1.Run, rev uint64) error {
+func (s *Store) Update(ctx context.Context, run *baagentv1.Run, rev uint64) error {
 	key, err := natsx.RunKey(run.GetTenant(), run.GetRunId())
 	if err != nil {
 		return err
@@ -89,9 +96,9 @@ func idemKey(tenant, clientKey string) string {
 	return tenant + "." + idemKeyPrefix + hex.EncodeToString(sum[:20])
 }
 
-// claimIdempotencyKey records runID under the client's key. When the key is
+// ClaimIdempotencyKey records runID under the client's key. When the key is
 // already claimed it returns the run id that holds it and claimed=false.
-func (s *runStore) claimIdempotencyKey(ctx context.Context, tenant, clientKey, runID string) (holder string, claimed bool, err error) {
+func (s *Store) ClaimIdempotencyKey(ctx context.Context, tenant, clientKey, runID string) (holder string, claimed bool, err error) {
 	key := idemKey(tenant, clientKey)
 	if _, err := s.kv.Create(ctx, key, []byte(runID)); err == nil {
 		return runID, true, nil
@@ -105,32 +112,32 @@ func (s *runStore) claimIdempotencyKey(ctx context.Context, tenant, clientKey, r
 	return string(e.Value()), false, nil
 }
 
-// listFilter selects runs for list.
-type listFilter struct {
-	conversationID string
-	states         []baagentv1.RunState
-	// before, when set, keeps only run ids that sort before it (the page
+// Filter selects runs for List.
+type Filter struct {
+	ConversationID string
+	States         []baagentv1.RunState
+	// Before, when set, keeps only run ids that sort before it (the page
 	// token: the last id of the previous page).
-	before string
-	limit  int
+	Before string
+	Limit  int
 }
 
-func (f listFilter) match(run *baagentv1.Run) bool {
-	if f.before != "" && run.GetRunId() >= f.before {
+func (f Filter) match(run *baagentv1.Run) bool {
+	if f.Before != "" && run.GetRunId() >= f.Before {
 		return false
 	}
-	if f.conversationID != "" && run.GetConversationId() != f.conversationID {
+	if f.ConversationID != "" && run.GetConversationId() != f.ConversationID {
 		return false
 	}
-	return len(f.states) == 0 || slices.Contains(f.states, run.GetState())
+	return len(f.States) == 0 || slices.Contains(f.States, run.GetState())
 }
 
-// list returns the summaries (see summarize) of up to f.limit of tenant's
-// runs matching f, newest first (run ids sort by creation time), and
-// whether more match. It streams the tenant's records and keeps only the
-// best f.limit+1 summaries in a heap, so memory is bounded by the page
+// List returns up to f.Limit of tenant's runs matching f, each reduced
+// by summarize, newest first (run ids sort by creation time), and whether
+// more match. It streams the tenant's records and keeps only the
+// best f.Limit+1 summaries in a heap, so memory is bounded by the page
 // size, not by the number of runs or the size of their records.
-func (s *runStore) list(ctx context.Context, tenant string, f listFilter) ([]*baagentv1.Run, bool, error) {
+func (s *Store) List(ctx context.Context, tenant string, f Filter, summarize func(*baagentv1.Run)) ([]*baagentv1.Run, bool, error) {
 	if err := natsx.ValidateToken("tenant", tenant); err != nil {
 		return nil, false, err
 	}
@@ -139,7 +146,7 @@ func (s *runStore) list(ctx context.Context, tenant string, f listFilter) ([]*ba
 		return nil, false, fmt.Errorf("list runs: %w", err)
 	}
 	defer func() { _ = w.Stop() }()
-	keep := f.limit + 1
+	keep := f.Limit + 1
 	h := &newestRuns{}
 	for {
 		var e jetstream.KeyValueEntry
@@ -168,9 +175,9 @@ func (s *runStore) list(ctx context.Context, tenant string, f listFilter) ([]*ba
 	for i := len(out) - 1; i >= 0; i-- {
 		out[i] = heap.Pop(h).(*baagentv1.Run)
 	}
-	more := len(out) > f.limit
+	more := len(out) > f.Limit
 	if more {
-		out = out[:f.limit]
+		out = out[:f.Limit]
 	}
 	return out, more, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/baagent/baagent/core/runevent"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 )
 
 // resumeEvents finds where a resumed run's events continue. Everything up
@@ -23,7 +24,7 @@ import (
 // again the checkpoint's unconfirmed events (its outbox) that are not in
 // the kept prefix. It returns the terminal event when the stored events
 // end with one.
-func (r *run) resumeEvents(ctx context.Context, cp *checkpoint) (*baagentv1.Event, error) {
+func (r *run) resumeEvents(ctx context.Context, cp *checkpoint.State) (*baagentv1.Event, error) {
 	seq, pos := r.rec.GetLastSeq(), uint64(0)
 	if cp != nil && cp.LastSeq >= seq {
 		seq, pos = cp.LastSeq, cp.LastPos
@@ -44,7 +45,7 @@ func (r *run) resumeEvents(ctx context.Context, cp *checkpoint) (*baagentv1.Even
 	suffix := ":a" + strconv.Itoa(r.attempt)
 	last, err := stream.GetLastMsgForSubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) || (err == nil && last.Sequence <= pos) {
-		r.pub.continueAfter(seq, pos, suffix)
+		r.pub.ContinueAfter(seq, pos, suffix)
 		return r.republishOutbox(ctx, cp)
 	}
 	if err != nil {
@@ -99,7 +100,7 @@ func (r *run) resumeEvents(ctx context.Context, cp *checkpoint) (*baagentv1.Even
 	if len(stale) > 0 {
 		r.log.Warn("deleted events a failed replica stored after a hole", "count", len(stale), "continuing_after_seq", seq)
 	}
-	r.pub.continueAfter(seq, pos, suffix)
+	r.pub.ContinueAfter(seq, pos, suffix)
 	if terminal != nil {
 		return terminal, nil
 	}
@@ -108,16 +109,16 @@ func (r *run) resumeEvents(ctx context.Context, cp *checkpoint) (*baagentv1.Even
 
 // republishOutbox stores the checkpoint's unconfirmed events the stream
 // lacks.
-func (r *run) republishOutbox(ctx context.Context, cp *checkpoint) (*baagentv1.Event, error) {
+func (r *run) republishOutbox(ctx context.Context, cp *checkpoint.State) (*baagentv1.Event, error) {
 	if cp == nil || len(cp.Outbox) == 0 {
 		return nil, nil
 	}
-	from := r.pub.lastSeq()
-	terminal, err := r.pub.republish(ctx, cp.Outbox)
+	from := r.pub.LastSeq()
+	terminal, err := r.pub.Republish(ctx, cp.Outbox)
 	if err != nil {
 		return nil, fmt.Errorf("restore the checkpoint's unconfirmed events: %w", err)
 	}
-	if to := r.pub.lastSeq(); to > from {
+	if to := r.pub.LastSeq(); to > from {
 		r.log.Info("published again the checkpoint's events the stream lacked", "from_seq", from+1, "to_seq", to)
 	}
 	return terminal, nil
