@@ -50,7 +50,7 @@ func (doomLoopGate) check(_ context.Context, r *run, c gateCall) (verdict, error
 	c.st.setDecision(c.i, decision)
 	switch decision {
 	case hitl.LabelContinue:
-		return verdict{}, nil
+		return verdict{kind: verdictPass}, nil
 	case hitl.LabelCorrect:
 		return answeredBy(r.failedCall(c.call, time.Now(), baagentv1.ToolErrorType_TOOL_ERROR_TYPE_VALIDATION_ERROR, codeDoomLoopCorrect, doomCorrection(c.call))), nil
 	}

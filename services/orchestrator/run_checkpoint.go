@@ -73,7 +73,7 @@ func (r *run) checkpointAsync(kind string) *pendingWrite {
 // awaitCheckpoints waits until no checkpoint write is in flight.
 func (r *run) awaitCheckpoints() {
 	r.cpMu.Lock()
-	defer r.cpMu.Unlock()
+	defer r.cpMu.Unlock() //nolint:gocritic // taking the lock is the wait
 }
 
 // snapshot builds the checkpoint of the run's current state; cpMu is held.

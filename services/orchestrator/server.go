@@ -214,7 +214,7 @@ func (o Options) missing() error {
 		{"DefaultModel", o.DefaultModel != ""},
 	} {
 		if !m.set {
-			errs = append(errs, fmt.Errorf("Options.%s is not set", m.name))
+			errs = append(errs, fmt.Errorf("Options.%s is not set", m.name)) //nolint:staticcheck // names the Go field
 		}
 	}
 	return errors.Join(errs...)
@@ -390,8 +390,4 @@ func (s *Server) forget(runID string) {
 func (s *Server) rejected(ctx context.Context, rpc string, err error) error {
 	s.log.DebugContext(ctx, "request rejected", "rpc", rpc, "error", err)
 	return err
-}
-
-func notImplemented(rpc string) error {
-	return status.Errorf(codes.Unimplemented, "OrchestratorService.%s is not implemented yet", rpc)
 }

@@ -64,7 +64,7 @@ func (s *Settings) Validate() error {
 		return fmt.Errorf("setting max-queued-runs: want 1 to 1000000, got %d", s.MaxQueuedRuns)
 	case s.MaxRunsPerTenant < 1 || s.MaxRunsPerTenant > s.MaxQueuedRuns:
 		return fmt.Errorf("setting max-runs-per-tenant: want 1 to max-queued-runs (%d), got %d", s.MaxQueuedRuns, s.MaxRunsPerTenant)
-	case s.SubAgentMaxDepth < 1 || s.SubAgentMaxDepth > 4:
+	case s.SubAgentMaxDepth < 1 || s.SubAgentMaxDepth > MaxSubAgentDepth:
 		return fmt.Errorf("setting subagent-max-depth: want 1 to 4 (no sub-agents: empty -subagents-dir), got %d", s.SubAgentMaxDepth)
 	case s.SubAgentTimeout <= 0:
 		return fmt.Errorf("setting subagent-timeout: must be positive, got %s", s.SubAgentTimeout)

@@ -16,8 +16,8 @@ import (
 const (
 	// DefaultSubAgentMaxDepth: only top-level runs delegate.
 	DefaultSubAgentMaxDepth = 1
-	// maxSubAgentDepth bounds Options.SubAgentMaxDepth.
-	maxSubAgentDepth = 4
+	// MaxSubAgentDepth bounds the subagent-max-depth setting.
+	MaxSubAgentDepth = 4
 	// DefaultSubAgentTimeout bounds a `task` call's wait for its child.
 	DefaultSubAgentTimeout = 30 * time.Minute
 	// DefaultSubAgentIterations is the step limit of a definition that

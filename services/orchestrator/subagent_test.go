@@ -33,7 +33,8 @@ func TestChildIDsAreDeterministic(t *testing.T) {
 	if !strings.HasPrefix(a, newRunID(at)[:17]) || len(a) != len(newRunID(at)) {
 		t.Errorf("id %q does not have a run id's shape (%q)", a, newRunID(at))
 	}
-	if childConversationID("run_1", "call_x") != childConversationID("run_1", "call_x") {
+	first, again := childConversationID("run_1", "call_x"), childConversationID("run_1", "call_x")
+	if first != again {
 		t.Error("conversation id not deterministic")
 	}
 }

@@ -171,7 +171,7 @@ func TestTraceContinuesOnTheReplicaThatResumesARun(t *testing.T) {
 func attrOf(s tracetest.SpanStub, key string) string {
 	for _, kv := range s.Attributes {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""

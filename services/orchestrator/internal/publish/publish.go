@@ -376,7 +376,7 @@ func (p *Publisher) reapLocked() {
 			select {
 			case ack := <-f.future.Ok():
 				f.pos = ack.Sequence
-			case <-f.future.Err():
+			case <-f.future.Err(): //nolint:errcheck // the error only means: publish again
 				f.future = nil // flush publishes it again
 			default:
 			}
