@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/baagent/baagent/internal/testkit"
 )
 
 // TestQuestionAnsweredEndToEndThroughTheGateway is the suite's acceptance
@@ -24,15 +26,7 @@ func TestQuestionAnsweredEndToEndThroughTheGateway(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- a.Run(runCtx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	testkit.Run(t, ctx, a.Run)
 	for svc, name := range grpcNames {
 		waitServing(ctx, t, a.Addr(svc).String(), name)
 	}

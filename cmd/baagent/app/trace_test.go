@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/baagent/baagent/internal/testkit"
 	"github.com/baagent/baagent/internal/tracing"
 )
 
@@ -30,15 +31,7 @@ func traced(t *testing.T, ctx context.Context, extra ...string) (*tracetest.InMe
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- a.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	testkit.Run(t, ctx, a.Run)
 	for svc, name := range grpcNames {
 		waitServing(ctx, t, a.Addr(svc).String(), name)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/baagent/baagent/cmd/baagent/app"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/config"
+	"github.com/baagent/baagent/internal/testkit"
 )
 
 // ServiceNames maps each -target to the gRPC service it serves.
@@ -110,15 +111,7 @@ func Start(t testing.TB, args []string, env map[string]string) *Suite {
 	if err != nil {
 		t.Fatalf("app.New: %v", err)
 	}
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	testkit.Run(t, context.Background(), a.Run)
 	s := &Suite{App: a, Cfg: cfg, Logs: logs}
 	for svc := range ServiceNames {
 		if err := s.WaitServing(ctx, svc); err != nil {
