@@ -53,13 +53,7 @@ func TestCallsReachARestartedPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	hc := healthpb.NewHealthClient(conn)
-	check := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
-		return err
-	}
+	check := healthCheck(conn)
 	if err := check(); err != nil {
 		t.Fatal(err)
 	}
@@ -100,5 +94,17 @@ func TestReconnectWaitCanBeDisabled(t *testing.T) {
 	_, err = healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
 	if status.Code(err) != codes.Unavailable || time.Since(began) > 3*time.Second {
 		t.Fatalf("%v after %s", err, time.Since(began))
+	}
+}
+
+// healthCheck returns a function that asks conn's health service once,
+// within 10 seconds.
+func healthCheck(conn *grpc.ClientConn) func() error {
+	hc := healthpb.NewHealthClient(conn)
+	return func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
+		return err
 	}
 }

@@ -61,13 +61,7 @@ func TestStaticTargetReachesEveryReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	hc := healthpb.NewHealthClient(conn)
-	check := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
-		return err
-	}
+	check := healthCheck(conn)
 	if err := check(); err != nil {
 		t.Fatal(err)
 	}
