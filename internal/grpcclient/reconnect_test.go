@@ -13,8 +13,9 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// serveHealth serves gRPC health on addr until the returned stop is called.
-func serveHealth(t *testing.T, addr string) (stop func()) {
+// listenAgain listens on addr, retrying for a while when a server of the
+// test has just released it.
+func listenAgain(t *testing.T, addr string) net.Listener {
 	t.Helper()
 	var lis net.Listener
 	var err error
@@ -27,6 +28,13 @@ func serveHealth(t *testing.T, addr string) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return lis
+}
+
+// serveHealth serves gRPC health on addr until the returned stop is called.
+func serveHealth(t *testing.T, addr string) (stop func()) {
+	t.Helper()
+	lis := listenAgain(t, addr)
 	gs := grpc.NewServer()
 	healthpb.RegisterHealthServer(gs, health.NewServer())
 	go func() { _ = gs.Serve(lis) }()
