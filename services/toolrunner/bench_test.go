@@ -9,14 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/grpcserver"
-	"github.com/baagent/baagent/internal/natsx"
 	"github.com/baagent/baagent/internal/testkit/natstest"
 	"github.com/baagent/baagent/services/toolrunner/idempotency"
 	"github.com/baagent/baagent/services/toolrunner/tool"
@@ -149,21 +147,9 @@ func BenchmarkKeyedCall(b *testing.B) {
 
 // benchKV is the records bucket on an embedded NATS with JetStream.
 func benchKV(b *testing.B) *idempotency.KV {
-	srv := natstest.StartNATS(b)
+	js, _ := natstest.Connect(b, natstest.StartNATS(b).ClientURL(), "toolrunner-bench")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	nc, err := natsx.Connect(ctx, srv.ClientURL(), "toolrunner-bench", nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := natsx.Provision(ctx, js, natsx.ProvisionConfig{}); err != nil {
-		b.Fatal(err)
-	}
 	kv, err := idempotency.OpenKV(ctx, js)
 	if err != nil {
 		b.Fatal(err)
