@@ -7,6 +7,7 @@ package testkit
 import (
 	"bytes"
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -94,4 +95,16 @@ func Run(tb testing.TB, ctx context.Context, run func(context.Context) error) {
 			tb.Errorf("Run: %v", err)
 		}
 	})
+}
+
+// ReportPercentiles reports the median and 99th percentile of a
+// benchmark's per-operation times as p50-ns and p99-ns, beside the mean.
+// It sorts times.
+func ReportPercentiles(b *testing.B, times []time.Duration) {
+	if len(times) == 0 {
+		return
+	}
+	slices.Sort(times)
+	b.ReportMetric(float64(times[len(times)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(times[len(times)*99/100].Nanoseconds()), "p99-ns")
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/grpcserver"
+	"github.com/baagent/baagent/internal/testkit"
 	"github.com/baagent/baagent/internal/testkit/natstest"
 	"github.com/baagent/baagent/services/toolrunner/idempotency"
 	"github.com/baagent/baagent/services/toolrunner/tool"
@@ -67,7 +67,7 @@ func BenchmarkInvokeNoop(b *testing.B) {
 			b.Fatalf("%v %v", resp, err)
 		}
 	}
-	reportPercentiles(b, times)
+	testkit.ReportPercentiles(b, times)
 }
 
 // BenchmarkPipelineNoop is the same call without gRPC: the pipeline alone.
@@ -87,16 +87,7 @@ func BenchmarkPipelineNoop(b *testing.B) {
 			b.Fatalf("%v %v", res, err)
 		}
 	}
-	reportPercentiles(b, times)
-}
-
-func reportPercentiles(b *testing.B, times []time.Duration) {
-	if len(times) == 0 {
-		return
-	}
-	slices.Sort(times)
-	b.ReportMetric(float64(times[len(times)/2].Nanoseconds()), "p50-ns")
-	b.ReportMetric(float64(times[len(times)*99/100].Nanoseconds()), "p99-ns")
+	testkit.ReportPercentiles(b, times)
 }
 
 // BenchmarkKeyedCall measures what the durable idempotency record costs a
@@ -140,7 +131,7 @@ func BenchmarkKeyedCall(b *testing.B) {
 					b.Fatalf("%v %v", res, err)
 				}
 			}
-			reportPercentiles(b, times)
+			testkit.ReportPercentiles(b, times)
 		})
 	}
 }
