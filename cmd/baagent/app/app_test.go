@@ -19,16 +19,8 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/config"
+	"github.com/baagent/baagent/internal/topology"
 )
-
-var grpcNames = map[string]string{
-	config.TargetGateway:      baagentv1.GatewayService_ServiceDesc.ServiceName,
-	config.TargetOrchestrator: baagentv1.OrchestratorService_ServiceDesc.ServiceName,
-	config.TargetToolRunner:   baagentv1.ToolRunnerService_ServiceDesc.ServiceName,
-	config.TargetSkills:       baagentv1.SkillsService_ServiceDesc.ServiceName,
-	config.TargetContext:      baagentv1.ContextService_ServiceDesc.ServiceName,
-	config.TargetTokens:       baagentv1.TokensService_ServiceDesc.ServiceName,
-}
 
 // testArgs puts every listener of -target=all on a free loopback port and
 // the state in a temporary directory.
@@ -97,7 +89,7 @@ func TestAllTargetServesEveryServiceAndShutsDownCleanly(t *testing.T) {
 	go func() { done <- a.Run(runCtx) }()
 
 	bound := map[string]string{}
-	for svc, name := range grpcNames {
+	for svc, name := range topology.GRPCServices {
 		addr := a.Addr(svc)
 		if addr == nil {
 			t.Fatalf("%s is not running", svc)
@@ -180,7 +172,7 @@ func TestSingleTargetNeedsNoNATS(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- a.Run(runCtx) }()
-	waitServing(ctx, t, a.Addr(config.TargetTokens).String(), grpcNames[config.TargetTokens])
+	waitServing(ctx, t, a.Addr(config.TargetTokens).String(), topology.GRPCServices[config.TargetTokens])
 	stop()
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/baagent/baagent/internal/testkit"
+	"github.com/baagent/baagent/internal/topology"
 )
 
 // TestQuestionAnsweredEndToEndThroughTheGateway is the suite's acceptance
@@ -27,7 +28,7 @@ func TestQuestionAnsweredEndToEndThroughTheGateway(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	testkit.Run(t, ctx, a.Run)
-	for svc, name := range grpcNames {
+	for svc, name := range topology.GRPCServices {
 		waitServing(ctx, t, a.Addr(svc).String(), name)
 	}
 	base := "http://" + a.GatewayHTTPAddr().String()

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/baagent/baagent/internal/testkit"
+	"github.com/baagent/baagent/internal/topology"
 	"github.com/baagent/baagent/internal/tracing"
 )
 
@@ -32,7 +33,7 @@ func traced(t *testing.T, ctx context.Context, extra ...string) (*tracetest.InMe
 		t.Fatalf("New: %v", err)
 	}
 	testkit.Run(t, ctx, a.Run)
-	for svc, name := range grpcNames {
+	for svc, name := range topology.GRPCServices {
 		waitServing(ctx, t, a.Addr(svc).String(), name)
 	}
 	return exp, "http://" + a.GatewayHTTPAddr().String()
