@@ -19,6 +19,7 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/config"
+	"github.com/baagent/baagent/internal/testkit"
 	"github.com/baagent/baagent/internal/topology"
 )
 
@@ -73,6 +74,21 @@ func waitServing(ctx context.Context, t *testing.T, addr, service string) {
 			return
 		}
 	}
+}
+
+// startServing builds the app, runs it until the test ends and waits until
+// every service is SERVING.
+func startServing(t *testing.T, ctx context.Context, cfg *Config, opts ...Option) *App {
+	t.Helper()
+	a, err := New(ctx, cfg, testLogger(), opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	testkit.Run(t, ctx, a.Run)
+	for svc, name := range topology.GRPCServices {
+		waitServing(ctx, t, a.Addr(svc).String(), name)
+	}
+	return a
 }
 
 func TestAllTargetServesEveryServiceAndShutsDownCleanly(t *testing.T) {

@@ -9,9 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/baagent/baagent/internal/testkit"
-	"github.com/baagent/baagent/internal/topology"
 )
 
 // TestQuestionAnsweredEndToEndThroughTheGateway is the suite's acceptance
@@ -23,15 +20,7 @@ func TestQuestionAnsweredEndToEndThroughTheGateway(t *testing.T) {
 	cfg := mustLoad(t, testArgs(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	a, err := New(ctx, cfg, testLogger())
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	testkit.Run(t, ctx, a.Run)
-	for svc, name := range topology.GRPCServices {
-		waitServing(ctx, t, a.Addr(svc).String(), name)
-	}
-	base := "http://" + a.GatewayHTTPAddr().String()
+	base := "http://" + startServing(t, ctx, cfg).GatewayHTTPAddr().String()
 
 	body := `{"spec":{"input":"Which product category had the highest revenue last quarter?"}}`
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/runs", strings.NewReader(body))

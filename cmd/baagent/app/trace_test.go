@@ -15,8 +15,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/baagent/baagent/internal/testkit"
-	"github.com/baagent/baagent/internal/topology"
 	"github.com/baagent/baagent/internal/tracing"
 )
 
@@ -26,16 +24,9 @@ func traced(t *testing.T, ctx context.Context, extra ...string) (*tracetest.InMe
 	t.Helper()
 	exp := tracetest.NewInMemoryExporter()
 	cfg := mustLoad(t, testArgs(t, extra...))
-	a, err := New(ctx, cfg, testLogger(), WithTracing(func(c *tracing.Config) {
+	a := startServing(t, ctx, cfg, WithTracing(func(c *tracing.Config) {
 		c.Exporter, c.Sync = exp, true
 	}))
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	testkit.Run(t, ctx, a.Run)
-	for svc, name := range topology.GRPCServices {
-		waitServing(ctx, t, a.Addr(svc).String(), name)
-	}
 	return exp, "http://" + a.GatewayHTTPAddr().String()
 }
 
