@@ -58,11 +58,12 @@ func (c *cli) gatewayCall(ctx context.Context, rf runFlags) (context.Context, *g
 		return nil, nil, nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	ctx = gw.auth(ctx)
 	release := func() {
 		cancel()
 		done()
 	}
-	return gw.auth(ctx), gw, release, nil
+	return ctx, gw, release, nil
 }
 
 // rpcError describes a failed gateway call.
