@@ -9,24 +9,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/config"
+	"github.com/baagent/baagent/internal/topology"
 	"github.com/baagent/baagent/k8s/render"
 )
 
 // componentLabel names the service a pod runs.
 const componentLabel = "app.kubernetes.io/component"
-
-// grpcServiceNames are the health service names of each service's
-// readiness probe (the generated service descriptors).
-var grpcServiceNames = map[string]string{
-	config.TargetGateway:      baagentv1.GatewayService_ServiceDesc.ServiceName,
-	config.TargetOrchestrator: baagentv1.OrchestratorService_ServiceDesc.ServiceName,
-	config.TargetToolRunner:   baagentv1.ToolRunnerService_ServiceDesc.ServiceName,
-	config.TargetSkills:       baagentv1.SkillsService_ServiceDesc.ServiceName,
-	config.TargetContext:      baagentv1.ContextService_ServiceDesc.ServiceName,
-	config.TargetTokens:       baagentv1.TokensService_ServiceDesc.ServiceName,
-}
 
 // workload is a Deployment or StatefulSet's pod template, by name.
 type workload struct {
@@ -187,8 +176,8 @@ func checkProbes(w workload, c corev1.Container) []error {
 		if p.GRPC.Service != nil {
 			svc = *p.GRPC.Service
 		}
-		if kind == "readinessProbe" && svc != grpcServiceNames[w.name] {
-			errs = append(errs, fmt.Errorf("%s: readinessProbe checks health of %q, want %q", where, svc, grpcServiceNames[w.name]))
+		if kind == "readinessProbe" && svc != topology.GRPCServices[w.name] {
+			errs = append(errs, fmt.Errorf("%s: readinessProbe checks health of %q, want %q", where, svc, topology.GRPCServices[w.name]))
 		}
 		if kind != "readinessProbe" && svc != "" {
 			errs = append(errs, fmt.Errorf("%s: %s must check the server's overall health (service \"\")", where, kind))

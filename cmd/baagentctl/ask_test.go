@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,7 +20,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/baagent/baagent/cmd/baagent/app"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/testkit"
 	"github.com/baagent/baagent/internal/topology"
@@ -86,32 +84,7 @@ func startGatewaySuite(t *testing.T) map[string]string {
 	if err := os.WriteFile(filepath.Join(scenarios, "cli-clarify.yaml"), []byte(clarifyScenario), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{
-		"-data-dir=" + t.TempDir(), "-skills-dir=../../examples/skills", "-workspace-seed-dir=../../examples/data", "-scenarios-dir=" + scenarios,
-		"-metrics-addr=127.0.0.1:0", "-embedded-nats-addr=127.0.0.1:0", "-gateway-http-listen=127.0.0.1:0",
-		"-log-level=error", "-api-keys=" + testAPIKey + "=" + testTenant,
-	}
-	for _, svc := range topology.Services {
-		args = append(args, "-"+svc+"-listen=127.0.0.1:0")
-	}
-	cfg, err := app.LoadConfig(args, func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	a, err := app.New(ctx, cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	a := startApp(t, scenarios, "-api-keys="+testAPIKey+"="+testTenant)
 	env := map[string]string{"BAAGENT_ADDR": a.Addr(topology.Gateway).String(), "BAAGENT_API_KEY": testAPIKey}
 	// The suite is ready when the gateway lists runs.
 	testkit.Eventually(t, 20*time.Second, "the gateway serving runs list", func() bool {

@@ -50,6 +50,22 @@ func (c *cli) gateway(rf runFlags) (*gatewayClient, func(), error) {
 	return &gatewayClient{GatewayServiceClient: baagentv1.NewGatewayServiceClient(conn), apiKey: rf.apiKey}, func() { _ = conn.Close() }, nil
 }
 
+// gatewayCall dials the gateway for one command's calls and returns ctx
+// bounded by --timeout and carrying the API key; release closes both.
+func (c *cli) gatewayCall(ctx context.Context, rf runFlags) (context.Context, *gatewayClient, func(), error) {
+	gw, done, err := c.gateway(rf)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	ctx = gw.auth(ctx)
+	release := func() {
+		cancel()
+		done()
+	}
+	return ctx, gw, release, nil
+}
+
 // rpcError describes a failed gateway call.
 func (c *cli) rpcError(what string, err error) error {
 	st := status.Convert(err)

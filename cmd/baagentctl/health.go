@@ -13,20 +13,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
-	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/topology"
 )
-
-// grpcServiceNames maps a -target name to the gRPC service it serves; health
-// is asked for that service, not just the server as a whole.
-var grpcServiceNames = map[string]string{
-	topology.Gateway:      baagentv1.GatewayService_ServiceDesc.ServiceName,
-	topology.Orchestrator: baagentv1.OrchestratorService_ServiceDesc.ServiceName,
-	topology.ToolRunner:   baagentv1.ToolRunnerService_ServiceDesc.ServiceName,
-	topology.Skills:       baagentv1.SkillsService_ServiceDesc.ServiceName,
-	topology.Context:      baagentv1.ContextService_ServiceDesc.ServiceName,
-	topology.Tokens:       baagentv1.TokensService_ServiceDesc.ServiceName,
-}
 
 // healthResult is one row of `baagentctl health`.
 type healthResult struct {
@@ -92,7 +80,8 @@ func (c *cli) checkHealth(ctx context.Context, svc string) healthResult {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: grpcServiceNames[svc]})
+	// The service's own health, not just the server's as a whole.
+	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: topology.GRPCServices[svc]})
 	if err != nil {
 		if status.Code(err) == codes.NotFound {
 			r.Status = "NOT_REGISTERED"

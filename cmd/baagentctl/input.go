@@ -23,16 +23,14 @@ func runInput(ctx context.Context, c *cli, args []string) error {
 		return fmt.Errorf("%w: want RUN_ID and ANSWER", errUsage)
 	}
 	runID, answer := fs.Arg(0), strings.Join(fs.Args()[1:], " ")
-	gw, done, err := c.gateway(rf)
+	ctx, gw, release, err := c.gatewayCall(ctx, rf)
 	if err != nil {
 		return err
 	}
-	defer done()
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
+	defer release()
 	id := *inputID
 	if id == "" {
-		resp, err := gw.GetRun(gw.auth(ctx), &baagentv1.GetRunRequest{RunId: runID})
+		resp, err := gw.GetRun(ctx, &baagentv1.GetRunRequest{RunId: runID})
 		if err != nil {
 			return c.rpcError("read run", err)
 		}
@@ -40,7 +38,7 @@ func runInput(ctx context.Context, c *cli, args []string) error {
 			return fmt.Errorf("run %s is %s and waits on no question", runID, stateName(resp.GetRun().GetState()))
 		}
 	}
-	resp, err := gw.SubmitInput(gw.auth(ctx), &baagentv1.SubmitInputRequest{RunId: runID, Input: inputFor(id, answer)})
+	resp, err := gw.SubmitInput(ctx, &baagentv1.SubmitInputRequest{RunId: runID, Input: inputFor(id, answer)})
 	if err != nil {
 		return c.rpcError("submit input", err)
 	}

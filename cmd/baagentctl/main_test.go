@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/baagent/baagent/cmd/baagent/app"
+	"github.com/baagent/baagent/internal/testkit"
 	"github.com/baagent/baagent/internal/topology"
 )
 
@@ -18,32 +19,7 @@ import (
 // the baagentctl flags that point at it.
 func startSuite(t *testing.T) []string {
 	t.Helper()
-	args := []string{
-		"-data-dir=" + t.TempDir(), "-skills-dir=../../examples/skills", "-workspace-seed-dir=../../examples/data", "-scenarios-dir=../../examples/scenarios",
-		"-metrics-addr=127.0.0.1:0", "-embedded-nats-addr=127.0.0.1:0", "-gateway-http-listen=127.0.0.1:0",
-		"-log-level=error",
-	}
-	for _, svc := range topology.Services {
-		args = append(args, "-"+svc+"-listen=127.0.0.1:0")
-	}
-	cfg, err := app.LoadConfig(args, func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	a, err := app.New(ctx, cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	a := startApp(t, "../../examples/scenarios")
 	var flags []string
 	for _, svc := range topology.Services {
 		name := "--" + svc + "-addr"
@@ -53,6 +29,34 @@ func startSuite(t *testing.T) []string {
 		flags = append(flags, name+"="+a.Addr(svc).String())
 	}
 	return flags
+}
+
+// startApp runs -target=all in-process on free loopback ports with the
+// example skills and data, the scenarios in scenariosDir and the extra
+// flags, until the test ends.
+func startApp(t *testing.T, scenariosDir string, extra ...string) *app.App {
+	t.Helper()
+	args := []string{
+		"-data-dir=" + t.TempDir(), "-skills-dir=../../examples/skills", "-workspace-seed-dir=../../examples/data", "-scenarios-dir=" + scenariosDir,
+		"-metrics-addr=127.0.0.1:0", "-embedded-nats-addr=127.0.0.1:0", "-gateway-http-listen=127.0.0.1:0",
+		"-log-level=error",
+	}
+	args = append(args, extra...)
+	for _, svc := range topology.Services {
+		args = append(args, "-"+svc+"-listen=127.0.0.1:0")
+	}
+	cfg, err := app.LoadConfig(args, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	a, err := app.New(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Run(t, ctx, a.Run)
+	return a
 }
 
 func ctl(t *testing.T, args ...string) (code int, stdout, stderr string) {

@@ -51,14 +51,12 @@ func runsList(ctx context.Context, c *cli, args []string) error {
 		}
 		req.States = append(req.States, baagentv1.RunState(v))
 	}
-	gw, done, err := c.gateway(rf)
+	ctx, gw, release, err := c.gatewayCall(ctx, rf)
 	if err != nil {
 		return err
 	}
-	defer done()
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	resp, err := gw.ListRuns(gw.auth(ctx), req)
+	defer release()
+	resp, err := gw.ListRuns(ctx, req)
 	if err != nil {
 		return c.rpcError("list runs", err)
 	}
@@ -90,14 +88,12 @@ func runsGet(ctx context.Context, c *cli, args []string) error {
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: %w", errUsage, errNoRun)
 	}
-	gw, done, err := c.gateway(rf)
+	ctx, gw, release, err := c.gatewayCall(ctx, rf)
 	if err != nil {
 		return err
 	}
-	defer done()
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	resp, err := gw.GetRun(gw.auth(ctx), &baagentv1.GetRunRequest{RunId: fs.Arg(0)})
+	defer release()
+	resp, err := gw.GetRun(ctx, &baagentv1.GetRunRequest{RunId: fs.Arg(0)})
 	if err != nil {
 		return c.rpcError("get run", err)
 	}
@@ -119,14 +115,12 @@ func runsCancel(ctx context.Context, c *cli, args []string) error {
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: %w", errUsage, errNoRun)
 	}
-	gw, done, err := c.gateway(rf)
+	ctx, gw, release, err := c.gatewayCall(ctx, rf)
 	if err != nil {
 		return err
 	}
-	defer done()
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	resp, err := gw.CancelRun(gw.auth(ctx), &baagentv1.CancelRunRequest{RunId: fs.Arg(0), Reason: *reason})
+	defer release()
+	resp, err := gw.CancelRun(ctx, &baagentv1.CancelRunRequest{RunId: fs.Arg(0), Reason: *reason})
 	if err != nil {
 		return c.rpcError("cancel run", err)
 	}

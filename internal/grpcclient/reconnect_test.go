@@ -13,8 +13,9 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// serveHealth serves gRPC health on addr until the returned stop is called.
-func serveHealth(t *testing.T, addr string) (stop func()) {
+// listenAgain listens on addr, retrying for a while when a server of the
+// test has just released it.
+func listenAgain(t *testing.T, addr string) net.Listener {
 	t.Helper()
 	var lis net.Listener
 	var err error
@@ -27,6 +28,13 @@ func serveHealth(t *testing.T, addr string) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return lis
+}
+
+// serveHealth serves gRPC health on addr until the returned stop is called.
+func serveHealth(t *testing.T, addr string) (stop func()) {
+	t.Helper()
+	lis := listenAgain(t, addr)
 	gs := grpc.NewServer()
 	healthpb.RegisterHealthServer(gs, health.NewServer())
 	go func() { _ = gs.Serve(lis) }()
@@ -53,13 +61,7 @@ func TestCallsReachARestartedPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	hc := healthpb.NewHealthClient(conn)
-	check := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
-		return err
-	}
+	check := healthCheck(conn)
 	if err := check(); err != nil {
 		t.Fatal(err)
 	}
@@ -100,5 +102,17 @@ func TestReconnectWaitCanBeDisabled(t *testing.T) {
 	_, err = healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
 	if status.Code(err) != codes.Unavailable || time.Since(began) > 3*time.Second {
 		t.Fatalf("%v after %s", err, time.Since(began))
+	}
+}
+
+// healthCheck returns a function that asks conn's health service once,
+// within 10 seconds.
+func healthCheck(conn *grpc.ClientConn) func() error {
+	hc := healthpb.NewHealthClient(conn)
+	return func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
+		return err
 	}
 }

@@ -2,7 +2,6 @@ package grpcclient
 
 import (
 	"context"
-	"net"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -28,17 +27,7 @@ type countingHealth struct {
 
 func startCountingHealth(t *testing.T, addr string) *countingHealth {
 	t.Helper()
-	var lis net.Listener
-	var err error
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		if lis, err = net.Listen("tcp", addr); err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond) // the port is being released
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	lis := listenAgain(t, addr)
 	h := &countingHealth{addr: lis.Addr().String()}
 	h.gs = grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
 		h.calls.Add(1)
@@ -61,13 +50,7 @@ func TestStaticTargetReachesEveryReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	hc := healthpb.NewHealthClient(conn)
-	check := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
-		return err
-	}
+	check := healthCheck(conn)
 	if err := check(); err != nil {
 		t.Fatal(err)
 	}

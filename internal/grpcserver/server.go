@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -22,6 +21,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/baagent/baagent/internal/listener"
 	"github.com/baagent/baagent/internal/tracing"
 )
 
@@ -82,9 +82,7 @@ type Server struct {
 	grpc   *grpc.Server
 	health *health.Server
 	unary  []grpc.UnaryServerInterceptor
-
-	mu  sync.Mutex
-	lis net.Listener
+	lis    *listener.Lazy
 }
 
 // New builds a Server; it does not bind until Listen or Serve. Interceptors
@@ -150,7 +148,8 @@ func New(opts Options) *Server {
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
 
-	return &Server{opts: opts, log: log, grpc: gs, health: hs, unary: unary}
+	return &Server{opts: opts, log: log, grpc: gs, health: hs, unary: unary,
+		lis: listener.New(opts.Addr, "service "+opts.Name)}
 }
 
 // UnaryInterceptor is the server's unary interceptor chain as one
@@ -206,43 +205,15 @@ func (s *Server) SetServiceServing(service string, serving bool) {
 // Listen binds Options.Addr, so that a process can bind all its ports and
 // fail fast before starting anything. The error names the service and the
 // address. Calling it again after a successful bind is a no-op.
-func (s *Server) Listen() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.lis != nil {
-		return nil
-	}
-	lis, err := net.Listen("tcp", s.opts.Addr)
-	if err != nil {
-		return fmt.Errorf("service %s: listen on %s: %w", s.opts.Name, s.opts.Addr, err)
-	}
-	s.lis = lis
-	return nil
-}
+func (s *Server) Listen() error { return s.lis.Listen() }
 
 // Close releases the listener of a server that will not serve, e.g. when
 // the process fails to start after binding its ports. Once Serve has begun
 // it owns the listener; a Close after Serve returned is harmless.
-func (s *Server) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.lis == nil {
-		return nil
-	}
-	err := s.lis.Close()
-	s.lis = nil
-	return err
-}
+func (s *Server) Close() error { return s.lis.Close() }
 
 // Addr is the bound address (useful with port 0), or nil before Listen.
-func (s *Server) Addr() net.Addr {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.lis == nil {
-		return nil
-	}
-	return s.lis.Addr()
-}
+func (s *Server) Addr() net.Addr { return s.lis.Addr() }
 
 // Serve binds if needed, marks everything SERVING (unless
 // Options.StartNotServing) and serves until ctx is done. Then it sets health
@@ -252,13 +223,10 @@ func (s *Server) Addr() net.Addr {
 // shutdown requested through ctx, and an error if serving failed. A Server
 // serves at most once.
 func (s *Server) Serve(ctx context.Context) error {
-	if err := s.Listen(); err != nil {
+	lis, err := s.lis.Bound()
+	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	lis := s.lis
-	s.mu.Unlock()
-
 	if !s.opts.StartNotServing {
 		s.SetServing(true)
 	}

@@ -10,12 +10,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/baagent/baagent/internal/listener"
 )
 
 // Path is where the metrics are served.
@@ -55,9 +56,7 @@ type Server struct {
 	opts    Options
 	log     *slog.Logger
 	handler http.Handler
-
-	mu  sync.Mutex
-	lis net.Listener
+	lis     *listener.Lazy
 }
 
 // NewServer builds a Server; it does not bind until Listen or Serve.
@@ -81,7 +80,7 @@ func NewServer(opts Options) (*Server, error) {
 	}))
 	mux := http.NewServeMux()
 	mux.Handle("GET "+Path, h)
-	return &Server{opts: opts, log: log, handler: mux}, nil
+	return &Server{opts: opts, log: log, handler: mux, lis: listener.New(opts.Addr, "metrics")}, nil
 }
 
 // Handler returns the HTTP handler serving Path, for mounting elsewhere or
@@ -91,54 +90,24 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Listen binds the address. The error names the address, e.g.
 // "metrics: listen on :9090: listen tcp :9090: bind: address already in use".
 // Calling it again after a successful bind is a no-op.
-func (s *Server) Listen() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.lis != nil {
-		return nil
-	}
-	lis, err := net.Listen("tcp", s.opts.Addr)
-	if err != nil {
-		return fmt.Errorf("metrics: listen on %s: %w", s.opts.Addr, err)
-	}
-	s.lis = lis
-	return nil
-}
+func (s *Server) Listen() error { return s.lis.Listen() }
 
 // Close releases the listener of a server that will not serve, e.g. when
 // the process fails to start after binding its ports. Once Serve has begun
 // it owns the listener; a Close after Serve returned is harmless.
-func (s *Server) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.lis == nil {
-		return nil
-	}
-	err := s.lis.Close()
-	s.lis = nil
-	return err
-}
+func (s *Server) Close() error { return s.lis.Close() }
 
 // Addr is the bound address (useful with port 0), or nil before Listen.
-func (s *Server) Addr() net.Addr {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.lis == nil {
-		return nil
-	}
-	return s.lis.Addr()
-}
+func (s *Server) Addr() net.Addr { return s.lis.Addr() }
 
 // Serve serves until ctx is done, then shuts down gracefully within
 // Options.ShutdownTimeout and returns nil. It binds first if Listen has not
 // been called. A Server serves at most once.
 func (s *Server) Serve(ctx context.Context) error {
-	if err := s.Listen(); err != nil {
+	lis, err := s.lis.Bound()
+	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	lis := s.lis
-	s.mu.Unlock()
 
 	srv := &http.Server{
 		Handler:           s.handler,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/baagent/baagent/internal/llm"
 	"github.com/baagent/baagent/internal/scripted"
+	"github.com/baagent/baagent/internal/scripted/scriptedtest"
 )
 
 const scenariosDir = "../../examples/scenarios"
@@ -42,22 +43,7 @@ func start(t testing.TB, opts scripted.Options) (*llm.Client, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	base, done, err := srv.StartLoopback(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	c, err := llm.New(llm.Config{BaseURL: base, Model: scripted.ModelName, Retry: llm.RetryPolicy{MaxAttempts: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, base
+	return scriptedtest.Serve(t, srv)
 }
 
 // fakeTool answers tool calls the way the real tools would over the sample

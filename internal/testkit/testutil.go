@@ -1,11 +1,13 @@
 // Package testkit holds helpers shared by the tests of several packages:
-// an output buffer a test can read while something else writes it, and
-// waits on a condition with a deadline (tests never sleep a fixed time).
+// an output buffer a test can read while something else writes it, waits
+// on a condition with a deadline (tests never sleep a fixed time), and a
+// server's Run kept going until the test ends.
 package testkit
 
 import (
 	"bytes"
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -77,4 +79,32 @@ func EventuallyContext(ctx context.Context, tb testing.TB, what string, check fu
 			return
 		}
 	}
+}
+
+// Run runs run (a server's or an app's Run method) under a context derived
+// from ctx, and when the test ends cancels it and waits for it to return,
+// failing the test if it returns an error.
+func Run(tb testing.TB, ctx context.Context, run func(context.Context) error) {
+	tb.Helper()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- run(runCtx) }()
+	tb.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			tb.Errorf("Run: %v", err)
+		}
+	})
+}
+
+// ReportPercentiles reports the median and 99th percentile of a
+// benchmark's per-operation times as p50-ns and p99-ns, beside the mean.
+// It sorts times.
+func ReportPercentiles(b *testing.B, times []time.Duration) {
+	if len(times) == 0 {
+		return
+	}
+	slices.Sort(times)
+	b.ReportMetric(float64(times[len(times)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(times[len(times)*99/100].Nanoseconds()), "p99-ns")
 }

@@ -31,6 +31,19 @@ var DefaultPorts = map[string]int{
 	Tokens:       7705,
 }
 
+// GRPCServices maps each service to the gRPC service it serves, which is
+// also the name its health is reported under (readiness probes, baagentctl
+// health). The names are the generated descriptors' (a test checks), spelled
+// out here to keep this package a leaf.
+var GRPCServices = map[string]string{
+	Gateway:      "baagent.v1.GatewayService",
+	Orchestrator: "baagent.v1.OrchestratorService",
+	ToolRunner:   "baagent.v1.ToolRunnerService",
+	Skills:       "baagent.v1.SkillsService",
+	Context:      "baagent.v1.ContextService",
+	Tokens:       "baagent.v1.TokensService",
+}
+
 // DefaultGatewayHTTPPort serves the gateway's HTTP/JSON, SSE, WebSocket and
 // dashboard.
 const DefaultGatewayHTTPPort = 7780

@@ -1,6 +1,10 @@
 package topology
 
-import "testing"
+import (
+	"testing"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+)
 
 func TestEveryServiceHasADistinctDefaultPort(t *testing.T) {
 	t.Parallel()
@@ -20,5 +24,25 @@ func TestEveryServiceHasADistinctDefaultPort(t *testing.T) {
 	}
 	if got := DefaultDialAddr(Tokens); got != "localhost:7705" {
 		t.Errorf("DefaultDialAddr(tokens) = %q", got)
+	}
+}
+
+func TestGRPCServicesAreTheGeneratedNames(t *testing.T) {
+	t.Parallel()
+	want := map[string]string{
+		Gateway:      baagentv1.GatewayService_ServiceDesc.ServiceName,
+		Orchestrator: baagentv1.OrchestratorService_ServiceDesc.ServiceName,
+		ToolRunner:   baagentv1.ToolRunnerService_ServiceDesc.ServiceName,
+		Skills:       baagentv1.SkillsService_ServiceDesc.ServiceName,
+		Context:      baagentv1.ContextService_ServiceDesc.ServiceName,
+		Tokens:       baagentv1.TokensService_ServiceDesc.ServiceName,
+	}
+	if len(GRPCServices) != len(Services) {
+		t.Errorf("GRPCServices has %d entries, want one per service (%d)", len(GRPCServices), len(Services))
+	}
+	for svc, name := range want {
+		if GRPCServices[svc] != name {
+			t.Errorf("GRPCServices[%s] = %q, generated %q", svc, GRPCServices[svc], name)
+		}
 	}
 }

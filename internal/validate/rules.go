@@ -102,27 +102,11 @@ func ID(e *Errors, field, v string) {
 // Tenant checks a tenant name: 1–64 characters of [A-Za-z0-9_-]. A tenant is
 // a NATS subject token (`baagent.<tenant>.run.…`) and a directory name
 // (`tenants/<tenant>/`), so dots, wildcards and slashes are excluded.
-func Tenant(e *Errors, field, v string) {
-	if v == "" {
-		e.Add(field, "required")
-		return
-	}
-	if len(v) > MaxTenantLen || !allBytes(v, isTokenByte) {
-		e.Addf(field, "must be 1-%d characters of [A-Za-z0-9_-]", MaxTenantLen)
-	}
-}
+func Tenant(e *Errors, field, v string) { token(e, field, v, MaxTenantLen) }
 
 // RunID checks a run id: 1–128 characters of [A-Za-z0-9_-]. A run id is a
 // NATS subject token (`….run.<run_id>.events`), so no dots.
-func RunID(e *Errors, field, v string) {
-	if v == "" {
-		e.Add(field, "required")
-		return
-	}
-	if len(v) > MaxIDLen || !allBytes(v, isTokenByte) {
-		e.Addf(field, "must be 1-%d characters of [A-Za-z0-9_-]", MaxIDLen)
-	}
-}
+func RunID(e *Errors, field, v string) { token(e, field, v, MaxIDLen) }
 
 // SkillName checks an Agent Skills name: 1–64 lowercase letters, digits and
 // hyphens, not starting or ending with a hyphen and without two hyphens in a
@@ -144,15 +128,7 @@ func SkillName(e *Errors, field, v string) {
 // ToolName checks the name of a tool the platform defines or shows to the
 // model (ToolSchema.name): `^[a-zA-Z0-9_-]{1,64}$`, the OpenAI function name
 // rule (`file_read`, `mcp__github__search`).
-func ToolName(e *Errors, field, v string) {
-	if v == "" {
-		e.Add(field, "required")
-		return
-	}
-	if len(v) > MaxToolNameLen || !allBytes(v, isTokenByte) {
-		e.Addf(field, "must be 1-%d characters of [A-Za-z0-9_-]", MaxToolNameLen)
-	}
-}
+func ToolName(e *Errors, field, v string) { token(e, field, v, MaxToolNameLen) }
 
 // ToolPattern checks an allowed-tools entry: a tool name or a glob over tool
 // names (`mcp__github__*`): 1–64 characters of [A-Za-z0-9_-*?].
@@ -326,6 +302,18 @@ func Timestamp(e *Errors, field string, ts *timestamppb.Timestamp) {
 	}
 	if err := ts.CheckValid(); err != nil {
 		e.Add(field, "must be a valid timestamp between years 1 and 9999")
+	}
+}
+
+// token checks 1–max characters of [A-Za-z0-9_-]: no dots, wildcards or
+// slashes, so the value is safe as a NATS subject token and a file name.
+func token(e *Errors, field, v string, max int) {
+	if v == "" {
+		e.Add(field, "required")
+		return
+	}
+	if len(v) > max || !allBytes(v, isTokenByte) {
+		e.Addf(field, "must be 1-%d characters of [A-Za-z0-9_-]", max)
 	}
 }
 

@@ -1,7 +1,7 @@
 package contextsvc
 
 import (
-	"fmt"
+	basemetrics "github.com/baagent/baagent/internal/metrics"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -54,17 +54,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}),
 	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, col := range []prometheus.Collector{
+	if err := basemetrics.RegisterExclusive(reg, "context",
 		m.compressions, m.tokensSaved, m.prunedOutputs, m.summaryCacheHits, m.summaryCacheMisses,
 		m.summaries, m.summarizerFailures, m.summaryQueueFull, m.countCacheHits, m.countCacheMisses,
 		m.appended, m.duplicates, m.repairs, m.buildSeconds,
-	} {
-		if err := reg.Register(col); err != nil {
-			return nil, fmt.Errorf("register context metrics: %w", err)
-		}
+	); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

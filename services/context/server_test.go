@@ -89,7 +89,7 @@ var (
 			{Role: baagentv1.Role_ROLE_SYSTEM, Content: "Skills: data-analysis", Kind: baagentv1.MessageKind_MESSAGE_KIND_SKILL_CATALOG},
 		},
 		Tools: []*baagentv1.ToolSchema{
-			{Name: "sql_query", Description: "Run SQL", Parameters: mustStruct(map[string]any{
+			{Name: "sql_query", Description: "Run SQL", Parameters: vt.MustStruct(map[string]any{
 				"type":       "object",
 				"properties": map[string]any{"query": map[string]any{"type": "string"}},
 				"required":   []any{"query"},
@@ -119,14 +119,6 @@ var (
 	}
 	minimalBuild = &buildReq{Tenant: "t", ConversationId: "c", Model: "m"}
 )
-
-func mustStruct(m map[string]any) *structpb.Struct {
-	s, err := structpb.NewStruct(m)
-	if err != nil {
-		panic(err)
-	}
-	return s
-}
 
 func TestServiceName(t *testing.T) {
 	if ServiceName != baagentv1.ContextService_ServiceDesc.ServiceName {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	vt "github.com/baagent/baagent/internal/validate/validatetest"
 )
 
 const (
@@ -26,7 +27,7 @@ var testSystem = []*baagentv1.ChatMessage{
 }
 
 var testTools = []*baagentv1.ToolSchema{
-	{Name: "sql_query", Description: "Run a SQL query over the workspace tables", Parameters: mustStruct(map[string]any{
+	{Name: "sql_query", Description: "Run a SQL query over the workspace tables", Parameters: vt.MustStruct(map[string]any{
 		"type": "object", "properties": map[string]any{"query": map[string]any{"type": "string", "description": "SQL"}}, "required": []any{"query"},
 	})},
 	{Name: "file_read", Description: "Read a file"},

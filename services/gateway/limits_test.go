@@ -189,6 +189,16 @@ func TestSlowBodyIsCutByTheReadTimeout(t *testing.T) {
 	}
 
 	// A call slower than the timeout once its body is in completes.
+	code, body := startRunHeld(t, e, 3*timeout) // well past the body deadline
+	if code != 200 {
+		t.Errorf("a call that outlasts the body timeout: %d %s", code, body)
+	}
+}
+
+// startRunHeld starts a run over HTTP as acme while the fake orchestrator
+// holds StartRun for hold, and returns the answer's status and body.
+func startRunHeld(t *testing.T, e *env, hold time.Duration) (int, string) {
+	t.Helper()
 	release := make(chan struct{})
 	e.orch.mu.Lock()
 	e.orch.fail = func(method string) error {
@@ -200,11 +210,9 @@ func TestSlowBodyIsCutByTheReadTimeout(t *testing.T) {
 	e.orch.mu.Unlock()
 	go func() {
 		defer close(release)
-		<-time.After(3 * timeout) // well past the body deadline
+		<-time.After(hold)
 	}()
 	code, body, _ := e.send(t, request{method: "POST", path: "/v1/runs", body: `{"spec":{"input":"x"}}`,
 		header: map[string]string{"Authorization": "Bearer " + keyAcme, "Content-Type": "application/json"}})
-	if code != 200 {
-		t.Errorf("a call that outlasts the body timeout: %d %s", code, body)
-	}
+	return code, body
 }

@@ -413,19 +413,25 @@ func (p *sseLatencies) parseLine(line []byte, now time.Time) {
 		p.done = string(typ) == "complete"
 		p.textDelta = string(typ) == "text_delta"
 	case p.textDelta && bytes.HasPrefix(line, dataPrefix):
-		i := bytes.Index(line, deltaKey)
-		if i < 0 {
-			return
-		}
-		rest := line[i+len(deltaKey):]
-		j := bytes.IndexByte(rest, '"')
-		if j < 0 {
-			return
-		}
-		if ns, ok := parseNanos(rest[:j]); ok {
+		if ns, ok := deltaStamp(line); ok {
 			p.lats = append(p.lats, now.Sub(time.Unix(0, ns)))
 		}
 	}
+}
+
+// deltaStamp reads the publish time (Unix nanoseconds) that the load
+// generator's text deltas carry as their text, from an event's JSON.
+func deltaStamp(event []byte) (int64, bool) {
+	i := bytes.Index(event, deltaKey)
+	if i < 0 {
+		return 0, false
+	}
+	rest := event[i+len(deltaKey):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 {
+		return 0, false
+	}
+	return parseNanos(rest[:j])
 }
 
 var (
@@ -501,16 +507,7 @@ func (p *wsLatencies) message(m []byte, now time.Time) {
 	case bytes.Contains(m, typeComplete):
 		p.done = true
 	case bytes.Contains(m, typeTextDelta):
-		i := bytes.Index(m, deltaKey)
-		if i < 0 {
-			return
-		}
-		rest := m[i+len(deltaKey):]
-		j := bytes.IndexByte(rest, '"')
-		if j < 0 {
-			return
-		}
-		if ns, ok := parseNanos(rest[:j]); ok {
+		if ns, ok := deltaStamp(m); ok {
 			p.lats = append(p.lats, now.Sub(time.Unix(0, ns)))
 		}
 	}

@@ -41,21 +41,13 @@ var (
 	validSkill  = &skillReq{Project: "q3", Name: "data-analysis", Level: baagentv1.SkillLoadLevel_SKILL_LOAD_LEVEL_RESOURCES}
 	validInvoke = &invokeReq{
 		ToolName:       "file_read",
-		Parameters:     mustStruct(map[string]any{"path": "sales.csv", "limit": 10}),
+		Parameters:     vt.MustStruct(map[string]any{"path": "sales.csv", "limit": 10}),
 		ConversationId: "conv-1",
 		OutputLevel:    baagentv1.OutputLevel_OUTPUT_LEVEL_BRIEF,
 		ToolCallId:     "cli-1",
 	}
 	validCount = &countReq{Model: "gpt-4o", Text: "hello"}
 )
-
-func mustStruct(m map[string]any) *structpb.Struct {
-	s, err := structpb.NewStruct(m)
-	if err != nil {
-		panic(err)
-	}
-	return s
-}
 
 // streamCall opens the event stream and returns the error of the first
 // receive, which carries the handler's status.

@@ -59,21 +59,7 @@ func TestTracedSlowBodyIsCutAndASlowCallIsNot(t *testing.T) {
 		t.Errorf("slow body: %d %s, want 408", resp.StatusCode, b)
 	}
 
-	release := make(chan struct{})
-	e.orch.mu.Lock()
-	e.orch.fail = func(method string) error {
-		if method == "StartRun" {
-			<-release
-		}
-		return nil
-	}
-	e.orch.mu.Unlock()
-	go func() {
-		defer close(release)
-		<-time.After(3 * timeout) // well past the body deadline
-	}()
-	code, body, _ := e.send(t, request{method: "POST", path: "/v1/runs", body: `{"spec":{"input":"x"}}`,
-		header: map[string]string{"Authorization": "Bearer " + keyAcme, "Content-Type": "application/json"}})
+	code, body := startRunHeld(t, e, 3*timeout) // well past the body deadline
 	if code != 200 {
 		t.Errorf("a traced call that outlasts the body timeout: %d %s", code, body)
 	}

@@ -58,12 +58,7 @@ const sseFirstWait = 50 * time.Millisecond
 var sseRetryMillis = strconv.FormatInt(hub.RetryAfter.Milliseconds(), 10)
 
 func (s *Server) httpSSE(w http.ResponseWriter, r *http.Request) {
-	c, err := s.httpCaller(r, true)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	runID, cursor, err := streamParams(r)
+	c, runID, cursor, err := s.streamRequest(r)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -88,10 +83,14 @@ func (s *Server) httpSSE(w http.ResponseWriter, r *http.Request) {
 	s.pumpSSE(r.Context(), w, r, sub, cursor)
 }
 
-// streamParams reads the run id and the resume cursor (Last-Event-ID wins
-// over ?cursor=, since EventSource sends it on reconnects to the original
-// URL).
-func streamParams(r *http.Request) (runID, cursor string, err error) {
+// streamRequest authenticates an SSE or WebSocket stream request (a
+// ?token= stream token is accepted), then reads the run id and the resume
+// cursor (Last-Event-ID wins over ?cursor=, since EventSource sends it on
+// reconnects to the original URL).
+func (s *Server) streamRequest(r *http.Request) (c caller, runID, cursor string, err error) {
+	if c, err = s.httpCaller(r, true); err != nil {
+		return caller{}, "", "", err
+	}
 	runID = r.PathValue("run_id")
 	cursor = r.URL.Query().Get("cursor")
 	field := "cursor"
@@ -101,7 +100,7 @@ func streamParams(r *http.Request) (runID, cursor string, err error) {
 	var e validate.Errors
 	validate.RunID(&e, "run_id", runID)
 	validate.Optional(&e, field, cursor, validate.Cursor)
-	return runID, cursor, e.Err()
+	return c, runID, cursor, e.Err()
 }
 
 func (s *Server) pumpSSE(ctx context.Context, w http.ResponseWriter, r *http.Request, sub *hub.Subscription, cursor string) {

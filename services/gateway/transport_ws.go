@@ -41,12 +41,7 @@ func (s *Server) httpWebSocket(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	c, err := s.httpCaller(r, true)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	runID, cursor, err := streamParams(r)
+	c, runID, cursor, err := s.streamRequest(r)
 	if err != nil {
 		writeError(w, err)
 		return

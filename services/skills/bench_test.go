@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/testkit"
 )
 
 // benchRoot writes n system skills shaped like the samples: a front matter
@@ -80,7 +80,7 @@ func BenchmarkListSkills1000(b *testing.B) {
 		}
 	}
 	cpu.report()
-	reportPercentiles(b, times)
+	testkit.ReportPercentiles(b, times)
 }
 
 // BenchmarkGetCatalog1000 renders the catalog of 1,000 skills within a
@@ -136,13 +136,4 @@ func processCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func reportPercentiles(b *testing.B, times []time.Duration) {
-	if len(times) == 0 {
-		return
-	}
-	slices.Sort(times)
-	b.ReportMetric(float64(times[len(times)/2].Nanoseconds()), "p50-ns")
-	b.ReportMetric(float64(times[len(times)*99/100].Nanoseconds()), "p99-ns")
 }

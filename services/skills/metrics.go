@@ -51,9 +51,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Unix time of the last successful load of the skills root.",
 		}),
 	}
-	if reg == nil {
-		return m, nil
-	}
 	if err := basemetrics.RegisterExclusive(reg, "skills", m.collectors()...); err != nil {
 		return nil, err
 	}

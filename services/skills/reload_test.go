@@ -23,15 +23,7 @@ import (
 // runServer starts s.Run until the test ends.
 func runServer(t *testing.T, s *Server) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	testkit.Run(t, context.Background(), s.Run)
 }
 
 func listedNames(t *testing.T, s *Server, tenant string) []string {

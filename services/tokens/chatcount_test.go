@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	vt "github.com/baagent/baagent/internal/validate/validatetest"
 	"github.com/baagent/baagent/services/tokens/encoding"
 )
 
@@ -77,7 +78,7 @@ func cookbookTools(t testing.TB) []*baagentv1.ToolSchema {
 	return []*baagentv1.ToolSchema{{
 		Name:        "get_current_weather",
 		Description: "Get the current weather in a given location",
-		Parameters: mustStruct(map[string]any{
+		Parameters: vt.MustStruct(map[string]any{
 			"type": "object",
 			"properties": map[string]any{
 				"location": map[string]any{"type": "string", "description": "The city and state, e.g. San Francisco, CA"},

@@ -30,9 +30,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Provider counting API calls that failed, answered with the local estimate.",
 		}),
 	}
-	if reg == nil {
-		return m, nil
-	}
 	if err := basemetrics.RegisterExclusive(reg, "tokens", m.cacheHits, m.cacheMisses, m.exactFallbacks); err != nil {
 		return nil, err
 	}

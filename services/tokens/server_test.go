@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	vt "github.com/baagent/baagent/internal/validate/validatetest"
@@ -32,21 +31,13 @@ var (
 			{Role: baagentv1.Role_ROLE_ASSISTANT, ToolCalls: []*baagentv1.ToolCall{{Id: "call_1", Name: "file_read", Arguments: `{"path":"a.csv"}`}}},
 			{Role: baagentv1.Role_ROLE_TOOL, ToolCallId: "call_1", ToolName: "file_read", Content: "a,b\n1,2"},
 		},
-		Tools: []*baagentv1.ToolSchema{{Name: "file_read", Description: "Reads a file.", Parameters: mustStruct(map[string]any{"type": "object"})}},
+		Tools: []*baagentv1.ToolSchema{{Name: "file_read", Description: "Reads a file.", Parameters: vt.MustStruct(map[string]any{"type": "object"})}},
 	}
 	validEncodeModel    = &encodeReq{Encoder: &baagentv1.EncodeRequest_Model{Model: "gpt-4o"}, Text: "hi"}
 	validEncodeEncoding = &encodeReq{Encoder: &baagentv1.EncodeRequest_EncodingName{EncodingName: "cl100k_base"}, Text: "hi"}
 	validDecode         = &decodeReq{Encoder: &baagentv1.DecodeRequest_EncodingName{EncodingName: "o200k_base"}, Tokens: []uint32{15339, 1917}}
 	validModelInfo      = &baagentv1.GetModelInfoRequest{Model: "qwen-max"}
 )
-
-func mustStruct(m map[string]any) *structpb.Struct {
-	s, err := structpb.NewStruct(m)
-	if err != nil {
-		panic(err)
-	}
-	return s
-}
 
 func TestServiceName(t *testing.T) {
 	if ServiceName != baagentv1.TokensService_ServiceDesc.ServiceName {
@@ -113,7 +104,7 @@ func TestRPCs(t *testing.T) {
 		{Name: "CountMessages/bad tool name", Call: vt.Call(c.CountMessages, vt.With(validCountMsgs, func(r *countMessagesReq) { r.Tools[0].Name = "file.read" })), Field: "tools[0].name"},
 		{Name: "CountMessages/duplicate tool", Call: vt.Call(c.CountMessages, vt.With(validCountMsgs, func(r *countMessagesReq) { r.Tools = append(r.Tools, r.Tools[0]) })), Field: "tools[1].name"},
 		{Name: "CountMessages/tool parameters not an object", Call: vt.Call(c.CountMessages, vt.With(validCountMsgs, func(r *countMessagesReq) {
-			r.Tools[0].Parameters = mustStruct(map[string]any{"type": "array"})
+			r.Tools[0].Parameters = vt.MustStruct(map[string]any{"type": "array"})
 		})), Field: "tools[0].parameters.type"},
 
 		{Name: "Encode/valid model", Call: vt.Call(c.Encode, validEncodeModel)},

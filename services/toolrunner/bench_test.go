@@ -4,19 +4,17 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/grpcserver"
-	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/internal/testkit"
 	"github.com/baagent/baagent/internal/testkit/natstest"
 	"github.com/baagent/baagent/services/toolrunner/idempotency"
 	"github.com/baagent/baagent/services/toolrunner/tool"
@@ -69,7 +67,7 @@ func BenchmarkInvokeNoop(b *testing.B) {
 			b.Fatalf("%v %v", resp, err)
 		}
 	}
-	reportPercentiles(b, times)
+	testkit.ReportPercentiles(b, times)
 }
 
 // BenchmarkPipelineNoop is the same call without gRPC: the pipeline alone.
@@ -89,16 +87,7 @@ func BenchmarkPipelineNoop(b *testing.B) {
 			b.Fatalf("%v %v", res, err)
 		}
 	}
-	reportPercentiles(b, times)
-}
-
-func reportPercentiles(b *testing.B, times []time.Duration) {
-	if len(times) == 0 {
-		return
-	}
-	slices.Sort(times)
-	b.ReportMetric(float64(times[len(times)/2].Nanoseconds()), "p50-ns")
-	b.ReportMetric(float64(times[len(times)*99/100].Nanoseconds()), "p99-ns")
+	testkit.ReportPercentiles(b, times)
 }
 
 // BenchmarkKeyedCall measures what the durable idempotency record costs a
@@ -142,28 +131,16 @@ func BenchmarkKeyedCall(b *testing.B) {
 					b.Fatalf("%v %v", res, err)
 				}
 			}
-			reportPercentiles(b, times)
+			testkit.ReportPercentiles(b, times)
 		})
 	}
 }
 
 // benchKV is the records bucket on an embedded NATS with JetStream.
 func benchKV(b *testing.B) *idempotency.KV {
-	srv := natstest.StartNATS(b)
+	js, _ := natstest.Connect(b, natstest.StartNATS(b).ClientURL(), "toolrunner-bench")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	nc, err := natsx.Connect(ctx, srv.ClientURL(), "toolrunner-bench", nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := natsx.Provision(ctx, js, natsx.ProvisionConfig{}); err != nil {
-		b.Fatal(err)
-	}
 	kv, err := idempotency.OpenKV(ctx, js)
 	if err != nil {
 		b.Fatal(err)

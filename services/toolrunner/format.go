@@ -52,7 +52,7 @@ func render(data any, level baagentv1.OutputLevel) rendered {
 		}
 		return r
 	}
-	data = normalize(data)
+	data = tool.Generic(data)
 	r := rendered{summary: summarize(data)}
 	if s, ok := data.(string); ok {
 		r.content = []byte(s)
@@ -68,25 +68,6 @@ func render(data any, level baagentv1.OutputLevel) rendered {
 		r.observation, r.complete = formatStandard(data)
 	}
 	return r
-}
-
-// normalize turns any JSON-compatible value (typed slices, structs) into
-// the generic JSON shapes by a round trip; values that are already generic
-// pass through.
-func normalize(v any) any {
-	switch v.(type) {
-	case nil, string, bool, float64, []any, map[string]any:
-		return v
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Sprint(v)
-	}
-	var out any
-	if json.Unmarshal(b, &out) != nil {
-		return string(b)
-	}
-	return out
 }
 
 // formatBrief is BRIEF: key facts only.

@@ -82,9 +82,6 @@ func newMetrics(reg prometheus.Registerer, storeStats func() (int, int64), works
 		Namespace: "baagent", Subsystem: "toolrunner", Name: "workspace_bytes",
 		Help: "Workspace bytes charged to tenants' quotas (files in 4 KiB blocks, directories one block), summed over the tenants used since the process started: a tenant is counted on first use.",
 	}, func() float64 { return float64(workspaceBytes()) })
-	if reg == nil {
-		return m, nil
-	}
 	if err := basemetrics.RegisterExclusive(reg, "toolrunner", m.calls, m.duration, m.errors, m.retries, m.cacheHits, m.keyed, m.artifactBytes, m.artifactsGone, m.quotaExceeded, stored, count, wsBytes); err != nil {
 		return nil, err
 	}

@@ -30,7 +30,7 @@ var (
 		ToolCallId:      "call_abc123",
 		ToolName:        "sql_query",
 		ToolVersion:     "1.0.0",
-		Parameters:      mustStruct(map[string]any{"query": "select 1", "params": []any{1, "a", nil, true}}),
+		Parameters:      vt.MustStruct(map[string]any{"query": "select 1", "params": []any{1, "a", nil, true}}),
 		OutputLevel:     baagentv1.OutputLevel_OUTPUT_LEVEL_STANDARD,
 		TimeoutMs:       300_000,
 		RetryOnTimeout:  proto.Bool(true),
@@ -60,14 +60,6 @@ var (
 	validRead     = &readReq{Tenant: "acme", ConversationId: "conv-1", ArtifactId: "artifact_0123abcd", Offset: 2000, Limit: 5000, Pattern: `(?i)^error:\s+\w+`}
 	validRelease  = &releaseReq{Tenant: "acme", ConversationId: "conv-1"}
 )
-
-func mustStruct(m map[string]any) *structpb.Struct {
-	s, err := structpb.NewStruct(m)
-	if err != nil {
-		panic(err)
-	}
-	return s
-}
 
 func TestServiceName(t *testing.T) {
 	if ServiceName != baagentv1.ToolRunnerService_ServiceDesc.ServiceName {
@@ -199,9 +191,9 @@ func FuzzHandlers(f *testing.F) {
 	f.Add(uint8(2), vt.Marshal(f, validRead))
 	f.Add(uint8(3), vt.Marshal(f, validRelease))
 	f.Add(uint8(0), vt.Marshal(f, &invokeReq{Request: &invocation{ToolCallId: "c", ToolName: "file_read", CallerId: "a", Tenant: "t", ConversationId: "c",
-		Parameters: mustStruct(map[string]any{"path": "../x", "offset": -1.5, "limit": 1e9})}}))
+		Parameters: vt.MustStruct(map[string]any{"path": "../x", "offset": -1.5, "limit": 1e9})}}))
 	f.Add(uint8(0), vt.Marshal(f, &invokeReq{Request: &invocation{ToolCallId: "c", ToolName: "artifact_read", CallerId: "a", Tenant: "t", ConversationId: "c",
-		Parameters: mustStruct(map[string]any{"artifact_id": "artifact_../../etc", "pattern": "("})}}))
+		Parameters: vt.MustStruct(map[string]any{"artifact_id": "artifact_../../etc", "pattern": "("})}}))
 	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
 		ok, err := handlers[int(which)%len(handlers)](t.Context(), data)
 		if !ok || err == nil || status.Code(err) == codes.NotFound {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/baagent/baagent/internal/llm"
 	"github.com/baagent/baagent/internal/scripted"
+	"github.com/baagent/baagent/internal/scripted/scriptedtest"
 	"github.com/baagent/baagent/services/toolrunner/builtin"
 	"github.com/baagent/baagent/services/toolrunner/tool"
 )
@@ -95,28 +96,6 @@ func (rt *realTools) run(call llm.ToolCall) string {
 	return string(b)
 }
 
-// serve runs srv on loopback until the test ends and returns a model client
-// for it.
-func serve(t *testing.T, srv *scripted.Server) *llm.Client {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	base, done, err := srv.StartLoopback(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("scripted model: %v", err)
-		}
-	})
-	c, err := llm.New(llm.Config{BaseURL: base, Model: scripted.ModelName, Retry: llm.RetryPolicy{MaxAttempts: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 // TestScenariosOverTheSampleData plays every shipped scenario with the real
 // built-in tools over examples/data: every query must run (except the ones
 // scripted to fail) and the answers must quote real rows.
@@ -128,7 +107,7 @@ func TestScenariosOverTheSampleData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := serve(t, srv)
+	c, _ := scriptedtest.Serve(t, srv)
 	tools := newRealTools(t)
 	for _, sc := range srv.Scenarios() {
 		t.Run(sc.Name, func(t *testing.T) {

@@ -19,16 +19,9 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/config"
+	"github.com/baagent/baagent/internal/testkit"
+	"github.com/baagent/baagent/internal/topology"
 )
-
-var grpcNames = map[string]string{
-	config.TargetGateway:      baagentv1.GatewayService_ServiceDesc.ServiceName,
-	config.TargetOrchestrator: baagentv1.OrchestratorService_ServiceDesc.ServiceName,
-	config.TargetToolRunner:   baagentv1.ToolRunnerService_ServiceDesc.ServiceName,
-	config.TargetSkills:       baagentv1.SkillsService_ServiceDesc.ServiceName,
-	config.TargetContext:      baagentv1.ContextService_ServiceDesc.ServiceName,
-	config.TargetTokens:       baagentv1.TokensService_ServiceDesc.ServiceName,
-}
 
 // testArgs puts every listener of -target=all on a free loopback port and
 // the state in a temporary directory.
@@ -83,6 +76,21 @@ func waitServing(ctx context.Context, t *testing.T, addr, service string) {
 	}
 }
 
+// startServing builds the app, runs it until the test ends and waits until
+// every service is SERVING.
+func startServing(t *testing.T, ctx context.Context, cfg *Config, opts ...Option) *App {
+	t.Helper()
+	a, err := New(ctx, cfg, testLogger(), opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	testkit.Run(t, ctx, a.Run)
+	for svc, name := range topology.GRPCServices {
+		waitServing(ctx, t, a.Addr(svc).String(), name)
+	}
+	return a
+}
+
 func TestAllTargetServesEveryServiceAndShutsDownCleanly(t *testing.T) {
 	cfg := mustLoad(t, testArgs(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -97,7 +105,7 @@ func TestAllTargetServesEveryServiceAndShutsDownCleanly(t *testing.T) {
 	go func() { done <- a.Run(runCtx) }()
 
 	bound := map[string]string{}
-	for svc, name := range grpcNames {
+	for svc, name := range topology.GRPCServices {
 		addr := a.Addr(svc)
 		if addr == nil {
 			t.Fatalf("%s is not running", svc)
@@ -180,7 +188,7 @@ func TestSingleTargetNeedsNoNATS(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- a.Run(runCtx) }()
-	waitServing(ctx, t, a.Addr(config.TargetTokens).String(), grpcNames[config.TargetTokens])
+	waitServing(ctx, t, a.Addr(config.TargetTokens).String(), topology.GRPCServices[config.TargetTokens])
 	stop()
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)

@@ -20,23 +20,7 @@ func TestQuestionAnsweredEndToEndThroughTheGateway(t *testing.T) {
 	cfg := mustLoad(t, testArgs(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	a, err := New(ctx, cfg, testLogger())
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- a.Run(runCtx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	for svc, name := range grpcNames {
-		waitServing(ctx, t, a.Addr(svc).String(), name)
-	}
-	base := "http://" + a.GatewayHTTPAddr().String()
+	base := "http://" + startServing(t, ctx, cfg).GatewayHTTPAddr().String()
 
 	body := `{"spec":{"input":"Which product category had the highest revenue last quarter?"}}`
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/runs", strings.NewReader(body))

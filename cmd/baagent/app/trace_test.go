@@ -24,24 +24,9 @@ func traced(t *testing.T, ctx context.Context, extra ...string) (*tracetest.InMe
 	t.Helper()
 	exp := tracetest.NewInMemoryExporter()
 	cfg := mustLoad(t, testArgs(t, extra...))
-	a, err := New(ctx, cfg, testLogger(), WithTracing(func(c *tracing.Config) {
+	a := startServing(t, ctx, cfg, WithTracing(func(c *tracing.Config) {
 		c.Exporter, c.Sync = exp, true
 	}))
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- a.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	for svc, name := range grpcNames {
-		waitServing(ctx, t, a.Addr(svc).String(), name)
-	}
 	return exp, "http://" + a.GatewayHTTPAddr().String()
 }
 

@@ -2,7 +2,12 @@
 package natstest
 
 import (
+	"context"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/baagent/baagent/internal/natsx"
 )
@@ -25,4 +30,26 @@ func StartNATSIn(tb testing.TB, storeDir string) *natsx.EmbeddedServer {
 	}
 	tb.Cleanup(srv.Shutdown)
 	return srv
+}
+
+// Connect connects to the NATS server at url under the connection name
+// name, provisions the platform's streams and buckets, and returns the
+// JetStream handle and the connection, which is closed when the test ends.
+func Connect(tb testing.TB, url, name string) (jetstream.JetStream, *nats.Conn) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nc, err := natsx.Connect(ctx, url, name, nil)
+	if err != nil {
+		tb.Fatalf("connect: %v", err)
+	}
+	tb.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := natsx.Provision(ctx, js, natsx.ProvisionConfig{}); err != nil {
+		tb.Fatalf("provision: %v", err)
+	}
+	return js, nc
 }

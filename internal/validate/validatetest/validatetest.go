@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // Serve starts a plain gRPC server on 127.0.0.1:0, lets register add the
@@ -46,6 +47,17 @@ func Serve(tb testing.TB, register func(grpc.ServiceRegistrar)) *grpc.ClientConn
 		}
 	})
 	return conn
+}
+
+// MustStruct builds a google.protobuf.Struct from m, e.g. a tool's JSON
+// Schema in a table of valid requests; it panics on values structpb cannot
+// hold, which is a mistake in the test.
+func MustStruct(m map[string]any) *structpb.Struct {
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		panic(err)
+	}
+	return s
 }
 
 // Case is one row of an RPC table test.

@@ -128,7 +128,7 @@ func callResult(res *mcp.CallToolResult) (tool.Result, error) {
 		return tool.Result{}, &tool.Error{Type: typeExecution, Code: "MCP_TOOL_ERROR", Message: clipMessage(msg)}
 	}
 	if res.StructuredContent != nil {
-		return tool.Result{Data: jsonValue(res.StructuredContent)}, nil
+		return tool.Result{Data: tool.Generic(res.StructuredContent)}, nil
 	}
 	items := make([]any, 0, len(res.Content))
 	for _, c := range res.Content {
@@ -203,24 +203,6 @@ func contentValue(c mcp.Content) any {
 
 func binaryItem(kind, mime string, n int) map[string]any {
 	return map[string]any{"type": kind, "mime_type": mime, "bytes": int64(n), "note": "binary content not shown"}
-}
-
-// jsonValue normalises a decoded JSON value to the types tool.Result allows;
-// values from the SDK are already such, others go through a JSON round trip.
-func jsonValue(v any) any {
-	switch v.(type) {
-	case map[string]any, []any, string, float64, bool, nil:
-		return v
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Sprint(v)
-	}
-	var out any
-	if json.Unmarshal(b, &out) != nil {
-		return string(b)
-	}
-	return out
 }
 
 // clipBytes cuts s to at most max bytes at a rune boundary.

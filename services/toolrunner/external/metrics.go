@@ -1,7 +1,7 @@
 package external
 
 import (
-	"fmt"
+	basemetrics "github.com/baagent/baagent/internal/metrics"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -40,12 +40,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Tools of an external source that are not offered because their name is invalid or taken by a built-in or another source.",
 		}, []string{"source"}),
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.up, m.tools, m.restarts, m.listFailures, m.refused} {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("external tools metrics: %w", err)
-			}
-		}
+	if err := basemetrics.RegisterExclusive(reg, "external tools", m.up, m.tools, m.restarts, m.listFailures, m.refused); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

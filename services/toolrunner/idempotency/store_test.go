@@ -6,9 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/baagent/baagent/internal/natsx"
 	"github.com/baagent/baagent/internal/testkit/natstest"
 )
 
@@ -16,21 +13,9 @@ import (
 // and opens the records store on it.
 func openKV(t *testing.T) *KV {
 	t.Helper()
-	srv := natstest.StartNATS(t)
+	js, _ := natstest.Connect(t, natstest.StartNATS(t).ClientURL(), "idempotency-test")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	nc, err := natsx.Connect(ctx, srv.ClientURL(), "idempotency-test", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := natsx.Provision(ctx, js, natsx.ProvisionConfig{}); err != nil {
-		t.Fatal(err)
-	}
 	kv, err := OpenKV(ctx, js)
 	if err != nil {
 		t.Fatal(err)

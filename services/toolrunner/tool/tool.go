@@ -79,6 +79,26 @@ type Result struct {
 	Data any
 }
 
+// Generic turns any JSON-compatible value (typed slices, structs) into the
+// generic JSON shapes (map[string]any, []any, string, float64, bool, nil) by
+// a round trip; values that are already generic pass through. A value JSON
+// cannot encode becomes its fmt.Sprint text.
+func Generic(v any) any {
+	switch v.(type) {
+	case nil, string, bool, float64, []any, map[string]any:
+		return v
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	var out any
+	if json.Unmarshal(b, &out) != nil {
+		return string(b)
+	}
+	return out
+}
+
 // Tool executes one attempt of a call.
 type Tool interface {
 	Spec() Spec

@@ -22,6 +22,7 @@ import (
 
 	"github.com/baagent/baagent/internal/config"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/internal/topology"
 	"github.com/baagent/baagent/test/split/splitrun"
 )
 
@@ -442,7 +443,7 @@ func (c *Cluster) waitServing(name string) {
 	var last error
 	for {
 		cctx, ccancel := context.WithTimeout(ctx, time.Second)
-		resp, err := hc.Check(cctx, &healthpb.HealthCheckRequest{Service: ServiceNames[svc]})
+		resp, err := hc.Check(cctx, &healthpb.HealthCheckRequest{Service: topology.GRPCServices[svc]})
 		ccancel()
 		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
 			return

@@ -20,19 +20,10 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/baagent/baagent/cmd/baagent/app"
-	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/config"
+	"github.com/baagent/baagent/internal/testkit"
+	"github.com/baagent/baagent/internal/topology"
 )
-
-// ServiceNames maps each -target to the gRPC service it serves.
-var ServiceNames = map[string]string{
-	config.TargetGateway:      baagentv1.GatewayService_ServiceDesc.ServiceName,
-	config.TargetOrchestrator: baagentv1.OrchestratorService_ServiceDesc.ServiceName,
-	config.TargetToolRunner:   baagentv1.ToolRunnerService_ServiceDesc.ServiceName,
-	config.TargetSkills:       baagentv1.SkillsService_ServiceDesc.ServiceName,
-	config.TargetContext:      baagentv1.ContextService_ServiceDesc.ServiceName,
-	config.TargetTokens:       baagentv1.TokensService_ServiceDesc.ServiceName,
-}
 
 // Logs is a goroutine-safe buffer of JSON log records.
 type Logs struct {
@@ -110,17 +101,9 @@ func Start(t testing.TB, args []string, env map[string]string) *Suite {
 	if err != nil {
 		t.Fatalf("app.New: %v", err)
 	}
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	testkit.Run(t, context.Background(), a.Run)
 	s := &Suite{App: a, Cfg: cfg, Logs: logs}
-	for svc := range ServiceNames {
+	for svc := range topology.GRPCServices {
 		if err := s.WaitServing(ctx, svc); err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +133,7 @@ func (s *Suite) WaitServing(ctx context.Context, svc string) error {
 		return err
 	}
 	defer conn.Close()
-	stream, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{Service: ServiceNames[svc]})
+	stream, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{Service: topology.GRPCServices[svc]})
 	if err != nil {
 		return err
 	}
@@ -167,7 +150,7 @@ func (s *Suite) WaitServing(ctx context.Context, svc string) error {
 
 // Healthy checks every service answers its health check now.
 func (s *Suite) Healthy(ctx context.Context) error {
-	for svc, name := range ServiceNames {
+	for svc, name := range topology.GRPCServices {
 		conn, err := grpc.NewClient(s.Addr(svc), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			return err

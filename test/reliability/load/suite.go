@@ -16,8 +16,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/baagent/baagent/cmd/baagent/app"
-	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/config"
+	"github.com/baagent/baagent/internal/topology"
 )
 
 // SuiteOptions says where the suite keeps its state and what it serves.
@@ -88,7 +88,7 @@ func StartSuite(ctx context.Context, o SuiteOptions) (*Suite, error) {
 	runCtx, stop := context.WithCancel(context.Background())
 	s := &Suite{App: a, Keys: keys, Logs: logs, stop: stop, done: make(chan error, 1)}
 	go func() { s.done <- a.Run(runCtx) }()
-	for svc, name := range serviceNames {
+	for svc, name := range topology.GRPCServices {
 		if err := waitServing(ctx, a.Addr(svc), name); err != nil {
 			_ = s.Stop()
 			return nil, fmt.Errorf("%s: %w", svc, err)
@@ -105,15 +105,6 @@ func (s *Suite) Stop() error {
 
 // Tenant is the tenant of API key i.
 func Tenant(i int) string { return fmt.Sprintf("load-%d", i) }
-
-var serviceNames = map[string]string{
-	config.TargetGateway:      baagentv1.GatewayService_ServiceDesc.ServiceName,
-	config.TargetOrchestrator: baagentv1.OrchestratorService_ServiceDesc.ServiceName,
-	config.TargetToolRunner:   baagentv1.ToolRunnerService_ServiceDesc.ServiceName,
-	config.TargetSkills:       baagentv1.SkillsService_ServiceDesc.ServiceName,
-	config.TargetContext:      baagentv1.ContextService_ServiceDesc.ServiceName,
-	config.TargetTokens:       baagentv1.TokensService_ServiceDesc.ServiceName,
-}
 
 // waitServing blocks until the service reports SERVING on its health
 // Watch stream (no polling interval to tune).

@@ -15,6 +15,7 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/config"
+	"github.com/baagent/baagent/internal/topology"
 	"github.com/baagent/baagent/test/reliability/harness"
 )
 
@@ -35,7 +36,7 @@ type target struct {
 func start(t testing.TB) *target {
 	t.Helper()
 	s := harness.Start(t, harness.Args(t, "-api-keys="+apiKey+"=acme"), nil)
-	methods, err := Methods(harness.ServiceNames)
+	methods, err := Methods(topology.GRPCServices)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func start(t testing.TB) *target {
 		t.Fatalf("only %d RPCs found in the descriptors", len(methods))
 	}
 	conns := map[string]*grpc.ClientConn{}
-	for svc := range harness.ServiceNames {
+	for svc := range topology.GRPCServices {
 		conns[svc] = s.Dial(t, svc, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
 	}
 	return &target{suite: s, methods: methods, conns: conns, seen: map[string]int{}}

@@ -16,7 +16,7 @@ import (
 	"github.com/baagent/baagent/cmd/baagent/app"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/config"
-	"github.com/baagent/baagent/test/reliability/harness"
+	"github.com/baagent/baagent/internal/topology"
 )
 
 // TestEmbeddedNATSIsLoopbackOnly: the embedded NATS has no authentication,
@@ -81,7 +81,7 @@ func TestRequestsOverTheSizeLimitAreRefused(t *testing.T) {
 	}
 	// The limit applies before the message is decoded, so any bytes do.
 	for svc, method := range map[string]string{config.TargetContext: "GetHistory", config.TargetSkills: "ListSkills", config.TargetToolRunner: "ListTools", config.TargetOrchestrator: "GetRun"} {
-		err := s.Dial(t, svc).Invoke(ctx, "/"+harness.ServiceNames[svc]+"/"+method, &baagentv1.CountTokensRequest{Text: big}, &baagentv1.CountTokensResponse{})
+		err := s.Dial(t, svc).Invoke(ctx, "/"+topology.GRPCServices[svc]+"/"+method, &baagentv1.CountTokensRequest{Text: big}, &baagentv1.CountTokensResponse{})
 		if status.Code(err) != codes.ResourceExhausted {
 			t.Errorf("%s: a %d-byte message: %v, want ResourceExhausted", svc, len(big), err)
 		}

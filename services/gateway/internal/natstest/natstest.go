@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -27,22 +26,7 @@ import (
 // when the test ends.
 func JetStream(tb testing.TB) (jetstream.JetStream, *nats.Conn) {
 	tb.Helper()
-	srv := natstest.StartNATS(tb)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	nc, err := natsx.Connect(ctx, srv.ClientURL(), "gateway-test", nil)
-	if err != nil {
-		tb.Fatalf("connect: %v", err)
-	}
-	tb.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := natsx.Provision(ctx, js, natsx.ProvisionConfig{}); err != nil {
-		tb.Fatalf("provision: %v", err)
-	}
-	return js, nc
+	return natstest.Connect(tb, natstest.StartNATS(tb).ClientURL(), "gateway-test")
 }
 
 // Start starts an embedded NATS server storing under dir, connects to it

@@ -120,11 +120,7 @@ func (v *Vocabulary) joinedRank(s *Scratch, a, b uint32) uint32 {
 	if int(v.length[a])+int(v.length[b]) > v.maxLen {
 		return NoRank
 	}
-	if s.pairs == nil {
-		s.pairs = make([]pairSlot, 1<<pairBits)
-	}
-	k := uint64(a)<<32 | uint64(b) + 1
-	slot := &s.pairs[(k*0x9E3779B97F4A7C15)>>(64-pairBits)]
+	slot, k := s.pairSlot(a, b)
 	if slot.key == k {
 		return slot.rank
 	}

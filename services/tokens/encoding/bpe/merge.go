@@ -40,16 +40,22 @@ type pairSlot struct {
 	rank uint32
 }
 
+// pairSlot returns the cache slot of tokens a and b and the key it holds
+// when it caches their rank.
+func (s *Scratch) pairSlot(a, b uint32) (*pairSlot, uint64) {
+	if s.pairs == nil {
+		s.pairs = make([]pairSlot, 1<<pairBits)
+	}
+	k := uint64(a)<<32 | uint64(b) + 1
+	return &s.pairs[(k*0x9E3779B97F4A7C15)>>(64-pairBits)], k
+}
+
 // mergedRank returns the rank of tokens a and b merged, whose bytes are span.
 func (v *Vocabulary) mergedRank(s *Scratch, a, b uint32, span string) uint32 {
 	if len(span) > v.maxLen {
 		return NoRank
 	}
-	if s.pairs == nil {
-		s.pairs = make([]pairSlot, 1<<pairBits)
-	}
-	k := uint64(a)<<32 | uint64(b) + 1
-	slot := &s.pairs[(k*0x9E3779B97F4A7C15)>>(64-pairBits)]
+	slot, k := s.pairSlot(a, b)
 	if slot.key == k {
 		return slot.rank
 	}
