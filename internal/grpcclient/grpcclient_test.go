@@ -12,6 +12,8 @@ import (
 )
 
 func TestDialReachesAServer(t *testing.T) {
+	t.Parallel()
+
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -38,6 +40,8 @@ func TestDialReachesAServer(t *testing.T) {
 }
 
 func TestDialRefusesAnEmptyAddress(t *testing.T) {
+	t.Parallel()
+
 	if conn, err := Dial("", Options{}); err == nil {
 		_ = conn.Close()
 		t.Fatal("Dial(\"\"): no error")

@@ -43,6 +43,8 @@ func startCountingHealth(t *testing.T, addr string) *countingHealth {
 // keep succeeding on the others while one is stopped, and reach it again
 // once it is back.
 func TestStaticTargetReachesEveryReplica(t *testing.T) {
+	t.Parallel()
+
 	a := startCountingHealth(t, "127.0.0.1:0")
 	b := startCountingHealth(t, "127.0.0.1:0")
 	conn, err := Dial("static:///"+a.addr+","+b.addr, Options{})
@@ -116,6 +118,8 @@ func TestStaticTargetReachesEveryReplica(t *testing.T) {
 }
 
 func TestParseStaticTarget(t *testing.T) {
+	t.Parallel()
+
 	for _, tc := range []struct {
 		target string
 		want   []string
@@ -154,6 +158,8 @@ func TestParseStaticTarget(t *testing.T) {
 
 // A malformed static target fails Dial, not the first call.
 func TestDialRefusesABadStaticTarget(t *testing.T) {
+	t.Parallel()
+
 	for _, target := range []string{"static:///", "static:///a:1,", "static:///a:1,a:1", "static://x/a:1"} {
 		if conn, err := Dial(target, Options{}); err == nil {
 			_ = conn.Close()
@@ -165,6 +171,8 @@ func TestDialRefusesABadStaticTarget(t *testing.T) {
 // "static:7702" is host "static", port 7702, as it was before the static
 // resolver existed: resolved by DNS, not refused as a static list.
 func TestHostNamedStaticIsNotAStaticTarget(t *testing.T) {
+	t.Parallel()
+
 	conn, err := Dial("static:7702", Options{})
 	if err != nil {
 		t.Fatal(err)

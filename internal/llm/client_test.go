@@ -28,6 +28,8 @@ var parallelToolCallStream = sse(
 )
 
 func TestChatStreamsParallelToolCalls(t *testing.T) {
+	t.Parallel()
+
 	f, srv := newFakeEndpoint(t, reply{lines: parallelToolCallStream})
 	c, _ := testClient(t, srv, nil)
 	req := userRequest("What is in the data?")
@@ -101,6 +103,8 @@ func TestChatStreamsParallelToolCalls(t *testing.T) {
 }
 
 func TestChatStreamsTextAndReasoning(t *testing.T) {
+	t.Parallel()
+
 	_, srv := newFakeEndpoint(t, reply{lines: sse(
 		chunk(`{"role":"assistant","content":""}`, ""),
 		chunk(`{"reasoning_content":"The user wants "}`, ""),
@@ -135,6 +139,8 @@ func TestChatStreamsTextAndReasoning(t *testing.T) {
 }
 
 func TestChatRetriesRateLimitHonouringRetryAfter(t *testing.T) {
+	t.Parallel()
+
 	reg := prometheus.NewRegistry()
 	f, srv := newFakeEndpoint(t,
 		reply{status: 429, header: map[string]string{"Retry-After": "7"}, lines: []string{`{"error":{"message":"Rate limit reached for gpt-4o","type":"requests","param":null,"code":"rate_limit_exceeded"}}`}},
@@ -163,6 +169,8 @@ func TestChatRetriesRateLimitHonouringRetryAfter(t *testing.T) {
 }
 
 func TestChatRetriesServerErrorWithBackoff(t *testing.T) {
+	t.Parallel()
+
 	f, srv := newFakeEndpoint(t,
 		reply{status: 500, lines: []string{`{"error":{"message":"The server had an error while processing your request.","type":"server_error","param":null,"code":null}}`}},
 		reply{status: 502, lines: []string{`<html>Bad gateway</html>`}},
@@ -183,6 +191,8 @@ func TestChatRetriesServerErrorWithBackoff(t *testing.T) {
 }
 
 func TestChatGivesUpAfterMaxAttempts(t *testing.T) {
+	t.Parallel()
+
 	errBody := []string{`{"error":{"message":"The server had an error processing your request.","type":"server_error"}}`}
 	f, srv := newFakeEndpoint(t, reply{status: 500, lines: errBody}, reply{status: 500, lines: errBody}, reply{status: 500, lines: errBody})
 	c, _ := testClient(t, srv, func(c *Config) { c.Retry.MaxAttempts = 2 })
@@ -197,6 +207,8 @@ func TestChatGivesUpAfterMaxAttempts(t *testing.T) {
 }
 
 func TestChatRetryAfterBeyondCapFailsAtOnce(t *testing.T) {
+	t.Parallel()
+
 	f, srv := newFakeEndpoint(t, reply{status: 429, header: map[string]string{"Retry-After": "3600"}, lines: []string{`{"error":{"message":"quota","type":"requests"}}`}})
 	c, slept := testClient(t, srv, nil)
 	_, err := c.Chat(context.Background(), userRequest("q"), nil)
@@ -207,6 +219,8 @@ func TestChatRetryAfterBeyondCapFailsAtOnce(t *testing.T) {
 }
 
 func TestChatTypedErrorsAreNotRetried(t *testing.T) {
+	t.Parallel()
+
 	cases := []struct {
 		name   string
 		status int
@@ -220,6 +234,7 @@ func TestChatTypedErrorsAreNotRetried(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			f, srv := newFakeEndpoint(t, reply{status: tc.status, lines: []string{tc.body}}, reply{lines: sse(chunk(`{"content":"x"}`, "stop"))})
 			c, _ := testClient(t, srv, nil)
 			_, err := c.Chat(context.Background(), userRequest("q"), nil)
@@ -234,6 +249,8 @@ func TestChatTypedErrorsAreNotRetried(t *testing.T) {
 }
 
 func TestChatStreamErrorEventBeforeDeltasIsRetried(t *testing.T) {
+	t.Parallel()
+
 	f, srv := newFakeEndpoint(t,
 		reply{lines: []string{`data: {"error":{"message":"The server is overloaded","type":"server_error","param":null,"code":null}}` + "\n\n"}},
 		reply{lines: sse(chunk(`{"content":"second try"}`, "stop"))},
@@ -249,6 +266,8 @@ func TestChatStreamErrorEventBeforeDeltasIsRetried(t *testing.T) {
 }
 
 func TestChatMalformedChunkFails(t *testing.T) {
+	t.Parallel()
+
 	f, srv := newFakeEndpoint(t, reply{lines: []string{"data: " + chunk(`{"content":"Hel"}`, "") + "\n\n", "data: {\"id\":\"chatcmpl-9xQ\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo\"\n\n"}})
 	c, _ := testClient(t, srv, nil)
 	_, err := c.Chat(context.Background(), userRequest("q"), nil)
@@ -265,6 +284,8 @@ func TestChatMalformedChunkFails(t *testing.T) {
 }
 
 func TestChatNeverReplaysAHalfDeliveredStream(t *testing.T) {
+	t.Parallel()
+
 	f, srv := newFakeEndpoint(t,
 		reply{lines: []string{"data: " + chunk(`{"content":"partial"}`, "") + "\n\n"}, hangup: true},
 		reply{lines: sse(chunk(`{"content":"replayed"}`, "stop"))},
@@ -282,6 +303,8 @@ func TestChatNeverReplaysAHalfDeliveredStream(t *testing.T) {
 }
 
 func TestChatTruncatedStreamBeforeDeltasIsRetried(t *testing.T) {
+	t.Parallel()
+
 	f, srv := newFakeEndpoint(t,
 		reply{lines: []string{"data: " + chunk(`{"role":"assistant","content":""}`, "") + "\n\n"}, hangup: true},
 		reply{lines: sse(chunk(`{"content":"whole"}`, "stop"))},
@@ -294,6 +317,8 @@ func TestChatTruncatedStreamBeforeDeltasIsRetried(t *testing.T) {
 }
 
 func TestChatCancelMidStream(t *testing.T) {
+	t.Parallel()
+
 	f, srv := newFakeEndpoint(t, reply{lines: []string{"data: " + chunk(`{"content":"thinking"}`, "") + "\n\n"}, block: true})
 	c, _ := testClient(t, srv, nil)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -330,6 +355,8 @@ func TestChatCancelMidStream(t *testing.T) {
 }
 
 func TestChatCallbackErrorStopsTheStream(t *testing.T) {
+	t.Parallel()
+
 	f, srv := newFakeEndpoint(t, reply{lines: []string{"data: " + chunk(`{"content":"a"}`, "") + "\n\n"}, block: true})
 	c, _ := testClient(t, srv, nil)
 	stop := errors.New("client went away")
@@ -345,6 +372,8 @@ func TestChatCallbackErrorStopsTheStream(t *testing.T) {
 }
 
 func TestChatStallIsATimeout(t *testing.T) {
+	t.Parallel()
+
 	f, srv := newFakeEndpoint(t, reply{stalled: true}, reply{lines: sse(chunk(`{"content":"late"}`, "stop"))})
 	c, _ := testClient(t, srv, func(c *Config) { c.FirstByteTimeout = 50 * time.Millisecond })
 	resp, err := c.Chat(context.Background(), userRequest("q"), nil)
@@ -362,6 +391,8 @@ func TestChatStallIsATimeout(t *testing.T) {
 }
 
 func TestCompleteNonStreaming(t *testing.T) {
+	t.Parallel()
+
 	f, srv := newFakeEndpoint(t, reply{lines: []string{`{"id":"chatcmpl-1","object":"chat.completion","created":1727712000,"model":"gpt-4o-2024-08-06","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_a","type":"function","function":{"name":"glob","arguments":"{\"pattern\":\"*.csv\"}"}}],"refusal":null},"logprobs":null,"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":50,"completion_tokens":12,"total_tokens":62}}`}})
 	c, _ := testClient(t, srv, nil)
 	resp, err := c.Complete(context.Background(), userRequest("list files"))
@@ -380,6 +411,8 @@ func TestCompleteNonStreaming(t *testing.T) {
 }
 
 func TestRequestOptionsAndValidation(t *testing.T) {
+	t.Parallel()
+
 	zero, one := float32(0), float32(0.7)
 	no := false
 	f, srv := newFakeEndpoint(t, reply{lines: sse(chunk(`{"content":"x"}`, "stop"))})
@@ -423,6 +456,8 @@ func TestRequestOptionsAndValidation(t *testing.T) {
 }
 
 func TestNewValidatesConfig(t *testing.T) {
+	t.Parallel()
+
 	hot := float32(3)
 	for _, cfg := range []Config{
 		{},
@@ -442,6 +477,8 @@ func TestNewValidatesConfig(t *testing.T) {
 }
 
 func TestParseRetryAfter(t *testing.T) {
+	t.Parallel()
+
 	now := time.Date(2026, 10, 1, 12, 0, 0, 0, time.UTC)
 	cases := map[string]time.Duration{"3": 3 * time.Second, "0.5": 500 * time.Millisecond, "": 0, "-1": 0, "soon": 0,
 		now.Add(90 * time.Second).Format(http.TimeFormat): 90 * time.Second}
@@ -463,6 +500,8 @@ func TestParseRetryAfter(t *testing.T) {
 }
 
 func TestBackoffGrowsAndIsCapped(t *testing.T) {
+	t.Parallel()
+
 	p := RetryPolicy{InitialBackoff: time.Second, MaxBackoff: 4 * time.Second}
 	for n, want := range map[int][2]time.Duration{1: {500 * time.Millisecond, time.Second}, 2: {time.Second, 2 * time.Second}, 3: {2 * time.Second, 4 * time.Second}, 9: {2 * time.Second, 4 * time.Second}} {
 		if lo := backoff(p, n, func() float64 { return 0 }); lo != want[0] {
@@ -477,6 +516,8 @@ func TestBackoffGrowsAndIsCapped(t *testing.T) {
 // A provider that quotes the key in its error must not get the key into
 // the error the caller logs and shows (found by test/reliability/security).
 func TestErrorsNeverQuoteTheAPIKey(t *testing.T) {
+	t.Parallel()
+
 	const key = "sk-live-0123456789abcdefSECRET"
 	for _, tc := range []struct {
 		name string
@@ -487,6 +528,7 @@ func TestErrorsNeverQuoteTheAPIKey(t *testing.T) {
 		{"plain 500", reply{status: 500, lines: []string{"upstream rejected " + key}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			_, srv := newFakeEndpoint(t, tc.r, tc.r, tc.r, tc.r, tc.r, tc.r)
 			c, _ := testClient(t, srv, func(cfg *Config) { cfg.APIKey = key })
 			_, err := c.Chat(context.Background(), userRequest("q"), nil)

@@ -12,6 +12,8 @@ import (
 )
 
 func TestProtoRoundTrip(t *testing.T) {
+	t.Parallel()
+
 	in := []*baagentv1.ChatMessage{
 		{Role: baagentv1.Role_ROLE_SYSTEM, Content: "sys"},
 		{Role: baagentv1.Role_ROLE_USER, Content: "q", Name: "ana"},
@@ -37,6 +39,8 @@ func TestProtoRoundTrip(t *testing.T) {
 }
 
 func TestToolsFromProto(t *testing.T) {
+	t.Parallel()
+
 	params, err := structpb.NewStruct(map[string]any{"type": "object", "properties": map[string]any{"path": map[string]any{"type": "string"}}})
 	if err != nil {
 		t.Fatal(err)

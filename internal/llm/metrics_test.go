@@ -29,6 +29,8 @@ func answeringEndpoint(t *testing.T) *httptest.Server {
 // A client may name any model in its run spec; 1,000 made-up names must not
 // add a single series to /metrics (each would be kept forever).
 func TestInventedModelNamesAddNoSeries(t *testing.T) {
+	t.Parallel()
+
 	reg := prometheus.NewRegistry()
 	srv := answeringEndpoint(t)
 	c, _ := testClient(t, srv, func(c *Config) {

@@ -22,6 +22,8 @@ func spanAttrs(s tracetest.SpanStub) map[string]string {
 // per attempt whose traceparent reaches the endpoint; a failed call records
 // its error kind and status.
 func TestChatSpans(t *testing.T) {
+	t.Parallel()
+
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	defer tp.Shutdown(context.Background())

@@ -9,6 +9,8 @@ import (
 )
 
 func TestNewWritesJSON(t *testing.T) {
+	t.Parallel()
+
 	var buf bytes.Buffer
 	log, err := New(&buf, "info")
 	if err != nil {
@@ -31,6 +33,8 @@ func TestNewWritesJSON(t *testing.T) {
 }
 
 func TestParseLevel(t *testing.T) {
+	t.Parallel()
+
 	for in, want := range map[string]slog.Level{
 		"debug": slog.LevelDebug, "INFO": slog.LevelInfo, " warn ": slog.LevelWarn, //nolint:gocritic // surrounding spaces are trimmed
 		"Error": slog.LevelError,
@@ -43,6 +47,8 @@ func TestParseLevel(t *testing.T) {
 }
 
 func TestBadLevel(t *testing.T) {
+	t.Parallel()
+
 	for _, in := range []string{"", "verbose", "warning", "trace"} {
 		_, err := New(&bytes.Buffer{}, in)
 		if err == nil {
@@ -55,6 +61,8 @@ func TestBadLevel(t *testing.T) {
 }
 
 func TestNilWriter(t *testing.T) {
+	t.Parallel()
+
 	if _, err := New(nil, "info"); err == nil {
 		t.Fatal("want error for nil writer")
 	}

@@ -12,6 +12,8 @@ import (
 // Records logged with a traced context carry trace_id and span_id; others
 // do not, and a logger that already names the trace is left alone.
 func TestTraceIDsInLogs(t *testing.T) {
+	t.Parallel()
+
 	var buf bytes.Buffer
 	log, err := New(&buf, "info")
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 // A histogram observed in a sampled span's context carries its trace id as
 // the exemplar; outside one, or unsampled, it carries none.
 func TestObserveWithExemplar(t *testing.T) {
+	t.Parallel()
+
 	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "h", Buckets: []float64{1}})
 	sampled := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
 		TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled}))

@@ -3,6 +3,8 @@ package metrics
 import "testing"
 
 func TestLabelSet(t *testing.T) {
+	t.Parallel()
+
 	s := NewLabelSet("gpt-4o", "", "claude-3-5-sonnet", "gpt-4o")
 	if s.Len() != 2 {
 		t.Errorf("Len = %d, want 2 (duplicates and empty values dropped)", s.Len())

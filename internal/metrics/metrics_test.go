@@ -14,6 +14,8 @@ import (
 )
 
 func TestServeMetrics(t *testing.T) {
+	t.Parallel()
+
 	reg := NewRegistry()
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "baagent_test_total", Help: "test"})
 	reg.MustRegister(c)
@@ -57,6 +59,8 @@ func TestServeMetrics(t *testing.T) {
 }
 
 func TestHandlerOnlyServesMetrics(t *testing.T) {
+	t.Parallel()
+
 	s, err := NewServer(Options{Registry: NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
@@ -69,6 +73,8 @@ func TestHandlerOnlyServesMetrics(t *testing.T) {
 }
 
 func TestTwoServersShareRegistry(t *testing.T) {
+	t.Parallel()
+
 	reg := NewRegistry()
 	for range 2 {
 		if _, err := NewServer(Options{Registry: reg}); err != nil {
@@ -78,6 +84,8 @@ func TestTwoServersShareRegistry(t *testing.T) {
 }
 
 func TestListenPortInUse(t *testing.T) {
+	t.Parallel()
+
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -95,6 +103,8 @@ func TestListenPortInUse(t *testing.T) {
 }
 
 func TestNewServerNeedsRegistry(t *testing.T) {
+	t.Parallel()
+
 	if _, err := NewServer(Options{}); err == nil {
 		t.Fatal("want error without registry")
 	}

@@ -13,6 +13,8 @@ func newCounter(name string) prometheus.Counter {
 }
 
 func TestRegisterExclusiveIsAllOrNothing(t *testing.T) {
+	t.Parallel()
+
 	reg := prometheus.NewRegistry()
 	if err := RegisterExclusive(reg, "first", newCounter("a_total"), newCounter("b_total")); err != nil {
 		t.Fatal(err)
@@ -31,6 +33,8 @@ func TestRegisterExclusiveIsAllOrNothing(t *testing.T) {
 }
 
 func TestRegisterSharedReusesTheExistingCollector(t *testing.T) {
+	t.Parallel()
+
 	reg := prometheus.NewRegistry()
 	first, err := RegisterShared(reg, newCounter("shared_total"))
 	if err != nil {

@@ -38,6 +38,8 @@ func badRequest(t *testing.T, err error) (*status.Status, *errdetails.BadRequest
 }
 
 func TestErrorsZeroValue(t *testing.T) {
+	t.Parallel()
+
 	var e Errors
 	if e.Len() != 0 || len(e.Violations()) != 0 {
 		t.Fatalf("zero Errors: Len %d, %d violations", e.Len(), len(e.Violations()))
@@ -48,6 +50,8 @@ func TestErrorsZeroValue(t *testing.T) {
 }
 
 func TestErrorsErr(t *testing.T) {
+	t.Parallel()
+
 	var e Errors
 	e.Add("spec.input", "required")
 	e.Addf("messages[3].role", "unknown value %d", 9)
@@ -84,8 +88,11 @@ func TestErrorsErr(t *testing.T) {
 }
 
 func TestErrorsCap(t *testing.T) {
+	t.Parallel()
+
 	for _, n := range []int{MaxViolations - 1, MaxViolations, MaxViolations + 1, MaxViolations + 100} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			t.Parallel()
 			var e Errors
 			for i := range n {
 				e.Add(Index("messages", i), "required")
@@ -121,6 +128,8 @@ func TestErrorsCap(t *testing.T) {
 }
 
 func TestErrorsClean(t *testing.T) {
+	t.Parallel()
+
 	long := func(s string, n int) string { return strings.Repeat(s, n) }
 	tests := []struct {
 		name            string
@@ -141,6 +150,7 @@ func TestErrorsClean(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			var e Errors
 			e.Add(tt.field, tt.desc)
 			v := e.Violations()[0]
@@ -172,6 +182,8 @@ func TestErrorsClean(t *testing.T) {
 // TestErrorsBounded checks that a hostile request cannot make the status
 // unbounded: MaxViolations violations of maximal size, plus dropped ones.
 func TestErrorsBounded(t *testing.T) {
+	t.Parallel()
+
 	var e Errors
 	huge := strings.Repeat("x", 1<<16)
 	for range 10 * MaxViolations {

@@ -30,6 +30,8 @@ func mustStruct(t testing.TB, m map[string]any) *structpb.Struct {
 }
 
 func TestChatMessage(t *testing.T) {
+	t.Parallel()
+
 	const max = 16
 	type msg = baagentv1.ChatMessage
 	type call = baagentv1.ToolCall
@@ -115,6 +117,8 @@ func TestChatMessage(t *testing.T) {
 }
 
 func TestChatMessages(t *testing.T) {
+	t.Parallel()
+
 	msgs := []*baagentv1.ChatMessage{
 		{Role: baagentv1.Role_ROLE_USER},
 		{Role: baagentv1.Role_ROLE_ASSISTANT, Content: "abc"},
@@ -139,6 +143,8 @@ func TestChatMessages(t *testing.T) {
 }
 
 func TestToolSchema(t *testing.T) {
+	t.Parallel()
+
 	type schema = baagentv1.ToolSchema
 	valid := &schema{Name: "sql_query", Description: rep("d", MaxToolDescriptionBytes), Parameters: mustStruct(t, map[string]any{
 		"type": "object", "properties": map[string]any{"query": map[string]any{"type": "string"}}, "required": []any{"query"},
@@ -167,6 +173,8 @@ func TestToolSchema(t *testing.T) {
 }
 
 func TestToolSchemas(t *testing.T) {
+	t.Parallel()
+
 	tools := func(n int) []*baagentv1.ToolSchema {
 		out := make([]*baagentv1.ToolSchema, n)
 		for i := range out {
@@ -194,6 +202,8 @@ func TestToolSchemas(t *testing.T) {
 }
 
 func TestToolAllowList(t *testing.T) {
+	t.Parallel()
+
 	names := func(n int) []string { return strings.Fields(rep("t_* ", n)) }
 	runCases(t, []ruleCase{
 		{name: "absent", run: func(e *Errors) { ToolAllowList(e, "allowed", nil) }},
@@ -229,6 +239,8 @@ func nestedLists(depth int) *structpb.Struct {
 }
 
 func TestStruct(t *testing.T) {
+	t.Parallel()
+
 	const nanDesc = "must be a finite number (JSON has no NaN or Infinity)"
 	depthDesc := fmt.Sprintf("must not nest deeper than %d levels", MaxStructDepth)
 	fields := func(kv ...any) *structpb.Struct {
@@ -278,6 +290,8 @@ func TestStruct(t *testing.T) {
 }
 
 func TestRunSpec(t *testing.T) {
+	t.Parallel()
+
 	type spec = baagentv1.RunSpec
 	valid := &spec{
 		Input: "Analyse Q3 sales", ConversationId: "conv-1", Model: "gpt-4o", MaxSteps: MaxRunSteps,
@@ -308,6 +322,8 @@ func TestRunSpec(t *testing.T) {
 }
 
 func TestLabels(t *testing.T) {
+	t.Parallel()
+
 	l := func(m map[string]string) func(*Errors) { return func(e *Errors) { Labels(e, "labels", m) } }
 	many := func(n int) map[string]string {
 		m := map[string]string{}
@@ -345,6 +361,8 @@ func TestLabels(t *testing.T) {
 }
 
 func TestRunInput(t *testing.T) {
+	t.Parallel()
+
 	type input = baagentv1.RunInput
 	stop := baagentv1.DoomLoopIntervention(1)
 	in := func(i *input) func(*Errors) { return func(e *Errors) { RunInput(e, "input", i) } }
@@ -365,6 +383,8 @@ func TestRunInput(t *testing.T) {
 }
 
 func TestRunStates(t *testing.T) {
+	t.Parallel()
+
 	s := func(states ...baagentv1.RunState) func(*Errors) {
 		return func(e *Errors) { RunStates(e, "states", states) }
 	}

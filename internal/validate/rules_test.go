@@ -24,6 +24,7 @@ func runCases(t *testing.T, cases []ruleCase) {
 	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			t.Helper()
 			var e Errors
 			c.run(&e)
@@ -79,6 +80,8 @@ const (
 )
 
 func TestOptional(t *testing.T) {
+	t.Parallel()
+
 	runCases(t, []ruleCase{
 		{name: "empty skips the rule", run: func(e *Errors) { Optional(e, "f", "", ID) }},
 		{name: "valid", run: func(e *Errors) { Optional(e, "f", "conv-1", ID) }},
@@ -90,6 +93,8 @@ func TestOptional(t *testing.T) {
 }
 
 func TestRequired(t *testing.T) {
+	t.Parallel()
+
 	testRule(t, Required, []strCase{
 		{"", required},
 		{" ", "must not be blank"},
@@ -101,6 +106,8 @@ func TestRequired(t *testing.T) {
 }
 
 func TestUTF8(t *testing.T) {
+	t.Parallel()
+
 	testRule(t, UTF8, []strCase{
 		{"", ""},
 		{"héllo 😀", ""},
@@ -113,6 +120,8 @@ func TestUTF8(t *testing.T) {
 }
 
 func TestMaxBytes(t *testing.T) {
+	t.Parallel()
+
 	max5 := func(e *Errors, f, v string) { MaxBytes(e, f, v, 5) }
 	testRule(t, max5, []strCase{
 		{"", ""},
@@ -124,6 +133,8 @@ func TestMaxBytes(t *testing.T) {
 }
 
 func TestText(t *testing.T) {
+	t.Parallel()
+
 	max4 := func(e *Errors, f, v string) { Text(e, f, v, 4) }
 	testRule(t, max4, []strCase{
 		{"", ""},
@@ -143,6 +154,8 @@ func TestText(t *testing.T) {
 }
 
 func TestRequiredText(t *testing.T) {
+	t.Parallel()
+
 	max4 := func(e *Errors, f, v string) { RequiredText(e, f, v, 4) }
 	testRule(t, max4, []strCase{
 		{"", required},
@@ -154,6 +167,8 @@ func TestRequiredText(t *testing.T) {
 }
 
 func TestID(t *testing.T) {
+	t.Parallel()
+
 	const d = "must be 1-128 characters of [A-Za-z0-9._:-], not starting with '.'"
 	testRule(t, ID, []strCase{
 		{"", required},
@@ -179,6 +194,8 @@ func TestID(t *testing.T) {
 }
 
 func TestTenant(t *testing.T) {
+	t.Parallel()
+
 	const d = "must be 1-64 characters of [A-Za-z0-9_-]"
 	testRule(t, Tenant, []strCase{
 		{"", required},
@@ -197,6 +214,8 @@ func TestTenant(t *testing.T) {
 }
 
 func TestRunID(t *testing.T) {
+	t.Parallel()
+
 	const d = "must be 1-128 characters of [A-Za-z0-9_-]"
 	testRule(t, RunID, []strCase{
 		{"", required},
@@ -211,6 +230,8 @@ func TestRunID(t *testing.T) {
 }
 
 func TestSkillName(t *testing.T) {
+	t.Parallel()
+
 	const d = "must be 1-64 lowercase letters, digits and single hyphens"
 	testRule(t, SkillName, []strCase{
 		{"", required},
@@ -232,6 +253,8 @@ func TestSkillName(t *testing.T) {
 }
 
 func TestToolName(t *testing.T) {
+	t.Parallel()
+
 	const d = "must be 1-64 characters of [A-Za-z0-9_-]"
 	testRule(t, ToolName, []strCase{
 		{"", required},
@@ -248,6 +271,8 @@ func TestToolName(t *testing.T) {
 }
 
 func TestToolPattern(t *testing.T) {
+	t.Parallel()
+
 	const d = "must be a tool name or glob: 1-64 characters of [A-Za-z0-9_-*?]"
 	testRule(t, ToolPattern, []strCase{
 		{"", required},
@@ -264,6 +289,8 @@ func TestToolPattern(t *testing.T) {
 }
 
 func TestName(t *testing.T) {
+	t.Parallel()
+
 	const d = "must be 1-256 bytes of valid UTF-8 without control characters"
 	for _, rule := range []Rule{Name, ToolCallName} {
 		testRule(t, rule, []strCase{
@@ -283,6 +310,8 @@ func TestName(t *testing.T) {
 }
 
 func TestOpaque(t *testing.T) {
+	t.Parallel()
+
 	for _, r := range []struct {
 		name string
 		rule Rule
@@ -295,6 +324,7 @@ func TestOpaque(t *testing.T) {
 		{"Version", Version, MaxVersionLen},
 	} {
 		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
 			d := fmt.Sprintf("must be 1-%d bytes of valid UTF-8 without whitespace or control characters", r.max)
 			testRule(t, r.rule, []strCase{
 				{"", required},
@@ -320,6 +350,8 @@ func TestOpaque(t *testing.T) {
 }
 
 func TestModel(t *testing.T) {
+	t.Parallel()
+
 	const d = "must be 1-256 printable ASCII characters without spaces"
 	testRule(t, Model, []strCase{
 		{"", required},
@@ -340,6 +372,8 @@ func TestModel(t *testing.T) {
 }
 
 func TestArtifactID(t *testing.T) {
+	t.Parallel()
+
 	const d = `must be "artifact_" followed by 1-64 lowercase hex digits`
 	testRule(t, ArtifactID, []strCase{
 		{"", required},
@@ -359,6 +393,8 @@ func TestArtifactID(t *testing.T) {
 }
 
 func TestRelativePath(t *testing.T) {
+	t.Parallel()
+
 	const d = "must be a relative path of at most 1024 bytes"
 	testRule(t, RelativePath, []strCase{
 		{"", required},
@@ -398,6 +434,8 @@ func TestRelativePath(t *testing.T) {
 }
 
 func TestRegexp(t *testing.T) {
+	t.Parallel()
+
 	max := func(n int) Rule { return func(e *Errors, f, v string) { Regexp(e, f, v, n) } }
 	const d = "must be a valid regular expression (RE2 syntax): "
 	testRule(t, max(64), []strCase{
@@ -438,6 +476,8 @@ func TestRegexp(t *testing.T) {
 }
 
 func TestEnum(t *testing.T) {
+	t.Parallel()
+
 	const all = "ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT, ROLE_TOOL"
 	role := func(v baagentv1.Role, allowUnspecified bool) func(*Errors) {
 		return func(e *Errors) { Enum(e, "role", v, baagentv1.Role_name, allowUnspecified) }
@@ -458,6 +498,8 @@ func TestEnum(t *testing.T) {
 }
 
 func TestRange(t *testing.T) {
+	t.Parallel()
+
 	i := func(v int32) func(*Errors) { return func(e *Errors) { Range(e, "n", v, 0, 10) } }
 	f := func(v float64) func(*Errors) { return func(e *Errors) { Range(e, "x", v, 0, 1) } }
 	runCases(t, []ruleCase{
@@ -478,6 +520,8 @@ func TestRange(t *testing.T) {
 }
 
 func TestNonNegative(t *testing.T) {
+	t.Parallel()
+
 	runCases(t, []ruleCase{
 		{name: "zero", run: func(e *Errors) { NonNegative(e, "n", int32(0)) }},
 		{name: "max", run: func(e *Errors) { NonNegative(e, "n", int64(math.MaxInt64)) }},
@@ -487,6 +531,8 @@ func TestNonNegative(t *testing.T) {
 }
 
 func TestPageSize(t *testing.T) {
+	t.Parallel()
+
 	p := func(v int32) func(*Errors) { return func(e *Errors) { PageSize(e, "page_size", v, 500) } }
 	runCases(t, []ruleCase{
 		{name: "default", run: p(0)},
@@ -499,6 +545,8 @@ func TestPageSize(t *testing.T) {
 }
 
 func TestMaxItems(t *testing.T) {
+	t.Parallel()
+
 	runCases(t, []ruleCase{
 		{name: "none", run: func(e *Errors) { MaxItems(e, "l", 0, 3) }},
 		{name: "at max", run: func(e *Errors) { MaxItems(e, "l", 3, 3) }},
@@ -508,6 +556,8 @@ func TestMaxItems(t *testing.T) {
 }
 
 func TestTimestamp(t *testing.T) {
+	t.Parallel()
+
 	const d = "must be a valid timestamp between years 1 and 9999"
 	const minSec, maxSec = -62135596800, 253402300799 // 0001-01-01T00:00:00Z, 9999-12-31T23:59:59Z
 	ts := func(s int64, n int32) func(*Errors) {
@@ -527,6 +577,8 @@ func TestTimestamp(t *testing.T) {
 }
 
 func TestIndexAndKey(t *testing.T) {
+	t.Parallel()
+
 	for _, c := range []struct{ got, want string }{
 		{Index("messages", 0), "messages[0]"},
 		{Index("messages", 3), "messages[3]"},
