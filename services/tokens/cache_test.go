@@ -12,6 +12,8 @@ import (
 func errFmt(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
 func TestCountCacheLRU(t *testing.T) {
+	t.Parallel()
+
 	m, _ := newMetrics(nil)
 	c := newCountCache(2, m)
 	k := func(b byte) cacheKey { return cacheKey{uint64(b)} }
@@ -34,6 +36,8 @@ func TestCountCacheLRU(t *testing.T) {
 }
 
 func TestApplyMargin(t *testing.T) {
+	t.Parallel()
+
 	for _, c := range []struct {
 		raw    int64
 		margin float64
@@ -57,6 +61,8 @@ func TestApplyMargin(t *testing.T) {
 // CacheEntries counts, evicted messages are encoded again, and the hit and
 // miss metrics follow.
 func TestCountCacheBoundedThroughServer(t *testing.T) {
+	t.Parallel()
+
 	reg := prometheus.NewRegistry()
 	s := newTestServer(t, Options{CacheEntries: 4, Registerer: reg})
 	msgs := make([]*baagentv1.ChatMessage, 10)
@@ -101,6 +107,8 @@ func TestCountCacheBoundedThroughServer(t *testing.T) {
 // Gets and puts of one key at once (two identical counts in flight): the
 // race detector sees no unsynchronised access to the entry.
 func TestCountCacheConcurrentGetPut(t *testing.T) {
+	t.Parallel()
+
 	m, _ := newMetrics(nil)
 	c := newCountCache(4, m)
 	k := cacheKey{7}

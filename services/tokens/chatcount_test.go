@@ -60,6 +60,8 @@ var cookbookMessages = []*baagentv1.ChatMessage{
 // o200k_base differs only in the contents: 17 + 10 + 8 + 17 + 13 + 18 = 83,
 // total 124.
 func TestCookbookMessages(t *testing.T) {
+	t.Parallel()
+
 	for enc, want := range map[string]int64{encoding.Cl100kBase: 129, encoding.O200kBase: 124} {
 		cc := newTestChatCounter(t, enc)
 		got, err := cc.count(cookbookMessages, nil)
@@ -115,6 +117,8 @@ var cookbookToolMessages = []*baagentv1.ChatMessage{
 // o200k_base: func_init 7 (tools 68) and the user message is 8 tokens
 // (messages 30): 30 + 3 + 68 = 101.
 func TestCookbookTools(t *testing.T) {
+	t.Parallel()
+
 	for enc, want := range map[string]int64{encoding.Cl100kBase: 105, encoding.O200kBase: 101} {
 		cc := newTestChatCounter(t, enc)
 		got, err := cc.count(cookbookToolMessages, cookbookTools(t))

@@ -10,6 +10,8 @@ import (
 )
 
 func TestExampleConfigLoads(t *testing.T) {
+	t.Parallel()
+
 	path := filepath.Join("..", "..", "examples", "config", "token_encoders.yaml")
 	cfg, err := LoadConfigFile(path)
 	if err != nil {
@@ -30,6 +32,8 @@ func TestExampleConfigLoads(t *testing.T) {
 }
 
 func TestParseConfigErrors(t *testing.T) {
+	t.Parallel()
+
 	for name, c := range map[string]struct{ yaml, want string }{
 		"margin below 1": {"encoders:\n  m1:\n    model_family: gpt\n    encoding_name: cl100k_base\n    safety_margin: 0.9\n",
 			`encoders["m1"]: safety_margin 0.9 must be between 1.0`},
@@ -49,6 +53,7 @@ func TestParseConfigErrors(t *testing.T) {
 		"not yaml":             {"encoders: [", "parse"},
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			_, err := ParseConfig([]byte(c.yaml))
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error = %v, want it to contain %q", err, c.want)
@@ -58,6 +63,8 @@ func TestParseConfigErrors(t *testing.T) {
 }
 
 func TestParseConfigReportsEveryEntry(t *testing.T) {
+	t.Parallel()
+
 	_, err := ParseConfig([]byte("encoders:\n  a:\n    model_family: gpt\n    encoding_name: x\n  b:\n    model_family: gpt\n    encoding_name: cl100k_base\n    safety_margin: 0.5\n"))
 	if err == nil || !strings.Contains(err.Error(), `encoders["a"]`) || !strings.Contains(err.Error(), `encoders["b"]`) {
 		t.Fatalf("error = %v, want both entries named", err)
@@ -65,6 +72,8 @@ func TestParseConfigReportsEveryEntry(t *testing.T) {
 }
 
 func TestParseConfigEmptyAndDefaults(t *testing.T) {
+	t.Parallel()
+
 	cfg, err := ParseConfig(nil)
 	if err != nil || len(cfg.Encoders) != 0 {
 		t.Fatalf("empty document: %+v, %v", cfg, err)
@@ -82,6 +91,8 @@ func TestParseConfigEmptyAndDefaults(t *testing.T) {
 }
 
 func TestLoadConfigFileErrors(t *testing.T) {
+	t.Parallel()
+
 	dir := t.TempDir()
 	if _, err := LoadConfigFile(filepath.Join(dir, "missing.yaml")); err == nil {
 		t.Error("missing file loaded")

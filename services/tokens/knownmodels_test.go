@@ -8,6 +8,8 @@ import (
 )
 
 func TestKnownModelsAreExactNamesOfTheRegistry(t *testing.T) {
+	t.Parallel()
+
 	names, err := KnownModels("")
 	if err != nil {
 		t.Fatal(err)

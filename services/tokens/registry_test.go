@@ -11,6 +11,8 @@ func defaultRegistry() *Registry {
 }
 
 func TestResolve(t *testing.T) {
+	t.Parallel()
+
 	r := defaultRegistry()
 	const (
 		exact    = baagentv1.ModelMatch_MODEL_MATCH_EXACT
@@ -72,6 +74,8 @@ func TestResolve(t *testing.T) {
 }
 
 func TestResolveMetadata(t *testing.T) {
+	t.Parallel()
+
 	r := defaultRegistry()
 	for model, want := range map[string][2]int64{
 		"gpt-4o":                     {128_000, 16_384},
@@ -94,6 +98,8 @@ func TestResolveMetadata(t *testing.T) {
 }
 
 func TestGlobMatch(t *testing.T) {
+	t.Parallel()
+
 	for _, c := range []struct {
 		pattern, name string
 		want          bool
@@ -120,6 +126,8 @@ func TestGlobMatch(t *testing.T) {
 }
 
 func TestMostSpecificPatternWins(t *testing.T) {
+	t.Parallel()
+
 	r := NewRegistry(map[string]EncoderConfig{
 		"x-*":          {Encoding: "r50k_base", SafetyMargin: 1},
 		"x-long*":      {Encoding: "p50k_base", SafetyMargin: 1},

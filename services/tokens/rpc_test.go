@@ -28,6 +28,8 @@ func serve(t *testing.T, s *Server) baagentv1.TokensServiceClient {
 }
 
 func TestCountTokensRPC(t *testing.T) {
+	t.Parallel()
+
 	c := serve(t, newTestServer(t, Options{}))
 	ctx := t.Context()
 	for _, tc := range []struct {
@@ -69,6 +71,8 @@ func TestCountTokensRPC(t *testing.T) {
 // output: family glm, cl100k_base, margin 1.25, no exact counting, no API
 // client.
 func TestGetModelInfoSeedExample(t *testing.T) {
+	t.Parallel()
+
 	c := serve(t, newTestServer(t, Options{}))
 	resp, err := c.GetModelInfo(t.Context(), &baagentv1.GetModelInfoRequest{Model: "glm-4-plus"})
 	if err != nil {
@@ -98,6 +102,8 @@ func TestGetModelInfoSeedExample(t *testing.T) {
 }
 
 func TestListModelsRPC(t *testing.T) {
+	t.Parallel()
+
 	c := serve(t, newTestServer(t, Options{}))
 	resp, err := c.ListModels(t.Context(), &baagentv1.ListModelsRequest{})
 	if err != nil {
@@ -130,6 +136,8 @@ func TestListModelsRPC(t *testing.T) {
 }
 
 func TestEncodeDecodeRPC(t *testing.T) {
+	t.Parallel()
+
 	c := serve(t, newTestServer(t, Options{}))
 	ctx := t.Context()
 	enc, err := c.Encode(ctx, &baagentv1.EncodeRequest{Encoder: &baagentv1.EncodeRequest_Model{Model: "gpt-4"}, Text: "hello <|endoftext|>", AllowSpecialTokens: true})
@@ -154,6 +162,8 @@ func TestEncodeDecodeRPC(t *testing.T) {
 // TestCountMessagesRPC counts the cookbook conversation over gRPC, then the
 // same conversation with one more message: only that message is encoded.
 func TestCountMessagesRPC(t *testing.T) {
+	t.Parallel()
+
 	reg := prometheus.NewRegistry()
 	c := serve(t, newTestServer(t, Options{Registerer: reg}))
 	ctx := t.Context()
@@ -188,6 +198,8 @@ func TestCountMessagesRPC(t *testing.T) {
 }
 
 func TestCountMessagesToolCalls(t *testing.T) {
+	t.Parallel()
+
 	s := newTestServer(t, Options{})
 	resp, err := s.CountMessages(t.Context(), validCountMsgs)
 	if err != nil {
@@ -222,6 +234,8 @@ func counterValue(t *testing.T, g prometheus.Gatherer, name string) float64 {
 }
 
 func TestNewErrors(t *testing.T) {
+	t.Parallel()
+
 	if _, err := New(Options{EncodersFile: filepath.Join(t.TempDir(), "missing.yaml")}); err == nil {
 		t.Error("New with a missing encoders file succeeded")
 	}
@@ -259,6 +273,8 @@ func exactConfigFile(t *testing.T, url string) string {
 }
 
 func TestExactCounting(t *testing.T) {
+	t.Parallel()
+
 	var mu sync.Mutex
 	var gotBody map[string]any
 	var gotHeader http.Header
@@ -329,6 +345,8 @@ func TestExactCounting(t *testing.T) {
 }
 
 func TestAnthropicCounterErrors(t *testing.T) {
+	t.Parallel()
+
 	cfg := func(url string) EncoderConfig {
 		return EncoderConfig{UseExactCounting: true, ExactCountingAPI: url}
 	}
@@ -362,6 +380,8 @@ func TestAnthropicCounterErrors(t *testing.T) {
 // TestConcurrentCounting hammers one server from several goroutines; run
 // with -race.
 func TestConcurrentCounting(t *testing.T) {
+	t.Parallel()
+
 	s := newTestServer(t, Options{CacheEntries: 8})
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)

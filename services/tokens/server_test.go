@@ -40,6 +40,8 @@ var (
 )
 
 func TestServiceName(t *testing.T) {
+	t.Parallel()
+
 	if ServiceName != baagentv1.TokensService_ServiceDesc.ServiceName {
 		t.Fatalf("ServiceName = %q, generated %q", ServiceName, baagentv1.TokensService_ServiceDesc.ServiceName)
 	}
@@ -77,6 +79,8 @@ func runCases(t *testing.T, cases []vt.Case) {
 }
 
 func TestRPCs(t *testing.T) {
+	t.Parallel()
+
 	srv := newTestServer(t, Options{MaxTextBytes: 64, MaxMessages: 8, MaxTokenIDs: 4})
 	c := baagentv1.NewTokensServiceClient(vt.Serve(t, func(gs grpc.ServiceRegistrar) { srv.Register(gs) }))
 	long := strings.Repeat("x", 65)
@@ -133,6 +137,8 @@ func TestRPCs(t *testing.T) {
 // TestNilRequests calls every handler directly with a nil request: no panic,
 // and the required fields are reported.
 func TestNilRequests(t *testing.T) {
+	t.Parallel()
+
 	s := newTestServer(t, Options{})
 	ctx := t.Context()
 	_, err := s.CountTokens(ctx, nil)
@@ -156,6 +162,8 @@ func TestNilRequests(t *testing.T) {
 // TestInvalidUTF8 calls the handlers directly: a gRPC client refuses to
 // marshal invalid UTF-8, but other clients and proxies need not.
 func TestInvalidUTF8(t *testing.T) {
+	t.Parallel()
+
 	s := newTestServer(t, Options{})
 	ctx := t.Context()
 	_, err := s.CountTokens(ctx, &countTokensReq{Model: "gpt-4o", Text: "a\xff"})
@@ -169,6 +177,8 @@ func TestInvalidUTF8(t *testing.T) {
 }
 
 func TestDefaults(t *testing.T) {
+	t.Parallel()
+
 	o := newTestServer(t, Options{}).opts
 	if o.MaxTextBytes != 16<<20 || o.MaxMessages != DefaultMaxMessages || o.MaxTokenIDs != DefaultMaxTokenIDs ||
 		o.Logger == nil || o.CacheEntries != DefaultCacheEntries || o.ExactCounter == nil {

@@ -18,6 +18,8 @@ import (
 // strings on stdin and writes, per encoding name, {"ordinary": [[ids]],
 // "special": [[ids]]} from tiktoken's encode_ordinary and encode(text, "all").
 func TestDifferentialTiktoken(t *testing.T) {
+	t.Parallel()
+
 	script := os.Getenv("BAAGENT_TIKTOKEN_SCRIPT")
 	if script == "" {
 		t.Skip("BAAGENT_TIKTOKEN_SCRIPT not set")

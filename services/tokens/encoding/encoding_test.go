@@ -10,6 +10,8 @@ import (
 )
 
 func TestNamesAndGet(t *testing.T) {
+	t.Parallel()
+
 	set := newTestSet(t)
 	for _, name := range Names() {
 		if !Known(name) {
@@ -29,6 +31,8 @@ func TestNamesAndGet(t *testing.T) {
 }
 
 func TestDecodeInvalidToken(t *testing.T) {
+	t.Parallel()
+
 	set := newTestSet(t)
 	e, _ := set.Get(Cl100kBase)
 	// 100256 is a hole in cl100k_base; 100257 (<|endoftext|>) is special.
@@ -48,6 +52,8 @@ func TestDecodeInvalidToken(t *testing.T) {
 // TestDecodePartialCharacter: a token may hold part of a character; Decode
 // returns the exact bytes.
 func TestDecodePartialCharacter(t *testing.T) {
+	t.Parallel()
+
 	set := newTestSet(t)
 	e, _ := set.Get(R50kBase)
 	ids, _ := e.Encode("构", false) // three byte-level tokens in r50k
@@ -61,6 +67,8 @@ func TestDecodePartialCharacter(t *testing.T) {
 }
 
 func TestReplaceInvalid(t *testing.T) {
+	t.Parallel()
+
 	for in, want := range map[string]string{
 		"ok":            "ok",
 		"\xe2\x82a":     "\ufffda",            // truncated 3-byte sequence: one maximal subpart
@@ -77,6 +85,8 @@ func TestReplaceInvalid(t *testing.T) {
 
 // TestInvalidUTF8 encodes invalid UTF-8 as its replaced form.
 func TestInvalidUTF8(t *testing.T) {
+	t.Parallel()
+
 	set := newTestSet(t)
 	for _, name := range Names() {
 		e, _ := set.Get(name)
@@ -90,6 +100,8 @@ func TestInvalidUTF8(t *testing.T) {
 
 // TestSpecialsNext covers the special-token finder's corners.
 func TestSpecialsNext(t *testing.T) {
+	t.Parallel()
+
 	s := newSpecials(Cl100kBase)
 	for _, c := range []struct {
 		text   string
@@ -111,6 +123,8 @@ func TestSpecialsNext(t *testing.T) {
 
 // TestConcurrent runs encoders from many goroutines (meaningful under -race).
 func TestConcurrent(t *testing.T) {
+	t.Parallel()
+
 	set := newTestSet(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)

@@ -70,6 +70,8 @@ func checkAgainstLibrary(t *testing.T, e Encoder, text string, allowSpecial bool
 // five scripts, code, emoji, whitespace and digit runs and random code
 // points, and long unbroken runs that exercise the heap merge.
 func TestMatchesLibrary(t *testing.T) {
+	t.Parallel()
+
 	set := newTestSet(t)
 	texts := testcorpus.Atoms(21, 2000, 24)
 	mixed := testcorpus.Mixed(22, 400_000)

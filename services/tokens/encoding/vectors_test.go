@@ -121,10 +121,13 @@ func newTestSet(t testing.TB) *Set {
 }
 
 func TestReferenceVectors(t *testing.T) {
+	t.Parallel()
+
 	set := newTestSet(t)
 	for _, v := range referenceVectors {
 		for _, name := range Names() {
 			t.Run(v.name+"/"+name, func(t *testing.T) {
+				t.Parallel()
 				e, err := set.Get(name)
 				if err != nil {
 					t.Fatal(err)
@@ -151,6 +154,8 @@ func TestReferenceVectors(t *testing.T) {
 }
 
 func TestSpecialTokensAllowed(t *testing.T) {
+	t.Parallel()
+
 	set := newTestSet(t)
 	for _, name := range Names() {
 		e, _ := set.Get(name)

@@ -16,6 +16,8 @@ import (
 // fragments that merge in many ways, and on the generated mixed corpus cut
 // at random.
 func TestMergeMatchesLibrary(t *testing.T) {
+	t.Parallel()
+
 	rng := rand.New(rand.NewPCG(1, 2))
 	alphabet := []string{"a", "b", "e", "r", "s", "t", "ing", "tion", " the", "é", "中", "文", "😀", "0", "  ", "\n", "'", "ſ", "\xe4", "\xb8"}
 	mixed := testcorpus.Mixed(5, 100_000)
@@ -53,6 +55,8 @@ func TestMergeMatchesLibrary(t *testing.T) {
 // TestMergeLongRuns: the heap merge on the worst cases, against the
 // reference's heap.
 func TestMergeLongRuns(t *testing.T) {
+	t.Parallel()
+
 	for _, name := range names {
 		v := load(t, name)
 		o, _ := oracle.Get(name)

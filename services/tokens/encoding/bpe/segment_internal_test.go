@@ -14,6 +14,8 @@ import (
 // (the fallback, which the real bounds almost never reach) and when the
 // seams fall inside tokens.
 func TestMergeSegmentsAnyLimit(t *testing.T) {
+	t.Parallel()
+
 	rng := rand.New(rand.NewPCG(3, 4))
 	mixed := testcorpus.Mixed(9, 200_000)
 	alphabet := []string{"a", "aa", " ", "  ", "\n", "0", "中", "文", "字符", "é", "'s", "=", "ab", "\xe4", "\xb8"}
@@ -56,6 +58,8 @@ func TestMergeSegmentsAnyLimit(t *testing.T) {
 // TestCompatibleIsPairEncoding checks the compatibility cache against its
 // definition on pairs of tokens seen in text, hits and misses alike.
 func TestCompatibleIsPairEncoding(t *testing.T) {
+	t.Parallel()
+
 	v, err := Load("o200k_base")
 	if err != nil {
 		t.Fatal(err)
@@ -88,6 +92,8 @@ func TestCompatibleIsPairEncoding(t *testing.T) {
 // whose ranks grow towards the root, so the tree walk of compatible applies
 // everywhere (it falls back to merging where it would not).
 func TestSplitsOutrankParts(t *testing.T) {
+	t.Parallel()
+
 	if testing.Short() {
 		t.Skip("merges every token")
 	}
@@ -119,6 +125,8 @@ func TestSplitsOutrankParts(t *testing.T) {
 // does, on pairs of tokens from text and on random pairs, in every
 // vocabulary.
 func TestPairCrossesMatchesMerge(t *testing.T) {
+	t.Parallel()
+
 	rng := rand.New(rand.NewPCG(7, 8))
 	text := testcorpus.Mixed(4, 30_000)
 	for _, name := range []string{"o200k_base", "cl100k_base", "p50k_base", "r50k_base"} {

@@ -36,6 +36,8 @@ func load(t testing.TB, name string) *bpe.Vocabulary {
 // order) and checks its SHA-256 against the published one: the embedded
 // data is exactly OpenAI's.
 func TestRankFilesMatchPublishedDigests(t *testing.T) {
+	t.Parallel()
+
 	for _, name := range names {
 		v := load(t, name)
 		h := sha256.New()
@@ -59,6 +61,8 @@ func TestRankFilesMatchPublishedDigests(t *testing.T) {
 // TestVocabularyMatchesLibrary: every token of the reference library has the
 // same rank here, and the counts agree.
 func TestVocabularyMatchesLibrary(t *testing.T) {
+	t.Parallel()
+
 	for _, name := range names {
 		v := load(t, name)
 		o, err := oracle.Get(name)

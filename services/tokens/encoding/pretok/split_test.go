@@ -65,6 +65,8 @@ func compare(t *testing.T, c *pretok.Classes, name, text string) bool {
 // TestSplitMatchesRegexp compares every pattern with the regular-expression
 // engine on the hard cases and on generated mixed text.
 func TestSplitMatchesRegexp(t *testing.T) {
+	t.Parallel()
+
 	c := newClasses(t)
 	texts := testcorpus.Atoms(1, 3000, 24)
 	texts = append(texts, testcorpus.Mixed(2, 200_000), "", " ", "\n \n", "  \n\t x", "a  ", "'s", "''s", "A'LL", "dON'T",
@@ -85,6 +87,8 @@ func TestSplitMatchesRegexp(t *testing.T) {
 // tables) split as letters and digits, as in tiktoken; the test is honest
 // about which tables it runs against.
 func TestNewCharactersAreLetters(t *testing.T) {
+	t.Parallel()
+
 	c := newClasses(t)
 	if unicode.Version != pretok.UnicodeGoVersion {
 		t.Fatalf("Go's unicode tables are %s, unicode16.go was generated against %s: regenerate it with internal/ucdgen", unicode.Version, pretok.UnicodeGoVersion)

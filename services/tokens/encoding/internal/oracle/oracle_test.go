@@ -7,6 +7,8 @@ import (
 )
 
 func TestWidenToUnicode16(t *testing.T) {
+	t.Parallel()
+
 	l, n := pretok.UnicodeAdditions("L"), pretok.UnicodeAdditions("N")
 	for in, want := range map[string]string{
 		`\p{L}+`:              `[\p{L}` + l + `]+`,
