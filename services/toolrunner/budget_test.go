@@ -90,6 +90,8 @@ var (
 // budget is final, whatever its type; the same failure without the mark
 // is retried as before.
 func TestBudgetExhaustedIsNotRetried(t *testing.T) {
+	t.Parallel()
+
 	s, env := newTestServer(t, nil)
 	mk := func(name string, exhausted bool) *funcTool {
 		return &funcTool{spec: echoSpec(name), fn: func(context.Context, tool.Call) (tool.Result, error) {
@@ -113,6 +115,8 @@ func TestBudgetExhaustedIsNotRetried(t *testing.T) {
 // not run again with the same arguments (each retry spent the whole
 // budget again: 4 × 30 s of a slot and a core).
 func TestBuiltinTimeoutIsNotRetried(t *testing.T) {
+	t.Parallel()
+
 	s, _ := newTestServer(t, func(o *Options) { o.QueryTimeout = 100 * time.Millisecond })
 	r := req("sql_query", runawayQuery)
 	r.TimeoutMs = 60_000
@@ -131,6 +135,8 @@ func TestBuiltinTimeoutIsNotRetried(t *testing.T) {
 // TestSearchTimeoutIsNotRetried: glob and grep that run into their own
 // time budget fail once, with a TIMEOUT that says to narrow the search.
 func TestSearchTimeoutIsNotRetried(t *testing.T) {
+	t.Parallel()
+
 	tools := trackedBuiltins(builtin.Options{SearchTimeout: 100 * time.Millisecond})
 	s, env := newTestServer(t, func(o *Options) { o.WorkspaceSeedDir = costlySeed(t) })
 	env.source.set(tools["grep"])
@@ -152,6 +158,8 @@ func TestSearchTimeoutIsNotRetried(t *testing.T) {
 // not wait for them; before, a retried glob left one busy goroutine per
 // attempt, each for minutes.)
 func TestTimedOutToolsStop(t *testing.T) {
+	t.Parallel()
+
 	tools := trackedBuiltins(builtin.Options{})
 	seed := costlySeed(t)
 	s, env := newTestServer(t, func(o *Options) { o.WorkspaceSeedDir = seed })

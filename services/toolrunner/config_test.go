@@ -37,6 +37,8 @@ policies:
 `
 
 func TestParsePolicies(t *testing.T) {
+	t.Parallel()
+
 	ps, err := ParsePolicies([]byte(sampleTools))
 	if err != nil {
 		t.Fatal(err)
@@ -78,6 +80,8 @@ func TestParsePolicies(t *testing.T) {
 }
 
 func TestParsePoliciesErrors(t *testing.T) {
+	t.Parallel()
+
 	for _, tc := range []struct{ yaml, want string }{
 		{"polices: {}\n", "polices"},
 		{"policies:\n  tool: {}\n", "tool"},

@@ -9,6 +9,8 @@ import (
 )
 
 func TestSeedFormatting(t *testing.T) {
+	t.Parallel()
+
 	const (
 		brief    = baagentv1.OutputLevel_OUTPUT_LEVEL_BRIEF
 		standard = baagentv1.OutputLevel_OUTPUT_LEVEL_STANDARD

@@ -14,6 +14,8 @@ import (
 // TestSalesQuestionOverGRPC answers the sample question through the real
 // RPC, over the committed sample dataset seeded into a new workspace.
 func TestSalesQuestionOverGRPC(t *testing.T) {
+	t.Parallel()
+
 	s, _ := newTestServer(t, func(o *Options) { o.WorkspaceSeedDir = filepath.Join("..", "..", "examples", "data") })
 	c := baagentv1.NewToolRunnerServiceClient(vt.Serve(t, func(gs grpc.ServiceRegistrar) { s.Register(gs) }))
 	r := req("sql_query", map[string]any{"query": `

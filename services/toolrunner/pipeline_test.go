@@ -37,6 +37,8 @@ func ok(data any) func(context.Context, tool.Call) (tool.Result, error) {
 }
 
 func TestUnknownToolAndErrorObservation(t *testing.T) {
+	t.Parallel()
+
 	s, _ := newTestServer(t, nil)
 	r := req("no_such_tool", nil)
 	r.ToolCallId = "call_xyz"
@@ -51,6 +53,8 @@ func TestUnknownToolAndErrorObservation(t *testing.T) {
 }
 
 func TestArgumentsValidatedAgainstSchema(t *testing.T) {
+	t.Parallel()
+
 	s, env := newTestServer(t, nil)
 	echo := &funcTool{spec: echoSpec("echo"), fn: ok("hi")}
 	env.source.set(echo)
@@ -70,6 +74,8 @@ func TestArgumentsValidatedAgainstSchema(t *testing.T) {
 }
 
 func TestPermissions(t *testing.T) {
+	t.Parallel()
+
 	cfg := filepath.Join(t.TempDir(), "tools.yaml")
 	if err := os.WriteFile(cfg, []byte("policies:\n  tools:\n    danger: {permission: deny}\n    \"ask_*\": {permission: ask}\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -135,6 +141,8 @@ func TestPermissions(t *testing.T) {
 }
 
 func TestSourceToolsComeAndGo(t *testing.T) {
+	t.Parallel()
+
 	s, env := newTestServer(t, nil)
 	if res := mustInvoke(t, s, req("remote", nil)); res.ErrorCode != "TOOL_NOT_FOUND" {
 		t.Fatalf("before: %v", res)
@@ -155,6 +163,8 @@ func TestSourceToolsComeAndGo(t *testing.T) {
 }
 
 func TestRetryPolicy(t *testing.T) {
+	t.Parallel()
+
 	s, env := newTestServer(t, nil)
 	var mu sync.Mutex
 	var timeouts []time.Duration
@@ -219,6 +229,8 @@ func TestRetryPolicy(t *testing.T) {
 }
 
 func TestRetryPolicyMath(t *testing.T) {
+	t.Parallel()
+
 	p := DefaultRetryPolicy()
 	want := []time.Duration{time.Second, 1500 * time.Millisecond, 2250 * time.Millisecond, 3375 * time.Millisecond, 5062500 * time.Microsecond, 7593750 * time.Microsecond, 10 * time.Second, 10 * time.Second}
 	for i, w := range want {
@@ -253,6 +265,8 @@ func TestRetryPolicyMath(t *testing.T) {
 }
 
 func TestTimeoutAndRetryOnTimeout(t *testing.T) {
+	t.Parallel()
+
 	s, env := newTestServer(t, nil)
 	slow := &funcTool{spec: echoSpec("slow"), fn: func(ctx context.Context, c tool.Call) (tool.Result, error) {
 		<-ctx.Done()
@@ -280,6 +294,8 @@ func TestTimeoutAndRetryOnTimeout(t *testing.T) {
 }
 
 func TestPanickingToolIsInternalError(t *testing.T) {
+	t.Parallel()
+
 	s, env := newTestServer(t, nil)
 	env.source.set(&funcTool{spec: echoSpec("panics"), fn: func(context.Context, tool.Call) (tool.Result, error) { panic("bug") }})
 	res := mustInvoke(t, s, req("panics", nil))
@@ -289,6 +305,8 @@ func TestPanickingToolIsInternalError(t *testing.T) {
 }
 
 func TestIdempotencyAndCache(t *testing.T) {
+	t.Parallel()
+
 	s, env := newTestServer(t, nil)
 	counter := 0
 	var mu sync.Mutex
@@ -404,6 +422,8 @@ func TestIdempotencyAndCache(t *testing.T) {
 }
 
 func TestConcurrentDuplicateRunsOnce(t *testing.T) {
+	t.Parallel()
+
 	s, env := newTestServer(t, nil)
 	release := make(chan struct{})
 	spec := echoSpec("slow_write")
@@ -442,6 +462,8 @@ func TestConcurrentDuplicateRunsOnce(t *testing.T) {
 }
 
 func TestOutputLevelDecisionChain(t *testing.T) {
+	t.Parallel()
+
 	const (
 		unset    = baagentv1.OutputLevel_OUTPUT_LEVEL_UNSPECIFIED
 		brief    = baagentv1.OutputLevel_OUTPUT_LEVEL_BRIEF
@@ -485,6 +507,8 @@ func TestOutputLevelDecisionChain(t *testing.T) {
 }
 
 func TestArtifactsThresholdAndFull(t *testing.T) {
+	t.Parallel()
+
 	s, env := newTestServer(t, func(o *Options) { o.LargeDataBytes = 1000 })
 	small := &funcTool{spec: echoSpec("small"), fn: ok("just a little text")}
 	big := &funcTool{spec: echoSpec("big"), fn: ok(strings.Repeat("0123456789\n", 100))} // 1100 bytes
@@ -535,6 +559,8 @@ func TestArtifactsThresholdAndFull(t *testing.T) {
 }
 
 func TestTruncationAt50KiB(t *testing.T) {
+	t.Parallel()
+
 	s, env := newTestServer(t, nil)
 	doc := tool.Document{Text: strings.Repeat("日本語テキスト", 5000), Brief: "long"} // 105 000 bytes, < 1 MiB
 	env.source.set(&funcTool{spec: echoSpec("long"), fn: ok(doc)})
@@ -551,6 +577,8 @@ func TestTruncationAt50KiB(t *testing.T) {
 }
 
 func TestReleaseConversation(t *testing.T) {
+	t.Parallel()
+
 	seed := t.TempDir()
 	if err := os.WriteFile(filepath.Join(seed, "orders.csv"), []byte("id\n1\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -588,6 +616,8 @@ func TestReleaseConversation(t *testing.T) {
 }
 
 func TestNewErrors(t *testing.T) {
+	t.Parallel()
+
 	dir := t.TempDir()
 	base := Options{WorkspaceDir: filepath.Join(dir, "ws"), ArtifactDir: filepath.Join(dir, "art")}
 	for name, mutate := range map[string]func(*Options){
@@ -608,6 +638,8 @@ func TestNewErrors(t *testing.T) {
 func structValue(s string) *structpb.Value { return structpb.NewStringValue(s) }
 
 func TestConcurrentFirstCallsShareOneWorkspace(t *testing.T) {
+	t.Parallel()
+
 	for _, seeded := range []bool{false, true} {
 		seed := ""
 		if seeded {
@@ -641,6 +673,8 @@ func TestConcurrentFirstCallsShareOneWorkspace(t *testing.T) {
 }
 
 func TestMetricsAndLogsNamePaths(t *testing.T) {
+	t.Parallel()
+
 	var logs strings.Builder
 	var mu sync.Mutex
 	s, env := newTestServer(t, func(o *Options) {

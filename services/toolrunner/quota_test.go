@@ -67,6 +67,8 @@ func writeReq(tenant, conv, path string, size int) *baagentv1.ToolInvocationRequ
 // other tenants still write; shrinking a file is always allowed and makes
 // room again.
 func TestWorkspaceQuotaRefusesWrites(t *testing.T) {
+	t.Parallel()
+
 	const limit = 64 << 10
 	s, env := newTestServer(t, func(o *Options) { o.WorkspaceQuotaBytes = limit })
 
@@ -130,6 +132,8 @@ func TestWorkspaceQuotaRefusesWrites(t *testing.T) {
 // a new conversation that does not fit is refused, and releasing a
 // conversation makes room again.
 func TestWorkspaceQuotaCountsSeedCopies(t *testing.T) {
+	t.Parallel()
+
 	seed := t.TempDir()
 	if err := os.WriteFile(filepath.Join(seed, "orders.csv"), []byte(strings.Repeat("1,2\n", 5000)), 0o600); err != nil { // 20000 bytes: 20 KiB charged
 		t.Fatal(err)
@@ -193,6 +197,8 @@ func writeVia(l *wsLease, name string, data []byte) error {
 // workspaces counts them on the tenant's first use, enforces the quota on
 // them, and keeps the count right through the idle cleanup and releases.
 func TestWorkspaceQuotaSurvivesRestart(t *testing.T) {
+	t.Parallel()
+
 	dir := t.TempDir()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
@@ -271,6 +277,8 @@ func TestWorkspaceQuotaSurvivesRestart(t *testing.T) {
 // conversations of one tenant, new files and rewrites of the same files,
 // never take it past its quota, and the count matches the disk after.
 func TestWorkspaceQuotaConcurrentWriters(t *testing.T) {
+	t.Parallel()
+
 	dir := t.TempDir()
 	const limit = 256 << 10
 	const size = 10 << 10 // 12 KiB charged
@@ -347,6 +355,8 @@ func TestWorkspaceQuotaConcurrentWriters(t *testing.T) {
 // artifact quota is returned truncated, saying that the complete result
 // could not be stored, instead of silently losing the rest.
 func TestArtifactQuotaResultNotStored(t *testing.T) {
+	t.Parallel()
+
 	s, env := newTestServer(t, func(o *Options) { o.ArtifactQuotaBytes = 40 << 10; o.LargeDataBytes = 10 << 10 })
 	var b strings.Builder
 	for i := 0; b.Len() < 60<<10; i++ {
@@ -404,6 +414,8 @@ func BenchmarkFileWrite(b *testing.B) {
 // workspace are charged, and checked against the quota, for the one copy
 // of the seed they make, not one each.
 func TestWorkspaceQuotaConcurrentCreation(t *testing.T) {
+	t.Parallel()
+
 	seed := t.TempDir()
 	for i := range 20 {
 		if err := os.WriteFile(filepath.Join(seed, fmt.Sprintf("f%d.csv", i)), make([]byte, 8<<10), 0o600); err != nil {

@@ -62,6 +62,8 @@ var (
 )
 
 func TestServiceName(t *testing.T) {
+	t.Parallel()
+
 	if ServiceName != baagentv1.ToolRunnerService_ServiceDesc.ServiceName {
 		t.Fatalf("ServiceName = %q, generated %q", ServiceName, baagentv1.ToolRunnerService_ServiceDesc.ServiceName)
 	}
@@ -71,6 +73,8 @@ func TestServiceName(t *testing.T) {
 // InvalidArgument naming the field; valid ones pass the edge (their
 // outcome is tested elsewhere).
 func TestRPCs(t *testing.T) {
+	t.Parallel()
+
 	srv, _ := newTestServer(t, nil)
 	c := baagentv1.NewToolRunnerServiceClient(vt.Serve(t, func(gs grpc.ServiceRegistrar) { srv.Register(gs) }))
 	inv := func(f func(*invocation)) *invokeReq {
@@ -162,6 +166,8 @@ func runEdgeCases(t *testing.T, cases []vt.Case) {
 }
 
 func TestNilRequests(t *testing.T) {
+	t.Parallel()
+
 	s, _ := newTestServer(t, nil)
 	ctx := t.Context()
 	_, err := s.Invoke(ctx, nil)

@@ -13,6 +13,8 @@ import (
 // opening one, or used one since; interrupted creations go too; a later
 // call of a removed conversation gets a fresh, seeded workspace.
 func TestWorkspacesRemovedWhenIdle(t *testing.T) {
+	t.Parallel()
+
 	dir, seed := t.TempDir(), t.TempDir()
 	if err := os.WriteFile(filepath.Join(seed, "data.csv"), []byte("x\n1\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 )
 
 func TestWorkspaceHandles(t *testing.T) {
+	t.Parallel()
+
 	dir := t.TempDir()
 	w, err := openWorkspaces(workspaceOptions{Dir: dir})
 	if err != nil {

@@ -45,6 +45,8 @@ func exists(s *Store, m Meta) bool {
 // quota evict that tenant's least recently used ones, never another
 // tenant's, however old; one larger than the quota is refused.
 func TestTenantQuotaEvictsOwnArtifactsOnly(t *testing.T) {
+	t.Parallel()
+
 	clk := &fakeClock{now: time.Unix(1_700_000_000, 0)}
 	s := openQuota(t, t.TempDir(), clk, 1<<20, 1000)
 	acme, globex := Owner{"acme", "c1"}, Owner{"globex", "c1"}
@@ -98,6 +100,8 @@ func TestTenantQuotaEvictsOwnArtifactsOnly(t *testing.T) {
 // artifacts go from the tenant holding the most bytes first, even when
 // other tenants' artifacts are less recently used.
 func TestSizeCleanupTakesFromTheBiggestTenant(t *testing.T) {
+	t.Parallel()
+
 	clk := &fakeClock{now: time.Unix(1_700_000_000, 0)}
 	s := openQuota(t, t.TempDir(), clk, 2000, -1)
 	var small []Meta
@@ -138,6 +142,8 @@ func TestSizeCleanupTakesFromTheBiggestTenant(t *testing.T) {
 // has the same per-tenant accounting and enforces the quota on what was
 // stored before.
 func TestTenantUsageSurvivesRestart(t *testing.T) {
+	t.Parallel()
+
 	dir := t.TempDir()
 	clk := &fakeClock{now: time.Unix(1_700_000_000, 0)}
 	s, err := Open(Options{Dir: dir, Now: clk.Now, TenantMaxBytes: 1000})
@@ -173,6 +179,8 @@ func TestTenantUsageSurvivesRestart(t *testing.T) {
 // it past its quota, stored and in-flight bytes together, and leave the
 // disk holding exactly what is accounted.
 func TestTenantQuotaConcurrentPuts(t *testing.T) {
+	t.Parallel()
+
 	clk := &fakeClock{now: time.Unix(1_700_000_000, 0)}
 	const limit, size = 10_000, 700
 	s := openQuota(t, t.TempDir(), clk, 1<<20, limit)

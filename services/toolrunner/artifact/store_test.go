@@ -40,6 +40,8 @@ var (
 )
 
 func TestPutReadOwnership(t *testing.T) {
+	t.Parallel()
+
 	clk := &fakeClock{now: time.Unix(1_700_000_000, 0)}
 	s := newStore(t, t.TempDir(), clk, 0)
 	data := []byte("line one\nline two\nerror: three\n")
@@ -76,6 +78,8 @@ func TestPutReadOwnership(t *testing.T) {
 }
 
 func TestReadPagingAndPattern(t *testing.T) {
+	t.Parallel()
+
 	s := newStore(t, t.TempDir(), &fakeClock{now: time.Now()}, 0)
 	var b strings.Builder
 	for i := 1; i <= 10; i++ {
@@ -101,6 +105,8 @@ func TestReadPagingAndPattern(t *testing.T) {
 }
 
 func TestReadHugeLineConstantMemory(t *testing.T) {
+	t.Parallel()
+
 	s := newStore(t, t.TempDir(), &fakeClock{now: time.Now()}, 0)
 	data := strings.Repeat("x", 1<<20) + "\nshort\n"
 	m, _ := s.Put(alice, "", "", "", []byte(data))
@@ -114,6 +120,8 @@ func TestReadHugeLineConstantMemory(t *testing.T) {
 }
 
 func TestIDsRefused(t *testing.T) {
+	t.Parallel()
+
 	s := newStore(t, t.TempDir(), &fakeClock{now: time.Now()}, 0)
 	for _, id := range []string{"", "artifact_", "artifact_../../etc/passwd", "artifact_ab/cd", `artifact_ab\cd`, "../artifact_ab", "artifact_ABCD", "artifact_ab.meta", "/etc/passwd"} {
 		if _, err := s.Read(ReadRequest{Owner: alice, ID: id}); !errors.Is(err, ErrNotFound) {
@@ -123,6 +131,8 @@ func TestIDsRefused(t *testing.T) {
 }
 
 func TestCleanupByAgeAndSize(t *testing.T) {
+	t.Parallel()
+
 	clk := &fakeClock{now: time.Unix(1_700_000_000, 0)}
 	s := newStore(t, t.TempDir(), clk, 1000)
 	old, _ := s.Put(alice, "", "", "", []byte(strings.Repeat("a", 100)))
@@ -174,6 +184,8 @@ func TestCleanupByAgeAndSize(t *testing.T) {
 }
 
 func TestDeleteConversation(t *testing.T) {
+	t.Parallel()
+
 	s := newStore(t, t.TempDir(), &fakeClock{now: time.Now()}, 0)
 	a1, _ := s.Put(alice, "", "", "", []byte("1"))
 	a2, _ := s.Put(alice, "reports/q3", "", "", []byte("22"))
@@ -193,6 +205,8 @@ func TestDeleteConversation(t *testing.T) {
 }
 
 func TestMetadataSurvivesRestart(t *testing.T) {
+	t.Parallel()
+
 	dir := t.TempDir()
 	clk := &fakeClock{now: time.Unix(1_700_000_000, 0)}
 	s, err := Open(Options{Dir: dir, Now: clk.Now})

@@ -123,6 +123,8 @@ func validateArgs(s tool.Spec, args map[string]any) error {
 }
 
 func TestSpecs(t *testing.T) {
+	t.Parallel()
+
 	e := newEnv(t)
 	want := []string{"artifact_read", "file_edit", "file_read", "file_write", "glob", "grep", "sql_query"}
 	for _, n := range want {
@@ -156,6 +158,8 @@ func TestSpecs(t *testing.T) {
 }
 
 func TestPathTraversalRefused(t *testing.T) {
+	t.Parallel()
+
 	e := newEnv(t)
 	if err := os.Symlink(e.secret, filepath.Join(e.dir, "link.txt")); err != nil {
 		t.Fatal(err)
@@ -190,6 +194,8 @@ func TestPathTraversalRefused(t *testing.T) {
 }
 
 func TestFileRead(t *testing.T) {
+	t.Parallel()
+
 	e := newEnv(t)
 	var b strings.Builder
 	for i := 1; i <= 2500; i++ {
@@ -226,6 +232,8 @@ func TestFileRead(t *testing.T) {
 }
 
 func TestFileWriteAndEdit(t *testing.T) {
+	t.Parallel()
+
 	e := newEnv(t)
 	doc := e.mustCall("file_write", map[string]any{"path": "out/report.md", "content": "a\nb\nb\n"})
 	if !strings.HasPrefix(doc.Text, "Created out/report.md (6 bytes, 3 lines)") {
@@ -255,6 +263,8 @@ func TestFileWriteAndEdit(t *testing.T) {
 }
 
 func TestGlobAndGrep(t *testing.T) {
+	t.Parallel()
+
 	e := newEnv(t)
 	e.write("orders.csv", "id,region\n1,North\n2,south\n3,East\n")
 	e.write("sub/deep/notes.csv", "north pole\n")
@@ -287,6 +297,8 @@ func TestGlobAndGrep(t *testing.T) {
 }
 
 func TestSQLQuery(t *testing.T) {
+	t.Parallel()
+
 	e := newEnv(t)
 	e.write("orders.csv", "order_id,product_id,quantity,unit_price,note\n1,10,2,9.5,\n2,11,1,100,\"a, b\"\n3,10,3,9.5,x\n")
 	e.write("Products.csv", "product_id,name,category\n10,Widget,Hardware\n11,Suite,Software\n")
@@ -328,6 +340,8 @@ func TestSQLQuery(t *testing.T) {
 }
 
 func TestSQLQueryTimeout(t *testing.T) {
+	t.Parallel()
+
 	e := newEnv(t)
 	tl := newSQLQuery(Options{QueryTimeout: 50 * time.Millisecond}.withDefaults())
 	_, err := tl.Execute(context.Background(), tool.Call{Workspace: e.root, Args: map[string]any{
@@ -340,6 +354,8 @@ func TestSQLQueryTimeout(t *testing.T) {
 }
 
 func TestArtifactRead(t *testing.T) {
+	t.Parallel()
+
 	e := newEnv(t)
 	m, err := e.store.Put(artifact.Owner{Tenant: "acme", ConversationID: "c1"}, "", "", "", []byte("alpha\nbeta\ngamma\n"))
 	if err != nil {
@@ -369,6 +385,8 @@ func TestArtifactRead(t *testing.T) {
 }
 
 func TestMentionedTables(t *testing.T) {
+	t.Parallel()
+
 	tables := map[string]string{"orders": "orders.csv", "order items": "order items.csv", "products": "Products.csv"}
 	got := mentionedTables(`select * from ORDERS join "order items" on 1 -- products`, tables)
 	if strings.Join(got, ",") != "orders,order items,products" {

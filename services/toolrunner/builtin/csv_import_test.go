@@ -29,6 +29,8 @@ func goroutinesCreated() uint64 {
 // arrives (full batches and the remainder, narrow and wide tables), and
 // the import starts a handful of goroutines, not one per row.
 func TestSQLQueryImportsInBatches(t *testing.T) {
+	t.Parallel()
+
 	for _, tc := range []struct {
 		name       string
 		rows, cols int
@@ -101,6 +103,8 @@ func BenchmarkSQLQuerySampleData(b *testing.B) {
 // call's deadline bounds the wait (a TIMEOUT the pipeline retries); once a
 // slot frees, queries run again.
 func TestSQLQueryWaitsForASlot(t *testing.T) {
+	t.Parallel()
+
 	e := newEnv(t)
 	e.write("t.csv", "x\n1\n2\n")
 	tl := newSQLQuery(Options{MaxConcurrentQueries: 1}.withDefaults())

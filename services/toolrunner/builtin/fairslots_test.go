@@ -57,6 +57,8 @@ func waitStats(t *testing.T, f *fairSlots, held, waiting int) {
 // the tenant that freed it), then in arrival order; a tenant never holds
 // more than its cap, even with slots free.
 func TestFairSlotsOrder(t *testing.T) {
+	t.Parallel()
+
 	ctx := context.Background()
 	f := newFairSlots(2, 1)
 	a1 := startAcquire(ctx, f, "a") // served first
@@ -102,6 +104,8 @@ func TestFairSlotsOrder(t *testing.T) {
 // TestFairSlotsContext: a waiter whose context ends leaves the queue and
 // gets ctx's error; a tenant's entry goes when it holds and waits nothing.
 func TestFairSlotsContext(t *testing.T) {
+	t.Parallel()
+
 	f := newFairSlots(1, 1)
 	release, err := f.acquire(context.Background(), "a")
 	if err != nil {
@@ -124,6 +128,8 @@ func TestFairSlotsContext(t *testing.T) {
 // TestFairSlotsStress: many tenants acquiring and giving up at random
 // never exceed the slots or a tenant's cap, and leave nothing behind.
 func TestFairSlotsStress(t *testing.T) {
+	t.Parallel()
+
 	const slots, perTenant = 3, 2
 	f := newFairSlots(slots, perTenant)
 	var total atomic.Int32

@@ -152,6 +152,8 @@ var sqlValues = []any{
 // TestSQLFuncsDifferential compares the replacements with SQLite's
 // built-ins on every value, pair of values and, for replace, many triples.
 func TestSQLFuncsDifferential(t *testing.T) {
+	t.Parallel()
+
 	p := newSQLPair(t, testLimit)
 	for _, x := range sqlValues {
 		for _, f := range []string{"trim", "ltrim", "rtrim"} {
@@ -220,6 +222,8 @@ func TestSQLFuncsDifferential(t *testing.T) {
 // random short values made of pieces that interact: prefixes of one
 // another, UTF-8 lead and continuation bytes on their own, NUL.
 func TestSQLFuncsRandom(t *testing.T) {
+	t.Parallel()
+
 	p := newSQLPair(t, testLimit)
 	rng := rand.New(rand.NewPCG(1, 2))
 	n := 3000
@@ -320,6 +324,8 @@ func fuzzValue(s string, kind uint8) any {
 
 // TestSQLFuncsRealText: REALs render as SQLite renders them.
 func TestSQLFuncsRealText(t *testing.T) {
+	t.Parallel()
+
 	conn := sqlConn(t, "sqlite", testLimit)
 	st, err := conn.PrepareContext(context.Background(), "SELECT CAST(?1 AS TEXT)")
 	if err != nil {
@@ -358,6 +364,8 @@ func TestSQLFuncsRealText(t *testing.T) {
 // TestSQLFuncsRealColumn: a REAL column's integral values (stored as
 // integers, read back as REAL) render as SQLite renders them.
 func TestSQLFuncsRealColumn(t *testing.T) {
+	t.Parallel()
+
 	p := newSQLPair(t, testLimit)
 	for _, c := range []*sql.Conn{p.builtin, p.linear} {
 		if _, err := c.ExecContext(context.Background(), "CREATE TABLE r(x REAL); INSERT INTO r VALUES (3), (-7), (0.5), (1e15), (140737488355327), (140737488355328), (1e20)"); err != nil {
@@ -380,6 +388,8 @@ func TestSQLFuncsRealColumn(t *testing.T) {
 // TestSQLFuncsTooBig: the replacements fail where SQLite's fail, with
 // SQLite's SQLITE_TOOBIG, which sql_query reports as QUERY_TOO_LARGE.
 func TestSQLFuncsTooBig(t *testing.T) {
+	t.Parallel()
+
 	p := newSQLPair(t, testLimit)
 	a := func(n int) string { return strings.Repeat("a", n) }
 	chars := func(n int) string { return strings.Repeat("é", n) }
@@ -439,6 +449,8 @@ var overrideDrivers atomic.Int64
 // replacement, not SQLite's built-in (unhex(X, Y) too); other numbers of arguments are
 // still SQLite's errors, when the query is prepared.
 func TestSQLFuncsOverride(t *testing.T) {
+	t.Parallel()
+
 	calls := map[string]*atomic.Int64{}
 	var fns []sqlFunc
 	for _, f := range linearSQLFuncs(testLimit) {

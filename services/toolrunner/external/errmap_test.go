@@ -19,6 +19,8 @@ import (
 )
 
 func TestGRPCError(t *testing.T) {
+	t.Parallel()
+
 	ctx := context.Background()
 	cases := []struct {
 		code      codes.Code
@@ -71,6 +73,8 @@ func TestGRPCError(t *testing.T) {
 }
 
 func TestProviderError(t *testing.T) {
+	t.Parallel()
+
 	te := providerError(&baagentv1.ToolError{Type: baagentv1.ToolErrorType_TOOL_ERROR_TYPE_RATE_LIMIT, Code: "SLOW_DOWN", Message: "later"})
 	if te.Type != typeRateLimit || te.Code != "SLOW_DOWN" || te.Message != "later" {
 		t.Errorf("kept fields: %+v", te)
@@ -86,6 +90,8 @@ func TestProviderError(t *testing.T) {
 }
 
 func TestMCPError(t *testing.T) {
+	t.Parallel()
+
 	ctx := context.Background()
 	wire := func(code int64) error {
 		return fmt.Errorf("calling tools/call: %w", &jsonrpc.Error{Code: code, Message: "m"})
@@ -116,6 +122,8 @@ func TestMCPError(t *testing.T) {
 }
 
 func TestCallResult(t *testing.T) {
+	t.Parallel()
+
 	text := func(s string) mcp.Content { return &mcp.TextContent{Text: s} }
 	res, err := callResult(&mcp.CallToolResult{Content: []mcp.Content{text("hello")}})
 	if err != nil || res.Data != "hello" {
@@ -160,6 +168,8 @@ func TestCallResult(t *testing.T) {
 }
 
 func TestInputSchema(t *testing.T) {
+	t.Parallel()
+
 	if b, err := inputSchema(nil); err != nil || string(b) != `{"type":"object"}` {
 		t.Errorf("nil: %s %v", b, err)
 	}
@@ -176,6 +186,8 @@ func TestInputSchema(t *testing.T) {
 // TestReconnectBackoffDefaults: a zero Backoff reconnects after 500 ms
 // doubling up to 30 s, with ±20% jitter; set fields are kept.
 func TestReconnectBackoffDefaults(t *testing.T) {
+	t.Parallel()
+
 	b := reconnectBackoff(retry.Backoff{})
 	if b.Initial != 500*time.Millisecond || b.Max != 30*time.Second || b.Multiplier != 2 || b.Jitter != 0.2 {
 		t.Errorf("defaults %+v", b)

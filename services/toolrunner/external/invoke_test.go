@@ -22,6 +22,8 @@ import (
 // second-process ToolProvider's tools through ListTools and Invoke over gRPC
 // on loopback.
 func TestInvokeExternalTools(t *testing.T) {
+	t.Parallel()
+
 	node, script := everythingServer(t)
 	addr := freeAddr(t)
 	startToolProvider(t, buildToolProvider(t), addr)

@@ -14,6 +14,8 @@ func env(vars map[string]string) func(string) (string, bool) {
 }
 
 func TestParseFull(t *testing.T) {
+	t.Parallel()
+
 	const doc = `
 policies:            # owned by the core; skipped here
   file_write: {permission: ask}
@@ -66,6 +68,8 @@ mcp_servers:
 }
 
 func TestParseEmpty(t *testing.T) {
+	t.Parallel()
+
 	for _, doc := range []string{"", "# nothing\n", "~\n", "policies: {}\n", "providers:\nmcp_servers:\n"} {
 		cfg, err := Parse([]byte(doc), nil)
 		if err != nil || len(cfg.Providers)+len(cfg.MCPServers) != 0 {
@@ -76,6 +80,8 @@ func TestParseEmpty(t *testing.T) {
 
 // TestParseErrors checks that every error names the entry and field.
 func TestParseErrors(t *testing.T) {
+	t.Parallel()
+
 	cases := []struct{ name, doc, want string }{
 		{"unknown top", "mcp_server: []", `top level: unknown key "mcp_server"`},
 		{"top not map", "- a", "top level must be a mapping"},
@@ -127,6 +133,8 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestParseReportsAllEntries(t *testing.T) {
+	t.Parallel()
+
 	_, err := Parse([]byte("providers:\n - {name: a}\n - {name: b}\n"), nil)
 	if err == nil || !strings.Contains(err.Error(), "providers[0].address") || !strings.Contains(err.Error(), "providers[1].address") {
 		t.Fatalf("want both entries named, got %v", err)
@@ -134,6 +142,8 @@ func TestParseReportsAllEntries(t *testing.T) {
 }
 
 func TestParseLimits(t *testing.T) {
+	t.Parallel()
+
 	if _, err := Parse(make([]byte, maxFileBytes+1), nil); err == nil {
 		t.Error("oversize file accepted")
 	}
@@ -170,6 +180,8 @@ func TestLoadFile(t *testing.T) {
 
 // TestExampleConfig keeps examples/config/tools.yaml valid.
 func TestExampleConfig(t *testing.T) {
+	t.Parallel()
+
 	cfg, err := LoadFile(filepath.Join("..", "..", "..", "examples", "config", "tools.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -180,6 +192,8 @@ func TestExampleConfig(t *testing.T) {
 }
 
 func TestExpandEnv(t *testing.T) {
+	t.Parallel()
+
 	lookup := env(map[string]string{"A": "1", "B_2": "two"})
 	for in, want := range map[string]string{
 		"plain": "plain", "${A}": "1", "x${A}y${B_2}": "x1ytwo", "$$": "$", "$A": "$A", "$": "$", "a$": "a$", "$${A}": "${A}",
@@ -197,6 +211,8 @@ func TestExpandEnv(t *testing.T) {
 }
 
 func TestChildEnv(t *testing.T) {
+	t.Parallel()
+
 	lookup := env(map[string]string{"PATH": "/bin", "HOME": "/h", "OPENAI_API_KEY": "secret"})
 	environ := func() []string { return []string{"PATH=/bin", "HOME=/h", "OPENAI_API_KEY=secret"} }
 	got := strings.Join(childEnv(&StdioConfig{Env: map[string]string{"X": "1"}}, lookup, environ), " ")

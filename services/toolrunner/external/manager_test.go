@@ -12,6 +12,8 @@ import (
 )
 
 func TestManagerRunLifecycle(t *testing.T) {
+	t.Parallel()
+
 	m, err := New(Config{}, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +49,8 @@ func TestManagerRunLifecycle(t *testing.T) {
 }
 
 func TestManagerMetricsRegistration(t *testing.T) {
+	t.Parallel()
+
 	reg := prometheus.NewRegistry()
 	cfg := Config{
 		Providers:  []ProviderConfig{{Name: "p", Address: "127.0.0.1:1"}},

@@ -156,6 +156,8 @@ func TestMCPStdio(t *testing.T) {
 // TestMCPStdioBadCommand checks that a server that cannot start is retried
 // with backoff and counted, and offers nothing.
 func TestMCPStdioBadCommand(t *testing.T) {
+	t.Parallel()
+
 	cfg := Config{MCPServers: []MCPServerConfig{
 		{Name: "broken", Stdio: &StdioConfig{Command: filepath.Join(t.TempDir(), "no-such-server")}},
 		{Name: "exits", Stdio: &StdioConfig{Command: "/bin/sh", Args: []string{"-c", "echo not an MCP server >&2; exit 3"}}},
@@ -179,6 +181,8 @@ func TestMCPStdioBadCommand(t *testing.T) {
 // in its own process, calls a tool through it, stops the server and checks
 // that the tools are withdrawn and come back when it returns.
 func TestMCPStreamableHTTP(t *testing.T) {
+	t.Parallel()
+
 	node, script := everythingServer(t)
 	addr := freeAddr(t)
 	_, port, _ := net.SplitHostPort(addr)

@@ -19,6 +19,8 @@ import (
 // without `npm ci --prefix examples/toolprovider/node`, unless
 // BAAGENT_REQUIRE_NODE_PROVIDER=1.
 func TestProviderNodeJS(t *testing.T) {
+	t.Parallel()
+
 	dir, _ := filepath.Abs("../../../examples/toolprovider/node")
 	_, statErr := os.Stat(filepath.Join(dir, "node_modules", "@grpc", "grpc-js"))
 	node, nodeErr := exec.LookPath("node")

@@ -18,6 +18,8 @@ var fastBackoff = retry.Backoff{Initial: 20 * time.Millisecond, Max: 300 * time.
 // process, calls its tools, kills it and checks that its tools are withdrawn,
 // then starts it again and checks that they come back.
 func TestProviderSecondProcess(t *testing.T) {
+	t.Parallel()
+
 	bin := buildToolProvider(t)
 	addr := freeAddr(t)
 	kill := startToolProvider(t, bin, addr)
@@ -94,6 +96,8 @@ func TestProviderSecondProcess(t *testing.T) {
 // TestProviderNameCollisions checks that built-in names and names another
 // source already offers are refused.
 func TestProviderNameCollisions(t *testing.T) {
+	t.Parallel()
+
 	bin := buildToolProvider(t)
 	addr := freeAddr(t)
 	startToolProvider(t, bin, addr)
@@ -128,6 +132,8 @@ func TestProviderNameCollisions(t *testing.T) {
 }
 
 func TestProviderTLSFilesChecked(t *testing.T) {
+	t.Parallel()
+
 	cfg := Config{Providers: []ProviderConfig{{Name: "x", Address: "127.0.0.1:1", TLS: TLSConfig{Enabled: true, CAFile: "/nonexistent/ca.pem"}}}}
 	if _, err := New(cfg, Options{}); err == nil {
 		t.Fatal("a missing CA file was accepted")

@@ -28,6 +28,8 @@ func names(ts []tool.Tool) string {
 }
 
 func TestNameRegistry(t *testing.T) {
+	t.Parallel()
+
 	r := newNameRegistry(DefaultReservedNames)
 	acc, ref := r.claim("a", []tool.Tool{namedTool("x"), namedTool("file_read"), namedTool("y"), namedTool("x")})
 	if names(acc) != "x,y" || len(ref) != 2 {
@@ -49,6 +51,8 @@ func TestNameRegistry(t *testing.T) {
 }
 
 func TestSourceStateUpDown(t *testing.T) {
+	t.Parallel()
+
 	m, _ := newMetrics(nil)
 	var logs bytes.Buffer
 	s := newSourceState("provider:p", slog.New(slog.NewTextHandler(&logs, nil)), m, newNameRegistry(nil))
@@ -75,6 +79,8 @@ func TestSourceStateUpDown(t *testing.T) {
 }
 
 func TestLineLogger(t *testing.T) {
+	t.Parallel()
+
 	var logs bytes.Buffer
 	l := newLineLogger(slog.New(slog.NewTextHandler(&logs, nil)), "stderr")
 	l.Write([]byte("first\r\nsec"))

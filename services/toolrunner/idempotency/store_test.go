@@ -26,6 +26,8 @@ func openKV(t *testing.T) *KV {
 // Both stores keep the same contract: create once, update only at the
 // latest revision, read back what was written.
 func TestStores(t *testing.T) {
+	t.Parallel()
+
 	for name, open := range map[string]func(t *testing.T) Store{
 		"kv":     func(t *testing.T) Store { return openKV(t) },
 		"memory": func(*testing.T) Store { return NewMemory(nil, time.Hour, 10) },
@@ -70,6 +72,8 @@ func TestStores(t *testing.T) {
 }
 
 func TestMemoryIsBounded(t *testing.T) {
+	t.Parallel()
+
 	now := time.Unix(1_780_000_000, 0)
 	m := NewMemory(func() time.Time { return now }, time.Minute, 3)
 	ctx := context.Background()

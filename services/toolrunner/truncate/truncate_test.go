@@ -7,6 +7,8 @@ import (
 )
 
 func TestBytesUTF8Boundary(t *testing.T) {
+	t.Parallel()
+
 	s := "aé日😀" // 1 + 2 + 3 + 4 bytes
 	for max := 0; max <= len(s)+1; max++ {
 		got, cut := Bytes(s, max)
@@ -32,6 +34,8 @@ func TestBytesUTF8Boundary(t *testing.T) {
 }
 
 func TestLineCutsByCharacters(t *testing.T) {
+	t.Parallel()
+
 	long := strings.Repeat("日", MaxLineLength+5)
 	got := Line(long)
 	if utf8.RuneCountInString(got) != MaxLineLength+len(lineEllipsis) || !strings.HasSuffix(got, "...") {
@@ -43,6 +47,8 @@ func TestLineCutsByCharacters(t *testing.T) {
 }
 
 func TestLinesHints(t *testing.T) {
+	t.Parallel()
+
 	lines := make([]string, 100)
 	for i := range lines {
 		lines[i] = "row"
@@ -73,6 +79,8 @@ func TestLinesHints(t *testing.T) {
 }
 
 func TestSplitLines(t *testing.T) {
+	t.Parallel()
+
 	for in, want := range map[string]int{"": 0, "a": 1, "a\n": 1, "a\nb": 2, "a\n\n": 2} {
 		if got := len(SplitLines(in)); got != want {
 			t.Errorf("SplitLines(%q) has %d lines, want %d", in, got, want)
