@@ -153,6 +153,8 @@ func waitRun(t *testing.T, gw *gatewayClient, runID string, what string, ok func
 }
 
 func TestAskThroughTheGateway(t *testing.T) {
+	t.Parallel()
+
 	ctx := testCtx(t)
 	env := startGatewaySuite(t)
 
@@ -235,6 +237,8 @@ func TestAskThroughTheGateway(t *testing.T) {
 }
 
 func TestAskAnswersTheQuestionAtThePrompt(t *testing.T) {
+	t.Parallel()
+
 	ctx := testCtx(t)
 	env := startGatewaySuite(t)
 	var out testkit.SyncBuffer
@@ -250,6 +254,8 @@ func TestAskAnswersTheQuestionAtThePrompt(t *testing.T) {
 }
 
 func TestAskInterruptCancelsTheRun(t *testing.T) {
+	t.Parallel()
+
 	ctx := testCtx(t)
 	env := startGatewaySuite(t)
 	askCtx, interrupt := context.WithCancel(ctx)
@@ -285,6 +291,8 @@ func TestAskInterruptCancelsTheRun(t *testing.T) {
 }
 
 func TestAskUsageAndUnreachable(t *testing.T) {
+	t.Parallel()
+
 	ctx := testCtx(t)
 	if code, _, _ := ctlRun(ctx, nil, runAsk); code != 2 {
 		t.Errorf("no question: exit %d", code)
@@ -302,6 +310,8 @@ func TestAskUsageAndUnreachable(t *testing.T) {
 }
 
 func TestRunsAndInputThroughTheGateway(t *testing.T) {
+	t.Parallel()
+
 	ctx := testCtx(t)
 	env := startGatewaySuite(t)
 	gw := gatewayFor(t, env)
@@ -389,6 +399,8 @@ func TestRunsAndInputThroughTheGateway(t *testing.T) {
 }
 
 func TestGatewayClientSendsTheKey(t *testing.T) {
+	t.Parallel()
+
 	gw := &gatewayClient{apiKey: "k1"}
 	md, _ := metadata.FromOutgoingContext(gw.auth(context.Background()))
 	if got := md.Get("authorization"); len(got) != 1 || got[0] != "Bearer k1" {
@@ -401,6 +413,8 @@ func TestGatewayClientSendsTheKey(t *testing.T) {
 }
 
 func TestResumableStreamErrors(t *testing.T) {
+	t.Parallel()
+
 	slow := status.New(codes.ResourceExhausted, "slow_consumer: the client fell too far behind")
 	slow, err := slow.WithDetails(&errdetails.ErrorInfo{Reason: "SLOW_CONSUMER", Domain: "baagent.dev"}, &errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)})
 	if err != nil {
@@ -448,6 +462,8 @@ func (s *scriptedStream) Recv() (*baagentv1.StreamRunEventsResponse, error) {
 
 // TestShorten checks the one-line preview of observations.
 func TestShorten(t *testing.T) {
+	t.Parallel()
+
 	if got := shorten("a\n b\tc", 10); got != "a b c" {
 		t.Errorf("shorten = %q", got)
 	}
@@ -475,6 +491,8 @@ func (g *resumingGateway) StreamRunEvents(_ context.Context, req *baagentv1.Stre
 }
 
 func TestFollowRunResumesAfterASlowConsumerCut(t *testing.T) {
+	t.Parallel()
+
 	slow, err := status.New(codes.ResourceExhausted, "slow_consumer: resume with after=c2").
 		WithDetails(&errdetails.ErrorInfo{Reason: "SLOW_CONSUMER", Domain: "baagent.dev"}, &errdetails.RetryInfo{RetryDelay: durationpb.New(time.Millisecond)})
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 )
 
 func TestInputUsage(t *testing.T) {
+	t.Parallel()
+
 	code, _, stderr := ctl(t, "input", "run_1")
 	if code != 2 || !strings.Contains(stderr, "RUN_ID and ANSWER") {
 		t.Errorf("input without an answer: exit %d, %q", code, stderr)
@@ -15,6 +17,8 @@ func TestInputUsage(t *testing.T) {
 }
 
 func TestPendingID(t *testing.T) {
+	t.Parallel()
+
 	for _, tc := range []struct {
 		p    *baagentv1.PendingInput
 		want string

@@ -69,6 +69,8 @@ func ctl(t *testing.T, args ...string) (code int, stdout, stderr string) {
 }
 
 func TestHealthAllServing(t *testing.T) {
+	t.Parallel()
+
 	flags := startSuite(t)
 	// Health may be asked before the servers flip to SERVING; the suite is
 	// ready when health says so, which is what we wait for with a deadline.
@@ -112,6 +114,8 @@ func TestHealthAllServing(t *testing.T) {
 }
 
 func TestHealthFailsWhenAServiceIsDown(t *testing.T) {
+	t.Parallel()
+
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -132,6 +136,8 @@ func TestHealthFailsWhenAServiceIsDown(t *testing.T) {
 }
 
 func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+
 	if code, _, stderr := ctl(t, "frobnicate"); code != 2 || !strings.Contains(stderr, `unknown command "frobnicate"`) {
 		t.Errorf("unknown command: exit %d, stderr %q", code, stderr)
 	}
@@ -147,6 +153,8 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
+	t.Parallel()
+
 	code, stdout, _ := ctl(t, "version")
 	if code != 0 || !strings.HasPrefix(stdout, "baagentctl ") {
 		t.Errorf("version: exit %d, %q", code, stdout)
@@ -162,6 +170,8 @@ func TestVersion(t *testing.T) {
 }
 
 func TestEnvironmentSetsAddresses(t *testing.T) {
+	t.Parallel()
+
 	c := newCLI(nil, io.Discard, io.Discard, func(k string) string {
 		return map[string]string{"BAAGENT_ADDR": "gw:1", "BAAGENT_TOKENS_ADDR": "tok:2"}[k]
 	})

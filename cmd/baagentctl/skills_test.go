@@ -27,6 +27,8 @@ func startSkills(t *testing.T) string {
 }
 
 func TestSkillsList(t *testing.T) {
+	t.Parallel()
+
 	addr := startSkills(t)
 	code, stdout, stderr := ctl(t, addr, "skills", "list")
 	if code != 0 {
@@ -63,6 +65,8 @@ func TestSkillsList(t *testing.T) {
 }
 
 func TestSkillsListReportsInvalidSkills(t *testing.T) {
+	t.Parallel()
+
 	root := t.TempDir()
 	if err := os.MkdirAll(root+"/broken", 0o755); err != nil {
 		t.Fatal(err)
@@ -82,6 +86,8 @@ func TestSkillsListReportsInvalidSkills(t *testing.T) {
 }
 
 func TestSkillsShow(t *testing.T) {
+	t.Parallel()
+
 	addr := startSkills(t)
 	// Default level 2: metadata and instructions, no resource contents.
 	code, stdout, stderr := ctl(t, addr, "skills", "show", "sales-analysis")
@@ -124,6 +130,8 @@ func TestSkillsShow(t *testing.T) {
 }
 
 func TestSkillsErrors(t *testing.T) {
+	t.Parallel()
+
 	addr := startSkills(t)
 	cases := []struct {
 		args   []string

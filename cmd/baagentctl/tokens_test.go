@@ -64,6 +64,8 @@ func ctlStdin(t *testing.T, stdin string, args ...string) (code int, stdout, std
 const fox = "The quick brown fox jumps over the lazy dog." // 10 tokens in o200k_base and cl100k_base
 
 func TestTokensCount(t *testing.T) {
+	t.Parallel()
+
 	addr := startTokens(t)
 	// Standard input, exact OpenAI count.
 	if code, out, errOut := ctlStdin(t, fox, addr, "tokens", "count", "--model", "gpt-4o"); code != 0 || out != "10\n" {
@@ -87,6 +89,8 @@ func TestTokensCount(t *testing.T) {
 }
 
 func TestTokensCountJSON(t *testing.T) {
+	t.Parallel()
+
 	addr := startTokens(t)
 	// --json before the subcommand and after it both work.
 	for _, args := range [][]string{
@@ -116,6 +120,8 @@ func TestTokensCountJSON(t *testing.T) {
 }
 
 func TestTokensCountErrors(t *testing.T) {
+	t.Parallel()
+
 	addr := startTokens(t)
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.txt")
@@ -151,6 +157,8 @@ func TestTokensCountErrors(t *testing.T) {
 }
 
 func TestTokensUnreachable(t *testing.T) {
+	t.Parallel()
+
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -164,6 +172,8 @@ func TestTokensUnreachable(t *testing.T) {
 }
 
 func TestTokensInfoAndModels(t *testing.T) {
+	t.Parallel()
+
 	addr := startTokens(t)
 	// GetModelInfo("glm-4-plus"), a model known only by its family.
 	code, out, errOut := ctlStdin(t, "", addr, "tokens", "info", "glm-4-plus")
@@ -199,6 +209,8 @@ func TestTokensInfoAndModels(t *testing.T) {
 }
 
 func TestTokensEncodeDecode(t *testing.T) {
+	t.Parallel()
+
 	addr := startTokens(t)
 	// Reference ids of the sentence (services/tokens/encoding/vectors_test.go).
 	const ids = "791 4062 14198 39935 35308 927 279 16053 5679 13"

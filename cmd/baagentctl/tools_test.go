@@ -55,6 +55,8 @@ func toolsCLI(t *testing.T) func(args ...string) (int, string, string) {
 }
 
 func TestToolsList(t *testing.T) {
+	t.Parallel()
+
 	ctl := toolsCLI(t)
 	code, out, errOut := ctl("list")
 	if code != 0 || !strings.HasPrefix(out, "NAME") || !strings.Contains(out, "sql_query") || !strings.Contains(out, "builtin") {
@@ -72,6 +74,8 @@ func TestToolsList(t *testing.T) {
 }
 
 func TestToolsInvoke(t *testing.T) {
+	t.Parallel()
+
 	ctl := toolsCLI(t)
 	code, out, errOut := ctl("invoke", "sql_query", "--args", `{"query":"SELECT COUNT(*) AS n FROM products"}`)
 	if code != 0 || !strings.Contains(out, "| n |") || !strings.Contains(out, "| 30 |") {

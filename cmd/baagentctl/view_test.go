@@ -11,6 +11,8 @@ import (
 // A tool waiting for approval is shown with its arguments and options, the
 // prompt is offered for its decision id, and the reply is shown.
 func TestLiveViewShowsPermissionQuestions(t *testing.T) {
+	t.Parallel()
+
 	var out bytes.Buffer
 	var prompted string
 	v := &liveView{w: &out, prompt: func(id string) { prompted = id }}
@@ -41,6 +43,8 @@ func TestLiveViewShowsPermissionQuestions(t *testing.T) {
 
 // runs get shows a traced run's trace id, and no trace row otherwise.
 func TestPrintRunShowsTheTraceID(t *testing.T) {
+	t.Parallel()
+
 	var out bytes.Buffer
 	c := &cli{stdout: &out}
 	c.printRun(&baagentv1.Run{RunId: "run_1", TraceId: "4bf92f3577b34da6a3ce929d0e0e4736"})

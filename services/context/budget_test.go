@@ -11,6 +11,8 @@ import (
 // TestBudgetSplit checks the budget split and trigger on a model with an
 // 8,000-token window.
 func TestBudgetSplit(t *testing.T) {
+	t.Parallel()
+
 	e := newEnv(t, Options{})
 	hist, facts := genConversation(convSpec{rounds: 20, stepsPerRnd: 2, outputWords: 150, plantEvery: 3, skillAtRound: -1}, 8)
 	appendAll(t, e.client, "t", "c", hist)

@@ -24,6 +24,8 @@ func reasonOf(err error) string {
 // Tools sent once under a fingerprint are counted the same later without
 // being sent; an unknown fingerprint (or another tenant's) asks for them.
 func TestToolsFingerprintSendsSchemasOnce(t *testing.T) {
+	t.Parallel()
+
 	e := newEnv(t, Options{})
 	withTools := buildReqFor("gpt-4o", strategyAuto)
 	withTools.ToolsFingerprint = "tools-v1"
@@ -70,6 +72,8 @@ func TestToolsFingerprintSendsSchemasOnce(t *testing.T) {
 }
 
 func TestToolsFingerprintValidated(t *testing.T) {
+	t.Parallel()
+
 	e := newEnv(t, Options{})
 	for _, fp := range []string{strings.Repeat("x", maxFingerprintLen+1), "tab\there", "é"} {
 		req := buildReqFor("gpt-4o", strategyAuto)

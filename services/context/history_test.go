@@ -43,6 +43,8 @@ func readAll(t testing.TB, c baagentv1.ContextServiceClient, tenant, conv string
 }
 
 func TestAppendIdempotentAndDefaults(t *testing.T) {
+	t.Parallel()
+
 	e := newEnv(t, Options{})
 	ctx := t.Context()
 	msgs := []*baagentv1.ChatMessage{
@@ -102,6 +104,8 @@ func TestAppendIdempotentAndDefaults(t *testing.T) {
 }
 
 func TestGetHistoryPaging(t *testing.T) {
+	t.Parallel()
+
 	e := newEnv(t, Options{})
 	msgs, _ := genConversation(convSpec{rounds: 40, stepsPerRnd: 2, outputWords: 5, skillAtRound: -1}, 1)
 	appendAll(t, e.client, "t", "c", msgs)
@@ -146,6 +150,8 @@ func readAllFrom(t *testing.T, c baagentv1.ContextServiceClient, tok string) []*
 }
 
 func TestDeleteConversation(t *testing.T) {
+	t.Parallel()
+
 	e := newEnv(t, Options{})
 	msgs, _ := genConversation(convSpec{rounds: 3, stepsPerRnd: 1, outputWords: 5, skillAtRound: -1}, 2)
 	appendAll(t, e.client, "t", "gone", msgs)
@@ -174,6 +180,8 @@ func TestDeleteConversation(t *testing.T) {
 // replicas would: appends through either are seen by both, deletes too, and
 // an id appended through one is a duplicate through the other.
 func TestReplicasShareHistory(t *testing.T) {
+	t.Parallel()
+
 	a := newEnv(t, Options{})
 	b := newEnvOn(t, a.nats, Options{})
 	appendAll(t, a.client, "t", "c", []*baagentv1.ChatMessage{{Id: "1", Role: roleUser, Content: "one"}})
@@ -217,6 +225,8 @@ func TestReplicasShareHistory(t *testing.T) {
 // TestConcurrentAppends appends from two replicas at once: every message is
 // stored exactly once.
 func TestConcurrentAppends(t *testing.T) {
+	t.Parallel()
+
 	a := newEnv(t, Options{})
 	b := newEnvOn(t, a.nats, Options{})
 	const n = 60
@@ -251,6 +261,8 @@ func TestConcurrentAppends(t *testing.T) {
 // TestRestart checks that history survives a restart of the service and of
 // NATS on the same store directory.
 func TestRestart(t *testing.T) {
+	t.Parallel()
+
 	dir := t.TempDir()
 	n := startNATS(t, dir)
 	e := newEnvOn(t, n, Options{})
@@ -291,6 +303,8 @@ func ids(msgs []*baagentv1.ChatMessage) []string {
 func itoa(i int) string { return string(rune('a'+i/26)) + string(rune('a'+i%26)) }
 
 func TestAppendRecordTooLarge(t *testing.T) {
+	t.Parallel()
+
 	e := newEnv(t, Options{MaxRecordBytes: 1000})
 	_, err := e.client.Append(t.Context(), &baagentv1.AppendRequest{Tenant: "t", ConversationId: "c", Messages: []*baagentv1.ChatMessage{
 		{Id: "ok", Role: roleUser, Content: "fits"},
@@ -303,6 +317,8 @@ func TestAppendRecordTooLarge(t *testing.T) {
 }
 
 func TestBuildWindowEmptyConversation(t *testing.T) {
+	t.Parallel()
+
 	e := newEnv(t, Options{})
 	req := buildReqFor("gpt-4o", strategyAuto)
 	resp, err := e.client.BuildWindow(t.Context(), req)

@@ -11,6 +11,8 @@ import (
 // TestUserRequestBelowCritical: a user request its caller marked LOW may be
 // compressed, and the window says so (is_compressed with its id).
 func TestUserRequestBelowCritical(t *testing.T) {
+	t.Parallel()
+
 	e := newEnv(t, Options{})
 	var hist []*baagentv1.ChatMessage
 	for i := range 30 {

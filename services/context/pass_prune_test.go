@@ -14,6 +14,8 @@ import (
 // last 2 user turns and the newest 40K output tokens stay; pruning happens
 // only when at least 20K tokens go; skill outputs and errors stay.
 func TestPruneToolOutputs(t *testing.T) {
+	t.Parallel()
+
 	for _, tc := range []struct {
 		name       string
 		rounds     int

@@ -60,6 +60,8 @@ func randomConversation(rng *rand.Rand, n int) []*baagentv1.ChatMessage {
 // conversations with every strategy and budget: each is a valid chat request
 // that fits, or the call says why not.
 func TestRandomWindowsAreValidRequests(t *testing.T) {
+	t.Parallel()
+
 	e := newEnv(t, Options{})
 	rng := rand.New(rand.NewPCG(1, 2))
 	strategies := []baagentv1.CompressionStrategy{strategyAuto, strategyTruncate, strategyExtract, strategySummarize}

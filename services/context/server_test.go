@@ -121,12 +121,16 @@ var (
 )
 
 func TestServiceName(t *testing.T) {
+	t.Parallel()
+
 	if ServiceName != baagentv1.ContextService_ServiceDesc.ServiceName {
 		t.Fatalf("ServiceName = %q, generated %q", ServiceName, baagentv1.ContextService_ServiceDesc.ServiceName)
 	}
 }
 
 func TestDefaults(t *testing.T) {
+	t.Parallel()
+
 	s := New(Options{})
 	if s.opts.MaxMessages != DefaultMaxMessages || s.opts.MaxMessageBytes != DefaultMaxMessageBytes || s.opts.Logger == nil {
 		t.Fatalf("defaults not applied: %+v", s.opts)
@@ -142,6 +146,8 @@ func TestDefaults(t *testing.T) {
 }
 
 func TestRPCs(t *testing.T) {
+	t.Parallel()
+
 	srv := New(Options{})
 	c := baagentv1.NewContextServiceClient(vt.Serve(t, func(gs grpc.ServiceRegistrar) { srv.Register(gs) }))
 	app := func(f func(*appendReq)) *appendReq { return vt.With(validAppend, f) }
@@ -269,6 +275,8 @@ func TestRPCs(t *testing.T) {
 // TestLimitOptions checks that MaxMessages and MaxMessageBytes are enforced
 // exactly at the boundary, on both message lists.
 func TestLimitOptions(t *testing.T) {
+	t.Parallel()
+
 	srv := New(Options{MaxMessages: 2, MaxMessageBytes: 8})
 	c := baagentv1.NewContextServiceClient(vt.Serve(t, func(gs grpc.ServiceRegistrar) { srv.Register(gs) }))
 	user := func(content string) *msg { return &msg{Role: baagentv1.Role_ROLE_USER, Content: content} }
@@ -292,6 +300,8 @@ func TestLimitOptions(t *testing.T) {
 // TestEveryFieldNamed sends requests where every field is wrong and checks
 // that one InvalidArgument names them all.
 func TestEveryFieldNamed(t *testing.T) {
+	t.Parallel()
+
 	srv := New(Options{})
 	c := baagentv1.NewContextServiceClient(vt.Serve(t, func(gs grpc.ServiceRegistrar) { srv.Register(gs) }))
 	ctx := t.Context()
@@ -332,6 +342,8 @@ func TestEveryFieldNamed(t *testing.T) {
 // fields than validate.MaxViolations still reaches the client as a bounded
 // InvalidArgument (the status must fit in gRPC trailers).
 func TestManyViolationsOverTheWire(t *testing.T) {
+	t.Parallel()
+
 	srv := New(Options{})
 	c := baagentv1.NewContextServiceClient(vt.Serve(t, func(gs grpc.ServiceRegistrar) { srv.Register(gs) }))
 	msgs := make([]*msg, DefaultMaxMessages)
@@ -356,6 +368,8 @@ func TestManyViolationsOverTheWire(t *testing.T) {
 // elements, invalid UTF-8) by calling the handlers directly, as an
 // in-process caller could.
 func TestInProcess(t *testing.T) {
+	t.Parallel()
+
 	s := New(Options{})
 	m := func(i int, f func(*msg)) *appendReq {
 		return vt.With(validAppend, func(r *appendReq) { f(r.Messages[i]) })
@@ -384,6 +398,8 @@ func call[Req, Resp any](h func(context.Context, Req) (Resp, error), req Req) fu
 }
 
 func TestNilRequests(t *testing.T) {
+	t.Parallel()
+
 	s := New(Options{})
 	ctx := t.Context()
 	_, err := s.Append(ctx, nil)

@@ -12,6 +12,8 @@ import (
 )
 
 func TestSummarizeWithoutSummarizer(t *testing.T) {
+	t.Parallel()
+
 	e := newEnv(t, Options{})
 	hist, _ := genConversation(convSpec{rounds: 30, stepsPerRnd: 3, outputWords: 60, skillAtRound: -1}, 10)
 	appendAll(t, e.client, "t", "c", hist)
@@ -29,6 +31,8 @@ func TestSummarizeWithoutSummarizer(t *testing.T) {
 // from the LLM threshold (50) on, SUMMARIZE when its estimated cost is under
 // the hourly cap; EXTRACT otherwise.
 func TestAutoStrategySelection(t *testing.T) {
+	t.Parallel()
+
 	fake := newFakeOpenAI(t)
 	e := newEnv(t, Options{Summarizer: fake.summarizer(t), SummarizerModel: "gpt-4o-mini"})
 	for _, tc := range []struct {

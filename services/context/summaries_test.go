@@ -13,6 +13,8 @@ import (
 )
 
 func TestSummarizerFailureFallsBack(t *testing.T) {
+	t.Parallel()
+
 	fake := newFakeOpenAI(t)
 	fake.fail.Store(true)
 	e := newEnv(t, Options{Summarizer: fake.summarizer(t), SummarizerModel: "gpt-4o-mini"})
@@ -51,6 +53,8 @@ func TestSummarizerFailureFallsBack(t *testing.T) {
 // smaller than the segment to summarize: every prompt it receives fits its
 // window, and the partial summaries are merged.
 func TestChunkedSummary(t *testing.T) {
+	t.Parallel()
+
 	fake := newFakeOpenAI(t)
 	e := newEnv(t, Options{Summarizer: fake.summarizer(t)})
 	hist, facts := genConversation(convSpec{rounds: 3, stepsPerRnd: 30, outputWords: 120, plantEvery: 1, skillAtRound: -1}, 11)

@@ -11,6 +11,8 @@ import (
 // An endpoint that quotes the key in its error must not get the key into
 // the summarizer's error, which is logged (found by test/reliability).
 func TestOpenAISummarizerErrorsNeverQuoteTheKey(t *testing.T) {
+	t.Parallel()
+
 	const key = "sk-live-abcdef0123456789SECRET"
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

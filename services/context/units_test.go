@@ -10,6 +10,8 @@ import (
 // TestRepairsInvalidHistory: a tool result without its call and a call
 // without its result are left out of the window, which stays valid.
 func TestRepairsInvalidHistory(t *testing.T) {
+	t.Parallel()
+
 	e := newEnv(t, Options{})
 	hist := []*baagentv1.ChatMessage{
 		{Id: "u", Role: roleUser, Content: "hi"},

@@ -172,6 +172,8 @@ func buildReqFor(model string, strategy baagentv1.CompressionStrategy) *baagentv
 var bigSpec = convSpec{rounds: 100, stepsPerRnd: 4, outputWords: 340, plantEvery: 7, errorEvery: 23, skillAtRound: 5}
 
 func TestBuildWindowStrategiesKeepCriticalFacts(t *testing.T) {
+	t.Parallel()
+
 	fake := newFakeOpenAI(t)
 	e := newEnv(t, Options{Summarizer: fake.summarizer(t), SummarizerModel: "gpt-4o-mini"})
 	hist, facts := genConversation(bigSpec, 42)
@@ -257,6 +259,8 @@ func summaryText(r *baagentv1.BuildWindowResponse) string {
 }
 
 func TestBuildWindowBelowTrigger(t *testing.T) {
+	t.Parallel()
+
 	e := newEnv(t, Options{})
 	hist, facts := genConversation(convSpec{rounds: 5, stepsPerRnd: 2, outputWords: 30, plantEvery: 1, skillAtRound: -1}, 7)
 	appendAll(t, e.client, "t", "c", hist)
@@ -281,6 +285,8 @@ func TestBuildWindowBelowTrigger(t *testing.T) {
 // TestResourceExhausted: when what may not be compressed does not fit, the
 // call fails with the numbers.
 func TestResourceExhausted(t *testing.T) {
+	t.Parallel()
+
 	e := newEnv(t, Options{})
 	big := strings.Repeat("critical detail ", 3000) // ~6K tokens
 	appendAll(t, e.client, "t", "c", []*baagentv1.ChatMessage{{Id: "u", Role: roleUser, Content: big}})

@@ -17,6 +17,8 @@ import (
 )
 
 func TestActivationStackCycles(t *testing.T) {
+	t.Parallel()
+
 	s := NewActivationStack(0)
 	if err := s.Push("a", "1"); err != nil {
 		t.Fatal(err)
@@ -47,6 +49,8 @@ func TestActivationStackCycles(t *testing.T) {
 }
 
 func TestActivationStackDepthLimit(t *testing.T) {
+	t.Parallel()
+
 	s := NewActivationStack(DefaultMaxDepth)
 	for i, n := range []string{"a", "b", "c"} {
 		if err := s.Push(n, string(rune('1'+i))); err != nil {
@@ -72,6 +76,8 @@ func TestActivationStackDepthLimit(t *testing.T) {
 }
 
 func TestActivationStackPopMismatch(t *testing.T) {
+	t.Parallel()
+
 	s := NewActivationStack(3)
 	err := s.Pop("a", "1")
 	if !errors.Is(err, ErrStackMismatch) || !strings.Contains(err.Error(), `pop of "a" from an empty activation stack`) {
@@ -99,6 +105,8 @@ func TestActivationStackPopMismatch(t *testing.T) {
 }
 
 func TestActivationStackConcurrentUse(t *testing.T) {
+	t.Parallel()
+
 	s := NewActivationStack(64)
 	var wg sync.WaitGroup
 	for i := range 8 {
@@ -119,6 +127,8 @@ func TestActivationStackConcurrentUse(t *testing.T) {
 }
 
 func TestCheckActivation(t *testing.T) {
+	t.Parallel()
+
 	cases := []struct {
 		chain    []string
 		depth    int
@@ -196,6 +206,8 @@ func refusedResult(t *testing.T, err error, want string) {
 }
 
 func TestActivateSkillRefusals(t *testing.T) {
+	t.Parallel()
+
 	reg := prometheus.NewRegistry()
 	s := newTestServer(t, activationRoot(t), func(o *Options) { o.Registerer = reg })
 
@@ -227,6 +239,8 @@ func TestActivateSkillRefusals(t *testing.T) {
 }
 
 func TestActivateSkillResult(t *testing.T) {
+	t.Parallel()
+
 	s := newTestServer(t, activationRoot(t))
 	res, err := activate(s, &baagentv1.SkillActivationRequest{SkillName: "restricted", ActivationId: "act-7",
 		ActivationChain: []string{"a", "b"}, ActivationDepth: 2, UserRequest: "sales by region"})

@@ -65,6 +65,8 @@ func getCatalog(t *testing.T, s *Server, budget int64) (*baagentv1.GetCatalogRes
 }
 
 func TestCatalogWithoutBudget(t *testing.T) {
+	t.Parallel()
+
 	s := newTestServer(t, catalogRoot(t))
 	resp, err := getCatalog(t, s, 0)
 	if err != nil {
@@ -100,6 +102,8 @@ func TestCatalogWithoutBudget(t *testing.T) {
 // first), then skills by name only (system, then tenant, then project), then
 // left out — always within budget, and always said.
 func TestCatalogBudgetBehaviour(t *testing.T) {
+	t.Parallel()
+
 	s := newTestServer(t, catalogRoot(t))
 	full, err := getCatalog(t, s, 0)
 	if err != nil {
@@ -214,6 +218,8 @@ func (c *scaledCounter) CountTokens(_ context.Context, text, _ string) (int, err
 }
 
 func TestCatalogFitsTheModelsCount(t *testing.T) {
+	t.Parallel()
+
 	root := catalogRoot(t)
 	for _, factor := range []float64{0.5, 1.3, 2} {
 		c := &scaledCounter{factor: factor}
@@ -234,6 +240,8 @@ func TestCatalogFitsTheModelsCount(t *testing.T) {
 }
 
 func TestCatalogCounterFallbackAndCache(t *testing.T) {
+	t.Parallel()
+
 	c := &scaledCounter{factor: 1.1}
 	s := newTestServer(t, catalogRoot(t), func(o *Options) { o.Counter = c })
 	req := &baagentv1.GetCatalogRequest{Tenant: "t", Project: "p", Model: "gpt-4o", TokenBudget: 200}
@@ -287,6 +295,8 @@ func TestCatalogCounterFallbackAndCache(t *testing.T) {
 }
 
 func TestCatalogCacheIsBounded(t *testing.T) {
+	t.Parallel()
+
 	c := newCatalogCache()
 	for i := range maxCatalogCache * 3 {
 		c.put(catalogKey{gen: 1, tenant: fmt.Sprint(i)}, &baagentv1.GetCatalogResponse{Text: "x"})
@@ -316,6 +326,8 @@ func TestCatalogCacheIsBounded(t *testing.T) {
 }
 
 func TestShorten(t *testing.T) {
+	t.Parallel()
+
 	cases := []struct {
 		in    string
 		limit int
@@ -336,6 +348,8 @@ func TestShorten(t *testing.T) {
 }
 
 func TestEstimateTokensIsAdditiveOverLines(t *testing.T) {
+	t.Parallel()
+
 	lines := []string{"<skill name=\"a\" layer=\"system\">Analyse   sales 2025 data.</skill>", "数据 quality", "", "x&amp;y"}
 	sum := len(lines) - 1
 	for _, l := range lines {

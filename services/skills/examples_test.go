@@ -12,6 +12,8 @@ var toolrunnerTools = []string{"file_read", "file_write", "file_edit", "glob", "
 // TestExamples keeps the sample skills valid and shows what each layer of
 // the sample tenant sees.
 func TestExamples(t *testing.T) {
+	t.Parallel()
+
 	s := newTestServer(t, examplesDir)
 	cases := []struct {
 		tenant, project string

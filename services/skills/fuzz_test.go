@@ -100,6 +100,8 @@ func FuzzTenantConfig(f *testing.F) {
 // through; run with -v to see the times (no timing assertion: the fuzz
 // tests and BenchmarkParseWorstCase watch for slow inputs).
 func TestParserWorstCases(t *testing.T) {
+	t.Parallel()
+
 	for name, data := range worstCases() {
 		if _, err := parseSkillMD(data, "x"); err == nil {
 			t.Errorf("%s: accepted", name)

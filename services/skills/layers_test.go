@@ -65,6 +65,8 @@ func list(t *testing.T, s *Server, tenant, project string) ([]listed, []*baagent
 }
 
 func TestLayeringAndTenantIsolation(t *testing.T) {
+	t.Parallel()
+
 	s := newTestServer(t, layeredRoot(t))
 	cases := []struct {
 		tenant, project string
@@ -87,6 +89,8 @@ func TestLayeringAndTenantIsolation(t *testing.T) {
 }
 
 func TestInvalidSkillsAreReportedToTheirTenantOnly(t *testing.T) {
+	t.Parallel()
+
 	s := newTestServer(t, layeredRoot(t))
 	folders := func(errs []*baagentv1.SkillLoadError) []string {
 		var out []string
@@ -127,6 +131,8 @@ func TestInvalidSkillsAreReportedToTheirTenantOnly(t *testing.T) {
 }
 
 func TestResolveDisableOverrideAndIsolation(t *testing.T) {
+	t.Parallel()
+
 	s := newTestServer(t, layeredRoot(t))
 	get := func(tenant, project, name string) (*baagentv1.GetSkillResponse, error) {
 		return s.GetSkill(context.Background(), &baagentv1.GetSkillRequest{Tenant: tenant, Project: project, Name: name,
@@ -182,6 +188,8 @@ func TestResolveDisableOverrideAndIsolation(t *testing.T) {
 // overridden_skills, a broken tenant replacement never falls back to the
 // system skill; without it, the system skill stays in use.
 func TestTenantOverrideWithBrokenReplacementFailsClosed(t *testing.T) {
+	t.Parallel()
+
 	root := t.TempDir()
 	addSkill(t, root, "", "report", "System report.")
 	writeFile(t, root, "tenants/a/tenant.yaml", "overridden_skills: [report]\n")
@@ -200,6 +208,8 @@ func TestTenantOverrideWithBrokenReplacementFailsClosed(t *testing.T) {
 }
 
 func TestSymlinkedFoldersStayInsideTheRoot(t *testing.T) {
+	t.Parallel()
+
 	outside := t.TempDir()
 	addSkill(t, outside, "", "outsider", "Lives outside the root.")
 	root := t.TempDir()
@@ -229,6 +239,8 @@ func TestSymlinkedFoldersStayInsideTheRoot(t *testing.T) {
 // TestRefusedSkillIsLoggedAndCounted: a refused skill is logged once with
 // its reason (not again on an unchanged reload) and counted per layer.
 func TestRefusedSkillIsLoggedAndCounted(t *testing.T) {
+	t.Parallel()
+
 	root := t.TempDir()
 	addSkill(t, root, "", "good", "Good.")
 	writeFile(t, root, "bad/SKILL.md", fm("name: bad"))

@@ -13,6 +13,8 @@ func fm(lines ...string) string {
 // TestValidationRules checks each rule of the Agent Skills standard (and the
 // service's own bounds) with the message an author sees.
 func TestValidationRules(t *testing.T) {
+	t.Parallel()
+
 	const ok = "description: Does things."
 	long := func(n int) string { return strings.Repeat("a", n) }
 	cases := []struct {
@@ -86,6 +88,8 @@ func TestValidationRules(t *testing.T) {
 
 // TestValidationReportsEveryProblem: an author fixes all problems at once.
 func TestValidationReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+
 	_, err := parseSkillMD([]byte(fm("name: Bad", "license: [a]", "model: a b")), "Bad")
 	if err == nil {
 		t.Fatal("accepted")
@@ -98,6 +102,8 @@ func TestValidationReportsEveryProblem(t *testing.T) {
 }
 
 func TestFrontMatterYAMLLimits(t *testing.T) {
+	t.Parallel()
+
 	const head = "name: x\ndescription: d\n"
 	cases := []struct {
 		name, front, want string
@@ -126,6 +132,8 @@ func TestFrontMatterYAMLLimits(t *testing.T) {
 }
 
 func TestParseValidSkill(t *testing.T) {
+	t.Parallel()
+
 	src := "\uFEFF---\r\n" +
 		"name: sales-report\r\n" +
 		"description: |\r\n  Builds the monthly sales report.\r\n  Use for revenue questions.\r\n" +
@@ -171,6 +179,8 @@ func TestParseValidSkill(t *testing.T) {
 }
 
 func TestAllowedToolsForms(t *testing.T) {
+	t.Parallel()
+
 	cases := []struct {
 		line     string
 		restrict bool
@@ -203,6 +213,8 @@ func TestAllowedToolsForms(t *testing.T) {
 }
 
 func TestEmptyBodyAndDelimiterAtEnd(t *testing.T) {
+	t.Parallel()
+
 	sk, err := parseSkillMD([]byte("---\nname: x\ndescription: d\n---"), "x")
 	if err != nil || sk.body != "" {
 		t.Fatalf("got %+v, %v", sk, err)
@@ -215,6 +227,8 @@ func TestEmptyBodyAndDelimiterAtEnd(t *testing.T) {
 }
 
 func TestTenantConfig(t *testing.T) {
+	t.Parallel()
+
 	r, err := parseTenantConfig([]byte("disabled_skills: [a, b]\noverridden_skills: [c]\n"))
 	if err != nil {
 		t.Fatal(err)

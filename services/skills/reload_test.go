@@ -37,6 +37,8 @@ func listedNames(t *testing.T, s *Server, tenant string) []string {
 }
 
 func TestReloadPicksUpChanges(t *testing.T) {
+	t.Parallel()
+
 	root := t.TempDir()
 	addSkill(t, root, "", "one", "First.")
 	s := newTestServer(t, root)
@@ -84,6 +86,8 @@ func TestReloadPicksUpChanges(t *testing.T) {
 // check every response: all 50 skills, all of the same release. The root is
 // a symbolic link replaced with a rename, as a deployment would do it.
 func TestReloadIsAtomic(t *testing.T) {
+	t.Parallel()
+
 	base := t.TempDir()
 	release := func(n int) string {
 		dir := filepath.Join(base, fmt.Sprintf("release-%d", n))
@@ -159,6 +163,8 @@ func TestReloadIsAtomic(t *testing.T) {
 }
 
 func TestFailedReloadKeepsTheLastGoodSet(t *testing.T) {
+	t.Parallel()
+
 	base := t.TempDir()
 	root := filepath.Join(base, "skills")
 	addSkill(t, root, "", "kept", "Kept.")
@@ -194,6 +200,8 @@ func TestFailedReloadKeepsTheLastGoodSet(t *testing.T) {
 // is recent enough for that to happen (racy), and nothing is reloaded when
 // nothing changed.
 func TestPollDetectsChangesTheClockCannotSee(t *testing.T) {
+	t.Parallel()
+
 	root := t.TempDir()
 	addSkill(t, root, "", "clock", "Version A.")
 	s := newTestServer(t, root)
@@ -251,6 +259,8 @@ func ageTree(t testing.TB, root string, when time.Time) {
 }
 
 func TestRunStopsWithItsContextAndRunsOnce(t *testing.T) {
+	t.Parallel()
+
 	s := newTestServer(t, t.TempDir())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -269,6 +279,8 @@ func TestRunStopsWithItsContextAndRunsOnce(t *testing.T) {
 }
 
 func TestNewFailsWithoutARoot(t *testing.T) {
+	t.Parallel()
+
 	if _, err := New(Options{}); err == nil || !strings.Contains(err.Error(), "Options.Root is required") {
 		t.Fatalf("no root: %v", err)
 	}

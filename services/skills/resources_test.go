@@ -49,6 +49,8 @@ func resourceRoot(t *testing.T) string {
 }
 
 func TestResourceListing(t *testing.T) {
+	t.Parallel()
+
 	s := newTestServer(t, resourceRoot(t), func(o *Options) { o.MaxResourceBytes = testResourceLimit })
 	resp, err := s.GetSkill(context.Background(), &baagentv1.GetSkillRequest{Tenant: "t", Name: "res"})
 	if err != nil {
@@ -90,6 +92,8 @@ func TestResourceListing(t *testing.T) {
 }
 
 func TestResourceConfinement(t *testing.T) {
+	t.Parallel()
+
 	s := newTestServer(t, resourceRoot(t), func(o *Options) { o.MaxResourceBytes = testResourceLimit })
 	c := baagentv1.NewSkillsServiceClient(vt.Serve(t, s.Register))
 	read := func(path string) (*baagentv1.ReadSkillResourceResponse, error) {
@@ -138,6 +142,8 @@ func TestResourceConfinement(t *testing.T) {
 }
 
 func TestResourcePaging(t *testing.T) {
+	t.Parallel()
+
 	root := t.TempDir()
 	addSkill(t, root, "", "pages", "Paged.")
 	text := strings.Repeat("ab€", 100) // 5 bytes a repetition, € is 3 bytes
@@ -181,6 +187,8 @@ func TestResourcePaging(t *testing.T) {
 }
 
 func TestResourceOfAnotherTenantsSkill(t *testing.T) {
+	t.Parallel()
+
 	root := t.TempDir()
 	addSkill(t, root, "tenants/acme", "private", "Acme only.")
 	writeFile(t, root, "tenants/acme/private/references/r.md", "acme data")
@@ -196,6 +204,8 @@ func TestResourceOfAnotherTenantsSkill(t *testing.T) {
 }
 
 func TestDefaultResourceLimit(t *testing.T) {
+	t.Parallel()
+
 	s := newTestServer(t, t.TempDir())
 	if s.opts.MaxResourceBytes != 1<<20 || s.opts.PollInterval <= 0 || s.opts.MaxHistoryMessages != DefaultMaxHistoryMessages {
 		t.Fatalf("defaults: %+v", s.opts)

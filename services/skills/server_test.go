@@ -35,6 +35,8 @@ var (
 )
 
 func TestServiceName(t *testing.T) {
+	t.Parallel()
+
 	if ServiceName != baagentv1.SkillsService_ServiceDesc.ServiceName {
 		t.Fatalf("ServiceName = %q, generated %q", ServiceName, baagentv1.SkillsService_ServiceDesc.ServiceName)
 	}
@@ -50,6 +52,8 @@ func serveExamples(t *testing.T, mutate ...func(*Options)) (*Server, baagentv1.S
 // TestRPCValidation: every RPC over real gRPC, valid requests answered and
 // bad ones refused with InvalidArgument naming the field.
 func TestRPCValidation(t *testing.T) {
+	t.Parallel()
+
 	_, c := serveExamples(t)
 	act := func(mutate func(*baagentv1.SkillActivationRequest)) *activateReq {
 		return vt.With(validActivate, func(r *activateReq) { mutate(r.Activation) })
@@ -127,6 +131,8 @@ func TestRPCValidation(t *testing.T) {
 
 // TestRPCsOverGRPC exercises each RPC's answer through a real client.
 func TestRPCsOverGRPC(t *testing.T) {
+	t.Parallel()
+
 	_, c := serveExamples(t)
 	ctx := t.Context()
 
@@ -204,6 +210,8 @@ func TestRPCsOverGRPC(t *testing.T) {
 // TestNilAndInvalidUTF8Requests calls the handlers directly: no panic, and
 // the fields named.
 func TestNilAndInvalidUTF8Requests(t *testing.T) {
+	t.Parallel()
+
 	s := newTestServer(t, t.TempDir())
 	ctx := t.Context()
 	_, err := s.ListSkills(ctx, nil)

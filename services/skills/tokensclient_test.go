@@ -18,6 +18,8 @@ import (
 // TestTokensServiceCounter counts catalogs through a real tokens service
 // over loopback gRPC, and falls back to the estimate when it is down.
 func TestTokensServiceCounter(t *testing.T) {
+	t.Parallel()
+
 	ts, err := tokens.New(tokens.Options{Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,8 @@ import (
 )
 
 func TestNextBatchServesBufferedEventsUnderItsBounds(t *testing.T) {
+	t.Parallel()
+
 	ctx := testCtx(t)
 	js, _ := natstest.JetStream(t)
 	h := newHub(t, js, Options{})
@@ -62,6 +64,8 @@ func TestNextBatchServesBufferedEventsUnderItsBounds(t *testing.T) {
 }
 
 func TestNextBatchReturnsOnTick(t *testing.T) {
+	t.Parallel()
+
 	ctx := testCtx(t)
 	js, _ := natstest.JetStream(t)
 	h := newHub(t, js, Options{})
@@ -77,6 +81,8 @@ func TestNextBatchReturnsOnTick(t *testing.T) {
 }
 
 func TestEntryIsRenderedWithItsOwnTypeAndCursor(t *testing.T) {
+	t.Parallel()
+
 	ctx := testCtx(t)
 	js, _ := natstest.JetStream(t)
 	h := newHub(t, js, Options{})

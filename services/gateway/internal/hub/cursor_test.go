@@ -6,6 +6,8 @@ import (
 )
 
 func TestParseCursor(t *testing.T) {
+	t.Parallel()
+
 	for _, c := range []struct {
 		in    string
 		kind  cursorKind

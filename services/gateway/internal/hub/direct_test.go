@@ -169,6 +169,8 @@ func framesOf(t *testing.T, ctx context.Context, h *Hub, r *natstest.Run) []byte
 }
 
 func TestDirectDeliveryWritesCaughtUpClientsFromTheFanOut(t *testing.T) {
+	t.Parallel()
+
 	ctx := testCtx(t)
 	js, _ := natstest.JetStream(t)
 	h := newHub(t, js, Options{})
@@ -214,6 +216,8 @@ func TestDirectDeliveryWritesCaughtUpClientsFromTheFanOut(t *testing.T) {
 }
 
 func TestDirectPartialWriteIsFinishedByTheOwner(t *testing.T) {
+	t.Parallel()
+
 	ctx := testCtx(t)
 	js, _ := natstest.JetStream(t)
 	h := newHub(t, js, Options{})
@@ -251,6 +255,8 @@ func TestDirectPartialWriteIsFinishedByTheOwner(t *testing.T) {
 }
 
 func TestDirectWriteErrorEndsTheSubscription(t *testing.T) {
+	t.Parallel()
+
 	ctx := testCtx(t)
 	js, _ := natstest.JetStream(t)
 	h := newHub(t, js, Options{})
@@ -276,6 +282,8 @@ func TestDirectWriteErrorEndsTheSubscription(t *testing.T) {
 }
 
 func TestDirectOwnerGetsHeartbeatsAndLeavesCleanly(t *testing.T) {
+	t.Parallel()
+
 	ctx := testCtx(t)
 	js, _ := natstest.JetStream(t)
 	h := newHub(t, js, Options{})
@@ -303,6 +311,8 @@ func TestDirectOwnerGetsHeartbeatsAndLeavesCleanly(t *testing.T) {
 // (a heartbeat only ever between two frames), and no two writes at once;
 // for framings of lines and of length-prefixed frames alike.
 func TestDirectAndOwnerWritesNeverInterleave(t *testing.T) {
+	t.Parallel()
+
 	for _, f := range []struct {
 		name    string
 		framing int
@@ -435,6 +445,8 @@ func waitDelivered(t *testing.T, conn *fakeConn, n int) {
 // fan-out), not with what was only served: a batch whose write failed is
 // not skipped on resume.
 func TestCursorIsTheLastEventWrittenInFull(t *testing.T) {
+	t.Parallel()
+
 	ctx := testCtx(t)
 	js, _ := natstest.JetStream(t)
 	h := newHub(t, js, Options{})

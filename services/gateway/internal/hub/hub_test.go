@@ -182,6 +182,8 @@ func wantSeq(t *testing.T, got, want []string) {
 }
 
 func TestReplayHandsOverToLiveWithoutGapOrDuplicate(t *testing.T) {
+	t.Parallel()
+
 	ctx := testCtx(t)
 	js, _ := natstest.JetStream(t)
 	h := newHub(t, js, Options{})
@@ -220,6 +222,8 @@ func TestReplayHandsOverToLiveWithoutGapOrDuplicate(t *testing.T) {
 }
 
 func TestEventsCarryJSONWithProtoNames(t *testing.T) {
+	t.Parallel()
+
 	ctx := testCtx(t)
 	js, _ := natstest.JetStream(t)
 	h := newHub(t, js, Options{})
@@ -242,6 +246,8 @@ func TestEventsCarryJSONWithProtoNames(t *testing.T) {
 }
 
 func TestExpiredCursorGetsStreamReset(t *testing.T) {
+	t.Parallel()
+
 	ctx := testCtx(t)
 	js, _ := natstest.JetStream(t)
 	r := natstest.NewRun(js, "acme", "run-old")
@@ -288,6 +294,8 @@ func TestExpiredCursorGetsStreamReset(t *testing.T) {
 }
 
 func TestEndedRunWithNothingRetained(t *testing.T) {
+	t.Parallel()
+
 	ctx := testCtx(t)
 	js, _ := natstest.JetStream(t)
 	h := newHub(t, js, Options{})
@@ -300,6 +308,8 @@ func TestEndedRunWithNothingRetained(t *testing.T) {
 }
 
 func TestSlowConsumerIsCutOthersUnaffected(t *testing.T) {
+	t.Parallel()
+
 	ctx := testCtx(t)
 	js, _ := natstest.JetStream(t)
 	reg := prometheus.NewRegistry()
@@ -335,6 +345,8 @@ func TestSlowConsumerIsCutOthersUnaffected(t *testing.T) {
 }
 
 func TestOldEventsReplayFromJetStreamBeyondTheBuffer(t *testing.T) {
+	t.Parallel()
+
 	ctx := testCtx(t)
 	js, _ := natstest.JetStream(t)
 	h := newHub(t, js, Options{SendQueueBytes: 32 << 10, FeedBufferBytes: 64 << 10})
@@ -357,6 +369,8 @@ func TestOldEventsReplayFromJetStreamBeyondTheBuffer(t *testing.T) {
 }
 
 func TestDuplicateSeqIsDeliveredOnce(t *testing.T) {
+	t.Parallel()
+
 	ctx := testCtx(t)
 	js, _ := natstest.JetStream(t)
 	h := newHub(t, js, Options{})
@@ -374,6 +388,8 @@ func TestDuplicateSeqIsDeliveredOnce(t *testing.T) {
 }
 
 func TestIdleFeedsAreReleased(t *testing.T) {
+	t.Parallel()
+
 	ctx := testCtx(t)
 	js, _ := natstest.JetStream(t)
 	h := newHub(t, js, Options{IdleTimeout: 50 * time.Millisecond})
@@ -403,6 +419,8 @@ func TestIdleFeedsAreReleased(t *testing.T) {
 }
 
 func TestMaxFeedsAndClose(t *testing.T) {
+	t.Parallel()
+
 	ctx := testCtx(t)
 	js, _ := natstest.JetStream(t)
 	h := newHub(t, js, Options{MaxFeeds: 1})
@@ -433,6 +451,8 @@ func textEvent(s string) *baagentv1.Event {
 }
 
 func TestEventStoredAheadOfAMissingOneIsHeldBack(t *testing.T) {
+	t.Parallel()
+
 	ctx := testCtx(t)
 	js, _ := natstest.JetStream(t)
 	h := newHub(t, js, Options{ReorderWait: 20 * time.Second})
@@ -457,6 +477,8 @@ func TestEventStoredAheadOfAMissingOneIsHeldBack(t *testing.T) {
 }
 
 func TestGapIsAcceptedAfterReorderWait(t *testing.T) {
+	t.Parallel()
+
 	ctx := testCtx(t)
 	js, _ := natstest.JetStream(t)
 	h := newHub(t, js, Options{ReorderWait: 50 * time.Millisecond})
