@@ -9,6 +9,8 @@ import (
 )
 
 func TestParse(t *testing.T) {
+	t.Parallel()
+
 	const valid = `
 name: analyst
 description: Answers questions with SQL.
@@ -43,6 +45,7 @@ allowed_mcp_servers: [warehouse]
 		{"not yaml", "name: [", "x", "not a sub-agent definition"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			_, err := Parse([]byte(tc.doc), tc.file)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v, want it to mention %q", err, tc.want)
@@ -52,6 +55,8 @@ allowed_mcp_servers: [warehouse]
 }
 
 func TestLoad(t *testing.T) {
+	t.Parallel()
+
 	agents, err := Load("../../../../examples/agents")
 	if err != nil {
 		t.Fatal(err)
