@@ -38,7 +38,7 @@ type Entry struct {
 	// Terminal is true for complete, error and cancelled.
 	Terminal bool
 
-	frames    [][]byte // one rendering per Options.Framings
+	frames    [MaxFramings][]byte // one rendering per Options.Framings, sharing one buffer
 	streamSeq uint64   // JetStream stream sequence
 	size      uint64   // bytes charged to queues and buffers
 	cum       uint64   // cumulative size through this entry within its feed

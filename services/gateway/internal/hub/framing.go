@@ -9,19 +9,35 @@ package hub
 // must not keep e or modify it.
 type Framing func(dst []byte, e *Entry) []byte
 
+// MaxFramings bounds Options.Framings: an entry holds its renderings
+// inline, so that rendering costs one allocation however many transports
+// there are.
+const MaxFramings = 2
+
+// framingHeadroom is what a framing is expected to add to the JSON besides
+// the cursor and type (an SSE frame's field names, a WebSocket header), to
+// size the buffer.
+const framingHeadroom = 32
+
 // Frame is e rendered by Options.Framings[i].
 func (e *Entry) Frame(i int) []byte { return e.frames[i] }
 
-// render renders e by every framing and returns the bytes that took.
+// render renders e by every framing into one buffer and returns the bytes
+// that took.
 func (e *Entry) render(framings []Framing) int {
 	if len(framings) == 0 {
 		return 0
 	}
-	e.frames = make([][]byte, len(framings))
-	n := 0
+	var ends [MaxFramings]int
+	buf := make([]byte, 0, len(framings)*(len(e.JSON)+len(e.Cursor)+len(e.Type)+framingHeadroom))
 	for i, f := range framings {
-		e.frames[i] = f(nil, e)
-		n += len(e.frames[i])
+		buf = f(buf, e)
+		ends[i] = len(buf)
 	}
-	return n
+	start := 0
+	for i := range framings {
+		e.frames[i] = buf[start:ends[i]:ends[i]]
+		start = ends[i]
+	}
+	return len(buf)
 }

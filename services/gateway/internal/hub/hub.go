@@ -123,6 +123,9 @@ func New(opts Options) (*Hub, error) {
 	if opts.JetStream == nil {
 		return nil, errors.New("gateway hub: Options.JetStream is required")
 	}
+	if len(opts.Framings) > MaxFramings {
+		return nil, fmt.Errorf("gateway hub: %d Options.Framings, at most %d", len(opts.Framings), MaxFramings)
+	}
 	if opts.Stream == "" {
 		opts.Stream = natsx.StreamEvents
 	}
