@@ -39,9 +39,9 @@ type Entry struct {
 	Terminal bool
 
 	frames    [MaxFramings][]byte // one rendering per Options.Framings, sharing one buffer
-	streamSeq uint64   // JetStream stream sequence
-	size      uint64   // bytes charged to queues and buffers
-	cum       uint64   // cumulative size through this entry within its feed
+	streamSeq uint64              // JetStream stream sequence
+	size      uint64              // bytes charged to queues and buffers
+	cum       uint64              // cumulative size through this entry within its feed
 }
 
 // Item is what a subscription yields: an entry and whether it arrived
