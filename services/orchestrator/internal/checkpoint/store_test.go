@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/baagent/baagent/internal/natsx"
@@ -94,19 +93,8 @@ const testTenant = "t1"
 
 // startJetStream starts an embedded NATS server with the platform's
 // streams and buckets.
-func startJetStream(ctx context.Context, t *testing.T) jetstream.JetStream {
+func startJetStream(_ context.Context, t *testing.T) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(natstest.StartNATS(t).ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := natsx.Provision(ctx, js, natsx.ProvisionConfig{}); err != nil {
-		t.Fatal(err)
-	}
+	js, _ := natstest.Connect(t, natstest.StartNATS(t).ClientURL(), "checkpoint-test")
 	return js
 }
