@@ -46,10 +46,13 @@ type Event struct {
 	// start, thought, thought_delta, text_delta, act, observe, skill_activated,
 	// context_compressed, clarification_asked, clarification_answered,
 	// decision_asked, decision_answered, doom_loop_detected, cost_update,
-	// step_start, step_end, complete, error, cancelled, and the transport-only
-	// stream_reset.
+	// step_start, step_end, work_plan, plan_step_start, plan_step_end,
+	// warning, complete, error, cancelled, doom_loop_intervened,
+	// subagent_assigned, and the transport-only stream_reset (the design's
+	// `buffer_overflow`).
 	Type string `protobuf:"bytes,7,opt,name=type,proto3" json:"type,omitempty"`
-	// ReAct step the event happened in (0 before the first step).
+	// ReAct step (model iteration) the event happened in (0 before the first
+	// step). Counts iterations over the whole run, across plan steps.
 	Step int32 `protobuf:"varint,8,opt,name=step,proto3" json:"step,omitempty"`
 	// Parent run, for events of a sub-agent run.
 	ParentRunId string `protobuf:"bytes,9,opt,name=parent_run_id,json=parentRunId,proto3" json:"parent_run_id,omitempty"`
@@ -57,6 +60,17 @@ type Event struct {
 	// the run is not traced (tracing off or not sampled). A sub-agent run is
 	// in its parent's trace.
 	TraceId string `protobuf:"bytes,10,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	// Work-plan step the event belongs to, from 1; 0 outside a plan (an
+	// unplanned run, the planning iteration, the synthesis).
+	PlanStep int32 `protobuf:"varint,11,opt,name=plan_step,json=planStep,proto3" json:"plan_step,omitempty"`
+	// Set on an event mirrored from a sub-agent run into its parent's stream:
+	// the run that produced it (the child, or a deeper descendant). The event's
+	// own run_id, conversation_id, seq and cursor are the parent's, so a client
+	// following the parent resumes through mirrored events like any other;
+	// step and the payload are the child's. A mirrored complete, error or
+	// cancelled event ends the child, never the run whose stream carries it.
+	// Thought and text deltas are not mirrored.
+	SubagentRunId string `protobuf:"bytes,12,opt,name=subagent_run_id,json=subagentRunId,proto3" json:"subagent_run_id,omitempty"`
 	// The typed payload; its field name is the event type.
 	//
 	// Types that are valid to be assigned to Payload:
@@ -83,6 +97,13 @@ type Event struct {
 	//	*Event_StreamReset
 	//	*Event_PermissionAsked
 	//	*Event_PermissionReplied
+	//	*Event_SkillEnded
+	//	*Event_WorkPlan
+	//	*Event_PlanStepStart
+	//	*Event_PlanStepEnd
+	//	*Event_Warning
+	//	*Event_DoomLoopIntervened
+	//	*Event_SubagentAssigned
 	Payload       isEvent_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -184,6 +205,20 @@ func (x *Event) GetParentRunId() string {
 func (x *Event) GetTraceId() string {
 	if x != nil {
 		return x.TraceId
+	}
+	return ""
+}
+
+func (x *Event) GetPlanStep() int32 {
+	if x != nil {
+		return x.PlanStep
+	}
+	return 0
+}
+
+func (x *Event) GetSubagentRunId() string {
+	if x != nil {
+		return x.SubagentRunId
 	}
 	return ""
 }
@@ -393,6 +428,69 @@ func (x *Event) GetPermissionReplied() *PermissionRepliedPayload {
 	return nil
 }
 
+func (x *Event) GetSkillEnded() *SkillEndedPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Event_SkillEnded); ok {
+			return x.SkillEnded
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetWorkPlan() *WorkPlan {
+	if x != nil {
+		if x, ok := x.Payload.(*Event_WorkPlan); ok {
+			return x.WorkPlan
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetPlanStepStart() *PlanStepStartPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Event_PlanStepStart); ok {
+			return x.PlanStepStart
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetPlanStepEnd() *PlanStepEndPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Event_PlanStepEnd); ok {
+			return x.PlanStepEnd
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetWarning() *WarningPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Event_Warning); ok {
+			return x.Warning
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetDoomLoopIntervened() *DoomLoopIntervenedPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Event_DoomLoopIntervened); ok {
+			return x.DoomLoopIntervened
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetSubagentAssigned() *SubagentAssignedPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Event_SubagentAssigned); ok {
+			return x.SubagentAssigned
+		}
+	}
+	return nil
+}
+
 type isEvent_Payload interface {
 	isEvent_Payload()
 }
@@ -468,12 +566,14 @@ type Event_CostUpdate struct {
 }
 
 type Event_StepStart struct {
-	// A ReAct step started.
+	// A ReAct step (one model iteration) started. The design's per-plan-step
+	// `step_start` is `plan_step_start`.
 	StepStart *StepStartPayload `protobuf:"bytes,34,opt,name=step_start,json=stepStart,proto3,oneof"`
 }
 
 type Event_StepEnd struct {
-	// A ReAct step ended.
+	// A ReAct step (one model iteration) ended. The design's per-plan-step
+	// `step_end` is `plan_step_end`.
 	StepEnd *StepEndPayload `protobuf:"bytes,35,opt,name=step_end,json=stepEnd,proto3,oneof"`
 }
 
@@ -506,6 +606,47 @@ type Event_PermissionAsked struct {
 type Event_PermissionReplied struct {
 	// The user allowed or denied the tool call (or no one answered in time).
 	PermissionReplied *PermissionRepliedPayload `protobuf:"bytes,41,opt,name=permission_replied,json=permissionReplied,proto3,oneof"`
+}
+
+type Event_SkillEnded struct {
+	// `skill_ended`: a skill's scope ended.
+	SkillEnded *SkillEndedPayload `protobuf:"bytes,42,opt,name=skill_ended,json=skillEnded,proto3,oneof"`
+}
+
+type Event_WorkPlan struct {
+	// `work_plan`: the run's work-level plan, emitted when the model commits
+	// to it and again, whole, on every revision (revision + 1, with the
+	// reason) and when the user edits it.
+	WorkPlan *WorkPlan `protobuf:"bytes,45,opt,name=work_plan,json=workPlan,proto3,oneof"`
+}
+
+type Event_PlanStepStart struct {
+	// `plan_step_start`: a work-plan step started (the design's per-plan-step
+	// `step_start`); the ReAct iterations that follow carry its plan_step.
+	PlanStepStart *PlanStepStartPayload `protobuf:"bytes,46,opt,name=plan_step_start,json=planStepStart,proto3,oneof"`
+}
+
+type Event_PlanStepEnd struct {
+	// `plan_step_end`: a work-plan step ended (the design's per-plan-step
+	// `step_end`).
+	PlanStepEnd *PlanStepEndPayload `protobuf:"bytes,47,opt,name=plan_step_end,json=planStepEnd,proto3,oneof"`
+}
+
+type Event_Warning struct {
+	// `warning`: something the user should know that does not end the run
+	// (the model did not plan, a plan step ran out of iterations).
+	Warning *WarningPayload `protobuf:"bytes,48,opt,name=warning,proto3,oneof"`
+}
+
+type Event_DoomLoopIntervened struct {
+	// `doom_loop_intervened`: a doom-loop decision was resolved (answered or
+	// timed out) and the run acted on it.
+	DoomLoopIntervened *DoomLoopIntervenedPayload `protobuf:"bytes,49,opt,name=doom_loop_intervened,json=doomLoopIntervened,proto3,oneof"`
+}
+
+type Event_SubagentAssigned struct {
+	// `subagent_assigned`: a task call started a sub-agent run.
+	SubagentAssigned *SubagentAssignedPayload `protobuf:"bytes,50,opt,name=subagent_assigned,json=subagentAssigned,proto3,oneof"`
 }
 
 func (*Event_Start) isEvent_Payload() {}
@@ -551,6 +692,20 @@ func (*Event_StreamReset) isEvent_Payload() {}
 func (*Event_PermissionAsked) isEvent_Payload() {}
 
 func (*Event_PermissionReplied) isEvent_Payload() {}
+
+func (*Event_SkillEnded) isEvent_Payload() {}
+
+func (*Event_WorkPlan) isEvent_Payload() {}
+
+func (*Event_PlanStepStart) isEvent_Payload() {}
+
+func (*Event_PlanStepEnd) isEvent_Payload() {}
+
+func (*Event_Warning) isEvent_Payload() {}
+
+func (*Event_DoomLoopIntervened) isEvent_Payload() {}
+
+func (*Event_SubagentAssigned) isEvent_Payload() {}
 
 // PermissionAskedPayload is the `permission_asked` event: a
 // tool call waits for the user's approval. Answer it as a decision:
@@ -723,7 +878,14 @@ type StartPayload struct {
 	// Project, when set.
 	Project string `protobuf:"bytes,5,opt,name=project,proto3" json:"project,omitempty"`
 	// Orchestrator replica executing the run.
-	Replica       string `protobuf:"bytes,6,opt,name=replica,proto3" json:"replica,omitempty"`
+	Replica string `protobuf:"bytes,6,opt,name=replica,proto3" json:"replica,omitempty"`
+	// How complex the request was judged (see docs/concepts/planning.md).
+	QueryComplexity QueryComplexity `protobuf:"varint,7,opt,name=query_complexity,json=queryComplexity,proto3,enum=baagent.v1.QueryComplexity" json:"query_complexity,omitempty"`
+	// The signals that fired, e.g. `long`, `several_requests`,
+	// `analysis:compare`, `time_span`, `entities:3`, `model`.
+	ComplexitySignals []string `protobuf:"bytes,8,rep,name=complexity_signals,json=complexitySignals,proto3" json:"complexity_signals,omitempty"`
+	// Planning in effect: AUTO, ALWAYS or NEVER (never UNSPECIFIED).
+	PlanMode      PlanMode `protobuf:"varint,9,opt,name=plan_mode,json=planMode,proto3,enum=baagent.v1.PlanMode" json:"plan_mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -800,12 +962,34 @@ func (x *StartPayload) GetReplica() string {
 	return ""
 }
 
+func (x *StartPayload) GetQueryComplexity() QueryComplexity {
+	if x != nil {
+		return x.QueryComplexity
+	}
+	return QueryComplexity_QUERY_COMPLEXITY_UNSPECIFIED
+}
+
+func (x *StartPayload) GetComplexitySignals() []string {
+	if x != nil {
+		return x.ComplexitySignals
+	}
+	return nil
+}
+
+func (x *StartPayload) GetPlanMode() PlanMode {
+	if x != nil {
+		return x.PlanMode
+	}
+	return PlanMode_PLAN_MODE_UNSPECIFIED
+}
+
 // ThoughtPayload is the `thought` event.
 type ThoughtPayload struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The reasoning text.
 	Thought string `protobuf:"bytes,1,opt,name=thought,proto3" json:"thought,omitempty"`
-	// `task` for step reasoning, `work` for planning.
+	// `task` for reasoning while executing (a plan step, or an unplanned
+	// run), `work` for planning (the iterations that make or revise the plan).
 	ThoughtLevel  string `protobuf:"bytes,2,opt,name=thought_level,json=thoughtLevel,proto3" json:"thought_level,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1168,7 +1352,15 @@ type SkillActivatedPayload struct {
 	// Modifier applied.
 	ContextModifier *ContextModifier `protobuf:"bytes,4,opt,name=context_modifier,json=contextModifier,proto3" json:"context_modifier,omitempty"`
 	// Layer the skill came from.
-	Scope         SkillScope `protobuf:"varint,5,opt,name=scope,proto3,enum=baagent.v1.SkillScope" json:"scope,omitempty"`
+	Scope SkillScope `protobuf:"varint,5,opt,name=scope,proto3,enum=baagent.v1.SkillScope" json:"scope,omitempty"`
+	// Who asked for it (model, user, trigger, restored).
+	Origin SkillActivationOrigin `protobuf:"varint,6,opt,name=origin,proto3,enum=baagent.v1.SkillActivationOrigin" json:"origin,omitempty"`
+	// Why, in words (`the message matched the trigger "quarterly report"`).
+	Reason string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Skills whose scope this activation ended, innermost first.
+	Ended []string `protobuf:"bytes,8,rep,name=ended,proto3" json:"ended,omitempty"`
+	// Revision of the skill's content.
+	Revision      string `protobuf:"bytes,9,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1238,6 +1430,108 @@ func (x *SkillActivatedPayload) GetScope() SkillScope {
 	return SkillScope_SKILL_SCOPE_UNSPECIFIED
 }
 
+func (x *SkillActivatedPayload) GetOrigin() SkillActivationOrigin {
+	if x != nil {
+		return x.Origin
+	}
+	return SkillActivationOrigin_SKILL_ACTIVATION_ORIGIN_UNSPECIFIED
+}
+
+func (x *SkillActivatedPayload) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *SkillActivatedPayload) GetEnded() []string {
+	if x != nil {
+		return x.Ended
+	}
+	return nil
+}
+
+func (x *SkillActivatedPayload) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+// SkillEndedPayload is the `skill_ended` event.
+type SkillEndedPayload struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Skill name.
+	SkillName string `protobuf:"bytes,1,opt,name=skill_name,json=skillName,proto3" json:"skill_name,omitempty"`
+	// Activation id of the activation that ended.
+	ActivationId string `protobuf:"bytes,2,opt,name=activation_id,json=activationId,proto3" json:"activation_id,omitempty"`
+	// Activation stack after the pop.
+	ActivationChain []string `protobuf:"bytes,3,rep,name=activation_chain,json=activationChain,proto3" json:"activation_chain,omitempty"`
+	// Why: `done` (the model said so), `sibling` (another skill took its
+	// place), `removed` (deleted or disabled since the previous round).
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SkillEndedPayload) Reset() {
+	*x = SkillEndedPayload{}
+	mi := &file_baagent_v1_events_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SkillEndedPayload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SkillEndedPayload) ProtoMessage() {}
+
+func (x *SkillEndedPayload) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_events_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SkillEndedPayload.ProtoReflect.Descriptor instead.
+func (*SkillEndedPayload) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SkillEndedPayload) GetSkillName() string {
+	if x != nil {
+		return x.SkillName
+	}
+	return ""
+}
+
+func (x *SkillEndedPayload) GetActivationId() string {
+	if x != nil {
+		return x.ActivationId
+	}
+	return ""
+}
+
+func (x *SkillEndedPayload) GetActivationChain() []string {
+	if x != nil {
+		return x.ActivationChain
+	}
+	return nil
+}
+
+func (x *SkillEndedPayload) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // ClarificationAnsweredPayload is the `clarification_answered` event.
 type ClarificationAnsweredPayload struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1253,7 +1547,7 @@ type ClarificationAnsweredPayload struct {
 
 func (x *ClarificationAnsweredPayload) Reset() {
 	*x = ClarificationAnsweredPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[10]
+	mi := &file_baagent_v1_events_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1265,7 +1559,7 @@ func (x *ClarificationAnsweredPayload) String() string {
 func (*ClarificationAnsweredPayload) ProtoMessage() {}
 
 func (x *ClarificationAnsweredPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[10]
+	mi := &file_baagent_v1_events_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1278,7 +1572,7 @@ func (x *ClarificationAnsweredPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClarificationAnsweredPayload.ProtoReflect.Descriptor instead.
 func (*ClarificationAnsweredPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{10}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ClarificationAnsweredPayload) GetQuestionId() string {
@@ -1319,7 +1613,7 @@ type DecisionAnsweredPayload struct {
 
 func (x *DecisionAnsweredPayload) Reset() {
 	*x = DecisionAnsweredPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[11]
+	mi := &file_baagent_v1_events_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1331,7 +1625,7 @@ func (x *DecisionAnsweredPayload) String() string {
 func (*DecisionAnsweredPayload) ProtoMessage() {}
 
 func (x *DecisionAnsweredPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[11]
+	mi := &file_baagent_v1_events_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1344,7 +1638,7 @@ func (x *DecisionAnsweredPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecisionAnsweredPayload.ProtoReflect.Descriptor instead.
 func (*DecisionAnsweredPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{11}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DecisionAnsweredPayload) GetDecisionId() string {
@@ -1396,7 +1690,7 @@ type DoomLoopDetectedPayload struct {
 
 func (x *DoomLoopDetectedPayload) Reset() {
 	*x = DoomLoopDetectedPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[12]
+	mi := &file_baagent_v1_events_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1408,7 +1702,7 @@ func (x *DoomLoopDetectedPayload) String() string {
 func (*DoomLoopDetectedPayload) ProtoMessage() {}
 
 func (x *DoomLoopDetectedPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[12]
+	mi := &file_baagent_v1_events_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1421,7 +1715,7 @@ func (x *DoomLoopDetectedPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoomLoopDetectedPayload.ProtoReflect.Descriptor instead.
 func (*DoomLoopDetectedPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{12}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DoomLoopDetectedPayload) GetToolName() string {
@@ -1466,6 +1760,222 @@ func (x *DoomLoopDetectedPayload) GetIntervention() DoomLoopIntervention {
 	return DoomLoopIntervention_DOOM_LOOP_INTERVENTION_UNSPECIFIED
 }
 
+// DoomLoopIntervenedPayload is the `doom_loop_intervened` event, published
+// once per doom-loop decision when it is resolved: after the user's answer
+// (the decision_answered event) or at its deadline.
+type DoomLoopIntervenedPayload struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The decision the run asked (doom_loop_detected.decision_id).
+	DecisionId string `protobuf:"bytes,1,opt,name=decision_id,json=decisionId,proto3" json:"decision_id,omitempty"`
+	// What the user chose: stop, continue or correct; stop when no one
+	// answered in time.
+	Choice string `protobuf:"bytes,2,opt,name=choice,proto3" json:"choice,omitempty"`
+	// No one answered before the decision's deadline.
+	TimedOut bool `protobuf:"varint,3,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
+	// What the run did: STOP (the run ends with error DOOM_LOOP), CONTINUE (the
+	// repeated call runs again), CORRECT (the call does not run; the model is
+	// told to change its approach).
+	Intervention DoomLoopIntervention `protobuf:"varint,4,opt,name=intervention,proto3,enum=baagent.v1.DoomLoopIntervention" json:"intervention,omitempty"`
+	// The repeated tool.
+	ToolName string `protobuf:"bytes,5,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	// The model's id of the repeated call.
+	ToolCallId    string `protobuf:"bytes,6,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DoomLoopIntervenedPayload) Reset() {
+	*x = DoomLoopIntervenedPayload{}
+	mi := &file_baagent_v1_events_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DoomLoopIntervenedPayload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DoomLoopIntervenedPayload) ProtoMessage() {}
+
+func (x *DoomLoopIntervenedPayload) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_events_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DoomLoopIntervenedPayload.ProtoReflect.Descriptor instead.
+func (*DoomLoopIntervenedPayload) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *DoomLoopIntervenedPayload) GetDecisionId() string {
+	if x != nil {
+		return x.DecisionId
+	}
+	return ""
+}
+
+func (x *DoomLoopIntervenedPayload) GetChoice() string {
+	if x != nil {
+		return x.Choice
+	}
+	return ""
+}
+
+func (x *DoomLoopIntervenedPayload) GetTimedOut() bool {
+	if x != nil {
+		return x.TimedOut
+	}
+	return false
+}
+
+func (x *DoomLoopIntervenedPayload) GetIntervention() DoomLoopIntervention {
+	if x != nil {
+		return x.Intervention
+	}
+	return DoomLoopIntervention_DOOM_LOOP_INTERVENTION_UNSPECIFIED
+}
+
+func (x *DoomLoopIntervenedPayload) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *DoomLoopIntervenedPayload) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+// SubagentAssignedPayload is the `subagent_assigned` event: a `task` call
+// delegated work to a sub-agent, which runs as the child run child_run_id.
+// Its events follow in this stream, tagged with subagent_run_id.
+type SubagentAssignedPayload struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The child run doing the work.
+	ChildRunId string `protobuf:"bytes,1,opt,name=child_run_id,json=childRunId,proto3" json:"child_run_id,omitempty"`
+	// The sub-agent definition (the task call's subagent_type).
+	SubagentType string `protobuf:"bytes,2,opt,name=subagent_type,json=subagentType,proto3" json:"subagent_type,omitempty"`
+	// The short description of the task the model gave (may be empty).
+	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	// The task as the child receives it, cut at 4 KiB.
+	Prompt string `protobuf:"bytes,4,opt,name=prompt,proto3" json:"prompt,omitempty"`
+	// The model's id of the task call.
+	ToolCallId string `protobuf:"bytes,5,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// The child's tool allow list (names or globs).
+	AllowedTools []string `protobuf:"bytes,6,rep,name=allowed_tools,json=allowedTools,proto3" json:"allowed_tools,omitempty"`
+	// The child's model.
+	Model string `protobuf:"bytes,7,opt,name=model,proto3" json:"model,omitempty"`
+	// The child's step limit.
+	MaxSteps int32 `protobuf:"varint,8,opt,name=max_steps,json=maxSteps,proto3" json:"max_steps,omitempty"`
+	// Delegation depth of the child (1: delegated by a top-level run).
+	Depth         int32 `protobuf:"varint,9,opt,name=depth,proto3" json:"depth,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubagentAssignedPayload) Reset() {
+	*x = SubagentAssignedPayload{}
+	mi := &file_baagent_v1_events_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubagentAssignedPayload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubagentAssignedPayload) ProtoMessage() {}
+
+func (x *SubagentAssignedPayload) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_events_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubagentAssignedPayload.ProtoReflect.Descriptor instead.
+func (*SubagentAssignedPayload) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *SubagentAssignedPayload) GetChildRunId() string {
+	if x != nil {
+		return x.ChildRunId
+	}
+	return ""
+}
+
+func (x *SubagentAssignedPayload) GetSubagentType() string {
+	if x != nil {
+		return x.SubagentType
+	}
+	return ""
+}
+
+func (x *SubagentAssignedPayload) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *SubagentAssignedPayload) GetPrompt() string {
+	if x != nil {
+		return x.Prompt
+	}
+	return ""
+}
+
+func (x *SubagentAssignedPayload) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *SubagentAssignedPayload) GetAllowedTools() []string {
+	if x != nil {
+		return x.AllowedTools
+	}
+	return nil
+}
+
+func (x *SubagentAssignedPayload) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *SubagentAssignedPayload) GetMaxSteps() int32 {
+	if x != nil {
+		return x.MaxSteps
+	}
+	return 0
+}
+
+func (x *SubagentAssignedPayload) GetDepth() int32 {
+	if x != nil {
+		return x.Depth
+	}
+	return 0
+}
+
 // CostUpdatePayload is the `cost_update` event.
 type CostUpdatePayload struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1487,7 +1997,7 @@ type CostUpdatePayload struct {
 
 func (x *CostUpdatePayload) Reset() {
 	*x = CostUpdatePayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[13]
+	mi := &file_baagent_v1_events_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +2009,7 @@ func (x *CostUpdatePayload) String() string {
 func (*CostUpdatePayload) ProtoMessage() {}
 
 func (x *CostUpdatePayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[13]
+	mi := &file_baagent_v1_events_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1512,7 +2022,7 @@ func (x *CostUpdatePayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CostUpdatePayload.ProtoReflect.Descriptor instead.
 func (*CostUpdatePayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{13}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CostUpdatePayload) GetModel() string {
@@ -1557,7 +2067,9 @@ func (x *CostUpdatePayload) GetTotalCostUsd() float64 {
 	return 0
 }
 
-// StepStartPayload is the `step_start` event.
+// StepStartPayload is the `step_start` event: one ReAct iteration (model
+// call and its tool calls) begins. The event's plan_step says which plan step
+// it serves; per-plan-step boundaries are plan_step_start / plan_step_end.
 type StepStartPayload struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Step number, from 1.
@@ -1570,7 +2082,7 @@ type StepStartPayload struct {
 
 func (x *StepStartPayload) Reset() {
 	*x = StepStartPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[14]
+	mi := &file_baagent_v1_events_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1582,7 +2094,7 @@ func (x *StepStartPayload) String() string {
 func (*StepStartPayload) ProtoMessage() {}
 
 func (x *StepStartPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[14]
+	mi := &file_baagent_v1_events_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1595,7 +2107,7 @@ func (x *StepStartPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepStartPayload.ProtoReflect.Descriptor instead.
 func (*StepStartPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{14}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StepStartPayload) GetStepNumber() int32 {
@@ -1612,7 +2124,7 @@ func (x *StepStartPayload) GetDescription() string {
 	return ""
 }
 
-// StepEndPayload is the `step_end` event.
+// StepEndPayload is the `step_end` event: one ReAct iteration ended.
 type StepEndPayload struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Step number.
@@ -1627,7 +2139,7 @@ type StepEndPayload struct {
 
 func (x *StepEndPayload) Reset() {
 	*x = StepEndPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[15]
+	mi := &file_baagent_v1_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1639,7 +2151,7 @@ func (x *StepEndPayload) String() string {
 func (*StepEndPayload) ProtoMessage() {}
 
 func (x *StepEndPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[15]
+	mi := &file_baagent_v1_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1652,7 +2164,7 @@ func (x *StepEndPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepEndPayload.ProtoReflect.Descriptor instead.
 func (*StepEndPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{15}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StepEndPayload) GetStepNumber() int32 {
@@ -1691,7 +2203,7 @@ type CompletePayload struct {
 
 func (x *CompletePayload) Reset() {
 	*x = CompletePayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[16]
+	mi := &file_baagent_v1_events_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1703,7 +2215,7 @@ func (x *CompletePayload) String() string {
 func (*CompletePayload) ProtoMessage() {}
 
 func (x *CompletePayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[16]
+	mi := &file_baagent_v1_events_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1716,7 +2228,7 @@ func (x *CompletePayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompletePayload.ProtoReflect.Descriptor instead.
 func (*CompletePayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{16}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CompletePayload) GetContent() string {
@@ -1753,7 +2265,7 @@ type ErrorPayload struct {
 
 func (x *ErrorPayload) Reset() {
 	*x = ErrorPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[17]
+	mi := &file_baagent_v1_events_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1765,7 +2277,7 @@ func (x *ErrorPayload) String() string {
 func (*ErrorPayload) ProtoMessage() {}
 
 func (x *ErrorPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[17]
+	mi := &file_baagent_v1_events_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1778,7 +2290,7 @@ func (x *ErrorPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorPayload.ProtoReflect.Descriptor instead.
 func (*ErrorPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{17}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ErrorPayload) GetMessage() string {
@@ -1806,7 +2318,7 @@ type CancelledPayload struct {
 
 func (x *CancelledPayload) Reset() {
 	*x = CancelledPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[18]
+	mi := &file_baagent_v1_events_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1818,7 +2330,7 @@ func (x *CancelledPayload) String() string {
 func (*CancelledPayload) ProtoMessage() {}
 
 func (x *CancelledPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[18]
+	mi := &file_baagent_v1_events_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1831,7 +2343,7 @@ func (x *CancelledPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelledPayload.ProtoReflect.Descriptor instead.
 func (*CancelledPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{18}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CancelledPayload) GetReason() string {
@@ -1858,7 +2370,7 @@ type StreamResetPayload struct {
 
 func (x *StreamResetPayload) Reset() {
 	*x = StreamResetPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[19]
+	mi := &file_baagent_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1870,7 +2382,7 @@ func (x *StreamResetPayload) String() string {
 func (*StreamResetPayload) ProtoMessage() {}
 
 func (x *StreamResetPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[19]
+	mi := &file_baagent_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +2395,7 @@ func (x *StreamResetPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamResetPayload.ProtoReflect.Descriptor instead.
 func (*StreamResetPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{19}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StreamResetPayload) GetRequestedCursor() string {
@@ -1914,12 +2426,254 @@ func (x *StreamResetPayload) GetReason() string {
 	return ""
 }
 
+// PlanStepStartPayload is the `plan_step_start` event: the design's
+// per-plan-step `step_start`.
+type PlanStepStartPayload struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Plan step number, from 1.
+	StepNumber int32 `protobuf:"varint,1,opt,name=step_number,json=stepNumber,proto3" json:"step_number,omitempty"`
+	// What the step does.
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// Steps in the plan.
+	TotalSteps int32 `protobuf:"varint,3,opt,name=total_steps,json=totalSteps,proto3" json:"total_steps,omitempty"`
+	// What the step should produce.
+	ExpectedOutput string `protobuf:"bytes,4,opt,name=expected_output,json=expectedOutput,proto3" json:"expected_output,omitempty"`
+	// Revision of the plan the step belongs to.
+	Revision      int32 `protobuf:"varint,5,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanStepStartPayload) Reset() {
+	*x = PlanStepStartPayload{}
+	mi := &file_baagent_v1_events_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanStepStartPayload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanStepStartPayload) ProtoMessage() {}
+
+func (x *PlanStepStartPayload) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_events_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanStepStartPayload.ProtoReflect.Descriptor instead.
+func (*PlanStepStartPayload) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *PlanStepStartPayload) GetStepNumber() int32 {
+	if x != nil {
+		return x.StepNumber
+	}
+	return 0
+}
+
+func (x *PlanStepStartPayload) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *PlanStepStartPayload) GetTotalSteps() int32 {
+	if x != nil {
+		return x.TotalSteps
+	}
+	return 0
+}
+
+func (x *PlanStepStartPayload) GetExpectedOutput() string {
+	if x != nil {
+		return x.ExpectedOutput
+	}
+	return ""
+}
+
+func (x *PlanStepStartPayload) GetRevision() int32 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+// PlanStepEndPayload is the `plan_step_end` event: the design's
+// per-plan-step `step_end`.
+type PlanStepEndPayload struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Plan step number, from 1.
+	StepNumber int32 `protobuf:"varint,1,opt,name=step_number,json=stepNumber,proto3" json:"step_number,omitempty"`
+	// Whether the step reached its expected output.
+	Success bool `protobuf:"varint,2,opt,name=success,proto3" json:"success,omitempty"`
+	// Wall time of the step in ms (for a step resumed on another replica,
+	// from its resumption).
+	DurationMs float64 `protobuf:"fixed64,3,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	// What the step found, in the model's words (cut at 2 KiB), or why it
+	// failed.
+	Summary string `protobuf:"bytes,4,opt,name=summary,proto3" json:"summary,omitempty"`
+	// ReAct iterations the step took.
+	Iterations int32 `protobuf:"varint,5,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	// COMPLETED, FAILED or SKIPPED.
+	Status PlanStepStatus `protobuf:"varint,6,opt,name=status,proto3,enum=baagent.v1.PlanStepStatus" json:"status,omitempty"`
+	// Steps in the plan.
+	TotalSteps    int32 `protobuf:"varint,7,opt,name=total_steps,json=totalSteps,proto3" json:"total_steps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanStepEndPayload) Reset() {
+	*x = PlanStepEndPayload{}
+	mi := &file_baagent_v1_events_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanStepEndPayload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanStepEndPayload) ProtoMessage() {}
+
+func (x *PlanStepEndPayload) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_events_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanStepEndPayload.ProtoReflect.Descriptor instead.
+func (*PlanStepEndPayload) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *PlanStepEndPayload) GetStepNumber() int32 {
+	if x != nil {
+		return x.StepNumber
+	}
+	return 0
+}
+
+func (x *PlanStepEndPayload) GetSuccess() bool {
+	if x != nil {
+		return x.Success
+	}
+	return false
+}
+
+func (x *PlanStepEndPayload) GetDurationMs() float64 {
+	if x != nil {
+		return x.DurationMs
+	}
+	return 0
+}
+
+func (x *PlanStepEndPayload) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+func (x *PlanStepEndPayload) GetIterations() int32 {
+	if x != nil {
+		return x.Iterations
+	}
+	return 0
+}
+
+func (x *PlanStepEndPayload) GetStatus() PlanStepStatus {
+	if x != nil {
+		return x.Status
+	}
+	return PlanStepStatus_PLAN_STEP_STATUS_UNSPECIFIED
+}
+
+func (x *PlanStepEndPayload) GetTotalSteps() int32 {
+	if x != nil {
+		return x.TotalSteps
+	}
+	return 0
+}
+
+// WarningPayload is the `warning` event.
+type WarningPayload struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Message a user can read.
+	Message string `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	// Machine-readable code: `PLAN_NOT_MADE`, `PLAN_STEP_BUDGET`,
+	// `PLAN_OUT_OF_STEPS`, `COMPLEXITY_MODEL_FAILED`.
+	Code          string `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WarningPayload) Reset() {
+	*x = WarningPayload{}
+	mi := &file_baagent_v1_events_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WarningPayload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WarningPayload) ProtoMessage() {}
+
+func (x *WarningPayload) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_events_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WarningPayload.ProtoReflect.Descriptor instead.
+func (*WarningPayload) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *WarningPayload) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *WarningPayload) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
 var File_baagent_v1_events_proto protoreflect.FileDescriptor
 
 const file_baagent_v1_events_proto_rawDesc = "" +
 	"\n" +
 	"\x17baagent/v1/events.proto\x12\n" +
-	"baagent.v1\x1a\x18baagent/v1/context.proto\x1a\x19baagent/v1/messages.proto\x1a\x14baagent/v1/run.proto\x1a\x17baagent/v1/skills.proto\x1a\x1bbaagent/v1/toolrunner.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x99\x0e\n" +
+	"baagent.v1\x1a\x18baagent/v1/context.proto\x1a\x19baagent/v1/messages.proto\x1a\x14baagent/v1/run.proto\x1a\x17baagent/v1/skills.proto\x1a\x1bbaagent/v1/toolrunner.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xce\x12\n" +
 	"\x05Event\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12'\n" +
 	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x16\n" +
@@ -1931,7 +2685,9 @@ const file_baagent_v1_events_proto_rawDesc = "" +
 	"\x04step\x18\b \x01(\x05R\x04step\x12\"\n" +
 	"\rparent_run_id\x18\t \x01(\tR\vparentRunId\x12\x19\n" +
 	"\btrace_id\x18\n" +
-	" \x01(\tR\atraceId\x120\n" +
+	" \x01(\tR\atraceId\x12\x1b\n" +
+	"\tplan_step\x18\v \x01(\x05R\bplanStep\x12&\n" +
+	"\x0fsubagent_run_id\x18\f \x01(\tR\rsubagentRunId\x120\n" +
 	"\x05start\x18\x14 \x01(\v2\x18.baagent.v1.StartPayloadH\x00R\x05start\x126\n" +
 	"\athought\x18\x15 \x01(\v2\x1a.baagent.v1.ThoughtPayloadH\x00R\athought\x12F\n" +
 	"\rthought_delta\x18\x16 \x01(\v2\x1f.baagent.v1.ThoughtDeltaPayloadH\x00R\fthoughtDelta\x12=\n" +
@@ -1956,7 +2712,15 @@ const file_baagent_v1_events_proto_rawDesc = "" +
 	"\tcancelled\x18& \x01(\v2\x1c.baagent.v1.CancelledPayloadH\x00R\tcancelled\x12C\n" +
 	"\fstream_reset\x18' \x01(\v2\x1e.baagent.v1.StreamResetPayloadH\x00R\vstreamReset\x12O\n" +
 	"\x10permission_asked\x18( \x01(\v2\".baagent.v1.PermissionAskedPayloadH\x00R\x0fpermissionAsked\x12U\n" +
-	"\x12permission_replied\x18) \x01(\v2$.baagent.v1.PermissionRepliedPayloadH\x00R\x11permissionRepliedB\t\n" +
+	"\x12permission_replied\x18) \x01(\v2$.baagent.v1.PermissionRepliedPayloadH\x00R\x11permissionReplied\x12@\n" +
+	"\vskill_ended\x18* \x01(\v2\x1d.baagent.v1.SkillEndedPayloadH\x00R\n" +
+	"skillEnded\x123\n" +
+	"\twork_plan\x18- \x01(\v2\x14.baagent.v1.WorkPlanH\x00R\bworkPlan\x12J\n" +
+	"\x0fplan_step_start\x18. \x01(\v2 .baagent.v1.PlanStepStartPayloadH\x00R\rplanStepStart\x12D\n" +
+	"\rplan_step_end\x18/ \x01(\v2\x1e.baagent.v1.PlanStepEndPayloadH\x00R\vplanStepEnd\x126\n" +
+	"\awarning\x180 \x01(\v2\x1a.baagent.v1.WarningPayloadH\x00R\awarning\x12Y\n" +
+	"\x14doom_loop_intervened\x181 \x01(\v2%.baagent.v1.DoomLoopIntervenedPayloadH\x00R\x12doomLoopIntervened\x12R\n" +
+	"\x11subagent_assigned\x182 \x01(\v2#.baagent.v1.SubagentAssignedPayloadH\x00R\x10subagentAssignedB\t\n" +
 	"\apayload\"\xac\x01\n" +
 	"\x16PermissionAskedPayload\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
@@ -1971,14 +2735,17 @@ const file_baagent_v1_events_proto_rawDesc = "" +
 	"\vdecision_id\x18\x03 \x01(\tR\n" +
 	"decisionId\x12\x14\n" +
 	"\x05reply\x18\x04 \x01(\tR\x05reply\x12\x1b\n" +
-	"\ttimed_out\x18\x05 \x01(\bR\btimedOut\"\xb2\x01\n" +
+	"\ttimed_out\x18\x05 \x01(\bR\btimedOut\"\xdc\x02\n" +
 	"\fStartPayload\x12\x14\n" +
 	"\x05input\x18\x01 \x01(\tR\x05input\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12%\n" +
 	"\x0escripted_model\x18\x03 \x01(\bR\rscriptedModel\x12\x1b\n" +
 	"\tmax_steps\x18\x04 \x01(\x05R\bmaxSteps\x12\x18\n" +
 	"\aproject\x18\x05 \x01(\tR\aproject\x12\x18\n" +
-	"\areplica\x18\x06 \x01(\tR\areplica\"O\n" +
+	"\areplica\x18\x06 \x01(\tR\areplica\x12F\n" +
+	"\x10query_complexity\x18\a \x01(\x0e2\x1b.baagent.v1.QueryComplexityR\x0fqueryComplexity\x12-\n" +
+	"\x12complexity_signals\x18\b \x03(\tR\x11complexitySignals\x121\n" +
+	"\tplan_mode\x18\t \x01(\x0e2\x14.baagent.v1.PlanModeR\bplanMode\"O\n" +
 	"\x0eThoughtPayload\x12\x18\n" +
 	"\athought\x18\x01 \x01(\tR\athought\x12#\n" +
 	"\rthought_level\x18\x02 \x01(\tR\fthoughtLevel\"+\n" +
@@ -2012,14 +2779,24 @@ const file_baagent_v1_events_proto_rawDesc = "" +
 	"retryCount\x12:\n" +
 	"\foutput_level\x18\n" +
 	" \x01(\x0e2\x17.baagent.v1.OutputLevelR\voutputLevel\x12\x16\n" +
-	"\x06cached\x18\v \x01(\bR\x06cached\"\xfc\x01\n" +
+	"\x06cached\x18\v \x01(\bR\x06cached\"\x81\x03\n" +
 	"\x15SkillActivatedPayload\x12\x1d\n" +
 	"\n" +
 	"skill_name\x18\x01 \x01(\tR\tskillName\x12#\n" +
 	"\ractivation_id\x18\x02 \x01(\tR\factivationId\x12)\n" +
 	"\x10activation_chain\x18\x03 \x03(\tR\x0factivationChain\x12F\n" +
 	"\x10context_modifier\x18\x04 \x01(\v2\x1b.baagent.v1.ContextModifierR\x0fcontextModifier\x12,\n" +
-	"\x05scope\x18\x05 \x01(\x0e2\x16.baagent.v1.SkillScopeR\x05scope\"t\n" +
+	"\x05scope\x18\x05 \x01(\x0e2\x16.baagent.v1.SkillScopeR\x05scope\x129\n" +
+	"\x06origin\x18\x06 \x01(\x0e2!.baagent.v1.SkillActivationOriginR\x06origin\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\x12\x14\n" +
+	"\x05ended\x18\b \x03(\tR\x05ended\x12\x1a\n" +
+	"\brevision\x18\t \x01(\tR\brevision\"\x9a\x01\n" +
+	"\x11SkillEndedPayload\x12\x1d\n" +
+	"\n" +
+	"skill_name\x18\x01 \x01(\tR\tskillName\x12#\n" +
+	"\ractivation_id\x18\x02 \x01(\tR\factivationId\x12)\n" +
+	"\x10activation_chain\x18\x03 \x03(\tR\x0factivationChain\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"t\n" +
 	"\x1cClarificationAnsweredPayload\x12\x1f\n" +
 	"\vquestion_id\x18\x01 \x01(\tR\n" +
 	"questionId\x12\x16\n" +
@@ -2039,7 +2816,28 @@ const file_baagent_v1_events_proto_rawDesc = "" +
 	"\x0etime_window_ms\x18\x04 \x01(\x03R\ftimeWindowMs\x12\x1f\n" +
 	"\vdecision_id\x18\x05 \x01(\tR\n" +
 	"decisionId\x12D\n" +
-	"\fintervention\x18\x06 \x01(\x0e2 .baagent.v1.DoomLoopInterventionR\fintervention\"\xfa\x01\n" +
+	"\fintervention\x18\x06 \x01(\x0e2 .baagent.v1.DoomLoopInterventionR\fintervention\"\xf6\x01\n" +
+	"\x19DoomLoopIntervenedPayload\x12\x1f\n" +
+	"\vdecision_id\x18\x01 \x01(\tR\n" +
+	"decisionId\x12\x16\n" +
+	"\x06choice\x18\x02 \x01(\tR\x06choice\x12\x1b\n" +
+	"\ttimed_out\x18\x03 \x01(\bR\btimedOut\x12D\n" +
+	"\fintervention\x18\x04 \x01(\x0e2 .baagent.v1.DoomLoopInterventionR\fintervention\x12\x1b\n" +
+	"\ttool_name\x18\x05 \x01(\tR\btoolName\x12 \n" +
+	"\ftool_call_id\x18\x06 \x01(\tR\n" +
+	"toolCallId\"\xaa\x02\n" +
+	"\x17SubagentAssignedPayload\x12 \n" +
+	"\fchild_run_id\x18\x01 \x01(\tR\n" +
+	"childRunId\x12#\n" +
+	"\rsubagent_type\x18\x02 \x01(\tR\fsubagentType\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x16\n" +
+	"\x06prompt\x18\x04 \x01(\tR\x06prompt\x12 \n" +
+	"\ftool_call_id\x18\x05 \x01(\tR\n" +
+	"toolCallId\x12#\n" +
+	"\rallowed_tools\x18\x06 \x03(\tR\fallowedTools\x12\x14\n" +
+	"\x05model\x18\a \x01(\tR\x05model\x12\x1b\n" +
+	"\tmax_steps\x18\b \x01(\x05R\bmaxSteps\x12\x14\n" +
+	"\x05depth\x18\t \x01(\x05R\x05depth\"\xfa\x01\n" +
 	"\x11CostUpdatePayload\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12'\n" +
 	"\x05usage\x18\x02 \x01(\v2\x11.baagent.v1.UsageR\x05usage\x12,\n" +
@@ -2070,7 +2868,31 @@ const file_baagent_v1_events_proto_rawDesc = "" +
 	"\x10requested_cursor\x18\x01 \x01(\tR\x0frequestedCursor\x12'\n" +
 	"\x0fearliest_cursor\x18\x02 \x01(\tR\x0eearliestCursor\x12!\n" +
 	"\fearliest_seq\x18\x03 \x01(\x04R\vearliestSeq\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reasonB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3"
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xbf\x01\n" +
+	"\x14PlanStepStartPayload\x12\x1f\n" +
+	"\vstep_number\x18\x01 \x01(\x05R\n" +
+	"stepNumber\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1f\n" +
+	"\vtotal_steps\x18\x03 \x01(\x05R\n" +
+	"totalSteps\x12'\n" +
+	"\x0fexpected_output\x18\x04 \x01(\tR\x0eexpectedOutput\x12\x1a\n" +
+	"\brevision\x18\x05 \x01(\x05R\brevision\"\xff\x01\n" +
+	"\x12PlanStepEndPayload\x12\x1f\n" +
+	"\vstep_number\x18\x01 \x01(\x05R\n" +
+	"stepNumber\x12\x18\n" +
+	"\asuccess\x18\x02 \x01(\bR\asuccess\x12\x1f\n" +
+	"\vduration_ms\x18\x03 \x01(\x01R\n" +
+	"durationMs\x12\x18\n" +
+	"\asummary\x18\x04 \x01(\tR\asummary\x12\x1e\n" +
+	"\n" +
+	"iterations\x18\x05 \x01(\x05R\n" +
+	"iterations\x122\n" +
+	"\x06status\x18\x06 \x01(\x0e2\x1a.baagent.v1.PlanStepStatusR\x06status\x12\x1f\n" +
+	"\vtotal_steps\x18\a \x01(\x05R\n" +
+	"totalSteps\">\n" +
+	"\x0eWarningPayload\x12\x18\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\tR\x04codeB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3"
 
 var (
 	file_baagent_v1_events_proto_rawDescOnce sync.Once
@@ -2084,7 +2906,7 @@ func file_baagent_v1_events_proto_rawDescGZIP() []byte {
 	return file_baagent_v1_events_proto_rawDescData
 }
 
-var file_baagent_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_baagent_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_baagent_v1_events_proto_goTypes = []any{
 	(*Event)(nil),                        // 0: baagent.v1.Event
 	(*PermissionAskedPayload)(nil),       // 1: baagent.v1.PermissionAskedPayload
@@ -2096,31 +2918,42 @@ var file_baagent_v1_events_proto_goTypes = []any{
 	(*ActPayload)(nil),                   // 7: baagent.v1.ActPayload
 	(*ObservePayload)(nil),               // 8: baagent.v1.ObservePayload
 	(*SkillActivatedPayload)(nil),        // 9: baagent.v1.SkillActivatedPayload
-	(*ClarificationAnsweredPayload)(nil), // 10: baagent.v1.ClarificationAnsweredPayload
-	(*DecisionAnsweredPayload)(nil),      // 11: baagent.v1.DecisionAnsweredPayload
-	(*DoomLoopDetectedPayload)(nil),      // 12: baagent.v1.DoomLoopDetectedPayload
-	(*CostUpdatePayload)(nil),            // 13: baagent.v1.CostUpdatePayload
-	(*StepStartPayload)(nil),             // 14: baagent.v1.StepStartPayload
-	(*StepEndPayload)(nil),               // 15: baagent.v1.StepEndPayload
-	(*CompletePayload)(nil),              // 16: baagent.v1.CompletePayload
-	(*ErrorPayload)(nil),                 // 17: baagent.v1.ErrorPayload
-	(*CancelledPayload)(nil),             // 18: baagent.v1.CancelledPayload
-	(*StreamResetPayload)(nil),           // 19: baagent.v1.StreamResetPayload
-	(*timestamppb.Timestamp)(nil),        // 20: google.protobuf.Timestamp
-	(*ContextCompressedPayload)(nil),     // 21: baagent.v1.ContextCompressedPayload
-	(*ClarificationQuestion)(nil),        // 22: baagent.v1.ClarificationQuestion
-	(*DecisionPoint)(nil),                // 23: baagent.v1.DecisionPoint
-	(*structpb.Struct)(nil),              // 24: google.protobuf.Struct
-	(ToolErrorType)(0),                   // 25: baagent.v1.ToolErrorType
-	(OutputLevel)(0),                     // 26: baagent.v1.OutputLevel
-	(*ContextModifier)(nil),              // 27: baagent.v1.ContextModifier
-	(SkillScope)(0),                      // 28: baagent.v1.SkillScope
-	(DoomLoopIntervention)(0),            // 29: baagent.v1.DoomLoopIntervention
-	(*Usage)(nil),                        // 30: baagent.v1.Usage
-	(*ConversationMetrics)(nil),          // 31: baagent.v1.ConversationMetrics
+	(*SkillEndedPayload)(nil),            // 10: baagent.v1.SkillEndedPayload
+	(*ClarificationAnsweredPayload)(nil), // 11: baagent.v1.ClarificationAnsweredPayload
+	(*DecisionAnsweredPayload)(nil),      // 12: baagent.v1.DecisionAnsweredPayload
+	(*DoomLoopDetectedPayload)(nil),      // 13: baagent.v1.DoomLoopDetectedPayload
+	(*DoomLoopIntervenedPayload)(nil),    // 14: baagent.v1.DoomLoopIntervenedPayload
+	(*SubagentAssignedPayload)(nil),      // 15: baagent.v1.SubagentAssignedPayload
+	(*CostUpdatePayload)(nil),            // 16: baagent.v1.CostUpdatePayload
+	(*StepStartPayload)(nil),             // 17: baagent.v1.StepStartPayload
+	(*StepEndPayload)(nil),               // 18: baagent.v1.StepEndPayload
+	(*CompletePayload)(nil),              // 19: baagent.v1.CompletePayload
+	(*ErrorPayload)(nil),                 // 20: baagent.v1.ErrorPayload
+	(*CancelledPayload)(nil),             // 21: baagent.v1.CancelledPayload
+	(*StreamResetPayload)(nil),           // 22: baagent.v1.StreamResetPayload
+	(*PlanStepStartPayload)(nil),         // 23: baagent.v1.PlanStepStartPayload
+	(*PlanStepEndPayload)(nil),           // 24: baagent.v1.PlanStepEndPayload
+	(*WarningPayload)(nil),               // 25: baagent.v1.WarningPayload
+	(*timestamppb.Timestamp)(nil),        // 26: google.protobuf.Timestamp
+	(*ContextCompressedPayload)(nil),     // 27: baagent.v1.ContextCompressedPayload
+	(*ClarificationQuestion)(nil),        // 28: baagent.v1.ClarificationQuestion
+	(*DecisionPoint)(nil),                // 29: baagent.v1.DecisionPoint
+	(*WorkPlan)(nil),                     // 30: baagent.v1.WorkPlan
+	(QueryComplexity)(0),                 // 31: baagent.v1.QueryComplexity
+	(PlanMode)(0),                        // 32: baagent.v1.PlanMode
+	(*structpb.Struct)(nil),              // 33: google.protobuf.Struct
+	(ToolErrorType)(0),                   // 34: baagent.v1.ToolErrorType
+	(OutputLevel)(0),                     // 35: baagent.v1.OutputLevel
+	(*ContextModifier)(nil),              // 36: baagent.v1.ContextModifier
+	(SkillScope)(0),                      // 37: baagent.v1.SkillScope
+	(SkillActivationOrigin)(0),           // 38: baagent.v1.SkillActivationOrigin
+	(DoomLoopIntervention)(0),            // 39: baagent.v1.DoomLoopIntervention
+	(*Usage)(nil),                        // 40: baagent.v1.Usage
+	(*ConversationMetrics)(nil),          // 41: baagent.v1.ConversationMetrics
+	(PlanStepStatus)(0),                  // 42: baagent.v1.PlanStepStatus
 }
 var file_baagent_v1_events_proto_depIdxs = []int32{
-	20, // 0: baagent.v1.Event.ts:type_name -> google.protobuf.Timestamp
+	26, // 0: baagent.v1.Event.ts:type_name -> google.protobuf.Timestamp
 	3,  // 1: baagent.v1.Event.start:type_name -> baagent.v1.StartPayload
 	4,  // 2: baagent.v1.Event.thought:type_name -> baagent.v1.ThoughtPayload
 	5,  // 3: baagent.v1.Event.thought_delta:type_name -> baagent.v1.ThoughtDeltaPayload
@@ -2128,36 +2961,48 @@ var file_baagent_v1_events_proto_depIdxs = []int32{
 	7,  // 5: baagent.v1.Event.act:type_name -> baagent.v1.ActPayload
 	8,  // 6: baagent.v1.Event.observe:type_name -> baagent.v1.ObservePayload
 	9,  // 7: baagent.v1.Event.skill_activated:type_name -> baagent.v1.SkillActivatedPayload
-	21, // 8: baagent.v1.Event.context_compressed:type_name -> baagent.v1.ContextCompressedPayload
-	22, // 9: baagent.v1.Event.clarification_asked:type_name -> baagent.v1.ClarificationQuestion
-	10, // 10: baagent.v1.Event.clarification_answered:type_name -> baagent.v1.ClarificationAnsweredPayload
-	23, // 11: baagent.v1.Event.decision_asked:type_name -> baagent.v1.DecisionPoint
-	11, // 12: baagent.v1.Event.decision_answered:type_name -> baagent.v1.DecisionAnsweredPayload
-	12, // 13: baagent.v1.Event.doom_loop_detected:type_name -> baagent.v1.DoomLoopDetectedPayload
-	13, // 14: baagent.v1.Event.cost_update:type_name -> baagent.v1.CostUpdatePayload
-	14, // 15: baagent.v1.Event.step_start:type_name -> baagent.v1.StepStartPayload
-	15, // 16: baagent.v1.Event.step_end:type_name -> baagent.v1.StepEndPayload
-	16, // 17: baagent.v1.Event.complete:type_name -> baagent.v1.CompletePayload
-	17, // 18: baagent.v1.Event.error:type_name -> baagent.v1.ErrorPayload
-	18, // 19: baagent.v1.Event.cancelled:type_name -> baagent.v1.CancelledPayload
-	19, // 20: baagent.v1.Event.stream_reset:type_name -> baagent.v1.StreamResetPayload
+	27, // 8: baagent.v1.Event.context_compressed:type_name -> baagent.v1.ContextCompressedPayload
+	28, // 9: baagent.v1.Event.clarification_asked:type_name -> baagent.v1.ClarificationQuestion
+	11, // 10: baagent.v1.Event.clarification_answered:type_name -> baagent.v1.ClarificationAnsweredPayload
+	29, // 11: baagent.v1.Event.decision_asked:type_name -> baagent.v1.DecisionPoint
+	12, // 12: baagent.v1.Event.decision_answered:type_name -> baagent.v1.DecisionAnsweredPayload
+	13, // 13: baagent.v1.Event.doom_loop_detected:type_name -> baagent.v1.DoomLoopDetectedPayload
+	16, // 14: baagent.v1.Event.cost_update:type_name -> baagent.v1.CostUpdatePayload
+	17, // 15: baagent.v1.Event.step_start:type_name -> baagent.v1.StepStartPayload
+	18, // 16: baagent.v1.Event.step_end:type_name -> baagent.v1.StepEndPayload
+	19, // 17: baagent.v1.Event.complete:type_name -> baagent.v1.CompletePayload
+	20, // 18: baagent.v1.Event.error:type_name -> baagent.v1.ErrorPayload
+	21, // 19: baagent.v1.Event.cancelled:type_name -> baagent.v1.CancelledPayload
+	22, // 20: baagent.v1.Event.stream_reset:type_name -> baagent.v1.StreamResetPayload
 	1,  // 21: baagent.v1.Event.permission_asked:type_name -> baagent.v1.PermissionAskedPayload
 	2,  // 22: baagent.v1.Event.permission_replied:type_name -> baagent.v1.PermissionRepliedPayload
-	23, // 23: baagent.v1.PermissionAskedPayload.decision:type_name -> baagent.v1.DecisionPoint
-	24, // 24: baagent.v1.ActPayload.tool_input:type_name -> google.protobuf.Struct
-	25, // 25: baagent.v1.ObservePayload.error_type:type_name -> baagent.v1.ToolErrorType
-	26, // 26: baagent.v1.ObservePayload.output_level:type_name -> baagent.v1.OutputLevel
-	27, // 27: baagent.v1.SkillActivatedPayload.context_modifier:type_name -> baagent.v1.ContextModifier
-	28, // 28: baagent.v1.SkillActivatedPayload.scope:type_name -> baagent.v1.SkillScope
-	24, // 29: baagent.v1.DoomLoopDetectedPayload.tool_input:type_name -> google.protobuf.Struct
-	29, // 30: baagent.v1.DoomLoopDetectedPayload.intervention:type_name -> baagent.v1.DoomLoopIntervention
-	30, // 31: baagent.v1.CostUpdatePayload.usage:type_name -> baagent.v1.Usage
-	31, // 32: baagent.v1.CompletePayload.metrics:type_name -> baagent.v1.ConversationMetrics
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	10, // 23: baagent.v1.Event.skill_ended:type_name -> baagent.v1.SkillEndedPayload
+	30, // 24: baagent.v1.Event.work_plan:type_name -> baagent.v1.WorkPlan
+	23, // 25: baagent.v1.Event.plan_step_start:type_name -> baagent.v1.PlanStepStartPayload
+	24, // 26: baagent.v1.Event.plan_step_end:type_name -> baagent.v1.PlanStepEndPayload
+	25, // 27: baagent.v1.Event.warning:type_name -> baagent.v1.WarningPayload
+	14, // 28: baagent.v1.Event.doom_loop_intervened:type_name -> baagent.v1.DoomLoopIntervenedPayload
+	15, // 29: baagent.v1.Event.subagent_assigned:type_name -> baagent.v1.SubagentAssignedPayload
+	29, // 30: baagent.v1.PermissionAskedPayload.decision:type_name -> baagent.v1.DecisionPoint
+	31, // 31: baagent.v1.StartPayload.query_complexity:type_name -> baagent.v1.QueryComplexity
+	32, // 32: baagent.v1.StartPayload.plan_mode:type_name -> baagent.v1.PlanMode
+	33, // 33: baagent.v1.ActPayload.tool_input:type_name -> google.protobuf.Struct
+	34, // 34: baagent.v1.ObservePayload.error_type:type_name -> baagent.v1.ToolErrorType
+	35, // 35: baagent.v1.ObservePayload.output_level:type_name -> baagent.v1.OutputLevel
+	36, // 36: baagent.v1.SkillActivatedPayload.context_modifier:type_name -> baagent.v1.ContextModifier
+	37, // 37: baagent.v1.SkillActivatedPayload.scope:type_name -> baagent.v1.SkillScope
+	38, // 38: baagent.v1.SkillActivatedPayload.origin:type_name -> baagent.v1.SkillActivationOrigin
+	33, // 39: baagent.v1.DoomLoopDetectedPayload.tool_input:type_name -> google.protobuf.Struct
+	39, // 40: baagent.v1.DoomLoopDetectedPayload.intervention:type_name -> baagent.v1.DoomLoopIntervention
+	39, // 41: baagent.v1.DoomLoopIntervenedPayload.intervention:type_name -> baagent.v1.DoomLoopIntervention
+	40, // 42: baagent.v1.CostUpdatePayload.usage:type_name -> baagent.v1.Usage
+	41, // 43: baagent.v1.CompletePayload.metrics:type_name -> baagent.v1.ConversationMetrics
+	42, // 44: baagent.v1.PlanStepEndPayload.status:type_name -> baagent.v1.PlanStepStatus
+	45, // [45:45] is the sub-list for method output_type
+	45, // [45:45] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_baagent_v1_events_proto_init() }
@@ -2193,6 +3038,13 @@ func file_baagent_v1_events_proto_init() {
 		(*Event_StreamReset)(nil),
 		(*Event_PermissionAsked)(nil),
 		(*Event_PermissionReplied)(nil),
+		(*Event_SkillEnded)(nil),
+		(*Event_WorkPlan)(nil),
+		(*Event_PlanStepStart)(nil),
+		(*Event_PlanStepEnd)(nil),
+		(*Event_Warning)(nil),
+		(*Event_DoomLoopIntervened)(nil),
+		(*Event_SubagentAssigned)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2200,7 +3052,7 @@ func file_baagent_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_baagent_v1_events_proto_rawDesc), len(file_baagent_v1_events_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

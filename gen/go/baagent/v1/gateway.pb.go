@@ -114,6 +114,140 @@ func (x *StartRunResponse) GetRun() *Run {
 	return nil
 }
 
+// StartRunStreamRequest starts a run and streams it.
+type StartRunStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What to run; input required.
+	Spec          *RunSpec `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartRunStreamRequest) Reset() {
+	*x = StartRunStreamRequest{}
+	mi := &file_baagent_v1_gateway_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartRunStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartRunStreamRequest) ProtoMessage() {}
+
+func (x *StartRunStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_gateway_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartRunStreamRequest.ProtoReflect.Descriptor instead.
+func (*StartRunStreamRequest) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *StartRunStreamRequest) GetSpec() *RunSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+// StartRunStreamResponse is one message of a StartRunStream: the run first,
+// then its events.
+type StartRunStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One of the run (first message only) or an event.
+	//
+	// Types that are valid to be assigned to Payload:
+	//
+	//	*StartRunStreamResponse_Run
+	//	*StartRunStreamResponse_Event
+	Payload       isStartRunStreamResponse_Payload `protobuf_oneof:"payload"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartRunStreamResponse) Reset() {
+	*x = StartRunStreamResponse{}
+	mi := &file_baagent_v1_gateway_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartRunStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartRunStreamResponse) ProtoMessage() {}
+
+func (x *StartRunStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_gateway_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartRunStreamResponse.ProtoReflect.Descriptor instead.
+func (*StartRunStreamResponse) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *StartRunStreamResponse) GetPayload() isStartRunStreamResponse_Payload {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *StartRunStreamResponse) GetRun() *Run {
+	if x != nil {
+		if x, ok := x.Payload.(*StartRunStreamResponse_Run); ok {
+			return x.Run
+		}
+	}
+	return nil
+}
+
+func (x *StartRunStreamResponse) GetEvent() *Event {
+	if x != nil {
+		if x, ok := x.Payload.(*StartRunStreamResponse_Event); ok {
+			return x.Event
+		}
+	}
+	return nil
+}
+
+type isStartRunStreamResponse_Payload interface {
+	isStartRunStreamResponse_Payload()
+}
+
+type StartRunStreamResponse_Run struct {
+	// The accepted run, QUEUED: the first message of the stream.
+	Run *Run `protobuf:"bytes,1,opt,name=run,proto3,oneof"`
+}
+
+type StartRunStreamResponse_Event struct {
+	// An event of the run (or a transport-only stream_reset), in order.
+	Event *Event `protobuf:"bytes,2,opt,name=event,proto3,oneof"`
+}
+
+func (*StartRunStreamResponse_Run) isStartRunStreamResponse_Payload() {}
+
+func (*StartRunStreamResponse_Event) isStartRunStreamResponse_Payload() {}
+
 // GetRunRequest reads a run.
 type GetRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -125,7 +259,7 @@ type GetRunRequest struct {
 
 func (x *GetRunRequest) Reset() {
 	*x = GetRunRequest{}
-	mi := &file_baagent_v1_gateway_proto_msgTypes[2]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -137,7 +271,7 @@ func (x *GetRunRequest) String() string {
 func (*GetRunRequest) ProtoMessage() {}
 
 func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_gateway_proto_msgTypes[2]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -150,7 +284,7 @@ func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
 func (*GetRunRequest) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{2}
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GetRunRequest) GetRunId() string {
@@ -171,7 +305,7 @@ type GetRunResponse struct {
 
 func (x *GetRunResponse) Reset() {
 	*x = GetRunResponse{}
-	mi := &file_baagent_v1_gateway_proto_msgTypes[3]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -183,7 +317,7 @@ func (x *GetRunResponse) String() string {
 func (*GetRunResponse) ProtoMessage() {}
 
 func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_gateway_proto_msgTypes[3]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -196,7 +330,7 @@ func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
 func (*GetRunResponse) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{3}
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetRunResponse) GetRun() *Run {
@@ -223,7 +357,7 @@ type ListRunsRequest struct {
 
 func (x *ListRunsRequest) Reset() {
 	*x = ListRunsRequest{}
-	mi := &file_baagent_v1_gateway_proto_msgTypes[4]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -235,7 +369,7 @@ func (x *ListRunsRequest) String() string {
 func (*ListRunsRequest) ProtoMessage() {}
 
 func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_gateway_proto_msgTypes[4]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -248,7 +382,7 @@ func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
 func (*ListRunsRequest) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{4}
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListRunsRequest) GetConversationId() string {
@@ -299,7 +433,7 @@ type ListRunsResponse struct {
 
 func (x *ListRunsResponse) Reset() {
 	*x = ListRunsResponse{}
-	mi := &file_baagent_v1_gateway_proto_msgTypes[5]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -311,7 +445,7 @@ func (x *ListRunsResponse) String() string {
 func (*ListRunsResponse) ProtoMessage() {}
 
 func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_gateway_proto_msgTypes[5]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -324,7 +458,7 @@ func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
 func (*ListRunsResponse) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{5}
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListRunsResponse) GetRuns() []*Run {
@@ -354,7 +488,7 @@ type CancelRunRequest struct {
 
 func (x *CancelRunRequest) Reset() {
 	*x = CancelRunRequest{}
-	mi := &file_baagent_v1_gateway_proto_msgTypes[6]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -366,7 +500,7 @@ func (x *CancelRunRequest) String() string {
 func (*CancelRunRequest) ProtoMessage() {}
 
 func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_gateway_proto_msgTypes[6]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -379,7 +513,7 @@ func (x *CancelRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunRequest.ProtoReflect.Descriptor instead.
 func (*CancelRunRequest) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{6}
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CancelRunRequest) GetRunId() string {
@@ -407,7 +541,7 @@ type CancelRunResponse struct {
 
 func (x *CancelRunResponse) Reset() {
 	*x = CancelRunResponse{}
-	mi := &file_baagent_v1_gateway_proto_msgTypes[7]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -419,7 +553,7 @@ func (x *CancelRunResponse) String() string {
 func (*CancelRunResponse) ProtoMessage() {}
 
 func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_gateway_proto_msgTypes[7]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -432,7 +566,7 @@ func (x *CancelRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRunResponse.ProtoReflect.Descriptor instead.
 func (*CancelRunResponse) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{7}
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CancelRunResponse) GetRun() *Run {
@@ -455,7 +589,7 @@ type SubmitInputRequest struct {
 
 func (x *SubmitInputRequest) Reset() {
 	*x = SubmitInputRequest{}
-	mi := &file_baagent_v1_gateway_proto_msgTypes[8]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -467,7 +601,7 @@ func (x *SubmitInputRequest) String() string {
 func (*SubmitInputRequest) ProtoMessage() {}
 
 func (x *SubmitInputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_gateway_proto_msgTypes[8]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -480,7 +614,7 @@ func (x *SubmitInputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitInputRequest.ProtoReflect.Descriptor instead.
 func (*SubmitInputRequest) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{8}
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SubmitInputRequest) GetRunId() string {
@@ -508,7 +642,7 @@ type SubmitInputResponse struct {
 
 func (x *SubmitInputResponse) Reset() {
 	*x = SubmitInputResponse{}
-	mi := &file_baagent_v1_gateway_proto_msgTypes[9]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -520,7 +654,7 @@ func (x *SubmitInputResponse) String() string {
 func (*SubmitInputResponse) ProtoMessage() {}
 
 func (x *SubmitInputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_gateway_proto_msgTypes[9]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -533,7 +667,7 @@ func (x *SubmitInputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitInputResponse.ProtoReflect.Descriptor instead.
 func (*SubmitInputResponse) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{9}
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SubmitInputResponse) GetRun() *Run {
@@ -557,7 +691,7 @@ type StreamRunEventsRequest struct {
 
 func (x *StreamRunEventsRequest) Reset() {
 	*x = StreamRunEventsRequest{}
-	mi := &file_baagent_v1_gateway_proto_msgTypes[10]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -569,7 +703,7 @@ func (x *StreamRunEventsRequest) String() string {
 func (*StreamRunEventsRequest) ProtoMessage() {}
 
 func (x *StreamRunEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_gateway_proto_msgTypes[10]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -582,7 +716,7 @@ func (x *StreamRunEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamRunEventsRequest.ProtoReflect.Descriptor instead.
 func (*StreamRunEventsRequest) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{10}
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StreamRunEventsRequest) GetRunId() string {
@@ -610,7 +744,7 @@ type StreamRunEventsResponse struct {
 
 func (x *StreamRunEventsResponse) Reset() {
 	*x = StreamRunEventsResponse{}
-	mi := &file_baagent_v1_gateway_proto_msgTypes[11]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -622,7 +756,7 @@ func (x *StreamRunEventsResponse) String() string {
 func (*StreamRunEventsResponse) ProtoMessage() {}
 
 func (x *StreamRunEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_gateway_proto_msgTypes[11]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -635,7 +769,7 @@ func (x *StreamRunEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamRunEventsResponse.ProtoReflect.Descriptor instead.
 func (*StreamRunEventsResponse) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{11}
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StreamRunEventsResponse) GetEvent() *Event {
@@ -652,13 +786,15 @@ type GatewayServiceListSkillsRequest struct {
 	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
 	// Also report skills that failed validation.
 	IncludeInvalid bool `protobuf:"varint,2,opt,name=include_invalid,json=includeInvalid,proto3" json:"include_invalid,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Which layers to report (default: the effective skills).
+	Scope         SkillScopeFilter `protobuf:"varint,3,opt,name=scope,proto3,enum=baagent.v1.SkillScopeFilter" json:"scope,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GatewayServiceListSkillsRequest) Reset() {
 	*x = GatewayServiceListSkillsRequest{}
-	mi := &file_baagent_v1_gateway_proto_msgTypes[12]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -670,7 +806,7 @@ func (x *GatewayServiceListSkillsRequest) String() string {
 func (*GatewayServiceListSkillsRequest) ProtoMessage() {}
 
 func (x *GatewayServiceListSkillsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_gateway_proto_msgTypes[12]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -683,7 +819,7 @@ func (x *GatewayServiceListSkillsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayServiceListSkillsRequest.ProtoReflect.Descriptor instead.
 func (*GatewayServiceListSkillsRequest) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{12}
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GatewayServiceListSkillsRequest) GetProject() string {
@@ -700,6 +836,13 @@ func (x *GatewayServiceListSkillsRequest) GetIncludeInvalid() bool {
 	return false
 }
 
+func (x *GatewayServiceListSkillsRequest) GetScope() SkillScopeFilter {
+	if x != nil {
+		return x.Scope
+	}
+	return SkillScopeFilter_SKILL_SCOPE_FILTER_UNSPECIFIED
+}
+
 // GatewayServiceListSkillsResponse lists skills.
 type GatewayServiceListSkillsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -713,7 +856,7 @@ type GatewayServiceListSkillsResponse struct {
 
 func (x *GatewayServiceListSkillsResponse) Reset() {
 	*x = GatewayServiceListSkillsResponse{}
-	mi := &file_baagent_v1_gateway_proto_msgTypes[13]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -725,7 +868,7 @@ func (x *GatewayServiceListSkillsResponse) String() string {
 func (*GatewayServiceListSkillsResponse) ProtoMessage() {}
 
 func (x *GatewayServiceListSkillsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_gateway_proto_msgTypes[13]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -738,7 +881,7 @@ func (x *GatewayServiceListSkillsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayServiceListSkillsResponse.ProtoReflect.Descriptor instead.
 func (*GatewayServiceListSkillsResponse) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{13}
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GatewayServiceListSkillsResponse) GetSkills() []*SkillMetadata {
@@ -770,7 +913,7 @@ type GatewayServiceGetSkillRequest struct {
 
 func (x *GatewayServiceGetSkillRequest) Reset() {
 	*x = GatewayServiceGetSkillRequest{}
-	mi := &file_baagent_v1_gateway_proto_msgTypes[14]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -782,7 +925,7 @@ func (x *GatewayServiceGetSkillRequest) String() string {
 func (*GatewayServiceGetSkillRequest) ProtoMessage() {}
 
 func (x *GatewayServiceGetSkillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_gateway_proto_msgTypes[14]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -795,7 +938,7 @@ func (x *GatewayServiceGetSkillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayServiceGetSkillRequest.ProtoReflect.Descriptor instead.
 func (*GatewayServiceGetSkillRequest) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{14}
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GatewayServiceGetSkillRequest) GetProject() string {
@@ -834,7 +977,7 @@ type GatewayServiceGetSkillResponse struct {
 
 func (x *GatewayServiceGetSkillResponse) Reset() {
 	*x = GatewayServiceGetSkillResponse{}
-	mi := &file_baagent_v1_gateway_proto_msgTypes[15]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -846,7 +989,7 @@ func (x *GatewayServiceGetSkillResponse) String() string {
 func (*GatewayServiceGetSkillResponse) ProtoMessage() {}
 
 func (x *GatewayServiceGetSkillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_gateway_proto_msgTypes[15]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -859,7 +1002,7 @@ func (x *GatewayServiceGetSkillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayServiceGetSkillResponse.ProtoReflect.Descriptor instead.
 func (*GatewayServiceGetSkillResponse) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{15}
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GatewayServiceGetSkillResponse) GetMetadata() *SkillMetadata {
@@ -892,7 +1035,7 @@ type GatewayServiceListToolsRequest struct {
 
 func (x *GatewayServiceListToolsRequest) Reset() {
 	*x = GatewayServiceListToolsRequest{}
-	mi := &file_baagent_v1_gateway_proto_msgTypes[16]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -904,7 +1047,7 @@ func (x *GatewayServiceListToolsRequest) String() string {
 func (*GatewayServiceListToolsRequest) ProtoMessage() {}
 
 func (x *GatewayServiceListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_gateway_proto_msgTypes[16]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -917,7 +1060,7 @@ func (x *GatewayServiceListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayServiceListToolsRequest.ProtoReflect.Descriptor instead.
 func (*GatewayServiceListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{16}
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{18}
 }
 
 // GatewayServiceListToolsResponse lists tools.
@@ -931,7 +1074,7 @@ type GatewayServiceListToolsResponse struct {
 
 func (x *GatewayServiceListToolsResponse) Reset() {
 	*x = GatewayServiceListToolsResponse{}
-	mi := &file_baagent_v1_gateway_proto_msgTypes[17]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +1086,7 @@ func (x *GatewayServiceListToolsResponse) String() string {
 func (*GatewayServiceListToolsResponse) ProtoMessage() {}
 
 func (x *GatewayServiceListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_gateway_proto_msgTypes[17]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +1099,7 @@ func (x *GatewayServiceListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayServiceListToolsResponse.ProtoReflect.Descriptor instead.
 func (*GatewayServiceListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{17}
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GatewayServiceListToolsResponse) GetTools() []*ToolDefinition {
@@ -986,7 +1129,7 @@ type InvokeToolRequest struct {
 
 func (x *InvokeToolRequest) Reset() {
 	*x = InvokeToolRequest{}
-	mi := &file_baagent_v1_gateway_proto_msgTypes[18]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -998,7 +1141,7 @@ func (x *InvokeToolRequest) String() string {
 func (*InvokeToolRequest) ProtoMessage() {}
 
 func (x *InvokeToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_gateway_proto_msgTypes[18]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1011,7 +1154,7 @@ func (x *InvokeToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeToolRequest.ProtoReflect.Descriptor instead.
 func (*InvokeToolRequest) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{18}
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *InvokeToolRequest) GetToolName() string {
@@ -1060,7 +1203,7 @@ type InvokeToolResponse struct {
 
 func (x *InvokeToolResponse) Reset() {
 	*x = InvokeToolResponse{}
-	mi := &file_baagent_v1_gateway_proto_msgTypes[19]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +1215,7 @@ func (x *InvokeToolResponse) String() string {
 func (*InvokeToolResponse) ProtoMessage() {}
 
 func (x *InvokeToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_gateway_proto_msgTypes[19]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +1228,7 @@ func (x *InvokeToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeToolResponse.ProtoReflect.Descriptor instead.
 func (*InvokeToolResponse) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{19}
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *InvokeToolResponse) GetResult() *ToolExecutionResult {
@@ -1110,7 +1253,7 @@ type GatewayServiceCountTokensRequest struct {
 
 func (x *GatewayServiceCountTokensRequest) Reset() {
 	*x = GatewayServiceCountTokensRequest{}
-	mi := &file_baagent_v1_gateway_proto_msgTypes[20]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1122,7 +1265,7 @@ func (x *GatewayServiceCountTokensRequest) String() string {
 func (*GatewayServiceCountTokensRequest) ProtoMessage() {}
 
 func (x *GatewayServiceCountTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_gateway_proto_msgTypes[20]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1135,7 +1278,7 @@ func (x *GatewayServiceCountTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayServiceCountTokensRequest.ProtoReflect.Descriptor instead.
 func (*GatewayServiceCountTokensRequest) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{20}
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GatewayServiceCountTokensRequest) GetModel() string {
@@ -1170,7 +1313,7 @@ type GatewayServiceCountTokensResponse struct {
 
 func (x *GatewayServiceCountTokensResponse) Reset() {
 	*x = GatewayServiceCountTokensResponse{}
-	mi := &file_baagent_v1_gateway_proto_msgTypes[21]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1182,7 +1325,7 @@ func (x *GatewayServiceCountTokensResponse) String() string {
 func (*GatewayServiceCountTokensResponse) ProtoMessage() {}
 
 func (x *GatewayServiceCountTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_gateway_proto_msgTypes[21]
+	mi := &file_baagent_v1_gateway_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1195,12 +1338,378 @@ func (x *GatewayServiceCountTokensResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use GatewayServiceCountTokensResponse.ProtoReflect.Descriptor instead.
 func (*GatewayServiceCountTokensResponse) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{21}
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GatewayServiceCountTokensResponse) GetCount() *CountTokensResponse {
 	if x != nil {
 		return x.Count
+	}
+	return nil
+}
+
+// GatewayServicePutSkillRequest creates or replaces a skill of the caller's tenant.
+type GatewayServicePutSkillRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Project: empty stores a tenant skill.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// Skill name; required.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// SKILL.md text or an archive of the skill folder; size-limited.
+	Content []byte `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
+	// Encoding of content (default: detected).
+	Format SkillArchiveFormat `protobuf:"varint,4,opt,name=format,proto3,enum=baagent.v1.SkillArchiveFormat" json:"format,omitempty"`
+	// Replace only if the stored revision is this one.
+	IfMatch string `protobuf:"bytes,5,opt,name=if_match,json=ifMatch,proto3" json:"if_match,omitempty"`
+	// Create only: fail if the skill exists.
+	IfNoneMatch   bool `protobuf:"varint,6,opt,name=if_none_match,json=ifNoneMatch,proto3" json:"if_none_match,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayServicePutSkillRequest) Reset() {
+	*x = GatewayServicePutSkillRequest{}
+	mi := &file_baagent_v1_gateway_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServicePutSkillRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServicePutSkillRequest) ProtoMessage() {}
+
+func (x *GatewayServicePutSkillRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_gateway_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServicePutSkillRequest.ProtoReflect.Descriptor instead.
+func (*GatewayServicePutSkillRequest) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *GatewayServicePutSkillRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *GatewayServicePutSkillRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GatewayServicePutSkillRequest) GetContent() []byte {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+func (x *GatewayServicePutSkillRequest) GetFormat() SkillArchiveFormat {
+	if x != nil {
+		return x.Format
+	}
+	return SkillArchiveFormat_SKILL_ARCHIVE_FORMAT_UNSPECIFIED
+}
+
+func (x *GatewayServicePutSkillRequest) GetIfMatch() string {
+	if x != nil {
+		return x.IfMatch
+	}
+	return ""
+}
+
+func (x *GatewayServicePutSkillRequest) GetIfNoneMatch() bool {
+	if x != nil {
+		return x.IfNoneMatch
+	}
+	return false
+}
+
+// GatewayServicePutSkillResponse is the stored skill.
+type GatewayServicePutSkillResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The skill as stored.
+	Skill *SkillMetadata `protobuf:"bytes,1,opt,name=skill,proto3" json:"skill,omitempty"`
+	// Whether it replaced an existing stored skill.
+	Replaced      bool `protobuf:"varint,2,opt,name=replaced,proto3" json:"replaced,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayServicePutSkillResponse) Reset() {
+	*x = GatewayServicePutSkillResponse{}
+	mi := &file_baagent_v1_gateway_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServicePutSkillResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServicePutSkillResponse) ProtoMessage() {}
+
+func (x *GatewayServicePutSkillResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_gateway_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServicePutSkillResponse.ProtoReflect.Descriptor instead.
+func (*GatewayServicePutSkillResponse) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *GatewayServicePutSkillResponse) GetSkill() *SkillMetadata {
+	if x != nil {
+		return x.Skill
+	}
+	return nil
+}
+
+func (x *GatewayServicePutSkillResponse) GetReplaced() bool {
+	if x != nil {
+		return x.Replaced
+	}
+	return false
+}
+
+// GatewayServiceDeleteSkillRequest deletes a skill of the caller's tenant.
+type GatewayServiceDeleteSkillRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Project: empty deletes a tenant skill.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// Skill name; required.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Delete only if the stored revision is this one.
+	IfMatch       string `protobuf:"bytes,3,opt,name=if_match,json=ifMatch,proto3" json:"if_match,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayServiceDeleteSkillRequest) Reset() {
+	*x = GatewayServiceDeleteSkillRequest{}
+	mi := &file_baagent_v1_gateway_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceDeleteSkillRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceDeleteSkillRequest) ProtoMessage() {}
+
+func (x *GatewayServiceDeleteSkillRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_gateway_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceDeleteSkillRequest.ProtoReflect.Descriptor instead.
+func (*GatewayServiceDeleteSkillRequest) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *GatewayServiceDeleteSkillRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *GatewayServiceDeleteSkillRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GatewayServiceDeleteSkillRequest) GetIfMatch() string {
+	if x != nil {
+		return x.IfMatch
+	}
+	return ""
+}
+
+// GatewayServiceDeleteSkillResponse confirms a deletion.
+type GatewayServiceDeleteSkillResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The revision deleted.
+	Revision      string `protobuf:"bytes,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayServiceDeleteSkillResponse) Reset() {
+	*x = GatewayServiceDeleteSkillResponse{}
+	mi := &file_baagent_v1_gateway_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceDeleteSkillResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceDeleteSkillResponse) ProtoMessage() {}
+
+func (x *GatewayServiceDeleteSkillResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_gateway_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceDeleteSkillResponse.ProtoReflect.Descriptor instead.
+func (*GatewayServiceDeleteSkillResponse) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *GatewayServiceDeleteSkillResponse) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+// GatewayServiceSetSystemSkillStateRequest disables or enables a system skill.
+type GatewayServiceSetSystemSkillStateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Project: empty sets the state for the whole tenant.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// System skill name; required.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Whether the skill is disabled.
+	Disabled      bool `protobuf:"varint,3,opt,name=disabled,proto3" json:"disabled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayServiceSetSystemSkillStateRequest) Reset() {
+	*x = GatewayServiceSetSystemSkillStateRequest{}
+	mi := &file_baagent_v1_gateway_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceSetSystemSkillStateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceSetSystemSkillStateRequest) ProtoMessage() {}
+
+func (x *GatewayServiceSetSystemSkillStateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_gateway_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceSetSystemSkillStateRequest.ProtoReflect.Descriptor instead.
+func (*GatewayServiceSetSystemSkillStateRequest) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *GatewayServiceSetSystemSkillStateRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *GatewayServiceSetSystemSkillStateRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GatewayServiceSetSystemSkillStateRequest) GetDisabled() bool {
+	if x != nil {
+		return x.Disabled
+	}
+	return false
+}
+
+// GatewayServiceSetSystemSkillStateResponse is the skill with its new state.
+type GatewayServiceSetSystemSkillStateResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The system skill.
+	Skill         *SkillMetadata `protobuf:"bytes,1,opt,name=skill,proto3" json:"skill,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayServiceSetSystemSkillStateResponse) Reset() {
+	*x = GatewayServiceSetSystemSkillStateResponse{}
+	mi := &file_baagent_v1_gateway_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceSetSystemSkillStateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceSetSystemSkillStateResponse) ProtoMessage() {}
+
+func (x *GatewayServiceSetSystemSkillStateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_gateway_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceSetSystemSkillStateResponse.ProtoReflect.Descriptor instead.
+func (*GatewayServiceSetSystemSkillStateResponse) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *GatewayServiceSetSystemSkillStateResponse) GetSkill() *SkillMetadata {
+	if x != nil {
+		return x.Skill
 	}
 	return nil
 }
@@ -1214,7 +1723,13 @@ const file_baagent_v1_gateway_proto_rawDesc = "" +
 	"\x0fStartRunRequest\x12'\n" +
 	"\x04spec\x18\x01 \x01(\v2\x13.baagent.v1.RunSpecR\x04spec\"5\n" +
 	"\x10StartRunResponse\x12!\n" +
-	"\x03run\x18\x01 \x01(\v2\x0f.baagent.v1.RunR\x03run\"&\n" +
+	"\x03run\x18\x01 \x01(\v2\x0f.baagent.v1.RunR\x03run\"@\n" +
+	"\x15StartRunStreamRequest\x12'\n" +
+	"\x04spec\x18\x01 \x01(\v2\x13.baagent.v1.RunSpecR\x04spec\"s\n" +
+	"\x16StartRunStreamResponse\x12#\n" +
+	"\x03run\x18\x01 \x01(\v2\x0f.baagent.v1.RunH\x00R\x03run\x12)\n" +
+	"\x05event\x18\x02 \x01(\v2\x11.baagent.v1.EventH\x00R\x05eventB\t\n" +
+	"\apayload\"&\n" +
 	"\rGetRunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\"3\n" +
 	"\x0eGetRunResponse\x12!\n" +
@@ -1242,10 +1757,11 @@ const file_baagent_v1_gateway_proto_rawDesc = "" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x14\n" +
 	"\x05after\x18\x02 \x01(\tR\x05after\"B\n" +
 	"\x17StreamRunEventsResponse\x12'\n" +
-	"\x05event\x18\x01 \x01(\v2\x11.baagent.v1.EventR\x05event\"d\n" +
+	"\x05event\x18\x01 \x01(\v2\x11.baagent.v1.EventR\x05event\"\x98\x01\n" +
 	"\x1fGatewayServiceListSkillsRequest\x12\x18\n" +
 	"\aproject\x18\x01 \x01(\tR\aproject\x12'\n" +
-	"\x0finclude_invalid\x18\x02 \x01(\bR\x0eincludeInvalid\"\x8b\x01\n" +
+	"\x0finclude_invalid\x18\x02 \x01(\bR\x0eincludeInvalid\x122\n" +
+	"\x05scope\x18\x03 \x01(\x0e2\x1c.baagent.v1.SkillScopeFilterR\x05scope\"\x8b\x01\n" +
 	" GatewayServiceListSkillsResponse\x121\n" +
 	"\x06skills\x18\x01 \x03(\v2\x19.baagent.v1.SkillMetadataR\x06skills\x124\n" +
 	"\ainvalid\x18\x02 \x03(\v2\x1a.baagent.v1.SkillLoadErrorR\ainvalid\"\x7f\n" +
@@ -1276,9 +1792,33 @@ const file_baagent_v1_gateway_proto_rawDesc = "" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x120\n" +
 	"\x14allow_special_tokens\x18\x03 \x01(\bR\x12allowSpecialTokens\"Z\n" +
 	"!GatewayServiceCountTokensResponse\x125\n" +
-	"\x05count\x18\x01 \x01(\v2\x1f.baagent.v1.CountTokensResponseR\x05count2\xc2\a\n" +
+	"\x05count\x18\x01 \x01(\v2\x1f.baagent.v1.CountTokensResponseR\x05count\"\xde\x01\n" +
+	"\x1dGatewayServicePutSkillRequest\x12\x18\n" +
+	"\aproject\x18\x01 \x01(\tR\aproject\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
+	"\acontent\x18\x03 \x01(\fR\acontent\x126\n" +
+	"\x06format\x18\x04 \x01(\x0e2\x1e.baagent.v1.SkillArchiveFormatR\x06format\x12\x19\n" +
+	"\bif_match\x18\x05 \x01(\tR\aifMatch\x12\"\n" +
+	"\rif_none_match\x18\x06 \x01(\bR\vifNoneMatch\"m\n" +
+	"\x1eGatewayServicePutSkillResponse\x12/\n" +
+	"\x05skill\x18\x01 \x01(\v2\x19.baagent.v1.SkillMetadataR\x05skill\x12\x1a\n" +
+	"\breplaced\x18\x02 \x01(\bR\breplaced\"k\n" +
+	" GatewayServiceDeleteSkillRequest\x12\x18\n" +
+	"\aproject\x18\x01 \x01(\tR\aproject\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x19\n" +
+	"\bif_match\x18\x03 \x01(\tR\aifMatch\"?\n" +
+	"!GatewayServiceDeleteSkillResponse\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\tR\brevision\"t\n" +
+	"(GatewayServiceSetSystemSkillStateRequest\x12\x18\n" +
+	"\aproject\x18\x01 \x01(\tR\aproject\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1a\n" +
+	"\bdisabled\x18\x03 \x01(\bR\bdisabled\"\\\n" +
+	")GatewayServiceSetSystemSkillStateResponse\x12/\n" +
+	"\x05skill\x18\x01 \x01(\v2\x19.baagent.v1.SkillMetadataR\x05skill2\xf1\n" +
+	"\n" +
 	"\x0eGatewayService\x12E\n" +
-	"\bStartRun\x12\x1b.baagent.v1.StartRunRequest\x1a\x1c.baagent.v1.StartRunResponse\x12?\n" +
+	"\bStartRun\x12\x1b.baagent.v1.StartRunRequest\x1a\x1c.baagent.v1.StartRunResponse\x12Y\n" +
+	"\x0eStartRunStream\x12!.baagent.v1.StartRunStreamRequest\x1a\".baagent.v1.StartRunStreamResponse0\x01\x12?\n" +
 	"\x06GetRun\x12\x19.baagent.v1.GetRunRequest\x1a\x1a.baagent.v1.GetRunResponse\x12E\n" +
 	"\bListRuns\x12\x1b.baagent.v1.ListRunsRequest\x1a\x1c.baagent.v1.ListRunsResponse\x12H\n" +
 	"\tCancelRun\x12\x1c.baagent.v1.CancelRunRequest\x1a\x1d.baagent.v1.CancelRunResponse\x12N\n" +
@@ -1286,7 +1826,10 @@ const file_baagent_v1_gateway_proto_rawDesc = "" +
 	"\x0fStreamRunEvents\x12\".baagent.v1.StreamRunEventsRequest\x1a#.baagent.v1.StreamRunEventsResponse0\x01\x12g\n" +
 	"\n" +
 	"ListSkills\x12+.baagent.v1.GatewayServiceListSkillsRequest\x1a,.baagent.v1.GatewayServiceListSkillsResponse\x12a\n" +
-	"\bGetSkill\x12).baagent.v1.GatewayServiceGetSkillRequest\x1a*.baagent.v1.GatewayServiceGetSkillResponse\x12d\n" +
+	"\bGetSkill\x12).baagent.v1.GatewayServiceGetSkillRequest\x1a*.baagent.v1.GatewayServiceGetSkillResponse\x12a\n" +
+	"\bPutSkill\x12).baagent.v1.GatewayServicePutSkillRequest\x1a*.baagent.v1.GatewayServicePutSkillResponse\x12j\n" +
+	"\vDeleteSkill\x12,.baagent.v1.GatewayServiceDeleteSkillRequest\x1a-.baagent.v1.GatewayServiceDeleteSkillResponse\x12\x82\x01\n" +
+	"\x13SetSystemSkillState\x124.baagent.v1.GatewayServiceSetSystemSkillStateRequest\x1a5.baagent.v1.GatewayServiceSetSystemSkillStateResponse\x12d\n" +
 	"\tListTools\x12*.baagent.v1.GatewayServiceListToolsRequest\x1a+.baagent.v1.GatewayServiceListToolsResponse\x12K\n" +
 	"\n" +
 	"InvokeTool\x12\x1d.baagent.v1.InvokeToolRequest\x1a\x1e.baagent.v1.InvokeToolResponse\x12j\n" +
@@ -1304,92 +1847,117 @@ func file_baagent_v1_gateway_proto_rawDescGZIP() []byte {
 	return file_baagent_v1_gateway_proto_rawDescData
 }
 
-var file_baagent_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_baagent_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_baagent_v1_gateway_proto_goTypes = []any{
-	(*StartRunRequest)(nil),                   // 0: baagent.v1.StartRunRequest
-	(*StartRunResponse)(nil),                  // 1: baagent.v1.StartRunResponse
-	(*GetRunRequest)(nil),                     // 2: baagent.v1.GetRunRequest
-	(*GetRunResponse)(nil),                    // 3: baagent.v1.GetRunResponse
-	(*ListRunsRequest)(nil),                   // 4: baagent.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),                  // 5: baagent.v1.ListRunsResponse
-	(*CancelRunRequest)(nil),                  // 6: baagent.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),                 // 7: baagent.v1.CancelRunResponse
-	(*SubmitInputRequest)(nil),                // 8: baagent.v1.SubmitInputRequest
-	(*SubmitInputResponse)(nil),               // 9: baagent.v1.SubmitInputResponse
-	(*StreamRunEventsRequest)(nil),            // 10: baagent.v1.StreamRunEventsRequest
-	(*StreamRunEventsResponse)(nil),           // 11: baagent.v1.StreamRunEventsResponse
-	(*GatewayServiceListSkillsRequest)(nil),   // 12: baagent.v1.GatewayServiceListSkillsRequest
-	(*GatewayServiceListSkillsResponse)(nil),  // 13: baagent.v1.GatewayServiceListSkillsResponse
-	(*GatewayServiceGetSkillRequest)(nil),     // 14: baagent.v1.GatewayServiceGetSkillRequest
-	(*GatewayServiceGetSkillResponse)(nil),    // 15: baagent.v1.GatewayServiceGetSkillResponse
-	(*GatewayServiceListToolsRequest)(nil),    // 16: baagent.v1.GatewayServiceListToolsRequest
-	(*GatewayServiceListToolsResponse)(nil),   // 17: baagent.v1.GatewayServiceListToolsResponse
-	(*InvokeToolRequest)(nil),                 // 18: baagent.v1.InvokeToolRequest
-	(*InvokeToolResponse)(nil),                // 19: baagent.v1.InvokeToolResponse
-	(*GatewayServiceCountTokensRequest)(nil),  // 20: baagent.v1.GatewayServiceCountTokensRequest
-	(*GatewayServiceCountTokensResponse)(nil), // 21: baagent.v1.GatewayServiceCountTokensResponse
-	(*RunSpec)(nil),                           // 22: baagent.v1.RunSpec
-	(*Run)(nil),                               // 23: baagent.v1.Run
-	(RunState)(0),                             // 24: baagent.v1.RunState
-	(*RunInput)(nil),                          // 25: baagent.v1.RunInput
-	(*Event)(nil),                             // 26: baagent.v1.Event
-	(*SkillMetadata)(nil),                     // 27: baagent.v1.SkillMetadata
-	(*SkillLoadError)(nil),                    // 28: baagent.v1.SkillLoadError
-	(SkillLoadLevel)(0),                       // 29: baagent.v1.SkillLoadLevel
-	(*SkillResource)(nil),                     // 30: baagent.v1.SkillResource
-	(*ToolDefinition)(nil),                    // 31: baagent.v1.ToolDefinition
-	(*structpb.Struct)(nil),                   // 32: google.protobuf.Struct
-	(OutputLevel)(0),                          // 33: baagent.v1.OutputLevel
-	(*ToolExecutionResult)(nil),               // 34: baagent.v1.ToolExecutionResult
-	(*CountTokensResponse)(nil),               // 35: baagent.v1.CountTokensResponse
+	(*StartRunRequest)(nil),                           // 0: baagent.v1.StartRunRequest
+	(*StartRunResponse)(nil),                          // 1: baagent.v1.StartRunResponse
+	(*StartRunStreamRequest)(nil),                     // 2: baagent.v1.StartRunStreamRequest
+	(*StartRunStreamResponse)(nil),                    // 3: baagent.v1.StartRunStreamResponse
+	(*GetRunRequest)(nil),                             // 4: baagent.v1.GetRunRequest
+	(*GetRunResponse)(nil),                            // 5: baagent.v1.GetRunResponse
+	(*ListRunsRequest)(nil),                           // 6: baagent.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),                          // 7: baagent.v1.ListRunsResponse
+	(*CancelRunRequest)(nil),                          // 8: baagent.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),                         // 9: baagent.v1.CancelRunResponse
+	(*SubmitInputRequest)(nil),                        // 10: baagent.v1.SubmitInputRequest
+	(*SubmitInputResponse)(nil),                       // 11: baagent.v1.SubmitInputResponse
+	(*StreamRunEventsRequest)(nil),                    // 12: baagent.v1.StreamRunEventsRequest
+	(*StreamRunEventsResponse)(nil),                   // 13: baagent.v1.StreamRunEventsResponse
+	(*GatewayServiceListSkillsRequest)(nil),           // 14: baagent.v1.GatewayServiceListSkillsRequest
+	(*GatewayServiceListSkillsResponse)(nil),          // 15: baagent.v1.GatewayServiceListSkillsResponse
+	(*GatewayServiceGetSkillRequest)(nil),             // 16: baagent.v1.GatewayServiceGetSkillRequest
+	(*GatewayServiceGetSkillResponse)(nil),            // 17: baagent.v1.GatewayServiceGetSkillResponse
+	(*GatewayServiceListToolsRequest)(nil),            // 18: baagent.v1.GatewayServiceListToolsRequest
+	(*GatewayServiceListToolsResponse)(nil),           // 19: baagent.v1.GatewayServiceListToolsResponse
+	(*InvokeToolRequest)(nil),                         // 20: baagent.v1.InvokeToolRequest
+	(*InvokeToolResponse)(nil),                        // 21: baagent.v1.InvokeToolResponse
+	(*GatewayServiceCountTokensRequest)(nil),          // 22: baagent.v1.GatewayServiceCountTokensRequest
+	(*GatewayServiceCountTokensResponse)(nil),         // 23: baagent.v1.GatewayServiceCountTokensResponse
+	(*GatewayServicePutSkillRequest)(nil),             // 24: baagent.v1.GatewayServicePutSkillRequest
+	(*GatewayServicePutSkillResponse)(nil),            // 25: baagent.v1.GatewayServicePutSkillResponse
+	(*GatewayServiceDeleteSkillRequest)(nil),          // 26: baagent.v1.GatewayServiceDeleteSkillRequest
+	(*GatewayServiceDeleteSkillResponse)(nil),         // 27: baagent.v1.GatewayServiceDeleteSkillResponse
+	(*GatewayServiceSetSystemSkillStateRequest)(nil),  // 28: baagent.v1.GatewayServiceSetSystemSkillStateRequest
+	(*GatewayServiceSetSystemSkillStateResponse)(nil), // 29: baagent.v1.GatewayServiceSetSystemSkillStateResponse
+	(*RunSpec)(nil),                                   // 30: baagent.v1.RunSpec
+	(*Run)(nil),                                       // 31: baagent.v1.Run
+	(*Event)(nil),                                     // 32: baagent.v1.Event
+	(RunState)(0),                                     // 33: baagent.v1.RunState
+	(*RunInput)(nil),                                  // 34: baagent.v1.RunInput
+	(SkillScopeFilter)(0),                             // 35: baagent.v1.SkillScopeFilter
+	(*SkillMetadata)(nil),                             // 36: baagent.v1.SkillMetadata
+	(*SkillLoadError)(nil),                            // 37: baagent.v1.SkillLoadError
+	(SkillLoadLevel)(0),                               // 38: baagent.v1.SkillLoadLevel
+	(*SkillResource)(nil),                             // 39: baagent.v1.SkillResource
+	(*ToolDefinition)(nil),                            // 40: baagent.v1.ToolDefinition
+	(*structpb.Struct)(nil),                           // 41: google.protobuf.Struct
+	(OutputLevel)(0),                                  // 42: baagent.v1.OutputLevel
+	(*ToolExecutionResult)(nil),                       // 43: baagent.v1.ToolExecutionResult
+	(*CountTokensResponse)(nil),                       // 44: baagent.v1.CountTokensResponse
+	(SkillArchiveFormat)(0),                           // 45: baagent.v1.SkillArchiveFormat
 }
 var file_baagent_v1_gateway_proto_depIdxs = []int32{
-	22, // 0: baagent.v1.StartRunRequest.spec:type_name -> baagent.v1.RunSpec
-	23, // 1: baagent.v1.StartRunResponse.run:type_name -> baagent.v1.Run
-	23, // 2: baagent.v1.GetRunResponse.run:type_name -> baagent.v1.Run
-	24, // 3: baagent.v1.ListRunsRequest.states:type_name -> baagent.v1.RunState
-	23, // 4: baagent.v1.ListRunsResponse.runs:type_name -> baagent.v1.Run
-	23, // 5: baagent.v1.CancelRunResponse.run:type_name -> baagent.v1.Run
-	25, // 6: baagent.v1.SubmitInputRequest.input:type_name -> baagent.v1.RunInput
-	23, // 7: baagent.v1.SubmitInputResponse.run:type_name -> baagent.v1.Run
-	26, // 8: baagent.v1.StreamRunEventsResponse.event:type_name -> baagent.v1.Event
-	27, // 9: baagent.v1.GatewayServiceListSkillsResponse.skills:type_name -> baagent.v1.SkillMetadata
-	28, // 10: baagent.v1.GatewayServiceListSkillsResponse.invalid:type_name -> baagent.v1.SkillLoadError
-	29, // 11: baagent.v1.GatewayServiceGetSkillRequest.level:type_name -> baagent.v1.SkillLoadLevel
-	27, // 12: baagent.v1.GatewayServiceGetSkillResponse.metadata:type_name -> baagent.v1.SkillMetadata
-	30, // 13: baagent.v1.GatewayServiceGetSkillResponse.resources:type_name -> baagent.v1.SkillResource
-	31, // 14: baagent.v1.GatewayServiceListToolsResponse.tools:type_name -> baagent.v1.ToolDefinition
-	32, // 15: baagent.v1.InvokeToolRequest.parameters:type_name -> google.protobuf.Struct
-	33, // 16: baagent.v1.InvokeToolRequest.output_level:type_name -> baagent.v1.OutputLevel
-	34, // 17: baagent.v1.InvokeToolResponse.result:type_name -> baagent.v1.ToolExecutionResult
-	35, // 18: baagent.v1.GatewayServiceCountTokensResponse.count:type_name -> baagent.v1.CountTokensResponse
-	0,  // 19: baagent.v1.GatewayService.StartRun:input_type -> baagent.v1.StartRunRequest
-	2,  // 20: baagent.v1.GatewayService.GetRun:input_type -> baagent.v1.GetRunRequest
-	4,  // 21: baagent.v1.GatewayService.ListRuns:input_type -> baagent.v1.ListRunsRequest
-	6,  // 22: baagent.v1.GatewayService.CancelRun:input_type -> baagent.v1.CancelRunRequest
-	8,  // 23: baagent.v1.GatewayService.SubmitInput:input_type -> baagent.v1.SubmitInputRequest
-	10, // 24: baagent.v1.GatewayService.StreamRunEvents:input_type -> baagent.v1.StreamRunEventsRequest
-	12, // 25: baagent.v1.GatewayService.ListSkills:input_type -> baagent.v1.GatewayServiceListSkillsRequest
-	14, // 26: baagent.v1.GatewayService.GetSkill:input_type -> baagent.v1.GatewayServiceGetSkillRequest
-	16, // 27: baagent.v1.GatewayService.ListTools:input_type -> baagent.v1.GatewayServiceListToolsRequest
-	18, // 28: baagent.v1.GatewayService.InvokeTool:input_type -> baagent.v1.InvokeToolRequest
-	20, // 29: baagent.v1.GatewayService.CountTokens:input_type -> baagent.v1.GatewayServiceCountTokensRequest
-	1,  // 30: baagent.v1.GatewayService.StartRun:output_type -> baagent.v1.StartRunResponse
-	3,  // 31: baagent.v1.GatewayService.GetRun:output_type -> baagent.v1.GetRunResponse
-	5,  // 32: baagent.v1.GatewayService.ListRuns:output_type -> baagent.v1.ListRunsResponse
-	7,  // 33: baagent.v1.GatewayService.CancelRun:output_type -> baagent.v1.CancelRunResponse
-	9,  // 34: baagent.v1.GatewayService.SubmitInput:output_type -> baagent.v1.SubmitInputResponse
-	11, // 35: baagent.v1.GatewayService.StreamRunEvents:output_type -> baagent.v1.StreamRunEventsResponse
-	13, // 36: baagent.v1.GatewayService.ListSkills:output_type -> baagent.v1.GatewayServiceListSkillsResponse
-	15, // 37: baagent.v1.GatewayService.GetSkill:output_type -> baagent.v1.GatewayServiceGetSkillResponse
-	17, // 38: baagent.v1.GatewayService.ListTools:output_type -> baagent.v1.GatewayServiceListToolsResponse
-	19, // 39: baagent.v1.GatewayService.InvokeTool:output_type -> baagent.v1.InvokeToolResponse
-	21, // 40: baagent.v1.GatewayService.CountTokens:output_type -> baagent.v1.GatewayServiceCountTokensResponse
-	30, // [30:41] is the sub-list for method output_type
-	19, // [19:30] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	30, // 0: baagent.v1.StartRunRequest.spec:type_name -> baagent.v1.RunSpec
+	31, // 1: baagent.v1.StartRunResponse.run:type_name -> baagent.v1.Run
+	30, // 2: baagent.v1.StartRunStreamRequest.spec:type_name -> baagent.v1.RunSpec
+	31, // 3: baagent.v1.StartRunStreamResponse.run:type_name -> baagent.v1.Run
+	32, // 4: baagent.v1.StartRunStreamResponse.event:type_name -> baagent.v1.Event
+	31, // 5: baagent.v1.GetRunResponse.run:type_name -> baagent.v1.Run
+	33, // 6: baagent.v1.ListRunsRequest.states:type_name -> baagent.v1.RunState
+	31, // 7: baagent.v1.ListRunsResponse.runs:type_name -> baagent.v1.Run
+	31, // 8: baagent.v1.CancelRunResponse.run:type_name -> baagent.v1.Run
+	34, // 9: baagent.v1.SubmitInputRequest.input:type_name -> baagent.v1.RunInput
+	31, // 10: baagent.v1.SubmitInputResponse.run:type_name -> baagent.v1.Run
+	32, // 11: baagent.v1.StreamRunEventsResponse.event:type_name -> baagent.v1.Event
+	35, // 12: baagent.v1.GatewayServiceListSkillsRequest.scope:type_name -> baagent.v1.SkillScopeFilter
+	36, // 13: baagent.v1.GatewayServiceListSkillsResponse.skills:type_name -> baagent.v1.SkillMetadata
+	37, // 14: baagent.v1.GatewayServiceListSkillsResponse.invalid:type_name -> baagent.v1.SkillLoadError
+	38, // 15: baagent.v1.GatewayServiceGetSkillRequest.level:type_name -> baagent.v1.SkillLoadLevel
+	36, // 16: baagent.v1.GatewayServiceGetSkillResponse.metadata:type_name -> baagent.v1.SkillMetadata
+	39, // 17: baagent.v1.GatewayServiceGetSkillResponse.resources:type_name -> baagent.v1.SkillResource
+	40, // 18: baagent.v1.GatewayServiceListToolsResponse.tools:type_name -> baagent.v1.ToolDefinition
+	41, // 19: baagent.v1.InvokeToolRequest.parameters:type_name -> google.protobuf.Struct
+	42, // 20: baagent.v1.InvokeToolRequest.output_level:type_name -> baagent.v1.OutputLevel
+	43, // 21: baagent.v1.InvokeToolResponse.result:type_name -> baagent.v1.ToolExecutionResult
+	44, // 22: baagent.v1.GatewayServiceCountTokensResponse.count:type_name -> baagent.v1.CountTokensResponse
+	45, // 23: baagent.v1.GatewayServicePutSkillRequest.format:type_name -> baagent.v1.SkillArchiveFormat
+	36, // 24: baagent.v1.GatewayServicePutSkillResponse.skill:type_name -> baagent.v1.SkillMetadata
+	36, // 25: baagent.v1.GatewayServiceSetSystemSkillStateResponse.skill:type_name -> baagent.v1.SkillMetadata
+	0,  // 26: baagent.v1.GatewayService.StartRun:input_type -> baagent.v1.StartRunRequest
+	2,  // 27: baagent.v1.GatewayService.StartRunStream:input_type -> baagent.v1.StartRunStreamRequest
+	4,  // 28: baagent.v1.GatewayService.GetRun:input_type -> baagent.v1.GetRunRequest
+	6,  // 29: baagent.v1.GatewayService.ListRuns:input_type -> baagent.v1.ListRunsRequest
+	8,  // 30: baagent.v1.GatewayService.CancelRun:input_type -> baagent.v1.CancelRunRequest
+	10, // 31: baagent.v1.GatewayService.SubmitInput:input_type -> baagent.v1.SubmitInputRequest
+	12, // 32: baagent.v1.GatewayService.StreamRunEvents:input_type -> baagent.v1.StreamRunEventsRequest
+	14, // 33: baagent.v1.GatewayService.ListSkills:input_type -> baagent.v1.GatewayServiceListSkillsRequest
+	16, // 34: baagent.v1.GatewayService.GetSkill:input_type -> baagent.v1.GatewayServiceGetSkillRequest
+	24, // 35: baagent.v1.GatewayService.PutSkill:input_type -> baagent.v1.GatewayServicePutSkillRequest
+	26, // 36: baagent.v1.GatewayService.DeleteSkill:input_type -> baagent.v1.GatewayServiceDeleteSkillRequest
+	28, // 37: baagent.v1.GatewayService.SetSystemSkillState:input_type -> baagent.v1.GatewayServiceSetSystemSkillStateRequest
+	18, // 38: baagent.v1.GatewayService.ListTools:input_type -> baagent.v1.GatewayServiceListToolsRequest
+	20, // 39: baagent.v1.GatewayService.InvokeTool:input_type -> baagent.v1.InvokeToolRequest
+	22, // 40: baagent.v1.GatewayService.CountTokens:input_type -> baagent.v1.GatewayServiceCountTokensRequest
+	1,  // 41: baagent.v1.GatewayService.StartRun:output_type -> baagent.v1.StartRunResponse
+	3,  // 42: baagent.v1.GatewayService.StartRunStream:output_type -> baagent.v1.StartRunStreamResponse
+	5,  // 43: baagent.v1.GatewayService.GetRun:output_type -> baagent.v1.GetRunResponse
+	7,  // 44: baagent.v1.GatewayService.ListRuns:output_type -> baagent.v1.ListRunsResponse
+	9,  // 45: baagent.v1.GatewayService.CancelRun:output_type -> baagent.v1.CancelRunResponse
+	11, // 46: baagent.v1.GatewayService.SubmitInput:output_type -> baagent.v1.SubmitInputResponse
+	13, // 47: baagent.v1.GatewayService.StreamRunEvents:output_type -> baagent.v1.StreamRunEventsResponse
+	15, // 48: baagent.v1.GatewayService.ListSkills:output_type -> baagent.v1.GatewayServiceListSkillsResponse
+	17, // 49: baagent.v1.GatewayService.GetSkill:output_type -> baagent.v1.GatewayServiceGetSkillResponse
+	25, // 50: baagent.v1.GatewayService.PutSkill:output_type -> baagent.v1.GatewayServicePutSkillResponse
+	27, // 51: baagent.v1.GatewayService.DeleteSkill:output_type -> baagent.v1.GatewayServiceDeleteSkillResponse
+	29, // 52: baagent.v1.GatewayService.SetSystemSkillState:output_type -> baagent.v1.GatewayServiceSetSystemSkillStateResponse
+	19, // 53: baagent.v1.GatewayService.ListTools:output_type -> baagent.v1.GatewayServiceListToolsResponse
+	21, // 54: baagent.v1.GatewayService.InvokeTool:output_type -> baagent.v1.InvokeToolResponse
+	23, // 55: baagent.v1.GatewayService.CountTokens:output_type -> baagent.v1.GatewayServiceCountTokensResponse
+	41, // [41:56] is the sub-list for method output_type
+	26, // [26:41] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_baagent_v1_gateway_proto_init() }
@@ -1403,13 +1971,17 @@ func file_baagent_v1_gateway_proto_init() {
 	file_baagent_v1_skills_proto_init()
 	file_baagent_v1_tokens_proto_init()
 	file_baagent_v1_toolrunner_proto_init()
+	file_baagent_v1_gateway_proto_msgTypes[3].OneofWrappers = []any{
+		(*StartRunStreamResponse_Run)(nil),
+		(*StartRunStreamResponse_Event)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_baagent_v1_gateway_proto_rawDesc), len(file_baagent_v1_gateway_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

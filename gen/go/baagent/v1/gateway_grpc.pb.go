@@ -19,17 +19,21 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	GatewayService_StartRun_FullMethodName        = "/baagent.v1.GatewayService/StartRun"
-	GatewayService_GetRun_FullMethodName          = "/baagent.v1.GatewayService/GetRun"
-	GatewayService_ListRuns_FullMethodName        = "/baagent.v1.GatewayService/ListRuns"
-	GatewayService_CancelRun_FullMethodName       = "/baagent.v1.GatewayService/CancelRun"
-	GatewayService_SubmitInput_FullMethodName     = "/baagent.v1.GatewayService/SubmitInput"
-	GatewayService_StreamRunEvents_FullMethodName = "/baagent.v1.GatewayService/StreamRunEvents"
-	GatewayService_ListSkills_FullMethodName      = "/baagent.v1.GatewayService/ListSkills"
-	GatewayService_GetSkill_FullMethodName        = "/baagent.v1.GatewayService/GetSkill"
-	GatewayService_ListTools_FullMethodName       = "/baagent.v1.GatewayService/ListTools"
-	GatewayService_InvokeTool_FullMethodName      = "/baagent.v1.GatewayService/InvokeTool"
-	GatewayService_CountTokens_FullMethodName     = "/baagent.v1.GatewayService/CountTokens"
+	GatewayService_StartRun_FullMethodName            = "/baagent.v1.GatewayService/StartRun"
+	GatewayService_StartRunStream_FullMethodName      = "/baagent.v1.GatewayService/StartRunStream"
+	GatewayService_GetRun_FullMethodName              = "/baagent.v1.GatewayService/GetRun"
+	GatewayService_ListRuns_FullMethodName            = "/baagent.v1.GatewayService/ListRuns"
+	GatewayService_CancelRun_FullMethodName           = "/baagent.v1.GatewayService/CancelRun"
+	GatewayService_SubmitInput_FullMethodName         = "/baagent.v1.GatewayService/SubmitInput"
+	GatewayService_StreamRunEvents_FullMethodName     = "/baagent.v1.GatewayService/StreamRunEvents"
+	GatewayService_ListSkills_FullMethodName          = "/baagent.v1.GatewayService/ListSkills"
+	GatewayService_GetSkill_FullMethodName            = "/baagent.v1.GatewayService/GetSkill"
+	GatewayService_PutSkill_FullMethodName            = "/baagent.v1.GatewayService/PutSkill"
+	GatewayService_DeleteSkill_FullMethodName         = "/baagent.v1.GatewayService/DeleteSkill"
+	GatewayService_SetSystemSkillState_FullMethodName = "/baagent.v1.GatewayService/SetSystemSkillState"
+	GatewayService_ListTools_FullMethodName           = "/baagent.v1.GatewayService/ListTools"
+	GatewayService_InvokeTool_FullMethodName          = "/baagent.v1.GatewayService/InvokeTool"
+	GatewayService_CountTokens_FullMethodName         = "/baagent.v1.GatewayService/CountTokens"
 )
 
 // GatewayServiceClient is the client API for GatewayService service.
@@ -43,6 +47,12 @@ const (
 type GatewayServiceClient interface {
 	// Starts a run (POST /v1/runs).
 	StartRun(ctx context.Context, in *StartRunRequest, opts ...grpc.CallOption) (*StartRunResponse, error)
+	// Starts a run and streams it from its first event in one call (POST
+	// /v1/runs?stream=true as SSE): the first message is the run, QUEUED, then
+	// every event from seq 1 to the terminal one, as StreamRunEvents with
+	// after=`earliest` would send them. The caller's stream slot is taken
+	// before the run starts, so a refused stream starts no run.
+	StartRunStream(ctx context.Context, in *StartRunStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StartRunStreamResponse], error)
 	// Reads a run (GET /v1/runs/{run_id}).
 	GetRun(ctx context.Context, in *GetRunRequest, opts ...grpc.CallOption) (*GetRunResponse, error)
 	// Lists runs (GET /v1/runs).
@@ -58,6 +68,13 @@ type GatewayServiceClient interface {
 	ListSkills(ctx context.Context, in *GatewayServiceListSkillsRequest, opts ...grpc.CallOption) (*GatewayServiceListSkillsResponse, error)
 	// Reads one skill at a disclosure level.
 	GetSkill(ctx context.Context, in *GatewayServiceGetSkillRequest, opts ...grpc.CallOption) (*GatewayServiceGetSkillResponse, error)
+	// Creates or replaces a tenant or project skill (PUT /v1/skills/{name}).
+	PutSkill(ctx context.Context, in *GatewayServicePutSkillRequest, opts ...grpc.CallOption) (*GatewayServicePutSkillResponse, error)
+	// Deletes a tenant or project skill (DELETE /v1/skills/{name}).
+	DeleteSkill(ctx context.Context, in *GatewayServiceDeleteSkillRequest, opts ...grpc.CallOption) (*GatewayServiceDeleteSkillResponse, error)
+	// Disables or enables a system skill for the caller's tenant
+	// (PUT /v1/skills/{name}/state).
+	SetSystemSkillState(ctx context.Context, in *GatewayServiceSetSystemSkillStateRequest, opts ...grpc.CallOption) (*GatewayServiceSetSystemSkillStateResponse, error)
 	// Lists the tools the caller may use.
 	ListTools(ctx context.Context, in *GatewayServiceListToolsRequest, opts ...grpc.CallOption) (*GatewayServiceListToolsResponse, error)
 	// Invokes a tool directly (outside a run), for debugging tools.
@@ -83,6 +100,25 @@ func (c *gatewayServiceClient) StartRun(ctx context.Context, in *StartRunRequest
 	}
 	return out, nil
 }
+
+func (c *gatewayServiceClient) StartRunStream(ctx context.Context, in *StartRunStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StartRunStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &GatewayService_ServiceDesc.Streams[0], GatewayService_StartRunStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[StartRunStreamRequest, StartRunStreamResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type GatewayService_StartRunStreamClient = grpc.ServerStreamingClient[StartRunStreamResponse]
 
 func (c *gatewayServiceClient) GetRun(ctx context.Context, in *GetRunRequest, opts ...grpc.CallOption) (*GetRunResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -126,7 +162,7 @@ func (c *gatewayServiceClient) SubmitInput(ctx context.Context, in *SubmitInputR
 
 func (c *gatewayServiceClient) StreamRunEvents(ctx context.Context, in *StreamRunEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamRunEventsResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &GatewayService_ServiceDesc.Streams[0], GatewayService_StreamRunEvents_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &GatewayService_ServiceDesc.Streams[1], GatewayService_StreamRunEvents_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -157,6 +193,36 @@ func (c *gatewayServiceClient) GetSkill(ctx context.Context, in *GatewayServiceG
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GatewayServiceGetSkillResponse)
 	err := c.cc.Invoke(ctx, GatewayService_GetSkill_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayServiceClient) PutSkill(ctx context.Context, in *GatewayServicePutSkillRequest, opts ...grpc.CallOption) (*GatewayServicePutSkillResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServicePutSkillResponse)
+	err := c.cc.Invoke(ctx, GatewayService_PutSkill_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayServiceClient) DeleteSkill(ctx context.Context, in *GatewayServiceDeleteSkillRequest, opts ...grpc.CallOption) (*GatewayServiceDeleteSkillResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceDeleteSkillResponse)
+	err := c.cc.Invoke(ctx, GatewayService_DeleteSkill_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayServiceClient) SetSystemSkillState(ctx context.Context, in *GatewayServiceSetSystemSkillStateRequest, opts ...grpc.CallOption) (*GatewayServiceSetSystemSkillStateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceSetSystemSkillStateResponse)
+	err := c.cc.Invoke(ctx, GatewayService_SetSystemSkillState_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -204,6 +270,12 @@ func (c *gatewayServiceClient) CountTokens(ctx context.Context, in *GatewayServi
 type GatewayServiceServer interface {
 	// Starts a run (POST /v1/runs).
 	StartRun(context.Context, *StartRunRequest) (*StartRunResponse, error)
+	// Starts a run and streams it from its first event in one call (POST
+	// /v1/runs?stream=true as SSE): the first message is the run, QUEUED, then
+	// every event from seq 1 to the terminal one, as StreamRunEvents with
+	// after=`earliest` would send them. The caller's stream slot is taken
+	// before the run starts, so a refused stream starts no run.
+	StartRunStream(*StartRunStreamRequest, grpc.ServerStreamingServer[StartRunStreamResponse]) error
 	// Reads a run (GET /v1/runs/{run_id}).
 	GetRun(context.Context, *GetRunRequest) (*GetRunResponse, error)
 	// Lists runs (GET /v1/runs).
@@ -219,6 +291,13 @@ type GatewayServiceServer interface {
 	ListSkills(context.Context, *GatewayServiceListSkillsRequest) (*GatewayServiceListSkillsResponse, error)
 	// Reads one skill at a disclosure level.
 	GetSkill(context.Context, *GatewayServiceGetSkillRequest) (*GatewayServiceGetSkillResponse, error)
+	// Creates or replaces a tenant or project skill (PUT /v1/skills/{name}).
+	PutSkill(context.Context, *GatewayServicePutSkillRequest) (*GatewayServicePutSkillResponse, error)
+	// Deletes a tenant or project skill (DELETE /v1/skills/{name}).
+	DeleteSkill(context.Context, *GatewayServiceDeleteSkillRequest) (*GatewayServiceDeleteSkillResponse, error)
+	// Disables or enables a system skill for the caller's tenant
+	// (PUT /v1/skills/{name}/state).
+	SetSystemSkillState(context.Context, *GatewayServiceSetSystemSkillStateRequest) (*GatewayServiceSetSystemSkillStateResponse, error)
 	// Lists the tools the caller may use.
 	ListTools(context.Context, *GatewayServiceListToolsRequest) (*GatewayServiceListToolsResponse, error)
 	// Invokes a tool directly (outside a run), for debugging tools.
@@ -237,6 +316,9 @@ type UnimplementedGatewayServiceServer struct{}
 
 func (UnimplementedGatewayServiceServer) StartRun(context.Context, *StartRunRequest) (*StartRunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method StartRun not implemented")
+}
+func (UnimplementedGatewayServiceServer) StartRunStream(*StartRunStreamRequest, grpc.ServerStreamingServer[StartRunStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method StartRunStream not implemented")
 }
 func (UnimplementedGatewayServiceServer) GetRun(context.Context, *GetRunRequest) (*GetRunResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetRun not implemented")
@@ -258,6 +340,15 @@ func (UnimplementedGatewayServiceServer) ListSkills(context.Context, *GatewaySer
 }
 func (UnimplementedGatewayServiceServer) GetSkill(context.Context, *GatewayServiceGetSkillRequest) (*GatewayServiceGetSkillResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetSkill not implemented")
+}
+func (UnimplementedGatewayServiceServer) PutSkill(context.Context, *GatewayServicePutSkillRequest) (*GatewayServicePutSkillResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PutSkill not implemented")
+}
+func (UnimplementedGatewayServiceServer) DeleteSkill(context.Context, *GatewayServiceDeleteSkillRequest) (*GatewayServiceDeleteSkillResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteSkill not implemented")
+}
+func (UnimplementedGatewayServiceServer) SetSystemSkillState(context.Context, *GatewayServiceSetSystemSkillStateRequest) (*GatewayServiceSetSystemSkillStateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetSystemSkillState not implemented")
 }
 func (UnimplementedGatewayServiceServer) ListTools(context.Context, *GatewayServiceListToolsRequest) (*GatewayServiceListToolsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTools not implemented")
@@ -306,6 +397,17 @@ func _GatewayService_StartRun_Handler(srv interface{}, ctx context.Context, dec 
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _GatewayService_StartRunStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(StartRunStreamRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(GatewayServiceServer).StartRunStream(m, &grpc.GenericServerStream[StartRunStreamRequest, StartRunStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type GatewayService_StartRunStreamServer = grpc.ServerStreamingServer[StartRunStreamResponse]
 
 func _GatewayService_GetRun_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetRunRequest)
@@ -426,6 +528,60 @@ func _GatewayService_GetSkill_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _GatewayService_PutSkill_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServicePutSkillRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).PutSkill(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_PutSkill_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).PutSkill(ctx, req.(*GatewayServicePutSkillRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GatewayService_DeleteSkill_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceDeleteSkillRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).DeleteSkill(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_DeleteSkill_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).DeleteSkill(ctx, req.(*GatewayServiceDeleteSkillRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GatewayService_SetSystemSkillState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceSetSystemSkillStateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).SetSystemSkillState(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_SetSystemSkillState_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).SetSystemSkillState(ctx, req.(*GatewayServiceSetSystemSkillStateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _GatewayService_ListTools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GatewayServiceListToolsRequest)
 	if err := dec(in); err != nil {
@@ -516,6 +672,18 @@ var GatewayService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _GatewayService_GetSkill_Handler,
 		},
 		{
+			MethodName: "PutSkill",
+			Handler:    _GatewayService_PutSkill_Handler,
+		},
+		{
+			MethodName: "DeleteSkill",
+			Handler:    _GatewayService_DeleteSkill_Handler,
+		},
+		{
+			MethodName: "SetSystemSkillState",
+			Handler:    _GatewayService_SetSystemSkillState_Handler,
+		},
+		{
 			MethodName: "ListTools",
 			Handler:    _GatewayService_ListTools_Handler,
 		},
@@ -529,6 +697,11 @@ var GatewayService_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "StartRunStream",
+			Handler:       _GatewayService_StartRunStream_Handler,
+			ServerStreams: true,
+		},
 		{
 			StreamName:    "StreamRunEvents",
 			Handler:       _GatewayService_StreamRunEvents_Handler,

@@ -278,6 +278,240 @@ func (DoomLoopIntervention) EnumDescriptor() ([]byte, []int) {
 	return file_baagent_v1_run_proto_rawDescGZIP(), []int{3}
 }
 
+// QueryComplexity is how complex a request is judged (see
+// docs/concepts/planning.md).
+type QueryComplexity int32
+
+const (
+	// Not classified.
+	QueryComplexity_QUERY_COMPLEXITY_UNSPECIFIED QueryComplexity = 0
+	// One or two steps: answered directly, never planned.
+	QueryComplexity_QUERY_COMPLEXITY_SIMPLE QueryComplexity = 1
+	// Three to five steps: the model is offered the plan tool.
+	QueryComplexity_QUERY_COMPLEXITY_MODERATE QueryComplexity = 2
+	// Six or more steps: the run plans first.
+	QueryComplexity_QUERY_COMPLEXITY_COMPLEX QueryComplexity = 3
+)
+
+// Enum value maps for QueryComplexity.
+var (
+	QueryComplexity_name = map[int32]string{
+		0: "QUERY_COMPLEXITY_UNSPECIFIED",
+		1: "QUERY_COMPLEXITY_SIMPLE",
+		2: "QUERY_COMPLEXITY_MODERATE",
+		3: "QUERY_COMPLEXITY_COMPLEX",
+	}
+	QueryComplexity_value = map[string]int32{
+		"QUERY_COMPLEXITY_UNSPECIFIED": 0,
+		"QUERY_COMPLEXITY_SIMPLE":      1,
+		"QUERY_COMPLEXITY_MODERATE":    2,
+		"QUERY_COMPLEXITY_COMPLEX":     3,
+	}
+)
+
+func (x QueryComplexity) Enum() *QueryComplexity {
+	p := new(QueryComplexity)
+	*p = x
+	return p
+}
+
+func (x QueryComplexity) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (QueryComplexity) Descriptor() protoreflect.EnumDescriptor {
+	return file_baagent_v1_run_proto_enumTypes[4].Descriptor()
+}
+
+func (QueryComplexity) Type() protoreflect.EnumType {
+	return &file_baagent_v1_run_proto_enumTypes[4]
+}
+
+func (x QueryComplexity) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use QueryComplexity.Descriptor instead.
+func (QueryComplexity) EnumDescriptor() ([]byte, []int) {
+	return file_baagent_v1_run_proto_rawDescGZIP(), []int{4}
+}
+
+// PlanMode is whether a run makes a work plan.
+type PlanMode int32
+
+const (
+	// Not set: AUTO.
+	PlanMode_PLAN_MODE_UNSPECIFIED PlanMode = 0
+	// By complexity: COMPLEX plans first, MODERATE may plan, SIMPLE never.
+	PlanMode_PLAN_MODE_AUTO PlanMode = 1
+	// Plan first, whatever the complexity.
+	PlanMode_PLAN_MODE_ALWAYS PlanMode = 2
+	// Never plan: one flat ReAct loop.
+	PlanMode_PLAN_MODE_NEVER PlanMode = 3
+)
+
+// Enum value maps for PlanMode.
+var (
+	PlanMode_name = map[int32]string{
+		0: "PLAN_MODE_UNSPECIFIED",
+		1: "PLAN_MODE_AUTO",
+		2: "PLAN_MODE_ALWAYS",
+		3: "PLAN_MODE_NEVER",
+	}
+	PlanMode_value = map[string]int32{
+		"PLAN_MODE_UNSPECIFIED": 0,
+		"PLAN_MODE_AUTO":        1,
+		"PLAN_MODE_ALWAYS":      2,
+		"PLAN_MODE_NEVER":       3,
+	}
+)
+
+func (x PlanMode) Enum() *PlanMode {
+	p := new(PlanMode)
+	*p = x
+	return p
+}
+
+func (x PlanMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PlanMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_baagent_v1_run_proto_enumTypes[5].Descriptor()
+}
+
+func (PlanMode) Type() protoreflect.EnumType {
+	return &file_baagent_v1_run_proto_enumTypes[5]
+}
+
+func (x PlanMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PlanMode.Descriptor instead.
+func (PlanMode) EnumDescriptor() ([]byte, []int) {
+	return file_baagent_v1_run_proto_rawDescGZIP(), []int{5}
+}
+
+// PlanApproval is whether the user approves a plan before it runs.
+type PlanApproval int32
+
+const (
+	// Not set: the orchestrator's `-plan-approval` setting.
+	PlanApproval_PLAN_APPROVAL_UNSPECIFIED PlanApproval = 0
+	// Ask: a decision (approve / edit / cancel) with the plan as its subject;
+	// no answer before the timeout approves the plan as proposed.
+	PlanApproval_PLAN_APPROVAL_ASK PlanApproval = 1
+	// Do not ask: the plan runs as the model made it.
+	PlanApproval_PLAN_APPROVAL_OFF PlanApproval = 2
+)
+
+// Enum value maps for PlanApproval.
+var (
+	PlanApproval_name = map[int32]string{
+		0: "PLAN_APPROVAL_UNSPECIFIED",
+		1: "PLAN_APPROVAL_ASK",
+		2: "PLAN_APPROVAL_OFF",
+	}
+	PlanApproval_value = map[string]int32{
+		"PLAN_APPROVAL_UNSPECIFIED": 0,
+		"PLAN_APPROVAL_ASK":         1,
+		"PLAN_APPROVAL_OFF":         2,
+	}
+)
+
+func (x PlanApproval) Enum() *PlanApproval {
+	p := new(PlanApproval)
+	*p = x
+	return p
+}
+
+func (x PlanApproval) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PlanApproval) Descriptor() protoreflect.EnumDescriptor {
+	return file_baagent_v1_run_proto_enumTypes[6].Descriptor()
+}
+
+func (PlanApproval) Type() protoreflect.EnumType {
+	return &file_baagent_v1_run_proto_enumTypes[6]
+}
+
+func (x PlanApproval) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PlanApproval.Descriptor instead.
+func (PlanApproval) EnumDescriptor() ([]byte, []int) {
+	return file_baagent_v1_run_proto_rawDescGZIP(), []int{6}
+}
+
+// PlanStepStatus is where a work-plan step is.
+type PlanStepStatus int32
+
+const (
+	// Not set.
+	PlanStepStatus_PLAN_STEP_STATUS_UNSPECIFIED PlanStepStatus = 0
+	// Not started.
+	PlanStepStatus_PLAN_STEP_STATUS_PENDING PlanStepStatus = 1
+	// Executing.
+	PlanStepStatus_PLAN_STEP_STATUS_IN_PROGRESS PlanStepStatus = 2
+	// Done.
+	PlanStepStatus_PLAN_STEP_STATUS_COMPLETED PlanStepStatus = 3
+	// Ended without its expected output (error, or out of iterations).
+	PlanStepStatus_PLAN_STEP_STATUS_FAILED PlanStepStatus = 4
+	// Not executed (the model marked it so, or the run ran out of steps).
+	PlanStepStatus_PLAN_STEP_STATUS_SKIPPED PlanStepStatus = 5
+)
+
+// Enum value maps for PlanStepStatus.
+var (
+	PlanStepStatus_name = map[int32]string{
+		0: "PLAN_STEP_STATUS_UNSPECIFIED",
+		1: "PLAN_STEP_STATUS_PENDING",
+		2: "PLAN_STEP_STATUS_IN_PROGRESS",
+		3: "PLAN_STEP_STATUS_COMPLETED",
+		4: "PLAN_STEP_STATUS_FAILED",
+		5: "PLAN_STEP_STATUS_SKIPPED",
+	}
+	PlanStepStatus_value = map[string]int32{
+		"PLAN_STEP_STATUS_UNSPECIFIED": 0,
+		"PLAN_STEP_STATUS_PENDING":     1,
+		"PLAN_STEP_STATUS_IN_PROGRESS": 2,
+		"PLAN_STEP_STATUS_COMPLETED":   3,
+		"PLAN_STEP_STATUS_FAILED":      4,
+		"PLAN_STEP_STATUS_SKIPPED":     5,
+	}
+)
+
+func (x PlanStepStatus) Enum() *PlanStepStatus {
+	p := new(PlanStepStatus)
+	*p = x
+	return p
+}
+
+func (x PlanStepStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PlanStepStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_baagent_v1_run_proto_enumTypes[7].Descriptor()
+}
+
+func (PlanStepStatus) Type() protoreflect.EnumType {
+	return &file_baagent_v1_run_proto_enumTypes[7]
+}
+
+func (x PlanStepStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PlanStepStatus.Descriptor instead.
+func (PlanStepStatus) EnumDescriptor() ([]byte, []int) {
+	return file_baagent_v1_run_proto_rawDescGZIP(), []int{7}
+}
+
 // ToolMetrics are the metrics of one tool execution.
 type ToolMetrics struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1238,9 +1472,16 @@ type Run struct {
 	// OpenTelemetry trace id of the run (32 lowercase hex digits): the trace
 	// of the StartRun call that created it, which every execution of the run
 	// joins. Empty when the run is not traced (tracing off or not sampled).
-	TraceId       string `protobuf:"bytes,21,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TraceId string `protobuf:"bytes,21,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	// How complex the request was judged when the run started.
+	QueryComplexity QueryComplexity `protobuf:"varint,22,opt,name=query_complexity,json=queryComplexity,proto3,enum=baagent.v1.QueryComplexity" json:"query_complexity,omitempty"`
+	// The run's work plan as it stands (steps with their status); unset for
+	// an unplanned run.
+	Plan *WorkPlan `protobuf:"bytes,23,opt,name=plan,proto3" json:"plan,omitempty"`
+	// The complexity signals that fired (see StartPayload.complexity_signals).
+	ComplexitySignals []string `protobuf:"bytes,24,rep,name=complexity_signals,json=complexitySignals,proto3" json:"complexity_signals,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Run) Reset() {
@@ -1420,6 +1661,27 @@ func (x *Run) GetTraceId() string {
 	return ""
 }
 
+func (x *Run) GetQueryComplexity() QueryComplexity {
+	if x != nil {
+		return x.QueryComplexity
+	}
+	return QueryComplexity_QUERY_COMPLEXITY_UNSPECIFIED
+}
+
+func (x *Run) GetPlan() *WorkPlan {
+	if x != nil {
+		return x.Plan
+	}
+	return nil
+}
+
+func (x *Run) GetComplexitySignals() []string {
+	if x != nil {
+		return x.ComplexitySignals
+	}
+	return nil
+}
+
 // RunSpec is what a client asks for when starting a run.
 type RunSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1440,7 +1702,14 @@ type RunSpec struct {
 	// Client key that makes StartRun idempotent: the same key returns the same run.
 	IdempotencyKey string `protobuf:"bytes,8,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// Labels kept on the run.
-	Labels        map[string]string `protobuf:"bytes,9,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Labels map[string]string `protobuf:"bytes,9,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Planning: UNSPECIFIED or AUTO decides by the request's complexity
+	// (COMPLEX plans first, MODERATE may plan, SIMPLE never does); ALWAYS
+	// plans first; NEVER runs one flat ReAct loop.
+	Plan PlanMode `protobuf:"varint,10,opt,name=plan,proto3,enum=baagent.v1.PlanMode" json:"plan,omitempty"`
+	// Whether the user approves the plan before it runs; UNSPECIFIED uses the
+	// orchestrator's `-plan-approval` setting.
+	PlanApproval  PlanApproval `protobuf:"varint,11,opt,name=plan_approval,json=planApproval,proto3,enum=baagent.v1.PlanApproval" json:"plan_approval,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1536,6 +1805,212 @@ func (x *RunSpec) GetLabels() map[string]string {
 		return x.Labels
 	}
 	return nil
+}
+
+func (x *RunSpec) GetPlan() PlanMode {
+	if x != nil {
+		return x.Plan
+	}
+	return PlanMode_PLAN_MODE_UNSPECIFIED
+}
+
+func (x *RunSpec) GetPlanApproval() PlanApproval {
+	if x != nil {
+		return x.PlanApproval
+	}
+	return PlanApproval_PLAN_APPROVAL_UNSPECIFIED
+}
+
+// PlanStep is one step of a work plan.
+type PlanStep struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Step number, from 1, in order of execution.
+	StepNumber int32 `protobuf:"varint,1,opt,name=step_number,json=stepNumber,proto3" json:"step_number,omitempty"`
+	// What the step does.
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// What it should produce.
+	ExpectedOutput string `protobuf:"bytes,3,opt,name=expected_output,json=expectedOutput,proto3" json:"expected_output,omitempty"`
+	// Where it is.
+	Status PlanStepStatus `protobuf:"varint,4,opt,name=status,proto3,enum=baagent.v1.PlanStepStatus" json:"status,omitempty"`
+	// What it found or why it failed, once ended (cut at 2 KiB).
+	Summary string `protobuf:"bytes,5,opt,name=summary,proto3" json:"summary,omitempty"`
+	// ReAct iterations it took so far.
+	Iterations int32 `protobuf:"varint,6,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	// Wall time in ms, once ended.
+	DurationMs    float64 `protobuf:"fixed64,7,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanStep) Reset() {
+	*x = PlanStep{}
+	mi := &file_baagent_v1_run_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanStep) ProtoMessage() {}
+
+func (x *PlanStep) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_run_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanStep.ProtoReflect.Descriptor instead.
+func (*PlanStep) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_run_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *PlanStep) GetStepNumber() int32 {
+	if x != nil {
+		return x.StepNumber
+	}
+	return 0
+}
+
+func (x *PlanStep) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *PlanStep) GetExpectedOutput() string {
+	if x != nil {
+		return x.ExpectedOutput
+	}
+	return ""
+}
+
+func (x *PlanStep) GetStatus() PlanStepStatus {
+	if x != nil {
+		return x.Status
+	}
+	return PlanStepStatus_PLAN_STEP_STATUS_UNSPECIFIED
+}
+
+func (x *PlanStep) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+func (x *PlanStep) GetIterations() int32 {
+	if x != nil {
+		return x.Iterations
+	}
+	return 0
+}
+
+func (x *PlanStep) GetDurationMs() float64 {
+	if x != nil {
+		return x.DurationMs
+	}
+	return 0
+}
+
+// WorkPlan is a run's work-level plan (the `work_plan` event and Run.plan).
+type WorkPlan struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Plan id, stable across revisions.
+	PlanId string `protobuf:"bytes,1,opt,name=plan_id,json=planId,proto3" json:"plan_id,omitempty"`
+	// Revision, from 1; each update_plan or user edit adds one.
+	Revision int32 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	// Why this revision was made (empty for revision 1).
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The steps, in order.
+	Steps []*PlanStep `protobuf:"bytes,4,rep,name=steps,proto3" json:"steps,omitempty"`
+	// len(steps).
+	TotalSteps int32 `protobuf:"varint,5,opt,name=total_steps,json=totalSteps,proto3" json:"total_steps,omitempty"`
+	// Step executing, from 1; 0 before the first starts and once all ended
+	// (synthesis).
+	CurrentStep   int32 `protobuf:"varint,6,opt,name=current_step,json=currentStep,proto3" json:"current_step,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkPlan) Reset() {
+	*x = WorkPlan{}
+	mi := &file_baagent_v1_run_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkPlan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkPlan) ProtoMessage() {}
+
+func (x *WorkPlan) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_run_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkPlan.ProtoReflect.Descriptor instead.
+func (*WorkPlan) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_run_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *WorkPlan) GetPlanId() string {
+	if x != nil {
+		return x.PlanId
+	}
+	return ""
+}
+
+func (x *WorkPlan) GetRevision() int32 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *WorkPlan) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *WorkPlan) GetSteps() []*PlanStep {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+func (x *WorkPlan) GetTotalSteps() int32 {
+	if x != nil {
+		return x.TotalSteps
+	}
+	return 0
+}
+
+func (x *WorkPlan) GetCurrentStep() int32 {
+	if x != nil {
+		return x.CurrentStep
+	}
+	return 0
 }
 
 var File_baagent_v1_run_proto protoreflect.FileDescriptor
@@ -1638,7 +2113,7 @@ const file_baagent_v1_run_proto_rawDesc = "" +
 	"\bquestion\"8\n" +
 	"\bRunError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xed\x06\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\x8e\b\n" +
 	"\x03Run\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12'\n" +
 	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x16\n" +
@@ -1664,10 +2139,13 @@ const file_baagent_v1_run_proto_rawDesc = "" +
 	"\x0escripted_model\x18\x12 \x01(\bR\rscriptedModel\x12\x19\n" +
 	"\blast_seq\x18\x13 \x01(\x04R\alastSeq\x123\n" +
 	"\x06labels\x18\x14 \x03(\v2\x1b.baagent.v1.Run.LabelsEntryR\x06labels\x12\x19\n" +
-	"\btrace_id\x18\x15 \x01(\tR\atraceId\x1a9\n" +
+	"\btrace_id\x18\x15 \x01(\tR\atraceId\x12F\n" +
+	"\x10query_complexity\x18\x16 \x01(\x0e2\x1b.baagent.v1.QueryComplexityR\x0fqueryComplexity\x12(\n" +
+	"\x04plan\x18\x17 \x01(\v2\x14.baagent.v1.WorkPlanR\x04plan\x12-\n" +
+	"\x12complexity_signals\x18\x18 \x03(\tR\x11complexitySignals\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfc\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe5\x03\n" +
 	"\aRunSpec\x12\x14\n" +
 	"\x05input\x18\x01 \x01(\tR\x05input\x12'\n" +
 	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x14\n" +
@@ -1677,10 +2155,33 @@ const file_baagent_v1_run_proto_rawDesc = "" +
 	"\rallowed_tools\x18\x06 \x03(\tR\fallowedTools\x12\x18\n" +
 	"\aproject\x18\a \x01(\tR\aproject\x12'\n" +
 	"\x0fidempotency_key\x18\b \x01(\tR\x0eidempotencyKey\x127\n" +
-	"\x06labels\x18\t \x03(\v2\x1f.baagent.v1.RunSpec.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\t \x03(\v2\x1f.baagent.v1.RunSpec.LabelsEntryR\x06labels\x12(\n" +
+	"\x04plan\x18\n" +
+	" \x01(\x0e2\x14.baagent.v1.PlanModeR\x04plan\x12=\n" +
+	"\rplan_approval\x18\v \x01(\x0e2\x18.baagent.v1.PlanApprovalR\fplanApproval\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xb7\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x85\x02\n" +
+	"\bPlanStep\x12\x1f\n" +
+	"\vstep_number\x18\x01 \x01(\x05R\n" +
+	"stepNumber\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12'\n" +
+	"\x0fexpected_output\x18\x03 \x01(\tR\x0eexpectedOutput\x122\n" +
+	"\x06status\x18\x04 \x01(\x0e2\x1a.baagent.v1.PlanStepStatusR\x06status\x12\x18\n" +
+	"\asummary\x18\x05 \x01(\tR\asummary\x12\x1e\n" +
+	"\n" +
+	"iterations\x18\x06 \x01(\x05R\n" +
+	"iterations\x12\x1f\n" +
+	"\vduration_ms\x18\a \x01(\x01R\n" +
+	"durationMs\"\xc7\x01\n" +
+	"\bWorkPlan\x12\x17\n" +
+	"\aplan_id\x18\x01 \x01(\tR\x06planId\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\x05R\brevision\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12*\n" +
+	"\x05steps\x18\x04 \x03(\v2\x14.baagent.v1.PlanStepR\x05steps\x12\x1f\n" +
+	"\vtotal_steps\x18\x05 \x01(\x05R\n" +
+	"totalSteps\x12!\n" +
+	"\fcurrent_step\x18\x06 \x01(\x05R\vcurrentStep*\xb7\x01\n" +
 	"\bRunState\x12\x19\n" +
 	"\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10RUN_STATE_QUEUED\x10\x01\x12\x15\n" +
@@ -1707,7 +2208,28 @@ const file_baagent_v1_run_proto_rawDesc = "" +
 	"\x1bDOOM_LOOP_INTERVENTION_STOP\x10\x01\x12#\n" +
 	"\x1fDOOM_LOOP_INTERVENTION_CONTINUE\x10\x02\x12\"\n" +
 	"\x1eDOOM_LOOP_INTERVENTION_CORRECT\x10\x03\x12\x1f\n" +
-	"\x1bDOOM_LOOP_INTERVENTION_SKIP\x10\x04B8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3"
+	"\x1bDOOM_LOOP_INTERVENTION_SKIP\x10\x04*\x8d\x01\n" +
+	"\x0fQueryComplexity\x12 \n" +
+	"\x1cQUERY_COMPLEXITY_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17QUERY_COMPLEXITY_SIMPLE\x10\x01\x12\x1d\n" +
+	"\x19QUERY_COMPLEXITY_MODERATE\x10\x02\x12\x1c\n" +
+	"\x18QUERY_COMPLEXITY_COMPLEX\x10\x03*d\n" +
+	"\bPlanMode\x12\x19\n" +
+	"\x15PLAN_MODE_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0ePLAN_MODE_AUTO\x10\x01\x12\x14\n" +
+	"\x10PLAN_MODE_ALWAYS\x10\x02\x12\x13\n" +
+	"\x0fPLAN_MODE_NEVER\x10\x03*[\n" +
+	"\fPlanApproval\x12\x1d\n" +
+	"\x19PLAN_APPROVAL_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11PLAN_APPROVAL_ASK\x10\x01\x12\x15\n" +
+	"\x11PLAN_APPROVAL_OFF\x10\x02*\xcd\x01\n" +
+	"\x0ePlanStepStatus\x12 \n" +
+	"\x1cPLAN_STEP_STATUS_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18PLAN_STEP_STATUS_PENDING\x10\x01\x12 \n" +
+	"\x1cPLAN_STEP_STATUS_IN_PROGRESS\x10\x02\x12\x1e\n" +
+	"\x1aPLAN_STEP_STATUS_COMPLETED\x10\x03\x12\x1b\n" +
+	"\x17PLAN_STEP_STATUS_FAILED\x10\x04\x12\x1c\n" +
+	"\x18PLAN_STEP_STATUS_SKIPPED\x10\x05B8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3"
 
 var (
 	file_baagent_v1_run_proto_rawDescOnce sync.Once
@@ -1721,62 +2243,74 @@ func file_baagent_v1_run_proto_rawDescGZIP() []byte {
 	return file_baagent_v1_run_proto_rawDescData
 }
 
-var file_baagent_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_baagent_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_baagent_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_baagent_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_baagent_v1_run_proto_goTypes = []any{
 	(RunState)(0),                 // 0: baagent.v1.RunState
 	(ClarificationType)(0),        // 1: baagent.v1.ClarificationType
 	(DecisionType)(0),             // 2: baagent.v1.DecisionType
 	(DoomLoopIntervention)(0),     // 3: baagent.v1.DoomLoopIntervention
-	(*ToolMetrics)(nil),           // 4: baagent.v1.ToolMetrics
-	(*ToolStats)(nil),             // 5: baagent.v1.ToolStats
-	(*ConversationMetrics)(nil),   // 6: baagent.v1.ConversationMetrics
-	(*ClarificationOption)(nil),   // 7: baagent.v1.ClarificationOption
-	(*ClarificationQuestion)(nil), // 8: baagent.v1.ClarificationQuestion
-	(*DecisionOption)(nil),        // 9: baagent.v1.DecisionOption
-	(*DecisionPoint)(nil),         // 10: baagent.v1.DecisionPoint
-	(*PendingInput)(nil),          // 11: baagent.v1.PendingInput
-	(*RunError)(nil),              // 12: baagent.v1.RunError
-	(*Run)(nil),                   // 13: baagent.v1.Run
-	(*RunSpec)(nil),               // 14: baagent.v1.RunSpec
-	nil,                           // 15: baagent.v1.ConversationMetrics.ToolStatsEntry
-	nil,                           // 16: baagent.v1.DecisionOption.ResourceUsageEntry
-	nil,                           // 17: baagent.v1.Run.LabelsEntry
-	nil,                           // 18: baagent.v1.RunSpec.LabelsEntry
-	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
-	(OutputLevel)(0),              // 20: baagent.v1.OutputLevel
+	(QueryComplexity)(0),          // 4: baagent.v1.QueryComplexity
+	(PlanMode)(0),                 // 5: baagent.v1.PlanMode
+	(PlanApproval)(0),             // 6: baagent.v1.PlanApproval
+	(PlanStepStatus)(0),           // 7: baagent.v1.PlanStepStatus
+	(*ToolMetrics)(nil),           // 8: baagent.v1.ToolMetrics
+	(*ToolStats)(nil),             // 9: baagent.v1.ToolStats
+	(*ConversationMetrics)(nil),   // 10: baagent.v1.ConversationMetrics
+	(*ClarificationOption)(nil),   // 11: baagent.v1.ClarificationOption
+	(*ClarificationQuestion)(nil), // 12: baagent.v1.ClarificationQuestion
+	(*DecisionOption)(nil),        // 13: baagent.v1.DecisionOption
+	(*DecisionPoint)(nil),         // 14: baagent.v1.DecisionPoint
+	(*PendingInput)(nil),          // 15: baagent.v1.PendingInput
+	(*RunError)(nil),              // 16: baagent.v1.RunError
+	(*Run)(nil),                   // 17: baagent.v1.Run
+	(*RunSpec)(nil),               // 18: baagent.v1.RunSpec
+	(*PlanStep)(nil),              // 19: baagent.v1.PlanStep
+	(*WorkPlan)(nil),              // 20: baagent.v1.WorkPlan
+	nil,                           // 21: baagent.v1.ConversationMetrics.ToolStatsEntry
+	nil,                           // 22: baagent.v1.DecisionOption.ResourceUsageEntry
+	nil,                           // 23: baagent.v1.Run.LabelsEntry
+	nil,                           // 24: baagent.v1.RunSpec.LabelsEntry
+	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
+	(OutputLevel)(0),              // 26: baagent.v1.OutputLevel
 }
 var file_baagent_v1_run_proto_depIdxs = []int32{
-	19, // 0: baagent.v1.ToolMetrics.start_time:type_name -> google.protobuf.Timestamp
-	19, // 1: baagent.v1.ToolMetrics.end_time:type_name -> google.protobuf.Timestamp
-	20, // 2: baagent.v1.ToolMetrics.output_level:type_name -> baagent.v1.OutputLevel
-	19, // 3: baagent.v1.ConversationMetrics.start_time:type_name -> google.protobuf.Timestamp
-	19, // 4: baagent.v1.ConversationMetrics.end_time:type_name -> google.protobuf.Timestamp
-	4,  // 5: baagent.v1.ConversationMetrics.tool_calls:type_name -> baagent.v1.ToolMetrics
-	15, // 6: baagent.v1.ConversationMetrics.tool_stats:type_name -> baagent.v1.ConversationMetrics.ToolStatsEntry
+	25, // 0: baagent.v1.ToolMetrics.start_time:type_name -> google.protobuf.Timestamp
+	25, // 1: baagent.v1.ToolMetrics.end_time:type_name -> google.protobuf.Timestamp
+	26, // 2: baagent.v1.ToolMetrics.output_level:type_name -> baagent.v1.OutputLevel
+	25, // 3: baagent.v1.ConversationMetrics.start_time:type_name -> google.protobuf.Timestamp
+	25, // 4: baagent.v1.ConversationMetrics.end_time:type_name -> google.protobuf.Timestamp
+	8,  // 5: baagent.v1.ConversationMetrics.tool_calls:type_name -> baagent.v1.ToolMetrics
+	21, // 6: baagent.v1.ConversationMetrics.tool_stats:type_name -> baagent.v1.ConversationMetrics.ToolStatsEntry
 	1,  // 7: baagent.v1.ClarificationQuestion.question_type:type_name -> baagent.v1.ClarificationType
-	7,  // 8: baagent.v1.ClarificationQuestion.options:type_name -> baagent.v1.ClarificationOption
-	16, // 9: baagent.v1.DecisionOption.resource_usage:type_name -> baagent.v1.DecisionOption.ResourceUsageEntry
+	11, // 8: baagent.v1.ClarificationQuestion.options:type_name -> baagent.v1.ClarificationOption
+	22, // 9: baagent.v1.DecisionOption.resource_usage:type_name -> baagent.v1.DecisionOption.ResourceUsageEntry
 	2,  // 10: baagent.v1.DecisionPoint.decision_type:type_name -> baagent.v1.DecisionType
-	9,  // 11: baagent.v1.DecisionPoint.options:type_name -> baagent.v1.DecisionOption
-	8,  // 12: baagent.v1.PendingInput.clarification:type_name -> baagent.v1.ClarificationQuestion
-	10, // 13: baagent.v1.PendingInput.decision:type_name -> baagent.v1.DecisionPoint
-	19, // 14: baagent.v1.PendingInput.deadline:type_name -> google.protobuf.Timestamp
+	13, // 11: baagent.v1.DecisionPoint.options:type_name -> baagent.v1.DecisionOption
+	12, // 12: baagent.v1.PendingInput.clarification:type_name -> baagent.v1.ClarificationQuestion
+	14, // 13: baagent.v1.PendingInput.decision:type_name -> baagent.v1.DecisionPoint
+	25, // 14: baagent.v1.PendingInput.deadline:type_name -> google.protobuf.Timestamp
 	0,  // 15: baagent.v1.Run.state:type_name -> baagent.v1.RunState
-	19, // 16: baagent.v1.Run.created_at:type_name -> google.protobuf.Timestamp
-	19, // 17: baagent.v1.Run.started_at:type_name -> google.protobuf.Timestamp
-	19, // 18: baagent.v1.Run.finished_at:type_name -> google.protobuf.Timestamp
-	6,  // 19: baagent.v1.Run.metrics:type_name -> baagent.v1.ConversationMetrics
-	12, // 20: baagent.v1.Run.error:type_name -> baagent.v1.RunError
-	11, // 21: baagent.v1.Run.pending_input:type_name -> baagent.v1.PendingInput
-	17, // 22: baagent.v1.Run.labels:type_name -> baagent.v1.Run.LabelsEntry
-	18, // 23: baagent.v1.RunSpec.labels:type_name -> baagent.v1.RunSpec.LabelsEntry
-	5,  // 24: baagent.v1.ConversationMetrics.ToolStatsEntry.value:type_name -> baagent.v1.ToolStats
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	25, // 16: baagent.v1.Run.created_at:type_name -> google.protobuf.Timestamp
+	25, // 17: baagent.v1.Run.started_at:type_name -> google.protobuf.Timestamp
+	25, // 18: baagent.v1.Run.finished_at:type_name -> google.protobuf.Timestamp
+	10, // 19: baagent.v1.Run.metrics:type_name -> baagent.v1.ConversationMetrics
+	16, // 20: baagent.v1.Run.error:type_name -> baagent.v1.RunError
+	15, // 21: baagent.v1.Run.pending_input:type_name -> baagent.v1.PendingInput
+	23, // 22: baagent.v1.Run.labels:type_name -> baagent.v1.Run.LabelsEntry
+	4,  // 23: baagent.v1.Run.query_complexity:type_name -> baagent.v1.QueryComplexity
+	20, // 24: baagent.v1.Run.plan:type_name -> baagent.v1.WorkPlan
+	24, // 25: baagent.v1.RunSpec.labels:type_name -> baagent.v1.RunSpec.LabelsEntry
+	5,  // 26: baagent.v1.RunSpec.plan:type_name -> baagent.v1.PlanMode
+	6,  // 27: baagent.v1.RunSpec.plan_approval:type_name -> baagent.v1.PlanApproval
+	7,  // 28: baagent.v1.PlanStep.status:type_name -> baagent.v1.PlanStepStatus
+	19, // 29: baagent.v1.WorkPlan.steps:type_name -> baagent.v1.PlanStep
+	9,  // 30: baagent.v1.ConversationMetrics.ToolStatsEntry.value:type_name -> baagent.v1.ToolStats
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_baagent_v1_run_proto_init() }
@@ -1795,8 +2329,8 @@ func file_baagent_v1_run_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_baagent_v1_run_proto_rawDesc), len(file_baagent_v1_run_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   15,
+			NumEnums:      8,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -21,6 +21,242 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SkillScopeFilter selects which layers ListSkills reports.
+type SkillScopeFilter int32
+
+const (
+	// Not set: the effective skills after layering (what a run sees).
+	SkillScopeFilter_SKILL_SCOPE_FILTER_UNSPECIFIED SkillScopeFilter = 0
+	// System skills only, disabled ones included (is_disabled set).
+	SkillScopeFilter_SKILL_SCOPE_FILTER_SYSTEM SkillScopeFilter = 1
+	// The tenant layer only.
+	SkillScopeFilter_SKILL_SCOPE_FILTER_TENANT SkillScopeFilter = 2
+	// The project layer only (project required).
+	SkillScopeFilter_SKILL_SCOPE_FILTER_PROJECT SkillScopeFilter = 3
+	// Every layer's skills, overridden and disabled ones included.
+	SkillScopeFilter_SKILL_SCOPE_FILTER_ALL SkillScopeFilter = 4
+)
+
+// Enum value maps for SkillScopeFilter.
+var (
+	SkillScopeFilter_name = map[int32]string{
+		0: "SKILL_SCOPE_FILTER_UNSPECIFIED",
+		1: "SKILL_SCOPE_FILTER_SYSTEM",
+		2: "SKILL_SCOPE_FILTER_TENANT",
+		3: "SKILL_SCOPE_FILTER_PROJECT",
+		4: "SKILL_SCOPE_FILTER_ALL",
+	}
+	SkillScopeFilter_value = map[string]int32{
+		"SKILL_SCOPE_FILTER_UNSPECIFIED": 0,
+		"SKILL_SCOPE_FILTER_SYSTEM":      1,
+		"SKILL_SCOPE_FILTER_TENANT":      2,
+		"SKILL_SCOPE_FILTER_PROJECT":     3,
+		"SKILL_SCOPE_FILTER_ALL":         4,
+	}
+)
+
+func (x SkillScopeFilter) Enum() *SkillScopeFilter {
+	p := new(SkillScopeFilter)
+	*p = x
+	return p
+}
+
+func (x SkillScopeFilter) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SkillScopeFilter) Descriptor() protoreflect.EnumDescriptor {
+	return file_baagent_v1_skills_proto_enumTypes[0].Descriptor()
+}
+
+func (SkillScopeFilter) Type() protoreflect.EnumType {
+	return &file_baagent_v1_skills_proto_enumTypes[0]
+}
+
+func (x SkillScopeFilter) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SkillScopeFilter.Descriptor instead.
+func (SkillScopeFilter) EnumDescriptor() ([]byte, []int) {
+	return file_baagent_v1_skills_proto_rawDescGZIP(), []int{0}
+}
+
+// SkillSource is where a skill's files live.
+type SkillSource int32
+
+const (
+	// Not set.
+	SkillSource_SKILL_SOURCE_UNSPECIFIED SkillSource = 0
+	// A folder under the skills root (`-skills-dir`).
+	SkillSource_SKILL_SOURCE_FILES SkillSource = 1
+	// Uploaded through the API and stored in JetStream.
+	SkillSource_SKILL_SOURCE_STORE SkillSource = 2
+)
+
+// Enum value maps for SkillSource.
+var (
+	SkillSource_name = map[int32]string{
+		0: "SKILL_SOURCE_UNSPECIFIED",
+		1: "SKILL_SOURCE_FILES",
+		2: "SKILL_SOURCE_STORE",
+	}
+	SkillSource_value = map[string]int32{
+		"SKILL_SOURCE_UNSPECIFIED": 0,
+		"SKILL_SOURCE_FILES":       1,
+		"SKILL_SOURCE_STORE":       2,
+	}
+)
+
+func (x SkillSource) Enum() *SkillSource {
+	p := new(SkillSource)
+	*p = x
+	return p
+}
+
+func (x SkillSource) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SkillSource) Descriptor() protoreflect.EnumDescriptor {
+	return file_baagent_v1_skills_proto_enumTypes[1].Descriptor()
+}
+
+func (SkillSource) Type() protoreflect.EnumType {
+	return &file_baagent_v1_skills_proto_enumTypes[1]
+}
+
+func (x SkillSource) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SkillSource.Descriptor instead.
+func (SkillSource) EnumDescriptor() ([]byte, []int) {
+	return file_baagent_v1_skills_proto_rawDescGZIP(), []int{1}
+}
+
+// SkillActivationOrigin says who asked for an activation.
+type SkillActivationOrigin int32
+
+const (
+	// Not set: the model.
+	SkillActivationOrigin_SKILL_ACTIVATION_ORIGIN_UNSPECIFIED SkillActivationOrigin = 0
+	// The model called the `skill` tool.
+	SkillActivationOrigin_SKILL_ACTIVATION_ORIGIN_MODEL SkillActivationOrigin = 1
+	// The user named the skill (`/skill-name` in the message).
+	SkillActivationOrigin_SKILL_ACTIVATION_ORIGIN_USER SkillActivationOrigin = 2
+	// The user's message matched one of the skill's trigger phrases.
+	SkillActivationOrigin_SKILL_ACTIVATION_ORIGIN_TRIGGER SkillActivationOrigin = 3
+	// Restored from the conversation's previous round.
+	SkillActivationOrigin_SKILL_ACTIVATION_ORIGIN_RESTORED SkillActivationOrigin = 4
+)
+
+// Enum value maps for SkillActivationOrigin.
+var (
+	SkillActivationOrigin_name = map[int32]string{
+		0: "SKILL_ACTIVATION_ORIGIN_UNSPECIFIED",
+		1: "SKILL_ACTIVATION_ORIGIN_MODEL",
+		2: "SKILL_ACTIVATION_ORIGIN_USER",
+		3: "SKILL_ACTIVATION_ORIGIN_TRIGGER",
+		4: "SKILL_ACTIVATION_ORIGIN_RESTORED",
+	}
+	SkillActivationOrigin_value = map[string]int32{
+		"SKILL_ACTIVATION_ORIGIN_UNSPECIFIED": 0,
+		"SKILL_ACTIVATION_ORIGIN_MODEL":       1,
+		"SKILL_ACTIVATION_ORIGIN_USER":        2,
+		"SKILL_ACTIVATION_ORIGIN_TRIGGER":     3,
+		"SKILL_ACTIVATION_ORIGIN_RESTORED":    4,
+	}
+)
+
+func (x SkillActivationOrigin) Enum() *SkillActivationOrigin {
+	p := new(SkillActivationOrigin)
+	*p = x
+	return p
+}
+
+func (x SkillActivationOrigin) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SkillActivationOrigin) Descriptor() protoreflect.EnumDescriptor {
+	return file_baagent_v1_skills_proto_enumTypes[2].Descriptor()
+}
+
+func (SkillActivationOrigin) Type() protoreflect.EnumType {
+	return &file_baagent_v1_skills_proto_enumTypes[2]
+}
+
+func (x SkillActivationOrigin) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SkillActivationOrigin.Descriptor instead.
+func (SkillActivationOrigin) EnumDescriptor() ([]byte, []int) {
+	return file_baagent_v1_skills_proto_rawDescGZIP(), []int{2}
+}
+
+// SkillArchiveFormat is the encoding of an uploaded skill.
+type SkillArchiveFormat int32
+
+const (
+	// Not set: detected from the content (zip, tar, gzip magic; else SKILL.md).
+	SkillArchiveFormat_SKILL_ARCHIVE_FORMAT_UNSPECIFIED SkillArchiveFormat = 0
+	// The SKILL.md text alone (a skill without resources).
+	SkillArchiveFormat_SKILL_ARCHIVE_FORMAT_SKILL_MD SkillArchiveFormat = 1
+	// A zip archive of the skill folder.
+	SkillArchiveFormat_SKILL_ARCHIVE_FORMAT_ZIP SkillArchiveFormat = 2
+	// A tar archive of the skill folder.
+	SkillArchiveFormat_SKILL_ARCHIVE_FORMAT_TAR SkillArchiveFormat = 3
+	// A gzip-compressed tar archive of the skill folder.
+	SkillArchiveFormat_SKILL_ARCHIVE_FORMAT_TAR_GZ SkillArchiveFormat = 4
+)
+
+// Enum value maps for SkillArchiveFormat.
+var (
+	SkillArchiveFormat_name = map[int32]string{
+		0: "SKILL_ARCHIVE_FORMAT_UNSPECIFIED",
+		1: "SKILL_ARCHIVE_FORMAT_SKILL_MD",
+		2: "SKILL_ARCHIVE_FORMAT_ZIP",
+		3: "SKILL_ARCHIVE_FORMAT_TAR",
+		4: "SKILL_ARCHIVE_FORMAT_TAR_GZ",
+	}
+	SkillArchiveFormat_value = map[string]int32{
+		"SKILL_ARCHIVE_FORMAT_UNSPECIFIED": 0,
+		"SKILL_ARCHIVE_FORMAT_SKILL_MD":    1,
+		"SKILL_ARCHIVE_FORMAT_ZIP":         2,
+		"SKILL_ARCHIVE_FORMAT_TAR":         3,
+		"SKILL_ARCHIVE_FORMAT_TAR_GZ":      4,
+	}
+)
+
+func (x SkillArchiveFormat) Enum() *SkillArchiveFormat {
+	p := new(SkillArchiveFormat)
+	*p = x
+	return p
+}
+
+func (x SkillArchiveFormat) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SkillArchiveFormat) Descriptor() protoreflect.EnumDescriptor {
+	return file_baagent_v1_skills_proto_enumTypes[3].Descriptor()
+}
+
+func (SkillArchiveFormat) Type() protoreflect.EnumType {
+	return &file_baagent_v1_skills_proto_enumTypes[3]
+}
+
+func (x SkillArchiveFormat) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SkillArchiveFormat.Descriptor instead.
+func (SkillArchiveFormat) EnumDescriptor() ([]byte, []int) {
+	return file_baagent_v1_skills_proto_rawDescGZIP(), []int{3}
+}
+
 // SkillScope is the layer a skill comes from.
 type SkillScope int32
 
@@ -62,11 +298,11 @@ func (x SkillScope) String() string {
 }
 
 func (SkillScope) Descriptor() protoreflect.EnumDescriptor {
-	return file_baagent_v1_skills_proto_enumTypes[0].Descriptor()
+	return file_baagent_v1_skills_proto_enumTypes[4].Descriptor()
 }
 
 func (SkillScope) Type() protoreflect.EnumType {
-	return &file_baagent_v1_skills_proto_enumTypes[0]
+	return &file_baagent_v1_skills_proto_enumTypes[4]
 }
 
 func (x SkillScope) Number() protoreflect.EnumNumber {
@@ -75,7 +311,7 @@ func (x SkillScope) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SkillScope.Descriptor instead.
 func (SkillScope) EnumDescriptor() ([]byte, []int) {
-	return file_baagent_v1_skills_proto_rawDescGZIP(), []int{0}
+	return file_baagent_v1_skills_proto_rawDescGZIP(), []int{4}
 }
 
 // SkillLoadLevel is the progressive disclosure level (1, 2 or 3).
@@ -119,11 +355,11 @@ func (x SkillLoadLevel) String() string {
 }
 
 func (SkillLoadLevel) Descriptor() protoreflect.EnumDescriptor {
-	return file_baagent_v1_skills_proto_enumTypes[1].Descriptor()
+	return file_baagent_v1_skills_proto_enumTypes[5].Descriptor()
 }
 
 func (SkillLoadLevel) Type() protoreflect.EnumType {
-	return &file_baagent_v1_skills_proto_enumTypes[1]
+	return &file_baagent_v1_skills_proto_enumTypes[5]
 }
 
 func (x SkillLoadLevel) Number() protoreflect.EnumNumber {
@@ -132,7 +368,7 @@ func (x SkillLoadLevel) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SkillLoadLevel.Descriptor instead.
 func (SkillLoadLevel) EnumDescriptor() ([]byte, []int) {
-	return file_baagent_v1_skills_proto_rawDescGZIP(), []int{1}
+	return file_baagent_v1_skills_proto_rawDescGZIP(), []int{5}
 }
 
 // SkillMessageType is the kind of a SkillMessage.
@@ -176,11 +412,11 @@ func (x SkillMessageType) String() string {
 }
 
 func (SkillMessageType) Descriptor() protoreflect.EnumDescriptor {
-	return file_baagent_v1_skills_proto_enumTypes[2].Descriptor()
+	return file_baagent_v1_skills_proto_enumTypes[6].Descriptor()
 }
 
 func (SkillMessageType) Type() protoreflect.EnumType {
-	return &file_baagent_v1_skills_proto_enumTypes[2]
+	return &file_baagent_v1_skills_proto_enumTypes[6]
 }
 
 func (x SkillMessageType) Number() protoreflect.EnumNumber {
@@ -189,7 +425,7 @@ func (x SkillMessageType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SkillMessageType.Descriptor instead.
 func (SkillMessageType) EnumDescriptor() ([]byte, []int) {
-	return file_baagent_v1_skills_proto_rawDescGZIP(), []int{2}
+	return file_baagent_v1_skills_proto_rawDescGZIP(), []int{6}
 }
 
 // SkillMessageVisibility is who sees a SkillMessage.
@@ -229,11 +465,11 @@ func (x SkillMessageVisibility) String() string {
 }
 
 func (SkillMessageVisibility) Descriptor() protoreflect.EnumDescriptor {
-	return file_baagent_v1_skills_proto_enumTypes[3].Descriptor()
+	return file_baagent_v1_skills_proto_enumTypes[7].Descriptor()
 }
 
 func (SkillMessageVisibility) Type() protoreflect.EnumType {
-	return &file_baagent_v1_skills_proto_enumTypes[3]
+	return &file_baagent_v1_skills_proto_enumTypes[7]
 }
 
 func (x SkillMessageVisibility) Number() protoreflect.EnumNumber {
@@ -242,7 +478,7 @@ func (x SkillMessageVisibility) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SkillMessageVisibility.Descriptor instead.
 func (SkillMessageVisibility) EnumDescriptor() ([]byte, []int) {
-	return file_baagent_v1_skills_proto_rawDescGZIP(), []int{3}
+	return file_baagent_v1_skills_proto_rawDescGZIP(), []int{7}
 }
 
 // SkillMetadata is a skill's front matter and location (level 1).
@@ -278,7 +514,19 @@ type SkillMetadata struct {
 	// `disable-model-invocation`).
 	DisableModelInvocation bool `protobuf:"varint,14,opt,name=disable_model_invocation,json=disableModelInvocation,proto3" json:"disable_model_invocation,omitempty"`
 	// Model the skill asks for (front matter `model`), empty for the run's model.
-	Model         string `protobuf:"bytes,15,opt,name=model,proto3" json:"model,omitempty"`
+	Model string `protobuf:"bytes,15,opt,name=model,proto3" json:"model,omitempty"`
+	// Violations the skill was loaded despite (an over-long description is
+	// shortened in the catalog, unknown keys are ignored, …).
+	Warnings []string `protobuf:"bytes,16,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// Revision of the skill's content: a stored skill's store revision, or a
+	// hash of a file skill's SKILL.md and resources.
+	Revision string `protobuf:"bytes,17,opt,name=revision,proto3" json:"revision,omitempty"`
+	// Whether this system skill is disabled for the tenant or project.
+	IsDisabled bool `protobuf:"varint,18,opt,name=is_disabled,json=isDisabled,proto3" json:"is_disabled,omitempty"`
+	// Whether a skill of a higher layer with the same name hides this one.
+	IsOverridden bool `protobuf:"varint,19,opt,name=is_overridden,json=isOverridden,proto3" json:"is_overridden,omitempty"`
+	// Where the skill's files live.
+	Source        SkillSource `protobuf:"varint,20,opt,name=source,proto3,enum=baagent.v1.SkillSource" json:"source,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -416,6 +664,41 @@ func (x *SkillMetadata) GetModel() string {
 		return x.Model
 	}
 	return ""
+}
+
+func (x *SkillMetadata) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
+func (x *SkillMetadata) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+func (x *SkillMetadata) GetIsDisabled() bool {
+	if x != nil {
+		return x.IsDisabled
+	}
+	return false
+}
+
+func (x *SkillMetadata) GetIsOverridden() bool {
+	if x != nil {
+		return x.IsOverridden
+	}
+	return false
+}
+
+func (x *SkillMetadata) GetSource() SkillSource {
+	if x != nil {
+		return x.Source
+	}
+	return SkillSource_SKILL_SOURCE_UNSPECIFIED
 }
 
 // SkillLoadError reports a skill that failed validation and was not loaded.
@@ -634,7 +917,13 @@ type SkillActivationRequest struct {
 	// Tenant; required.
 	Tenant string `protobuf:"bytes,10,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	// Project, optional.
-	Project       string `protobuf:"bytes,11,opt,name=project,proto3" json:"project,omitempty"`
+	Project string `protobuf:"bytes,11,opt,name=project,proto3" json:"project,omitempty"`
+	// Who asked for the activation. MODEL activations of a skill with
+	// disable_model_invocation are refused.
+	Origin SkillActivationOrigin `protobuf:"varint,12,opt,name=origin,proto3,enum=baagent.v1.SkillActivationOrigin" json:"origin,omitempty"`
+	// Revision to activate (restoring a previous round); empty for the
+	// current one. A revision no longer kept activates the current one.
+	Revision      string `protobuf:"bytes,13,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -746,6 +1035,20 @@ func (x *SkillActivationRequest) GetProject() string {
 	return ""
 }
 
+func (x *SkillActivationRequest) GetOrigin() SkillActivationOrigin {
+	if x != nil {
+		return x.Origin
+	}
+	return SkillActivationOrigin_SKILL_ACTIVATION_ORIGIN_UNSPECIFIED
+}
+
+func (x *SkillActivationRequest) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
 // SkillActivationResult is the outcome of an activation.
 type SkillActivationResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -765,7 +1068,19 @@ type SkillActivationResult struct {
 	// The activation stack after the push.
 	ActivationChain []string `protobuf:"bytes,7,rep,name=activation_chain,json=activationChain,proto3" json:"activation_chain,omitempty"`
 	// The layer the activated skill came from.
-	Scope         SkillScope `protobuf:"varint,8,opt,name=scope,proto3,enum=baagent.v1.SkillScope" json:"scope,omitempty"`
+	Scope SkillScope `protobuf:"varint,8,opt,name=scope,proto3,enum=baagent.v1.SkillScope" json:"scope,omitempty"`
+	// Whether the skill was already the innermost active skill: nothing was
+	// pushed, and messages is empty.
+	AlreadyActive bool `protobuf:"varint,9,opt,name=already_active,json=alreadyActive,proto3" json:"already_active,omitempty"`
+	// Skills whose scope the activation ended (popped), innermost first: a
+	// skill is nested only in an active skill whose instructions name it;
+	// otherwise the skills above its parent end (see docs/concepts/skills.md).
+	Ended []string `protobuf:"bytes,10,rep,name=ended,proto3" json:"ended,omitempty"`
+	// Revision of the activated skill's content; ReadSkillResource with it
+	// reads the same files for as long as the revision is kept.
+	Revision string `protobuf:"bytes,11,opt,name=revision,proto3" json:"revision,omitempty"`
+	// The request's origin.
+	Origin        SkillActivationOrigin `protobuf:"varint,12,opt,name=origin,proto3,enum=baagent.v1.SkillActivationOrigin" json:"origin,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -856,6 +1171,34 @@ func (x *SkillActivationResult) GetScope() SkillScope {
 	return SkillScope_SKILL_SCOPE_UNSPECIFIED
 }
 
+func (x *SkillActivationResult) GetAlreadyActive() bool {
+	if x != nil {
+		return x.AlreadyActive
+	}
+	return false
+}
+
+func (x *SkillActivationResult) GetEnded() []string {
+	if x != nil {
+		return x.Ended
+	}
+	return nil
+}
+
+func (x *SkillActivationResult) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+func (x *SkillActivationResult) GetOrigin() SkillActivationOrigin {
+	if x != nil {
+		return x.Origin
+	}
+	return SkillActivationOrigin_SKILL_ACTIVATION_ORIGIN_UNSPECIFIED
+}
+
 // ListSkillsRequest lists skills.
 type ListSkillsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -865,8 +1208,10 @@ type ListSkillsRequest struct {
 	Project string `protobuf:"bytes,2,opt,name=project,proto3" json:"project,omitempty"`
 	// Also report skills that failed validation.
 	IncludeInvalid bool `protobuf:"varint,3,opt,name=include_invalid,json=includeInvalid,proto3" json:"include_invalid,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Which layers to report (default: the effective skills).
+	Scope         SkillScopeFilter `protobuf:"varint,4,opt,name=scope,proto3,enum=baagent.v1.SkillScopeFilter" json:"scope,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListSkillsRequest) Reset() {
@@ -918,6 +1263,13 @@ func (x *ListSkillsRequest) GetIncludeInvalid() bool {
 		return x.IncludeInvalid
 	}
 	return false
+}
+
+func (x *ListSkillsRequest) GetScope() SkillScopeFilter {
+	if x != nil {
+		return x.Scope
+	}
+	return SkillScopeFilter_SKILL_SCOPE_FILTER_UNSPECIFIED
 }
 
 // ListSkillsResponse is the skills a tenant sees.
@@ -1447,7 +1799,23 @@ type ReadSkillResourceRequest struct {
 	// Byte offset.
 	Offset int64 `protobuf:"varint,5,opt,name=offset,proto3" json:"offset,omitempty"`
 	// Maximum bytes (default and cap 256 KiB).
-	Limit         int64 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit int64 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Revision to read (from the activation); empty for the current one. A
+	// revision no longer kept is FailedPrecondition: activate the skill again.
+	Revision string `protobuf:"bytes,7,opt,name=revision,proto3" json:"revision,omitempty"`
+	// Page by lines, as the `skill_read` tool shows a file, instead of by
+	// bytes: content is the numbered lines from line_offset (`%6d<TAB>`
+	// 1-based numbers, lines over 2,000 characters cut and marked `...`), at
+	// most line_limit lines and 50 KiB, followed by a hint: `(File has more
+	// lines. Use 'offset' parameter to read beyond line N)`, `(Output
+	// truncated at 51200 bytes. Use 'offset' parameter to read beyond line
+	// N)` or `(End of file - total N lines)`. offset and limit must be 0.
+	Lines bool `protobuf:"varint,8,opt,name=lines,proto3" json:"lines,omitempty"`
+	// First line to read, 0-based (with lines). Past the end, content is the
+	// end-of-file hint alone.
+	LineOffset int64 `protobuf:"varint,9,opt,name=line_offset,json=lineOffset,proto3" json:"line_offset,omitempty"`
+	// Lines to read (with lines); 0 or above 2,000 reads 2,000.
+	LineLimit     int32 `protobuf:"varint,10,opt,name=line_limit,json=lineLimit,proto3" json:"line_limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1524,6 +1892,34 @@ func (x *ReadSkillResourceRequest) GetLimit() int64 {
 	return 0
 }
 
+func (x *ReadSkillResourceRequest) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+func (x *ReadSkillResourceRequest) GetLines() bool {
+	if x != nil {
+		return x.Lines
+	}
+	return false
+}
+
+func (x *ReadSkillResourceRequest) GetLineOffset() int64 {
+	if x != nil {
+		return x.LineOffset
+	}
+	return 0
+}
+
+func (x *ReadSkillResourceRequest) GetLineLimit() int32 {
+	if x != nil {
+		return x.LineLimit
+	}
+	return 0
+}
+
 // ReadSkillResourceResponse is a resource file's content.
 type ReadSkillResourceResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1532,7 +1928,15 @@ type ReadSkillResourceResponse struct {
 	// File size in bytes.
 	SizeBytes int64 `protobuf:"varint,2,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
 	// Offset of the next unread byte; equals size_bytes at the end.
-	NextOffset    int64 `protobuf:"varint,3,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
+	NextOffset int64 `protobuf:"varint,3,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
+	// Revision read.
+	Revision string `protobuf:"bytes,4,opt,name=revision,proto3" json:"revision,omitempty"`
+	// With lines: the 0-based line to read next (when truncated).
+	NextLineOffset int64 `protobuf:"varint,5,opt,name=next_line_offset,json=nextLineOffset,proto3" json:"next_line_offset,omitempty"`
+	// Whether the page ends before the end of the file.
+	Truncated bool `protobuf:"varint,6,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// With lines: the number of lines in the file.
+	TotalLines    int64 `protobuf:"varint,7,opt,name=total_lines,json=totalLines,proto3" json:"total_lines,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1588,12 +1992,609 @@ func (x *ReadSkillResourceResponse) GetNextOffset() int64 {
 	return 0
 }
 
+func (x *ReadSkillResourceResponse) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+func (x *ReadSkillResourceResponse) GetNextLineOffset() int64 {
+	if x != nil {
+		return x.NextLineOffset
+	}
+	return 0
+}
+
+func (x *ReadSkillResourceResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+func (x *ReadSkillResourceResponse) GetTotalLines() int64 {
+	if x != nil {
+		return x.TotalLines
+	}
+	return 0
+}
+
+// MatchTriggersRequest matches a user message against the skills' triggers.
+type MatchTriggersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tenant; required.
+	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// Project, optional.
+	Project string `protobuf:"bytes,2,opt,name=project,proto3" json:"project,omitempty"`
+	// The user's message; required.
+	Text          string `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MatchTriggersRequest) Reset() {
+	*x = MatchTriggersRequest{}
+	mi := &file_baagent_v1_skills_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MatchTriggersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MatchTriggersRequest) ProtoMessage() {}
+
+func (x *MatchTriggersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_skills_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MatchTriggersRequest.ProtoReflect.Descriptor instead.
+func (*MatchTriggersRequest) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_skills_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *MatchTriggersRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *MatchTriggersRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *MatchTriggersRequest) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+// TriggerMatch is one skill a user message asks for.
+type TriggerMatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Skill name.
+	SkillName string `protobuf:"bytes,1,opt,name=skill_name,json=skillName,proto3" json:"skill_name,omitempty"`
+	// USER for `/skill-name`, TRIGGER for a trigger phrase.
+	Origin SkillActivationOrigin `protobuf:"varint,2,opt,name=origin,proto3,enum=baagent.v1.SkillActivationOrigin" json:"origin,omitempty"`
+	// The text that matched (`/sql-helper` or the trigger phrase).
+	Matched       string `protobuf:"bytes,3,opt,name=matched,proto3" json:"matched,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TriggerMatch) Reset() {
+	*x = TriggerMatch{}
+	mi := &file_baagent_v1_skills_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TriggerMatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TriggerMatch) ProtoMessage() {}
+
+func (x *TriggerMatch) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_skills_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TriggerMatch.ProtoReflect.Descriptor instead.
+func (*TriggerMatch) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_skills_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *TriggerMatch) GetSkillName() string {
+	if x != nil {
+		return x.SkillName
+	}
+	return ""
+}
+
+func (x *TriggerMatch) GetOrigin() SkillActivationOrigin {
+	if x != nil {
+		return x.Origin
+	}
+	return SkillActivationOrigin_SKILL_ACTIVATION_ORIGIN_UNSPECIFIED
+}
+
+func (x *TriggerMatch) GetMatched() string {
+	if x != nil {
+		return x.Matched
+	}
+	return ""
+}
+
+// MatchTriggersResponse lists matches, explicit requests first, then in the
+// order they appear in the message; one entry per skill.
+type MatchTriggersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Matches.
+	Matches       []*TriggerMatch `protobuf:"bytes,1,rep,name=matches,proto3" json:"matches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MatchTriggersResponse) Reset() {
+	*x = MatchTriggersResponse{}
+	mi := &file_baagent_v1_skills_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MatchTriggersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MatchTriggersResponse) ProtoMessage() {}
+
+func (x *MatchTriggersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_skills_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MatchTriggersResponse.ProtoReflect.Descriptor instead.
+func (*MatchTriggersResponse) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_skills_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *MatchTriggersResponse) GetMatches() []*TriggerMatch {
+	if x != nil {
+		return x.Matches
+	}
+	return nil
+}
+
+// PutSkillRequest creates or replaces a stored skill.
+type PutSkillRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tenant; required.
+	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// Project: empty stores a tenant skill, set stores a project skill.
+	Project string `protobuf:"bytes,2,opt,name=project,proto3" json:"project,omitempty"`
+	// Skill name; required, equal to the SKILL.md name.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// SKILL.md text or an archive of the skill folder (SKILL.md at its root or
+	// in one top folder); size-limited.
+	Content []byte `protobuf:"bytes,4,opt,name=content,proto3" json:"content,omitempty"`
+	// Encoding of content.
+	Format SkillArchiveFormat `protobuf:"varint,5,opt,name=format,proto3,enum=baagent.v1.SkillArchiveFormat" json:"format,omitempty"`
+	// Replace only if the stored revision is this one (optimistic concurrency).
+	IfMatch string `protobuf:"bytes,6,opt,name=if_match,json=ifMatch,proto3" json:"if_match,omitempty"`
+	// Create only: fail if the skill exists.
+	IfNoneMatch   bool `protobuf:"varint,7,opt,name=if_none_match,json=ifNoneMatch,proto3" json:"if_none_match,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutSkillRequest) Reset() {
+	*x = PutSkillRequest{}
+	mi := &file_baagent_v1_skills_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutSkillRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutSkillRequest) ProtoMessage() {}
+
+func (x *PutSkillRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_skills_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutSkillRequest.ProtoReflect.Descriptor instead.
+func (*PutSkillRequest) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_skills_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *PutSkillRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *PutSkillRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *PutSkillRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PutSkillRequest) GetContent() []byte {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+func (x *PutSkillRequest) GetFormat() SkillArchiveFormat {
+	if x != nil {
+		return x.Format
+	}
+	return SkillArchiveFormat_SKILL_ARCHIVE_FORMAT_UNSPECIFIED
+}
+
+func (x *PutSkillRequest) GetIfMatch() string {
+	if x != nil {
+		return x.IfMatch
+	}
+	return ""
+}
+
+func (x *PutSkillRequest) GetIfNoneMatch() bool {
+	if x != nil {
+		return x.IfNoneMatch
+	}
+	return false
+}
+
+// PutSkillResponse is the stored skill.
+type PutSkillResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The skill as stored, with its new revision and any warnings.
+	Skill *SkillMetadata `protobuf:"bytes,1,opt,name=skill,proto3" json:"skill,omitempty"`
+	// Whether it replaced an existing stored skill.
+	Replaced      bool `protobuf:"varint,2,opt,name=replaced,proto3" json:"replaced,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutSkillResponse) Reset() {
+	*x = PutSkillResponse{}
+	mi := &file_baagent_v1_skills_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutSkillResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutSkillResponse) ProtoMessage() {}
+
+func (x *PutSkillResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_skills_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutSkillResponse.ProtoReflect.Descriptor instead.
+func (*PutSkillResponse) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_skills_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *PutSkillResponse) GetSkill() *SkillMetadata {
+	if x != nil {
+		return x.Skill
+	}
+	return nil
+}
+
+func (x *PutSkillResponse) GetReplaced() bool {
+	if x != nil {
+		return x.Replaced
+	}
+	return false
+}
+
+// DeleteSkillRequest deletes a stored skill.
+type DeleteSkillRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tenant; required.
+	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// Project: empty deletes a tenant skill.
+	Project string `protobuf:"bytes,2,opt,name=project,proto3" json:"project,omitempty"`
+	// Skill name; required.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// Delete only if the stored revision is this one.
+	IfMatch       string `protobuf:"bytes,4,opt,name=if_match,json=ifMatch,proto3" json:"if_match,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSkillRequest) Reset() {
+	*x = DeleteSkillRequest{}
+	mi := &file_baagent_v1_skills_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSkillRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSkillRequest) ProtoMessage() {}
+
+func (x *DeleteSkillRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_skills_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSkillRequest.ProtoReflect.Descriptor instead.
+func (*DeleteSkillRequest) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_skills_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *DeleteSkillRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *DeleteSkillRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *DeleteSkillRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteSkillRequest) GetIfMatch() string {
+	if x != nil {
+		return x.IfMatch
+	}
+	return ""
+}
+
+// DeleteSkillResponse confirms a deletion.
+type DeleteSkillResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The revision deleted.
+	Revision      string `protobuf:"bytes,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSkillResponse) Reset() {
+	*x = DeleteSkillResponse{}
+	mi := &file_baagent_v1_skills_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSkillResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSkillResponse) ProtoMessage() {}
+
+func (x *DeleteSkillResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_skills_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSkillResponse.ProtoReflect.Descriptor instead.
+func (*DeleteSkillResponse) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_skills_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *DeleteSkillResponse) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+// SetSystemSkillStateRequest disables or enables a system skill.
+type SetSystemSkillStateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tenant; required.
+	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// Project: empty sets the state for the whole tenant.
+	Project string `protobuf:"bytes,2,opt,name=project,proto3" json:"project,omitempty"`
+	// System skill name; required.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// Whether the skill is disabled.
+	Disabled      bool `protobuf:"varint,4,opt,name=disabled,proto3" json:"disabled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetSystemSkillStateRequest) Reset() {
+	*x = SetSystemSkillStateRequest{}
+	mi := &file_baagent_v1_skills_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetSystemSkillStateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetSystemSkillStateRequest) ProtoMessage() {}
+
+func (x *SetSystemSkillStateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_skills_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetSystemSkillStateRequest.ProtoReflect.Descriptor instead.
+func (*SetSystemSkillStateRequest) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_skills_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *SetSystemSkillStateRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *SetSystemSkillStateRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *SetSystemSkillStateRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetSystemSkillStateRequest) GetDisabled() bool {
+	if x != nil {
+		return x.Disabled
+	}
+	return false
+}
+
+// SetSystemSkillStateResponse is the skill with its new state.
+type SetSystemSkillStateResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The system skill, is_disabled reflecting the change.
+	Skill         *SkillMetadata `protobuf:"bytes,1,opt,name=skill,proto3" json:"skill,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetSystemSkillStateResponse) Reset() {
+	*x = SetSystemSkillStateResponse{}
+	mi := &file_baagent_v1_skills_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetSystemSkillStateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetSystemSkillStateResponse) ProtoMessage() {}
+
+func (x *SetSystemSkillStateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_skills_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetSystemSkillStateResponse.ProtoReflect.Descriptor instead.
+func (*SetSystemSkillStateResponse) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_skills_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SetSystemSkillStateResponse) GetSkill() *SkillMetadata {
+	if x != nil {
+		return x.Skill
+	}
+	return nil
+}
+
 var File_baagent_v1_skills_proto protoreflect.FileDescriptor
 
 const file_baagent_v1_skills_proto_rawDesc = "" +
 	"\n" +
 	"\x17baagent/v1/skills.proto\x12\n" +
-	"baagent.v1\x1a\x19baagent/v1/messages.proto\"\xc3\x05\n" +
+	"baagent.v1\x1a\x19baagent/v1/messages.proto\"\xf2\x06\n" +
 	"\rSkillMetadata\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x18\n" +
@@ -1610,7 +2611,13 @@ const file_baagent_v1_skills_proto_rawDesc = "" +
 	"\x0ecatalog_tokens\x18\f \x01(\x03R\rcatalogTokens\x12:\n" +
 	"\x05extra\x18\r \x03(\v2$.baagent.v1.SkillMetadata.ExtraEntryR\x05extra\x128\n" +
 	"\x18disable_model_invocation\x18\x0e \x01(\bR\x16disableModelInvocation\x12\x14\n" +
-	"\x05model\x18\x0f \x01(\tR\x05model\x1a;\n" +
+	"\x05model\x18\x0f \x01(\tR\x05model\x12\x1a\n" +
+	"\bwarnings\x18\x10 \x03(\tR\bwarnings\x12\x1a\n" +
+	"\brevision\x18\x11 \x01(\tR\brevision\x12\x1f\n" +
+	"\vis_disabled\x18\x12 \x01(\bR\n" +
+	"isDisabled\x12#\n" +
+	"\ris_overridden\x18\x13 \x01(\bR\fisOverridden\x12/\n" +
+	"\x06source\x18\x14 \x01(\x0e2\x17.baagent.v1.SkillSourceR\x06source\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a8\n" +
@@ -1631,7 +2638,7 @@ const file_baagent_v1_skills_proto_rawDesc = "" +
 	"\x0fContextModifier\x12>\n" +
 	"\rallowed_tools\x18\x01 \x01(\v2\x19.baagent.v1.ToolAllowListR\fallowedTools\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x128\n" +
-	"\x18disable_model_invocation\x18\x03 \x01(\bR\x16disableModelInvocation\"\xd4\x03\n" +
+	"\x18disable_model_invocation\x18\x03 \x01(\bR\x16disableModelInvocation\"\xab\x04\n" +
 	"\x16SkillActivationRequest\x12\x1d\n" +
 	"\n" +
 	"skill_name\x18\x01 \x01(\tR\tskillName\x12#\n" +
@@ -1646,7 +2653,9 @@ const file_baagent_v1_skills_proto_rawDesc = "" +
 	"\x10activation_chain\x18\t \x03(\tR\x0factivationChain\x12\x16\n" +
 	"\x06tenant\x18\n" +
 	" \x01(\tR\x06tenant\x12\x18\n" +
-	"\aproject\x18\v \x01(\tR\aproject\"\xe2\x02\n" +
+	"\aproject\x18\v \x01(\tR\aproject\x129\n" +
+	"\x06origin\x18\f \x01(\x0e2!.baagent.v1.SkillActivationOriginR\x06origin\x12\x1a\n" +
+	"\brevision\x18\r \x01(\tR\brevision\"\xf6\x03\n" +
 	"\x15SkillActivationResult\x12#\n" +
 	"\ractivation_id\x18\x01 \x01(\tR\factivationId\x12\x1d\n" +
 	"\n" +
@@ -1656,11 +2665,17 @@ const file_baagent_v1_skills_proto_rawDesc = "" +
 	"\asuccess\x18\x05 \x01(\bR\asuccess\x12\x14\n" +
 	"\x05error\x18\x06 \x01(\tR\x05error\x12)\n" +
 	"\x10activation_chain\x18\a \x03(\tR\x0factivationChain\x12,\n" +
-	"\x05scope\x18\b \x01(\x0e2\x16.baagent.v1.SkillScopeR\x05scope\"n\n" +
+	"\x05scope\x18\b \x01(\x0e2\x16.baagent.v1.SkillScopeR\x05scope\x12%\n" +
+	"\x0ealready_active\x18\t \x01(\bR\ralreadyActive\x12\x14\n" +
+	"\x05ended\x18\n" +
+	" \x03(\tR\x05ended\x12\x1a\n" +
+	"\brevision\x18\v \x01(\tR\brevision\x129\n" +
+	"\x06origin\x18\f \x01(\x0e2!.baagent.v1.SkillActivationOriginR\x06origin\"\xa2\x01\n" +
 	"\x11ListSkillsRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x18\n" +
 	"\aproject\x18\x02 \x01(\tR\aproject\x12'\n" +
-	"\x0finclude_invalid\x18\x03 \x01(\bR\x0eincludeInvalid\"}\n" +
+	"\x0finclude_invalid\x18\x03 \x01(\bR\x0eincludeInvalid\x122\n" +
+	"\x05scope\x18\x04 \x01(\x0e2\x1c.baagent.v1.SkillScopeFilterR\x05scope\"}\n" +
 	"\x12ListSkillsResponse\x121\n" +
 	"\x06skills\x18\x01 \x03(\v2\x19.baagent.v1.SkillMetadataR\x06skills\x124\n" +
 	"\ainvalid\x18\x02 \x03(\v2\x1a.baagent.v1.SkillLoadErrorR\ainvalid\"\x89\x01\n" +
@@ -1696,7 +2711,7 @@ const file_baagent_v1_skills_proto_rawDesc = "" +
 	"activation\x18\x01 \x01(\v2\".baagent.v1.SkillActivationRequestR\n" +
 	"activation\"R\n" +
 	"\x15ActivateSkillResponse\x129\n" +
-	"\x06result\x18\x01 \x01(\v2!.baagent.v1.SkillActivationResultR\x06result\"\xad\x01\n" +
+	"\x06result\x18\x01 \x01(\v2!.baagent.v1.SkillActivationResultR\x06result\"\x9f\x02\n" +
 	"\x18ReadSkillResourceRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x18\n" +
 	"\aproject\x18\x02 \x01(\tR\aproject\x12\x1d\n" +
@@ -1704,13 +2719,83 @@ const file_baagent_v1_skills_proto_rawDesc = "" +
 	"skill_name\x18\x03 \x01(\tR\tskillName\x12\x12\n" +
 	"\x04path\x18\x04 \x01(\tR\x04path\x12\x16\n" +
 	"\x06offset\x18\x05 \x01(\x03R\x06offset\x12\x14\n" +
-	"\x05limit\x18\x06 \x01(\x03R\x05limit\"u\n" +
+	"\x05limit\x18\x06 \x01(\x03R\x05limit\x12\x1a\n" +
+	"\brevision\x18\a \x01(\tR\brevision\x12\x14\n" +
+	"\x05lines\x18\b \x01(\bR\x05lines\x12\x1f\n" +
+	"\vline_offset\x18\t \x01(\x03R\n" +
+	"lineOffset\x12\x1d\n" +
+	"\n" +
+	"line_limit\x18\n" +
+	" \x01(\x05R\tlineLimit\"\xfa\x01\n" +
 	"\x19ReadSkillResourceResponse\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x12\x1d\n" +
 	"\n" +
 	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\x12\x1f\n" +
 	"\vnext_offset\x18\x03 \x01(\x03R\n" +
-	"nextOffset*r\n" +
+	"nextOffset\x12\x1a\n" +
+	"\brevision\x18\x04 \x01(\tR\brevision\x12(\n" +
+	"\x10next_line_offset\x18\x05 \x01(\x03R\x0enextLineOffset\x12\x1c\n" +
+	"\ttruncated\x18\x06 \x01(\bR\ttruncated\x12\x1f\n" +
+	"\vtotal_lines\x18\a \x01(\x03R\n" +
+	"totalLines\"\\\n" +
+	"\x14MatchTriggersRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x18\n" +
+	"\aproject\x18\x02 \x01(\tR\aproject\x12\x12\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\"\x82\x01\n" +
+	"\fTriggerMatch\x12\x1d\n" +
+	"\n" +
+	"skill_name\x18\x01 \x01(\tR\tskillName\x129\n" +
+	"\x06origin\x18\x02 \x01(\x0e2!.baagent.v1.SkillActivationOriginR\x06origin\x12\x18\n" +
+	"\amatched\x18\x03 \x01(\tR\amatched\"K\n" +
+	"\x15MatchTriggersResponse\x122\n" +
+	"\amatches\x18\x01 \x03(\v2\x18.baagent.v1.TriggerMatchR\amatches\"\xe8\x01\n" +
+	"\x0fPutSkillRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x18\n" +
+	"\aproject\x18\x02 \x01(\tR\aproject\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x18\n" +
+	"\acontent\x18\x04 \x01(\fR\acontent\x126\n" +
+	"\x06format\x18\x05 \x01(\x0e2\x1e.baagent.v1.SkillArchiveFormatR\x06format\x12\x19\n" +
+	"\bif_match\x18\x06 \x01(\tR\aifMatch\x12\"\n" +
+	"\rif_none_match\x18\a \x01(\bR\vifNoneMatch\"_\n" +
+	"\x10PutSkillResponse\x12/\n" +
+	"\x05skill\x18\x01 \x01(\v2\x19.baagent.v1.SkillMetadataR\x05skill\x12\x1a\n" +
+	"\breplaced\x18\x02 \x01(\bR\breplaced\"u\n" +
+	"\x12DeleteSkillRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x18\n" +
+	"\aproject\x18\x02 \x01(\tR\aproject\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x19\n" +
+	"\bif_match\x18\x04 \x01(\tR\aifMatch\"1\n" +
+	"\x13DeleteSkillResponse\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\tR\brevision\"~\n" +
+	"\x1aSetSystemSkillStateRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x18\n" +
+	"\aproject\x18\x02 \x01(\tR\aproject\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1a\n" +
+	"\bdisabled\x18\x04 \x01(\bR\bdisabled\"N\n" +
+	"\x1bSetSystemSkillStateResponse\x12/\n" +
+	"\x05skill\x18\x01 \x01(\v2\x19.baagent.v1.SkillMetadataR\x05skill*\xb0\x01\n" +
+	"\x10SkillScopeFilter\x12\"\n" +
+	"\x1eSKILL_SCOPE_FILTER_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19SKILL_SCOPE_FILTER_SYSTEM\x10\x01\x12\x1d\n" +
+	"\x19SKILL_SCOPE_FILTER_TENANT\x10\x02\x12\x1e\n" +
+	"\x1aSKILL_SCOPE_FILTER_PROJECT\x10\x03\x12\x1a\n" +
+	"\x16SKILL_SCOPE_FILTER_ALL\x10\x04*[\n" +
+	"\vSkillSource\x12\x1c\n" +
+	"\x18SKILL_SOURCE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12SKILL_SOURCE_FILES\x10\x01\x12\x16\n" +
+	"\x12SKILL_SOURCE_STORE\x10\x02*\xd0\x01\n" +
+	"\x15SkillActivationOrigin\x12'\n" +
+	"#SKILL_ACTIVATION_ORIGIN_UNSPECIFIED\x10\x00\x12!\n" +
+	"\x1dSKILL_ACTIVATION_ORIGIN_MODEL\x10\x01\x12 \n" +
+	"\x1cSKILL_ACTIVATION_ORIGIN_USER\x10\x02\x12#\n" +
+	"\x1fSKILL_ACTIVATION_ORIGIN_TRIGGER\x10\x03\x12$\n" +
+	" SKILL_ACTIVATION_ORIGIN_RESTORED\x10\x04*\xba\x01\n" +
+	"\x12SkillArchiveFormat\x12$\n" +
+	" SKILL_ARCHIVE_FORMAT_UNSPECIFIED\x10\x00\x12!\n" +
+	"\x1dSKILL_ARCHIVE_FORMAT_SKILL_MD\x10\x01\x12\x1c\n" +
+	"\x18SKILL_ARCHIVE_FORMAT_ZIP\x10\x02\x12\x1c\n" +
+	"\x18SKILL_ARCHIVE_FORMAT_TAR\x10\x03\x12\x1f\n" +
+	"\x1bSKILL_ARCHIVE_FORMAT_TAR_GZ\x10\x04*r\n" +
 	"\n" +
 	"SkillScope\x12\x1b\n" +
 	"\x17SKILL_SCOPE_UNSPECIFIED\x10\x00\x12\x16\n" +
@@ -1730,7 +2815,7 @@ const file_baagent_v1_skills_proto_rawDesc = "" +
 	"\x16SkillMessageVisibility\x12(\n" +
 	"$SKILL_MESSAGE_VISIBILITY_UNSPECIFIED\x10\x00\x12$\n" +
 	" SKILL_MESSAGE_VISIBILITY_VISIBLE\x10\x01\x12#\n" +
-	"\x1fSKILL_MESSAGE_VISIBILITY_HIDDEN\x10\x022\xa8\x03\n" +
+	"\x1fSKILL_MESSAGE_VISIBILITY_HIDDEN\x10\x022\xfd\x05\n" +
 	"\rSkillsService\x12K\n" +
 	"\n" +
 	"ListSkills\x12\x1d.baagent.v1.ListSkillsRequest\x1a\x1e.baagent.v1.ListSkillsResponse\x12E\n" +
@@ -1738,7 +2823,11 @@ const file_baagent_v1_skills_proto_rawDesc = "" +
 	"\n" +
 	"GetCatalog\x12\x1d.baagent.v1.GetCatalogRequest\x1a\x1e.baagent.v1.GetCatalogResponse\x12T\n" +
 	"\rActivateSkill\x12 .baagent.v1.ActivateSkillRequest\x1a!.baagent.v1.ActivateSkillResponse\x12`\n" +
-	"\x11ReadSkillResource\x12$.baagent.v1.ReadSkillResourceRequest\x1a%.baagent.v1.ReadSkillResourceResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3"
+	"\x11ReadSkillResource\x12$.baagent.v1.ReadSkillResourceRequest\x1a%.baagent.v1.ReadSkillResourceResponse\x12T\n" +
+	"\rMatchTriggers\x12 .baagent.v1.MatchTriggersRequest\x1a!.baagent.v1.MatchTriggersResponse\x12E\n" +
+	"\bPutSkill\x12\x1b.baagent.v1.PutSkillRequest\x1a\x1c.baagent.v1.PutSkillResponse\x12N\n" +
+	"\vDeleteSkill\x12\x1e.baagent.v1.DeleteSkillRequest\x1a\x1f.baagent.v1.DeleteSkillResponse\x12f\n" +
+	"\x13SetSystemSkillState\x12&.baagent.v1.SetSystemSkillStateRequest\x1a'.baagent.v1.SetSystemSkillStateResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3"
 
 var (
 	file_baagent_v1_skills_proto_rawDescOnce sync.Once
@@ -1752,70 +2841,100 @@ func file_baagent_v1_skills_proto_rawDescGZIP() []byte {
 	return file_baagent_v1_skills_proto_rawDescData
 }
 
-var file_baagent_v1_skills_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_baagent_v1_skills_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_baagent_v1_skills_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_baagent_v1_skills_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_baagent_v1_skills_proto_goTypes = []any{
-	(SkillScope)(0),                   // 0: baagent.v1.SkillScope
-	(SkillLoadLevel)(0),               // 1: baagent.v1.SkillLoadLevel
-	(SkillMessageType)(0),             // 2: baagent.v1.SkillMessageType
-	(SkillMessageVisibility)(0),       // 3: baagent.v1.SkillMessageVisibility
-	(*SkillMetadata)(nil),             // 4: baagent.v1.SkillMetadata
-	(*SkillLoadError)(nil),            // 5: baagent.v1.SkillLoadError
-	(*SkillMessage)(nil),              // 6: baagent.v1.SkillMessage
-	(*ContextModifier)(nil),           // 7: baagent.v1.ContextModifier
-	(*SkillActivationRequest)(nil),    // 8: baagent.v1.SkillActivationRequest
-	(*SkillActivationResult)(nil),     // 9: baagent.v1.SkillActivationResult
-	(*ListSkillsRequest)(nil),         // 10: baagent.v1.ListSkillsRequest
-	(*ListSkillsResponse)(nil),        // 11: baagent.v1.ListSkillsResponse
-	(*GetSkillRequest)(nil),           // 12: baagent.v1.GetSkillRequest
-	(*SkillResource)(nil),             // 13: baagent.v1.SkillResource
-	(*GetSkillResponse)(nil),          // 14: baagent.v1.GetSkillResponse
-	(*GetCatalogRequest)(nil),         // 15: baagent.v1.GetCatalogRequest
-	(*GetCatalogResponse)(nil),        // 16: baagent.v1.GetCatalogResponse
-	(*ActivateSkillRequest)(nil),      // 17: baagent.v1.ActivateSkillRequest
-	(*ActivateSkillResponse)(nil),     // 18: baagent.v1.ActivateSkillResponse
-	(*ReadSkillResourceRequest)(nil),  // 19: baagent.v1.ReadSkillResourceRequest
-	(*ReadSkillResourceResponse)(nil), // 20: baagent.v1.ReadSkillResourceResponse
-	nil,                               // 21: baagent.v1.SkillMetadata.MetadataEntry
-	nil,                               // 22: baagent.v1.SkillMetadata.ExtraEntry
-	(*ToolAllowList)(nil),             // 23: baagent.v1.ToolAllowList
-	(*ChatMessage)(nil),               // 24: baagent.v1.ChatMessage
+	(SkillScopeFilter)(0),               // 0: baagent.v1.SkillScopeFilter
+	(SkillSource)(0),                    // 1: baagent.v1.SkillSource
+	(SkillActivationOrigin)(0),          // 2: baagent.v1.SkillActivationOrigin
+	(SkillArchiveFormat)(0),             // 3: baagent.v1.SkillArchiveFormat
+	(SkillScope)(0),                     // 4: baagent.v1.SkillScope
+	(SkillLoadLevel)(0),                 // 5: baagent.v1.SkillLoadLevel
+	(SkillMessageType)(0),               // 6: baagent.v1.SkillMessageType
+	(SkillMessageVisibility)(0),         // 7: baagent.v1.SkillMessageVisibility
+	(*SkillMetadata)(nil),               // 8: baagent.v1.SkillMetadata
+	(*SkillLoadError)(nil),              // 9: baagent.v1.SkillLoadError
+	(*SkillMessage)(nil),                // 10: baagent.v1.SkillMessage
+	(*ContextModifier)(nil),             // 11: baagent.v1.ContextModifier
+	(*SkillActivationRequest)(nil),      // 12: baagent.v1.SkillActivationRequest
+	(*SkillActivationResult)(nil),       // 13: baagent.v1.SkillActivationResult
+	(*ListSkillsRequest)(nil),           // 14: baagent.v1.ListSkillsRequest
+	(*ListSkillsResponse)(nil),          // 15: baagent.v1.ListSkillsResponse
+	(*GetSkillRequest)(nil),             // 16: baagent.v1.GetSkillRequest
+	(*SkillResource)(nil),               // 17: baagent.v1.SkillResource
+	(*GetSkillResponse)(nil),            // 18: baagent.v1.GetSkillResponse
+	(*GetCatalogRequest)(nil),           // 19: baagent.v1.GetCatalogRequest
+	(*GetCatalogResponse)(nil),          // 20: baagent.v1.GetCatalogResponse
+	(*ActivateSkillRequest)(nil),        // 21: baagent.v1.ActivateSkillRequest
+	(*ActivateSkillResponse)(nil),       // 22: baagent.v1.ActivateSkillResponse
+	(*ReadSkillResourceRequest)(nil),    // 23: baagent.v1.ReadSkillResourceRequest
+	(*ReadSkillResourceResponse)(nil),   // 24: baagent.v1.ReadSkillResourceResponse
+	(*MatchTriggersRequest)(nil),        // 25: baagent.v1.MatchTriggersRequest
+	(*TriggerMatch)(nil),                // 26: baagent.v1.TriggerMatch
+	(*MatchTriggersResponse)(nil),       // 27: baagent.v1.MatchTriggersResponse
+	(*PutSkillRequest)(nil),             // 28: baagent.v1.PutSkillRequest
+	(*PutSkillResponse)(nil),            // 29: baagent.v1.PutSkillResponse
+	(*DeleteSkillRequest)(nil),          // 30: baagent.v1.DeleteSkillRequest
+	(*DeleteSkillResponse)(nil),         // 31: baagent.v1.DeleteSkillResponse
+	(*SetSystemSkillStateRequest)(nil),  // 32: baagent.v1.SetSystemSkillStateRequest
+	(*SetSystemSkillStateResponse)(nil), // 33: baagent.v1.SetSystemSkillStateResponse
+	nil,                                 // 34: baagent.v1.SkillMetadata.MetadataEntry
+	nil,                                 // 35: baagent.v1.SkillMetadata.ExtraEntry
+	(*ToolAllowList)(nil),               // 36: baagent.v1.ToolAllowList
+	(*ChatMessage)(nil),                 // 37: baagent.v1.ChatMessage
 }
 var file_baagent_v1_skills_proto_depIdxs = []int32{
-	21, // 0: baagent.v1.SkillMetadata.metadata:type_name -> baagent.v1.SkillMetadata.MetadataEntry
-	0,  // 1: baagent.v1.SkillMetadata.scope:type_name -> baagent.v1.SkillScope
-	22, // 2: baagent.v1.SkillMetadata.extra:type_name -> baagent.v1.SkillMetadata.ExtraEntry
-	0,  // 3: baagent.v1.SkillLoadError.scope:type_name -> baagent.v1.SkillScope
-	2,  // 4: baagent.v1.SkillMessage.type:type_name -> baagent.v1.SkillMessageType
-	3,  // 5: baagent.v1.SkillMessage.visibility:type_name -> baagent.v1.SkillMessageVisibility
-	23, // 6: baagent.v1.ContextModifier.allowed_tools:type_name -> baagent.v1.ToolAllowList
-	24, // 7: baagent.v1.SkillActivationRequest.conversation_history:type_name -> baagent.v1.ChatMessage
-	1,  // 8: baagent.v1.SkillActivationRequest.load_level:type_name -> baagent.v1.SkillLoadLevel
-	6,  // 9: baagent.v1.SkillActivationResult.messages:type_name -> baagent.v1.SkillMessage
-	7,  // 10: baagent.v1.SkillActivationResult.context_modifier:type_name -> baagent.v1.ContextModifier
-	0,  // 11: baagent.v1.SkillActivationResult.scope:type_name -> baagent.v1.SkillScope
-	4,  // 12: baagent.v1.ListSkillsResponse.skills:type_name -> baagent.v1.SkillMetadata
-	5,  // 13: baagent.v1.ListSkillsResponse.invalid:type_name -> baagent.v1.SkillLoadError
-	1,  // 14: baagent.v1.GetSkillRequest.level:type_name -> baagent.v1.SkillLoadLevel
-	4,  // 15: baagent.v1.GetSkillResponse.metadata:type_name -> baagent.v1.SkillMetadata
-	13, // 16: baagent.v1.GetSkillResponse.resources:type_name -> baagent.v1.SkillResource
-	8,  // 17: baagent.v1.ActivateSkillRequest.activation:type_name -> baagent.v1.SkillActivationRequest
-	9,  // 18: baagent.v1.ActivateSkillResponse.result:type_name -> baagent.v1.SkillActivationResult
-	10, // 19: baagent.v1.SkillsService.ListSkills:input_type -> baagent.v1.ListSkillsRequest
-	12, // 20: baagent.v1.SkillsService.GetSkill:input_type -> baagent.v1.GetSkillRequest
-	15, // 21: baagent.v1.SkillsService.GetCatalog:input_type -> baagent.v1.GetCatalogRequest
-	17, // 22: baagent.v1.SkillsService.ActivateSkill:input_type -> baagent.v1.ActivateSkillRequest
-	19, // 23: baagent.v1.SkillsService.ReadSkillResource:input_type -> baagent.v1.ReadSkillResourceRequest
-	11, // 24: baagent.v1.SkillsService.ListSkills:output_type -> baagent.v1.ListSkillsResponse
-	14, // 25: baagent.v1.SkillsService.GetSkill:output_type -> baagent.v1.GetSkillResponse
-	16, // 26: baagent.v1.SkillsService.GetCatalog:output_type -> baagent.v1.GetCatalogResponse
-	18, // 27: baagent.v1.SkillsService.ActivateSkill:output_type -> baagent.v1.ActivateSkillResponse
-	20, // 28: baagent.v1.SkillsService.ReadSkillResource:output_type -> baagent.v1.ReadSkillResourceResponse
-	24, // [24:29] is the sub-list for method output_type
-	19, // [19:24] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	34, // 0: baagent.v1.SkillMetadata.metadata:type_name -> baagent.v1.SkillMetadata.MetadataEntry
+	4,  // 1: baagent.v1.SkillMetadata.scope:type_name -> baagent.v1.SkillScope
+	35, // 2: baagent.v1.SkillMetadata.extra:type_name -> baagent.v1.SkillMetadata.ExtraEntry
+	1,  // 3: baagent.v1.SkillMetadata.source:type_name -> baagent.v1.SkillSource
+	4,  // 4: baagent.v1.SkillLoadError.scope:type_name -> baagent.v1.SkillScope
+	6,  // 5: baagent.v1.SkillMessage.type:type_name -> baagent.v1.SkillMessageType
+	7,  // 6: baagent.v1.SkillMessage.visibility:type_name -> baagent.v1.SkillMessageVisibility
+	36, // 7: baagent.v1.ContextModifier.allowed_tools:type_name -> baagent.v1.ToolAllowList
+	37, // 8: baagent.v1.SkillActivationRequest.conversation_history:type_name -> baagent.v1.ChatMessage
+	5,  // 9: baagent.v1.SkillActivationRequest.load_level:type_name -> baagent.v1.SkillLoadLevel
+	2,  // 10: baagent.v1.SkillActivationRequest.origin:type_name -> baagent.v1.SkillActivationOrigin
+	10, // 11: baagent.v1.SkillActivationResult.messages:type_name -> baagent.v1.SkillMessage
+	11, // 12: baagent.v1.SkillActivationResult.context_modifier:type_name -> baagent.v1.ContextModifier
+	4,  // 13: baagent.v1.SkillActivationResult.scope:type_name -> baagent.v1.SkillScope
+	2,  // 14: baagent.v1.SkillActivationResult.origin:type_name -> baagent.v1.SkillActivationOrigin
+	0,  // 15: baagent.v1.ListSkillsRequest.scope:type_name -> baagent.v1.SkillScopeFilter
+	8,  // 16: baagent.v1.ListSkillsResponse.skills:type_name -> baagent.v1.SkillMetadata
+	9,  // 17: baagent.v1.ListSkillsResponse.invalid:type_name -> baagent.v1.SkillLoadError
+	5,  // 18: baagent.v1.GetSkillRequest.level:type_name -> baagent.v1.SkillLoadLevel
+	8,  // 19: baagent.v1.GetSkillResponse.metadata:type_name -> baagent.v1.SkillMetadata
+	17, // 20: baagent.v1.GetSkillResponse.resources:type_name -> baagent.v1.SkillResource
+	12, // 21: baagent.v1.ActivateSkillRequest.activation:type_name -> baagent.v1.SkillActivationRequest
+	13, // 22: baagent.v1.ActivateSkillResponse.result:type_name -> baagent.v1.SkillActivationResult
+	2,  // 23: baagent.v1.TriggerMatch.origin:type_name -> baagent.v1.SkillActivationOrigin
+	26, // 24: baagent.v1.MatchTriggersResponse.matches:type_name -> baagent.v1.TriggerMatch
+	3,  // 25: baagent.v1.PutSkillRequest.format:type_name -> baagent.v1.SkillArchiveFormat
+	8,  // 26: baagent.v1.PutSkillResponse.skill:type_name -> baagent.v1.SkillMetadata
+	8,  // 27: baagent.v1.SetSystemSkillStateResponse.skill:type_name -> baagent.v1.SkillMetadata
+	14, // 28: baagent.v1.SkillsService.ListSkills:input_type -> baagent.v1.ListSkillsRequest
+	16, // 29: baagent.v1.SkillsService.GetSkill:input_type -> baagent.v1.GetSkillRequest
+	19, // 30: baagent.v1.SkillsService.GetCatalog:input_type -> baagent.v1.GetCatalogRequest
+	21, // 31: baagent.v1.SkillsService.ActivateSkill:input_type -> baagent.v1.ActivateSkillRequest
+	23, // 32: baagent.v1.SkillsService.ReadSkillResource:input_type -> baagent.v1.ReadSkillResourceRequest
+	25, // 33: baagent.v1.SkillsService.MatchTriggers:input_type -> baagent.v1.MatchTriggersRequest
+	28, // 34: baagent.v1.SkillsService.PutSkill:input_type -> baagent.v1.PutSkillRequest
+	30, // 35: baagent.v1.SkillsService.DeleteSkill:input_type -> baagent.v1.DeleteSkillRequest
+	32, // 36: baagent.v1.SkillsService.SetSystemSkillState:input_type -> baagent.v1.SetSystemSkillStateRequest
+	15, // 37: baagent.v1.SkillsService.ListSkills:output_type -> baagent.v1.ListSkillsResponse
+	18, // 38: baagent.v1.SkillsService.GetSkill:output_type -> baagent.v1.GetSkillResponse
+	20, // 39: baagent.v1.SkillsService.GetCatalog:output_type -> baagent.v1.GetCatalogResponse
+	22, // 40: baagent.v1.SkillsService.ActivateSkill:output_type -> baagent.v1.ActivateSkillResponse
+	24, // 41: baagent.v1.SkillsService.ReadSkillResource:output_type -> baagent.v1.ReadSkillResourceResponse
+	27, // 42: baagent.v1.SkillsService.MatchTriggers:output_type -> baagent.v1.MatchTriggersResponse
+	29, // 43: baagent.v1.SkillsService.PutSkill:output_type -> baagent.v1.PutSkillResponse
+	31, // 44: baagent.v1.SkillsService.DeleteSkill:output_type -> baagent.v1.DeleteSkillResponse
+	33, // 45: baagent.v1.SkillsService.SetSystemSkillState:output_type -> baagent.v1.SetSystemSkillStateResponse
+	37, // [37:46] is the sub-list for method output_type
+	28, // [28:37] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_baagent_v1_skills_proto_init() }
@@ -1829,8 +2948,8 @@ func file_baagent_v1_skills_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_baagent_v1_skills_proto_rawDesc), len(file_baagent_v1_skills_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   19,
+			NumEnums:      8,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,11 +19,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	SkillsService_ListSkills_FullMethodName        = "/baagent.v1.SkillsService/ListSkills"
-	SkillsService_GetSkill_FullMethodName          = "/baagent.v1.SkillsService/GetSkill"
-	SkillsService_GetCatalog_FullMethodName        = "/baagent.v1.SkillsService/GetCatalog"
-	SkillsService_ActivateSkill_FullMethodName     = "/baagent.v1.SkillsService/ActivateSkill"
-	SkillsService_ReadSkillResource_FullMethodName = "/baagent.v1.SkillsService/ReadSkillResource"
+	SkillsService_ListSkills_FullMethodName          = "/baagent.v1.SkillsService/ListSkills"
+	SkillsService_GetSkill_FullMethodName            = "/baagent.v1.SkillsService/GetSkill"
+	SkillsService_GetCatalog_FullMethodName          = "/baagent.v1.SkillsService/GetCatalog"
+	SkillsService_ActivateSkill_FullMethodName       = "/baagent.v1.SkillsService/ActivateSkill"
+	SkillsService_ReadSkillResource_FullMethodName   = "/baagent.v1.SkillsService/ReadSkillResource"
+	SkillsService_MatchTriggers_FullMethodName       = "/baagent.v1.SkillsService/MatchTriggers"
+	SkillsService_PutSkill_FullMethodName            = "/baagent.v1.SkillsService/PutSkill"
+	SkillsService_DeleteSkill_FullMethodName         = "/baagent.v1.SkillsService/DeleteSkill"
+	SkillsService_SetSystemSkillState_FullMethodName = "/baagent.v1.SkillsService/SetSystemSkillState"
 )
 
 // SkillsServiceClient is the client API for SkillsService service.
@@ -46,6 +50,16 @@ type SkillsServiceClient interface {
 	ActivateSkill(ctx context.Context, in *ActivateSkillRequest, opts ...grpc.CallOption) (*ActivateSkillResponse, error)
 	// Reads one resource file of a skill (level 3), confined to the skill folder.
 	ReadSkillResource(ctx context.Context, in *ReadSkillResourceRequest, opts ...grpc.CallOption) (*ReadSkillResourceResponse, error)
+	// Finds the skills a user message asks for: an explicit `/skill-name` or a
+	// phrase of a skill's `triggers`.
+	MatchTriggers(ctx context.Context, in *MatchTriggersRequest, opts ...grpc.CallOption) (*MatchTriggersResponse, error)
+	// Creates or replaces a tenant or project skill from a SKILL.md or an
+	// archive of the skill folder, stored durably and visible to every replica.
+	PutSkill(ctx context.Context, in *PutSkillRequest, opts ...grpc.CallOption) (*PutSkillResponse, error)
+	// Deletes a stored tenant or project skill.
+	DeleteSkill(ctx context.Context, in *DeleteSkillRequest, opts ...grpc.CallOption) (*DeleteSkillResponse, error)
+	// Disables or enables a system skill for one tenant (or one project).
+	SetSystemSkillState(ctx context.Context, in *SetSystemSkillStateRequest, opts ...grpc.CallOption) (*SetSystemSkillStateResponse, error)
 }
 
 type skillsServiceClient struct {
@@ -106,6 +120,46 @@ func (c *skillsServiceClient) ReadSkillResource(ctx context.Context, in *ReadSki
 	return out, nil
 }
 
+func (c *skillsServiceClient) MatchTriggers(ctx context.Context, in *MatchTriggersRequest, opts ...grpc.CallOption) (*MatchTriggersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MatchTriggersResponse)
+	err := c.cc.Invoke(ctx, SkillsService_MatchTriggers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *skillsServiceClient) PutSkill(ctx context.Context, in *PutSkillRequest, opts ...grpc.CallOption) (*PutSkillResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PutSkillResponse)
+	err := c.cc.Invoke(ctx, SkillsService_PutSkill_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *skillsServiceClient) DeleteSkill(ctx context.Context, in *DeleteSkillRequest, opts ...grpc.CallOption) (*DeleteSkillResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteSkillResponse)
+	err := c.cc.Invoke(ctx, SkillsService_DeleteSkill_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *skillsServiceClient) SetSystemSkillState(ctx context.Context, in *SetSystemSkillStateRequest, opts ...grpc.CallOption) (*SetSystemSkillStateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetSystemSkillStateResponse)
+	err := c.cc.Invoke(ctx, SkillsService_SetSystemSkillState_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SkillsServiceServer is the server API for SkillsService service.
 // All implementations must embed UnimplementedSkillsServiceServer
 // for forward compatibility.
@@ -126,6 +180,16 @@ type SkillsServiceServer interface {
 	ActivateSkill(context.Context, *ActivateSkillRequest) (*ActivateSkillResponse, error)
 	// Reads one resource file of a skill (level 3), confined to the skill folder.
 	ReadSkillResource(context.Context, *ReadSkillResourceRequest) (*ReadSkillResourceResponse, error)
+	// Finds the skills a user message asks for: an explicit `/skill-name` or a
+	// phrase of a skill's `triggers`.
+	MatchTriggers(context.Context, *MatchTriggersRequest) (*MatchTriggersResponse, error)
+	// Creates or replaces a tenant or project skill from a SKILL.md or an
+	// archive of the skill folder, stored durably and visible to every replica.
+	PutSkill(context.Context, *PutSkillRequest) (*PutSkillResponse, error)
+	// Deletes a stored tenant or project skill.
+	DeleteSkill(context.Context, *DeleteSkillRequest) (*DeleteSkillResponse, error)
+	// Disables or enables a system skill for one tenant (or one project).
+	SetSystemSkillState(context.Context, *SetSystemSkillStateRequest) (*SetSystemSkillStateResponse, error)
 	mustEmbedUnimplementedSkillsServiceServer()
 }
 
@@ -150,6 +214,18 @@ func (UnimplementedSkillsServiceServer) ActivateSkill(context.Context, *Activate
 }
 func (UnimplementedSkillsServiceServer) ReadSkillResource(context.Context, *ReadSkillResourceRequest) (*ReadSkillResourceResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReadSkillResource not implemented")
+}
+func (UnimplementedSkillsServiceServer) MatchTriggers(context.Context, *MatchTriggersRequest) (*MatchTriggersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MatchTriggers not implemented")
+}
+func (UnimplementedSkillsServiceServer) PutSkill(context.Context, *PutSkillRequest) (*PutSkillResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PutSkill not implemented")
+}
+func (UnimplementedSkillsServiceServer) DeleteSkill(context.Context, *DeleteSkillRequest) (*DeleteSkillResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteSkill not implemented")
+}
+func (UnimplementedSkillsServiceServer) SetSystemSkillState(context.Context, *SetSystemSkillStateRequest) (*SetSystemSkillStateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetSystemSkillState not implemented")
 }
 func (UnimplementedSkillsServiceServer) mustEmbedUnimplementedSkillsServiceServer() {}
 func (UnimplementedSkillsServiceServer) testEmbeddedByValue()                       {}
@@ -262,6 +338,78 @@ func _SkillsService_ReadSkillResource_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SkillsService_MatchTriggers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MatchTriggersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SkillsServiceServer).MatchTriggers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SkillsService_MatchTriggers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SkillsServiceServer).MatchTriggers(ctx, req.(*MatchTriggersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SkillsService_PutSkill_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PutSkillRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SkillsServiceServer).PutSkill(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SkillsService_PutSkill_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SkillsServiceServer).PutSkill(ctx, req.(*PutSkillRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SkillsService_DeleteSkill_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteSkillRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SkillsServiceServer).DeleteSkill(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SkillsService_DeleteSkill_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SkillsServiceServer).DeleteSkill(ctx, req.(*DeleteSkillRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SkillsService_SetSystemSkillState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetSystemSkillStateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SkillsServiceServer).SetSystemSkillState(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SkillsService_SetSystemSkillState_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SkillsServiceServer).SetSystemSkillState(ctx, req.(*SetSystemSkillStateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SkillsService_ServiceDesc is the grpc.ServiceDesc for SkillsService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -288,6 +436,22 @@ var SkillsService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReadSkillResource",
 			Handler:    _SkillsService_ReadSkillResource_Handler,
+		},
+		{
+			MethodName: "MatchTriggers",
+			Handler:    _SkillsService_MatchTriggers_Handler,
+		},
+		{
+			MethodName: "PutSkill",
+			Handler:    _SkillsService_PutSkill_Handler,
+		},
+		{
+			MethodName: "DeleteSkill",
+			Handler:    _SkillsService_DeleteSkill_Handler,
+		},
+		{
+			MethodName: "SetSystemSkillState",
+			Handler:    _SkillsService_SetSystemSkillState_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
