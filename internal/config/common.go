@@ -99,9 +99,10 @@ func (c *Common) RunServices() []string {
 // NeedsNATS reports whether service publishes or consumes on NATS.
 func NeedsNATS(service string) bool {
 	switch service {
-	case TargetGateway, TargetOrchestrator, TargetContext, TargetToolRunner:
+	case TargetGateway, TargetOrchestrator, TargetContext, TargetToolRunner, TargetSkills:
 		// The toolrunner keeps its idempotency records in a KV bucket
-		// that every replica shares.
+		// that every replica shares; skills keeps uploaded skills in
+		// JetStream (unless -skills-store=off).
 		return true
 	}
 	return false

@@ -270,6 +270,12 @@ func RunSpec(e *Errors, field string, s *baagentv1.RunSpec) {
 	Optional(e, field+".project", s.GetProject(), ID)
 	Optional(e, field+".idempotency_key", s.GetIdempotencyKey(), IdempotencyKey)
 	Labels(e, field+".labels", s.GetLabels())
+	if _, ok := baagentv1.PlanMode_name[int32(s.GetPlan())]; !ok {
+		e.Addf(field+".plan", "unknown plan mode %d; one of AUTO, ALWAYS, NEVER", s.GetPlan())
+	}
+	if _, ok := baagentv1.PlanApproval_name[int32(s.GetPlanApproval())]; !ok {
+		e.Addf(field+".plan_approval", "unknown plan approval %d; one of ASK, OFF", s.GetPlanApproval())
+	}
 }
 
 // Labels checks a label map: at most [MaxLabels] entries; keys 1–128

@@ -313,6 +313,12 @@ func TestRunSpec(t *testing.T) {
 		{name: "max_steps default", run: s(func(s *spec) { s.MaxSteps = 0 })},
 		{name: "max_steps over", run: s(func(s *spec) { s.MaxSteps = MaxRunSteps + 1 }), field: "spec.max_steps", desc: "must be between 0 and 500 (0 uses the default of 50), got 501"},
 		{name: "max_steps negative", run: s(func(s *spec) { s.MaxSteps = -1 }), field: "spec.max_steps", desc: "got -1"},
+		{name: "plan always", run: s(func(s *spec) {
+			s.Plan = baagentv1.PlanMode_PLAN_MODE_ALWAYS
+			s.PlanApproval = baagentv1.PlanApproval_PLAN_APPROVAL_ASK
+		})},
+		{name: "plan unknown", run: s(func(s *spec) { s.Plan = 9 }), field: "spec.plan", desc: "unknown plan mode 9"},
+		{name: "plan approval unknown", run: s(func(s *spec) { s.PlanApproval = 7 }), field: "spec.plan_approval", desc: "unknown plan approval 7"},
 		{name: "system_prompt over", run: s(func(s *spec) { s.SystemPrompt = rep("s", MaxSystemPromptBytes+1) }), field: "spec.system_prompt", desc: "at most 1048576 bytes"},
 		{name: "bad allowed tool", run: s(func(s *spec) { s.AllowedTools[1] = "file.*" }), field: "spec.allowed_tools[1]", desc: "tool name or glob"},
 		{name: "bad project", run: s(func(s *spec) { s.Project = ".p" }), field: "spec.project", desc: "not starting with '.'"},

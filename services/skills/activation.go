@@ -5,25 +5,28 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 )
 
-// DefaultMaxDepth is how many skills may be active at once, nested (see
+// DefaultMaxDepth is how many skills may be nested in one another (see
 // docs/concepts/skills.md#activation).
 const DefaultMaxDepth = 3
 
 // Kinds of refused activation; test with errors.Is.
 var (
-	// ErrCircularDependency: the skill is already on the activation stack.
+	// ErrCircularDependency: the skill is already on the activation stack
+	// below the active skill whose instructions name it.
 	ErrCircularDependency = errors.New("circular dependency")
-	// ErrMaxDepth: the stack is full.
+	// ErrMaxDepth: the skill would be nested deeper than the limit.
 	ErrMaxDepth = errors.New("maximum activation depth exceeded")
-	// ErrStackMismatch: a pop that does not match the top of the stack, or
-	// a request whose depth disagrees with its chain.
+	// ErrStackMismatch: a request whose depth disagrees with its chain.
 	ErrStackMismatch = errors.New("activation stack mismatch")
 )
+
+// ErrModelInvocationDisabled: the model asked for a skill that only the
+// user or a trigger may activate.
+var ErrModelInvocationDisabled = errors.New("model invocation disabled")
 
 // activationError carries the user-facing message and its kind.
 type activationError struct {
@@ -34,141 +37,118 @@ type activationError struct {
 func (e *activationError) Error() string { return e.msg }
 func (e *activationError) Unwrap() error { return e.kind }
 
-// ActivationStack is the activation stack: the skills active in
-// one conversation, outermost first. It is a call stack, not a history: a
-// skill is pushed when activated and popped when it completes. The skills
-// service itself is stateless (a caller sends its chain with each
-// ActivateSkill); the stack is what a caller such as the orchestrator keeps.
-// It is safe for concurrent use.
-type ActivationStack struct {
-	mu       sync.Mutex
-	maxDepth int
-	frames   []activationFrame
+// activationPlan is what an activation does to the caller's stack.
+type activationPlan struct {
+	// chain is the stack after the activation, outermost first.
+	chain []string
+	// ended are the skills whose scope ends, innermost first.
+	ended []string
+	// alreadyActive: the skill is the innermost active skill after the
+	// pops; nothing is pushed.
+	alreadyActive bool
 }
 
-type activationFrame struct{ name, id string }
-
-// NewActivationStack returns an empty stack holding at most maxDepth skills
-// (DefaultMaxDepth when maxDepth <= 0).
-func NewActivationStack(maxDepth int) *ActivationStack {
+// planActivation applies the activation rule (docs/concepts/skills.md#activation)
+// to the caller's chain, outermost first. The service keeps no stack: the
+// caller sends its chain and applies the plan.
+//
+// The new skill s is nested in the innermost active skill t only if t's
+// instructions name s (names reports that); otherwise t's scope ends and
+// the next one out is tried, so a skill named by no active skill ends them
+// all and starts alone. Meeting s itself while popping makes it the
+// innermost again: it is already active, and nothing is pushed. s on the
+// stack below the skill that names it is a real cycle, refused with the
+// full path. Depth counts nesting only: maxDepth skills may be nested.
+// activation_depth, when given, must equal the chain's length (a caller
+// increments both together); a disagreement means the caller lost track
+// and is refused. A refusal changes nothing: no scope ends.
+func planActivation(chain []string, depth, maxDepth int, name string, names func(parent string) bool) (activationPlan, error) {
 	if maxDepth <= 0 {
 		maxDepth = DefaultMaxDepth
 	}
-	return &ActivationStack{maxDepth: maxDepth}
-}
-
-// Push activates name. It refuses a skill already on the stack, direct
-// (a → a) or indirect (a → b → c → a), with the full path in the error
-// (`Circular dependency detected: a → b → c → a`), and a push beyond the
-// maximum depth. A refused push leaves the stack unchanged.
-func (s *ActivationStack) Push(name, activationID string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.check(name); err != nil {
-		return err
-	}
-	s.frames = append(s.frames, activationFrame{name, activationID})
-	return nil
-}
-
-func (s *ActivationStack) check(name string) error {
-	names := s.namesLocked()
-	if slices.Contains(names, name) {
-		return &activationError{ErrCircularDependency,
-			"Circular dependency detected: " + strings.Join(append(names, name), " → ")}
-	}
-	if len(names) >= s.maxDepth {
-		return &activationError{ErrMaxDepth,
-			fmt.Sprintf("Maximum skill activation depth (%d) exceeded. Current stack: %s", s.maxDepth, strings.Join(names, " → "))}
-	}
-	return nil
-}
-
-// Pop completes the innermost activation. name and activationID must match
-// the top of the stack; otherwise nothing is popped and the error says what
-// was expected, since a mismatch means the caller lost track of its
-// activations.
-func (s *ActivationStack) Pop(name, activationID string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.frames) == 0 {
-		return &activationError{ErrStackMismatch, fmt.Sprintf("Stack mismatch: pop of %q from an empty activation stack", name)}
-	}
-	top := s.frames[len(s.frames)-1]
-	if top.name != name || top.id != activationID {
-		return &activationError{ErrStackMismatch,
-			fmt.Sprintf("Stack mismatch: expected %q (activation %q) but got %q (activation %q)", top.name, top.id, name, activationID)}
-	}
-	s.frames = s.frames[:len(s.frames)-1]
-	return nil
-}
-
-// Contains reports whether name is on the stack.
-func (s *ActivationStack) Contains(name string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Contains(s.namesLocked(), name)
-}
-
-// Chain returns the active skills, outermost first.
-func (s *ActivationStack) Chain() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.namesLocked()
-}
-
-// Depth returns how many skills are active.
-func (s *ActivationStack) Depth() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.frames)
-}
-
-func (s *ActivationStack) namesLocked() []string {
-	out := make([]string, len(s.frames))
-	for i, f := range s.frames {
-		out[i] = f.name
-	}
-	return out
-}
-
-// checkActivation applies the stack rules to a stateless ActivateSkill: the
-// caller's chain (outermost first) is rebuilt as a stack and name is pushed
-// on it. It returns the chain after the push. activation_depth, when given,
-// must equal the chain's length (a caller increments both together); a
-// disagreement means the caller lost track and is refused.
-func checkActivation(chain []string, depth, maxDepth int, name, activationID string) ([]string, error) {
 	if depth != 0 && depth != len(chain) {
-		return nil, &activationError{ErrStackMismatch, fmt.Sprintf(
+		return activationPlan{}, &activationError{ErrStackMismatch, fmt.Sprintf(
 			"Stack mismatch: activation_depth is %d but activation_chain holds %d skills (%s)",
 			depth, len(chain), strings.Join(chain, " → "))}
 	}
-	st := NewActivationStack(maxDepth)
 	for i, n := range chain {
 		// A chain that already repeats a skill is itself a cycle.
 		if slices.Contains(chain[:i], n) {
-			return nil, &activationError{ErrCircularDependency,
+			return activationPlan{}, &activationError{ErrCircularDependency,
 				"Circular dependency detected: " + strings.Join(chain[:i+1], " → ")}
 		}
-		st.frames = append(st.frames, activationFrame{name: n})
 	}
-	if err := st.Push(name, activationID); err != nil {
-		return nil, err
+	var ended []string
+	top := len(chain) // chain[:top] stays active
+	for ; top > 0; top-- {
+		t := chain[top-1]
+		if t == name {
+			return activationPlan{chain: slices.Clone(chain[:top]), ended: ended, alreadyActive: true}, nil
+		}
+		if names(t) {
+			break
+		}
+		ended = append(ended, t)
 	}
-	return st.Chain(), nil
+	kept := chain[:top]
+	if slices.Contains(kept, name) {
+		return activationPlan{}, &activationError{ErrCircularDependency, fmt.Sprintf(
+			"Circular dependency detected: %s → %s (the instructions of %q name %q, which is already active further out)",
+			strings.Join(kept, " → "), name, kept[len(kept)-1], name)}
+	}
+	if len(kept) >= maxDepth {
+		return activationPlan{}, &activationError{ErrMaxDepth, fmt.Sprintf(
+			"Maximum skill activation depth (%d) exceeded: %q would be nested in %s, each skill's instructions naming the next",
+			maxDepth, name, strings.Join(kept, " → "))}
+	}
+	return activationPlan{chain: append(slices.Clone(kept), name), ended: ended}, nil
+}
+
+// namesSkill reports whether body names the skill name: as a word (not part
+// of a longer name: `sales` is not named by `sales-report`), as `/name`, or
+// in a link or path (`../name/SKILL.md`). Case is ignored; names are
+// lowercase.
+func namesSkill(body, name string) bool {
+	if name == "" {
+		return false
+	}
+	lower := strings.ToLower(body)
+	for off := 0; off < len(lower); {
+		i := strings.Index(lower[off:], name)
+		if i < 0 {
+			return false
+		}
+		i += off
+		end := i + len(name)
+		if (i == 0 || !nameByte(lower[i-1])) && (end == len(lower) || !nameByte(lower[end])) {
+			return true
+		}
+		off = i + 1
+	}
+	return false
+}
+
+// nameByte reports whether c can continue a skill name (or a word around
+// it), so that a match next to it is part of a longer word. Other scripts
+// count as boundaries: CJK text names a skill without spaces around it.
+func nameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_'
 }
 
 // activationMessages builds the messages a successful activation injects,
 // by level (SkillMessage): a visible metadata message, the hidden
 // instructions from level 2, the resource contents at level 3, and a hidden
 // permissions message when the skill restricts tools or asks for a model.
-func activationMessages(sk *skill, level baagentv1.SkillLoadLevel, resources []*baagentv1.SkillResource) []*baagentv1.SkillMessage {
+func activationMessages(sk *skill, level baagentv1.SkillLoadLevel, resources []*baagentv1.SkillResource, note string) []*baagentv1.SkillMessage {
 	var msgs []*baagentv1.SkillMessage
 	meta := fmt.Sprintf("Skill %q activated (%s layer", sk.name, scopeName(sk.scope))
 	if sk.version != "" {
 		meta += ", version " + sk.version
 	}
-	meta += "): " + strings.Join(strings.Fields(sk.description), " ")
+	meta += "): " + catalogDescription(sk)
+	if note != "" {
+		meta += " (" + note + ")"
+	}
 	msgs = append(msgs, &baagentv1.SkillMessage{
 		Type:       baagentv1.SkillMessageType_SKILL_MESSAGE_TYPE_METADATA,
 		Content:    meta,
@@ -197,20 +177,35 @@ func hidden(t baagentv1.SkillMessageType, content string) *baagentv1.SkillMessag
 	return &baagentv1.SkillMessage{Type: t, Content: content, Visibility: baagentv1.SkillMessageVisibility_SKILL_MESSAGE_VISIBILITY_HIDDEN}
 }
 
-// instructions is the level-2 text: the SKILL.md body, and the files the
-// skill bundles, which the model asks for by relative path (level 3).
+// instructions is the level-2 text: the SKILL.md body, then the files the
+// skill bundles (level 3) with their sizes and how the model reads them.
 func instructions(sk *skill) string {
 	var b strings.Builder
 	b.WriteString(sk.body)
 	if len(sk.resources) > 0 {
-		b.WriteString("\n\n---\nFiles bundled with this skill (read one by its path relative to the skill when you need it):\n")
+		b.WriteString("\n\n---\nFiles bundled with this skill (level 3). Read one when the instructions call for it with the ")
+		b.WriteString(SkillReadTool)
+		fmt.Fprintf(&b, " tool: {\"skill\": %q, \"path\": \"<path below>\"}, adding \"offset\" (the 0-based line to start at) to page through a long file.\n", sk.name)
 		for _, r := range sk.resources {
-			b.WriteString("- ")
-			b.WriteString(r)
-			b.WriteByte('\n')
+			fmt.Fprintf(&b, "- %s (%s)\n", r.path, byteSize(r.size))
 		}
 	}
 	return strings.TrimSpace(b.String())
+}
+
+// SkillReadTool is the name of the orchestrator's tool that reads a skill's
+// bundled files (through ReadSkillResource); level-2 instructions name it.
+const SkillReadTool = "skill_read"
+
+// byteSize renders a size for the model: bytes, KiB or MiB.
+func byteSize(n int64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d bytes", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
 
 func permissions(sk *skill) string {

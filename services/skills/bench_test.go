@@ -13,16 +13,12 @@ import (
 	"github.com/baagent/baagent/internal/testkit"
 )
 
-// benchRoot writes n system skills shaped like the samples: a front matter
-// with the standard's fields, a body of about 1.5 KB, and a references/ file
-// for every fourth skill.
-func benchRoot(b *testing.B, n int) string {
-	b.Helper()
-	root := b.TempDir()
+// benchSkillMD is the SKILL.md of benchmark skill i, shaped like the
+// samples: a front matter with the standard's fields and a body of about
+// 1.5 KB.
+func benchSkillMD(name string, i int) string {
 	body := strings.Repeat("Query the table with sql_query, aggregate in SQL and state the period and filters. ", 18)
-	for i := range n {
-		name := fmt.Sprintf("skill-%04d", i)
-		writeFile(b, root, name+"/SKILL.md", fmt.Sprintf(`---
+	return fmt.Sprintf(`---
 name: %s
 description: Analyse business data set %d with SQL - revenue by period, region and product, growth rates, top and bottom performers. Use when the user asks about it.
 version: 1.0.%d
@@ -36,9 +32,23 @@ metadata:
 # Skill %d
 
 %s
-`, name, i, i, i, body))
+`, name, i, i, i, body)
+}
+
+// benchSchemaMD is the references/ file every fourth benchmark skill has.
+const benchSchemaMD = "| table | column |\n|---|---|\n| orders | order_id |\n"
+
+// benchRoot writes n system skills shaped like the samples: a front matter
+// with the standard's fields, a body of about 1.5 KB, and a references/ file
+// for every fourth skill.
+func benchRoot(b *testing.B, n int) string {
+	b.Helper()
+	root := b.TempDir()
+	for i := range n {
+		name := fmt.Sprintf("skill-%04d", i)
+		writeFile(b, root, name+"/SKILL.md", benchSkillMD(name, i))
 		if i%4 == 0 {
-			writeFile(b, root, name+"/references/schema.md", "| table | column |\n|---|---|\n| orders | order_id |\n")
+			writeFile(b, root, name+"/references/schema.md", benchSchemaMD)
 		}
 	}
 	return root
@@ -67,6 +77,13 @@ func BenchmarkLoad1000(b *testing.B) {
 // p50-ns and p99-ns are reported beside the mean.
 func BenchmarkListSkills1000(b *testing.B) {
 	s := newTestServer(b, benchRoot(b, 1000))
+	benchListSkills(b, s, 1000)
+}
+
+// benchListSkills lists tenant acme's skills on s in the benchmark loop,
+// which must list want, and reports cpu-ns/op and the latency percentiles.
+func benchListSkills(b *testing.B, s *Server, want int) {
+	b.Helper()
 	req := &baagentv1.ListSkillsRequest{Tenant: "acme"}
 	ctx := context.Background()
 	var times []time.Duration
@@ -75,7 +92,7 @@ func BenchmarkListSkills1000(b *testing.B) {
 		start := time.Now()
 		resp, err := s.ListSkills(ctx, req)
 		times = append(times, time.Since(start))
-		if err != nil || len(resp.GetSkills()) != 1000 {
+		if err != nil || len(resp.GetSkills()) != want {
 			b.Fatalf("listed %d: %v", len(resp.GetSkills()), err)
 		}
 	}
@@ -136,4 +153,38 @@ func processCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkMatchTriggers1000 matches a 2 KB user message against the 1,000
+// skills' triggers and names (three phrases each), as the orchestrator does
+// once per user message.
+func BenchmarkMatchTriggers1000(b *testing.B) {
+	s := newTestServer(b, benchRoot(b, 1000))
+	text := strings.Repeat("Please compare the quarterly figures by region and product line. ", 30) + "/skill-0042 and the growth"
+	req := &baagentv1.MatchTriggersRequest{Tenant: "t", Text: text}
+	ctx := context.Background()
+	for b.Loop() {
+		resp, err := s.MatchTriggers(ctx, req)
+		if err != nil || len(resp.GetMatches()) != 1000 {
+			b.Fatalf("%d matches: %v", len(resp.GetMatches()), err)
+		}
+	}
+}
+
+// BenchmarkActivateSkillSibling activates a skill over a chain of three
+// whose instructions do not name it (three bodies scanned, three scopes
+// ended).
+func BenchmarkActivateSkillSibling(b *testing.B) {
+	s := newTestServer(b, benchRoot(b, 10))
+	req := &baagentv1.ActivateSkillRequest{Activation: &baagentv1.SkillActivationRequest{
+		SkillName: "skill-0009", ActivationId: "a1", Tenant: "t",
+		ActivationChain: []string{"skill-0001", "skill-0002", "skill-0003"},
+	}}
+	ctx := context.Background()
+	for b.Loop() {
+		resp, err := s.ActivateSkill(ctx, req)
+		if err != nil || len(resp.GetResult().GetEnded()) != 3 {
+			b.Fatalf("%v: %v", resp, err)
+		}
+	}
 }

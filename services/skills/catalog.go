@@ -60,6 +60,19 @@ func skillLine(name, layer, desc string) string {
 	return `<skill name="` + name + `" layer="` + layer + `">` + xmlText.Replace(desc) + `</skill>`
 }
 
+// catalogSkills are the skills of a view the catalog offers the model: a
+// skill with disable-model-invocation is left out, since only the user or
+// a trigger may activate it (ListSkills still lists it).
+func catalogSkills(view []*skill) []*skill {
+	out := make([]*skill, 0, len(view))
+	for _, sk := range view {
+		if !sk.disableModelInvocation {
+			out = append(out, sk)
+		}
+	}
+	return out
+}
+
 // catalogItem is one skill while the catalog is planned.
 type catalogItem struct {
 	name, layer string
@@ -136,7 +149,7 @@ func rankItems(skills []*skill) []catalogItem {
 			if scopeName(skills[i].scope) != layer {
 				continue
 			}
-			d := strings.Join(strings.Fields(skills[i].description), " ")
+			d := catalogDescription(skills[i])
 			items[i] = catalogItem{name: skills[i].name, layer: layer, desc: d, descChars: utf8.RuneCountInString(d), rank: r}
 			r++
 		}

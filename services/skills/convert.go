@@ -22,10 +22,13 @@ func (sk *skill) metadataProto() *baagentv1.SkillMetadata {
 		Triggers:               slices.Clone(sk.triggers),
 		Scope:                  sk.scope,
 		IsSystemSkill:          sk.scope == baagentv1.SkillScope_SKILL_SCOPE_SYSTEM,
-		Resources:              slices.Clone(sk.resources),
+		Resources:              sk.resourcePaths(),
 		CatalogTokens:          sk.catalogTokens,
 		Extra:                  maps.Clone(sk.extra),
 		DisableModelInvocation: sk.disableModelInvocation,
 		Model:                  sk.model,
+		Warnings:               slices.Clone(sk.warnings),
+		Revision:               sk.revision,
+		Source:                 sk.source,
 	}
 }

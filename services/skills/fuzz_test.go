@@ -27,6 +27,7 @@ func FuzzParseSkillMD(f *testing.F) {
 	f.Add([]byte(fm("name: x", "description: d", "allowed-tools: a, b c", "metadata: {k: v}", "triggers: [t]", "x-extra: [1, {a: b}]")), "x")
 	f.Add([]byte("---\n"+strings.Repeat("[", 100)+"\n---\n"), "x")
 	f.Add([]byte("---\n---\n"), "x")
+	f.Add([]byte(fm("name: X", "description: "+strings.Repeat("long words ", 100), "unknown: 1")), "x")
 	f.Fuzz(func(t *testing.T, data []byte, folder string) {
 		sk, err := parseSkillMD(data, folder)
 		if err != nil {
@@ -38,13 +39,15 @@ func FuzzParseSkillMD(f *testing.F) {
 			}
 			return
 		}
-		if sk.name != folder || sk.name == "" || len(sk.name) > MaxNameChars {
+		// A name differing from its folder in case only loads in lowercase.
+		if !strings.EqualFold(sk.name, folder) || sk.name == "" || len(sk.name) > MaxNameChars || strings.ToLower(sk.name) != sk.name {
 			t.Fatalf("accepted name %q for folder %q", sk.name, folder)
 		}
-		if n := utf8.RuneCountInString(sk.description); n == 0 || n > MaxDescriptionChars || strings.ContainsAny(sk.description, "<>") {
+		// An over-long description loads with a warning.
+		if n := utf8.RuneCountInString(sk.description); n == 0 || n > MaxDescriptionChars && len(sk.warnings) == 0 || strings.ContainsAny(sk.description, "<>") {
 			t.Fatalf("accepted description %q", sk.description)
 		}
-		if utf8.RuneCountInString(sk.compatibility) > MaxCompatibilityChars || len(sk.metadata) > MaxMetadataEntries || len(sk.extra) > MaxExtraKeys {
+		if len(sk.metadata) > MaxMetadataEntries || len(sk.extra) > MaxExtraKeys {
 			t.Fatal("accepted a field over its limit")
 		}
 		for _, s := range append(append([]string{sk.body, sk.license, sk.version, sk.model}, sk.allowedTools...), sk.triggers...) {
@@ -58,8 +61,9 @@ func FuzzParseSkillMD(f *testing.F) {
 			}
 		}
 		// The catalog line of an accepted skill is well formed.
-		line := catalogLine(sk.name, "system", sk.description)
-		if strings.Count(line, "<") != 2 || strings.Contains(line, "\n") {
+		desc := catalogDescription(sk)
+		line := catalogLine(sk.name, "system", desc)
+		if strings.Count(line, "<") != 2 || strings.Contains(line, "\n") || utf8.RuneCountInString(desc) > MaxDescriptionChars {
 			t.Fatalf("catalog line %q", line)
 		}
 	})

@@ -38,6 +38,9 @@ type layer struct {
 	// ordered.
 	invalid     map[string]*baagentv1.SkillLoadError
 	invalidList []*baagentv1.SkillLoadError
+	// disabledSystem are system skills disabled for this project through
+	// the API (SetSystemSkillState); nil for other layers.
+	disabledSystem map[string]bool
 }
 
 func newLayer() *layer {
@@ -87,6 +90,9 @@ type snapshot struct {
 	racy     bool
 	gen      uint64
 	loadedAt time.Time
+	// stored describes the skills merged in from the skill store; nil
+	// when there are none (see store_layers.go).
+	stored *storedInfo
 }
 
 // mergeView merges two layers ordered by name: lower skills for which hide
@@ -128,7 +134,17 @@ func (s *snapshot) view(tenant, project string) []*skill {
 	if p == nil {
 		return t.view
 	}
-	return mergeView(t.view, p.sorted, nil)
+	return mergeView(t.view, p.sorted, p.hidesSystem(t))
+}
+
+// hidesSystem returns the hide function of a project's view over its
+// tenant's view: system skills disabled for the project (a tenant skill of
+// the same name is not a system skill and stays), or nil for none.
+func (l *layer) hidesSystem(t *tenantLayer) func(string) bool {
+	if len(l.disabledSystem) == 0 {
+		return nil
+	}
+	return func(n string) bool { return l.disabledSystem[n] && t.skills[n] == nil }
 }
 
 // invalid returns the load errors a tenant and project can see: the system
@@ -170,6 +186,9 @@ func (s *snapshot) resolve(tenant, project, name string) (*skill, error) {
 			return sk, nil
 		}
 		hidden, why := t.rules.hides(name)
+		if !hidden && p != nil && p.disabledSystem[name] {
+			hidden, why = true, "disabled for project "+project
+		}
 		if !hidden {
 			return sk, nil
 		}

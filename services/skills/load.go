@@ -9,6 +9,7 @@ import (
 	"path"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,6 +52,8 @@ type loader struct {
 	start time.Time
 	watch []watchEntry
 	jobs  []skillJob
+	// hashBuf is the goroutine's read buffer for revision hashes.
+	hashBuf []byte
 }
 
 // skillJob is one skill folder to load into a layer.
@@ -240,21 +243,46 @@ func (l *loader) runJobs() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			buf := make([]byte, hashBufBytes)
 			for i := int(next.Add(1) - 1); i < len(l.jobs); i = int(next.Add(1) - 1) {
 				j := l.jobs[i]
-				jl := &loader{root: l.root, log: l.log, start: l.start}
+				jl := &loader{root: l.root, log: l.log, start: l.start, hashBuf: buf}
 				sk, refusal := jl.skill(j.dir, j.folder, j.scope)
 				results[i] = skillResult{sk: sk, refusal: refusal, watch: jl.watch}
 			}
 		}()
 	}
 	wg.Wait()
+	// A name is one skill per layer. Folder names are unique, but a name
+	// that differs from its folder in case only is loaded in lowercase, so
+	// two folders can claim one name: which one is meant is ambiguous, and
+	// both are refused.
+	type claim struct {
+		ly   *layer
+		name string
+	}
+	claims := map[claim][]int{}
+	for i, r := range results {
+		if r.sk != nil {
+			k := claim{l.jobs[i].ly, r.sk.name}
+			claims[k] = append(claims[k], i)
+		}
+	}
 	for i, r := range results {
 		l.watch = append(l.watch, r.watch...)
-		if r.sk != nil {
-			l.jobs[i].ly.skills[r.sk.name] = r.sk
-		} else {
-			l.jobs[i].ly.addInvalid(r.refusal)
+		j := l.jobs[i]
+		switch {
+		case r.sk == nil:
+			j.ly.addInvalid(r.refusal)
+		case len(claims[claim{j.ly, r.sk.name}]) > 1:
+			var folders []string
+			for _, k := range claims[claim{j.ly, r.sk.name}] {
+				folders = append(folders, strconv.Quote(l.jobs[k].folder))
+			}
+			j.ly.addInvalid(&baagentv1.SkillLoadError{Folder: j.folder, Scope: j.scope, Reason: fmt.Sprintf(
+				"name: %q is claimed by more than one folder of this layer (%s); rename all but one", r.sk.name, strings.Join(folders, ", "))})
+		default:
+			j.ly.skills[r.sk.name] = r.sk
 		}
 	}
 	l.jobs = nil
@@ -290,12 +318,23 @@ func (l *loader) skill(dir, folder string, scope baagentv1.SkillScope) (*skill, 
 	if err != nil {
 		return refuse(err.Error())
 	}
-	sk.scope = scope
 	sk.dir = dir
-	sk.resources = resources
-	sk.catalogLine = catalogLine(sk.name, scopeName(scope), sk.description)
-	sk.catalogTokens = int64(EstimateTokens(sk.catalogLine))
+	sk.finish(scope, baagentv1.SkillSource_SKILL_SOURCE_FILES, resources,
+		contentRevision(sr, data, resources, l.hashBuf), folderFS{root: l.root, dir: dir})
 	return sk, nil
+}
+
+// finish fills what a parsed SKILL.md does not say: where the skill is and
+// comes from, its files and revision, and its catalog line. File and stored
+// skills go through it alike.
+func (sk *skill) finish(scope baagentv1.SkillScope, source baagentv1.SkillSource, resources []resourceInfo, revision string, files resourceFS) {
+	sk.scope = scope
+	sk.source = source
+	sk.resources = resources
+	sk.revision = revision
+	sk.files = files
+	sk.catalogLine = catalogLine(sk.name, scopeName(scope), catalogDescription(sk))
+	sk.catalogTokens = int64(EstimateTokens(sk.catalogLine))
 }
 
 // resources lists the files of a skill folder other than SKILL.md (its
@@ -303,8 +342,8 @@ func (l *loader) skill(dir, folder string, scope baagentv1.SkillScope) (*skill, 
 // maxResources files and maxResourceDepth directories deep. Hidden names are
 // skipped, symbolic links to directories are not followed, and symbolic
 // links to files are listed only when they resolve inside the folder.
-func (l *loader) resources(sr *os.Root, dir string) []string {
-	var out []string
+func (l *loader) resources(sr *os.Root, dir string) []resourceInfo {
+	var out []resourceInfo
 	queue := []string{"."}
 	for depth := 0; len(queue) > 0 && depth <= maxResourceDepth; depth++ {
 		var next []string
@@ -327,23 +366,34 @@ func (l *loader) resources(sr *os.Root, dir string) []string {
 				case e.IsDir():
 					next = append(next, p)
 				case e.Type().IsRegular():
-					out = append(out, p)
+					// Resource files are watched too: their contents make
+					// the skill's revision.
+					if fi, err := e.Info(); err == nil {
+						l.record(path.Join(dir, p), fi)
+						out = append(out, resourceInfo{path: p, size: fi.Size()})
+					}
 				case e.Type()&fs.ModeSymlink != 0:
 					if fi, err := sr.Stat(p); err == nil && fi.Mode().IsRegular() {
-						out = append(out, p)
+						l.record(path.Join(dir, p), fi)
+						out = append(out, resourceInfo{path: p, size: fi.Size()})
 					}
 				}
 				if len(out) > maxResources {
 					l.log.Warn("skills: skill has too many resource files; the rest are not listed", "dir", dir, "max", maxResources)
-					slices.Sort(out[:maxResources])
-					return out[:maxResources]
+					out = out[:maxResources]
+					sortResources(out)
+					return out
 				}
 			}
 		}
 		queue = next
 	}
-	slices.Sort(out)
+	sortResources(out)
 	return out
+}
+
+func sortResources(rs []resourceInfo) {
+	slices.SortFunc(rs, func(a, b resourceInfo) int { return strings.Compare(a.path, b.path) })
 }
 
 // dir records and lists a directory, ordered by name.

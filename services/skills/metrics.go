@@ -17,6 +17,7 @@ type metrics struct {
 	activations     *prometheus.CounterVec
 	countFallbacks  prometheus.Counter
 	lastReloadStamp prometheus.Gauge
+	loadWarnings    *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -40,12 +41,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		activations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "baagent_skills_activations_total",
-			Help: "ActivateSkill calls by result (ok, cycle, depth, mismatch, unavailable, not_found).",
+			Help: "ActivateSkill calls by result (ok, already_active, cycle, depth, mismatch, model_disabled, unavailable, not_found).",
 		}, []string{"result"}),
 		countFallbacks: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "baagent_skills_token_count_fallbacks_total",
 			Help: "Catalog token counts that fell back to the local estimate because the token counter failed.",
 		}),
+		loadWarnings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baagent_skills_load_warnings_total",
+			Help: "Violations skills were loaded despite (an over-long description, an unknown key, …), by layer; counted when a skill is loaded with new warnings. ListSkills shows them.",
+		}, []string{"layer"}),
 		lastReloadStamp: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "baagent_skills_last_reload_timestamp_seconds",
 			Help: "Unix time of the last successful load of the skills root.",
@@ -58,7 +63,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.loaded, m.invalid, m.reloads, m.reloadSeconds, m.activations, m.countFallbacks, m.lastReloadStamp}
+	return []prometheus.Collector{m.loaded, m.invalid, m.reloads, m.reloadSeconds, m.activations, m.countFallbacks, m.lastReloadStamp, m.loadWarnings}
 }
 
 func (m *metrics) unregister(reg prometheus.Registerer) {

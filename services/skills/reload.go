@@ -17,12 +17,16 @@ import (
 // files), compared by modification time and size. A reload builds a new
 // snapshot off to the side and swaps it in atomically, so requests see
 // either the old set or the new one, never a mix. A failed reload keeps the
-// last good set. Only one Run may be active at a time.
+// last good set. With a skill store (Options.Store), Run also runs the
+// store's watch and merges every change it reports into a new snapshot the
+// same way. Only one Run may be active at a time.
 func (s *Server) Run(ctx context.Context) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return errors.New("skills: Run is already running")
 	}
 	defer s.running.Store(false)
+	changed, stopStore := s.runStore(ctx)
+	defer stopStore()
 	t := time.NewTicker(s.opts.PollInterval)
 	defer t.Stop()
 	for {
@@ -31,6 +35,8 @@ func (s *Server) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 			s.poll()
+		case <-changed:
+			s.storeChanged()
 		}
 	}
 }
@@ -91,7 +97,7 @@ func (s *Server) reloadLocked() error {
 		snap.gen = prev.gen + 1
 	}
 	s.root, s.rootInfo = root, fi
-	s.snap.Store(snap)
+	s.publishLocked(snap)
 	s.observe(prev, snap, time.Since(start))
 	return nil
 }
@@ -153,6 +159,7 @@ func (s *Server) observe(prev, snap *snapshot, took time.Duration) {
 				"project", r.project, "folder", r.err.GetFolder(), "reason", r.err.GetReason())
 		}
 	}
+	s.observeWarnings(prev, snap)
 	level := s.log.Info
 	if prev != nil && slices.Equal(prev.watch, snap.watch) {
 		level = s.log.Debug // a re-check of a racy snapshot found nothing new
@@ -193,6 +200,43 @@ func (snap *snapshot) eachRefusal(f func(refusalEntry)) {
 		for pn, p := range t.projects {
 			for _, e := range p.invalidList {
 				f(refusalEntry{tenant: tn, project: pn, err: e})
+			}
+		}
+	}
+}
+
+// observeWarnings logs and counts the warnings of each skill loaded with
+// warnings it did not have in the previous snapshot, so that a skill is
+// logged once per change, not on every reload.
+func (s *Server) observeWarnings(prev, snap *snapshot) {
+	before := map[string][]string{}
+	if prev != nil {
+		prev.eachSkill(func(tenant, project string, sk *skill) {
+			before[refusalKey(tenant, project, sk.name)] = sk.warnings
+		})
+	}
+	snap.eachSkill(func(tenant, project string, sk *skill) {
+		if len(sk.warnings) == 0 || slices.Equal(before[refusalKey(tenant, project, sk.name)], sk.warnings) {
+			return
+		}
+		s.metrics.loadWarnings.WithLabelValues(scopeName(sk.scope)).Add(float64(len(sk.warnings)))
+		s.log.Warn("skills: skill loaded with warnings", "layer", scopeName(sk.scope), "tenant", tenant,
+			"project", project, "skill", sk.name, "warnings", sk.warnings)
+	})
+}
+
+// eachSkill calls f for every loaded skill of every layer.
+func (snap *snapshot) eachSkill(f func(tenant, project string, sk *skill)) {
+	for _, sk := range snap.system.skills {
+		f("", "", sk)
+	}
+	for tn, t := range snap.tenants {
+		for _, sk := range t.skills {
+			f(tn, "", sk)
+		}
+		for pn, p := range t.projects {
+			for _, sk := range p.skills {
+				f(tn, pn, sk)
 			}
 		}
 	}

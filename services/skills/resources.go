@@ -2,6 +2,7 @@ package skills
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"io/fs"
@@ -32,30 +33,75 @@ const (
 	maxInlineBytes = 2 << 20
 )
 
-// skillRoot opens the skill's folder as a root: every level-3 read goes
-// through it, so `..`, absolute paths and symbolic links that leave the
-// folder are refused by the kernel-backed os.Root, not by string checks.
-func (s *snapshot) skillRoot(sk *skill) (*os.Root, error) {
-	return s.root.OpenRoot(sk.dir)
+// resourceFS reads the files bundled with one revision of a skill. A file
+// skill reads its folder; a backend that keeps skills elsewhere (stored
+// skills) provides its own.
+type resourceFS interface {
+	// open opens the regular file rel (relative, checked) for reading, with
+	// its size. Errors are fs errors (fs.ErrNotExist, fs.ErrPermission),
+	// errNotRegular, an escape from the folder, or a gRPC status when the
+	// backend itself cannot answer (a store that is unavailable).
+	open(ctx context.Context, rel string) (io.ReadCloser, int64, error)
+}
+
+// folderFS is a file skill's folder under the skills root. Every level-3
+// read goes through an os.Root opened on the folder, so `..`, absolute paths
+// and symbolic links that leave it are refused by the kernel-backed root,
+// not by string checks.
+type folderFS struct {
+	root *os.Root
+	dir  string
+}
+
+func (f folderFS) open(_ context.Context, rel string) (io.ReadCloser, int64, error) {
+	sr, err := f.root.OpenRoot(f.dir)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer sr.Close() // the opened file stays valid
+	file, fi, err := openRegular(sr, rel)
+	if err != nil {
+		return nil, 0, err
+	}
+	return file, fi.Size(), nil
+}
+
+// readAll reads a whole resource of at most limit bytes.
+func readAll(ctx context.Context, files resourceFS, rel string, limit int64) ([]byte, error) {
+	f, size, err := files.open(ctx, rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if size > limit {
+		return nil, errTooLarge{size, limit}
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, errTooLarge{int64(len(data)), limit}
+	}
+	return data, nil
 }
 
 // inlineResources reads the skill's resources for a level-3 response: each
 // text file up to maxBytes and all of them together up to maxInlineBytes.
 // Binary files are listed with their size and no content. A file removed
-// since the load is left out.
-func (s *snapshot) inlineResources(sk *skill, maxBytes int64) ([]*baagentv1.SkillResource, error) {
-	if len(sk.resources) == 0 {
+// since the load is left out; a backend that cannot answer fails the call
+// rather than answering with some of the files.
+func inlineResources(ctx context.Context, sk *skill, maxBytes int64) ([]*baagentv1.SkillResource, error) {
+	if len(sk.resources) == 0 || sk.files == nil {
 		return nil, nil
 	}
-	sr, err := s.skillRoot(sk)
-	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "skill %q: folder not readable: %s", sk.name, fsReason(err))
-	}
-	defer sr.Close()
 	remaining := int64(maxInlineBytes)
 	out := make([]*baagentv1.SkillResource, 0, len(sk.resources))
 	for _, p := range sk.resources {
-		r, n, ok := readInline(sr, p, min(maxBytes, remaining))
+		r, n, ok, err := readInline(ctx, sk.files, p.path, min(maxBytes, remaining))
+		if err != nil {
+			return nil, err
+		}
 		if ok {
 			out = append(out, r)
 			remaining -= n
@@ -64,29 +110,34 @@ func (s *snapshot) inlineResources(sk *skill, maxBytes int64) ([]*baagentv1.Skil
 	return out, nil
 }
 
-func readInline(sr *os.Root, p string, limit int64) (*baagentv1.SkillResource, int64, bool) {
-	f, fi, err := openRegular(sr, p)
+// readInline reads one resource for inlineResources: ok is false for a file
+// that cannot be read, err is set only when the backend is unavailable.
+func readInline(ctx context.Context, files resourceFS, p string, limit int64) (_ *baagentv1.SkillResource, _ int64, ok bool, _ error) {
+	f, size, err := files.open(ctx, p)
 	if err != nil {
-		return nil, 0, false
+		if st, isStatus := status.FromError(err); isStatus {
+			return nil, 0, false, st.Err()
+		}
+		return nil, 0, false, nil
 	}
 	defer f.Close()
-	r := &baagentv1.SkillResource{Path: p, SizeBytes: fi.Size()}
+	r := &baagentv1.SkillResource{Path: p, SizeBytes: size}
 	if limit <= 0 {
-		r.Truncated = fi.Size() > 0
-		return r, 0, true
+		r.Truncated = size > 0
+		return r, 0, true, nil
 	}
 	data, err := io.ReadAll(io.LimitReader(f, limit))
 	if err != nil {
-		return nil, 0, false
+		return nil, 0, false, nil
 	}
-	cut := int64(len(data)) < fi.Size()
+	cut := int64(len(data)) < size
 	text, ok := asText(data, cut)
 	if !ok {
-		return r, 0, true // binary: listed, not inlined
+		return r, 0, true, nil // binary: listed, not inlined
 	}
 	r.Content = text
 	r.Truncated = cut
-	return r, int64(len(text)), true
+	return r, int64(len(text)), true, nil
 }
 
 // asText returns data as a string when it is text: valid UTF-8 without NUL
@@ -107,17 +158,27 @@ func asText(data []byte, cut bool) (string, bool) {
 	return string(data), true
 }
 
-// readResource serves one page of a resource file (ReadSkillResource).
-func (s *snapshot) readResource(sk *skill, rel string, offset, limit, maxBytes int64) (*baagentv1.ReadSkillResourceResponse, error) {
+// resourcePage is what ReadSkillResource asks for.
+type resourcePage struct {
+	rel           string
+	offset, limit int64
+	// byLines selects line paging (lineOffset, lineLimit) over bytes.
+	byLines    bool
+	lineOffset int64
+	lineLimit  int
+}
+
+// readResource serves one page of a resource file (ReadSkillResource): a
+// byte range, or numbered lines as the skill_read tool shows them.
+func readResource(ctx context.Context, sk *skill, pg resourcePage, maxBytes int64) (*baagentv1.ReadSkillResourceResponse, error) {
+	rel := pg.rel
 	if err := checkResourcePath(rel); err != nil {
 		return nil, err
 	}
-	sr, err := s.skillRoot(sk)
-	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "skill %q: folder not readable: %s", sk.name, fsReason(err))
+	if sk.files == nil {
+		return nil, status.Errorf(codes.NotFound, "resource %q not found in skill %q", rel, sk.name)
 	}
-	defer sr.Close()
-	data, _, err := readRegular(sr, rel, maxBytes)
+	data, err := readAll(ctx, sk.files, rel, maxBytes)
 	if err != nil {
 		return nil, resourceError(sk.name, rel, err)
 	}
@@ -125,6 +186,22 @@ func (s *snapshot) readResource(sk *skill, rel string, offset, limit, maxBytes i
 		return nil, status.Errorf(codes.FailedPrecondition, "resource %q of skill %q is binary; only text resources can be read", rel, sk.name)
 	}
 	size := int64(len(data))
+	if pg.byLines {
+		p := formatLines(splitLines(string(data)), pg.lineOffset, pg.lineLimit)
+		resp := &baagentv1.ReadSkillResourceResponse{
+			Content:    p.text,
+			SizeBytes:  size,
+			NextOffset: size,
+			Revision:   sk.revision,
+			TotalLines: p.total,
+			Truncated:  p.next >= 0,
+		}
+		if p.next >= 0 {
+			resp.NextLineOffset = p.next
+		}
+		return resp, nil
+	}
+	offset, limit := pg.offset, pg.limit
 	if offset > size {
 		return nil, status.Errorf(codes.OutOfRange, "offset %d is past the end of resource %q (%d bytes)", offset, rel, size)
 	}
@@ -153,6 +230,8 @@ func (s *snapshot) readResource(sk *skill, rel string, offset, limit, maxBytes i
 		Content:    string(data[offset:end]),
 		SizeBytes:  size,
 		NextOffset: end,
+		Revision:   sk.revision,
+		Truncated:  end < size,
 	}, nil
 }
 
@@ -171,6 +250,9 @@ func checkResourcePath(rel string) error {
 }
 
 func resourceError(skillName, rel string, err error) error {
+	if st, ok := status.FromError(err); ok {
+		return st.Err() // the backend's own answer (a store unavailable)
+	}
 	var tl errTooLarge
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

@@ -1,7 +1,8 @@
 // Package skills is the SkillsService: Agent Skills (SKILL.md folders) in
 // three layers (system < tenant < project), disclosed progressively (level 1
-// catalog, level 2 instructions, level 3 resources) and activated on a
-// cycle-checked stack.
+// catalog, level 2 instructions, level 3 resources) and activated by the
+// scope rule of planActivation on the caller's stack. The SKILL.md rules
+// live in the skillmd subpackage, shared with `baagentctl skills validate`.
 //
 // The skills root holds system skills at the top and tenant and project
 // layers under `tenants/` (see the layout in layers.go and the tenant
@@ -28,6 +29,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/skills/store"
 )
 
 // ServiceName is the fully qualified gRPC service name, equal to
@@ -69,6 +71,9 @@ type Options struct {
 	// MaxHistoryMessages bounds SkillActivationRequest.conversation_history
 	// (default 1000).
 	MaxHistoryMessages int
+	// Store holds the skills uploaded through the API (PutSkill); nil
+	// turns the store off, and its RPCs answer Unimplemented.
+	Store *store.Store
 }
 
 // Server implements baagentv1.SkillsServiceServer.
@@ -81,17 +86,28 @@ type Server struct {
 	metrics *metrics
 	catalog *catalogCache
 
-	// snap is the skills set in service; replaced whole by a reload.
+	// snap is the skills set in service: the files' snapshot with the
+	// store's skills merged in; replaced whole by a reload or a store change.
 	snap atomic.Pointer[snapshot]
+	// files is the last snapshot loaded from the skills root, before the
+	// store's skills are merged in.
+	files atomic.Pointer[snapshot]
+	store *store.Store
 
 	// reloadMu serialises loads and guards the fields below.
 	reloadMu      sync.Mutex
 	root          *os.Root
 	rootInfo      os.FileInfo
 	lastReloadErr string
+	// parsed are the stored skills' parsed revisions of the last combine.
+	parsed map[parsedKey]parsedSkill
 
 	running       atomic.Bool
 	counterFailed atomic.Bool
+
+	// revisions finds skills at older revisions; nil when only the
+	// current revision of each skill is kept (files).
+	revisions revisionSource
 }
 
 var _ baagentv1.SkillsServiceServer = (*Server)(nil)
@@ -128,6 +144,10 @@ func New(opts Options) (*Server, error) {
 		counter: opts.Counter,
 		metrics: m,
 		catalog: newCatalogCache(),
+		store:   opts.Store,
+	}
+	if opts.Store != nil {
+		s.revisions = storeRevisions{st: opts.Store, log: s.log}
 	}
 	if err := s.Reload(); err != nil {
 		if opts.Registerer != nil {
@@ -149,10 +169,15 @@ func (s *Server) ListSkills(ctx context.Context, req *baagentv1.ListSkillsReques
 		return nil, s.rejected(ctx, "ListSkills", err)
 	}
 	snap := s.snap.Load()
-	view := snap.view(req.GetTenant(), req.GetProject())
-	resp := &baagentv1.ListSkillsResponse{Skills: make([]*baagentv1.SkillMetadata, len(view))}
-	for i, sk := range view {
-		resp.Skills[i] = sk.metadataProto()
+	resp := &baagentv1.ListSkillsResponse{}
+	if req.GetScope() != baagentv1.SkillScopeFilter_SKILL_SCOPE_FILTER_UNSPECIFIED {
+		resp.Skills = snap.listLayers(req.GetTenant(), req.GetProject(), req.GetScope())
+	} else {
+		view := snap.view(req.GetTenant(), req.GetProject())
+		resp.Skills = make([]*baagentv1.SkillMetadata, len(view))
+		for i, sk := range view {
+			resp.Skills[i] = sk.metadataProto()
+		}
 	}
 	if req.GetIncludeInvalid() {
 		for _, e := range snap.invalid(req.GetTenant(), req.GetProject()) {
@@ -178,7 +203,7 @@ func (s *Server) GetSkill(ctx context.Context, req *baagentv1.GetSkillRequest) (
 		resp.Body = sk.body
 	}
 	if level >= baagentv1.SkillLoadLevel_SKILL_LOAD_LEVEL_RESOURCES {
-		if resp.Resources, err = snap.inlineResources(sk, s.opts.MaxResourceBytes); err != nil {
+		if resp.Resources, err = inlineResources(ctx, sk, s.opts.MaxResourceBytes); err != nil {
 			return nil, err
 		}
 	}
@@ -198,7 +223,7 @@ func (s *Server) GetCatalog(ctx context.Context, req *baagentv1.GetCatalogReques
 	}
 	budget := int(min(req.GetTokenBudget(), math.MaxInt32))
 	exact := true
-	res, err := buildCatalog(ctx, snap.view(req.GetTenant(), req.GetProject()), budget, func(ctx context.Context, text string) (int, error) {
+	res, err := buildCatalog(ctx, catalogSkills(snap.view(req.GetTenant(), req.GetProject())), budget, func(ctx context.Context, text string) (int, error) {
 		if !exact {
 			// The counter failed earlier in this request: do not wait on
 			// it again for each planning round.
@@ -281,31 +306,23 @@ func (s *Server) countTokens(ctx context.Context, text, model string) (int, bool
 	return EstimateTokens(text), false, nil
 }
 
-// ActivateSkill activates a skill on the caller's activation stack.
+// ActivateSkill activates a skill on the caller's activation stack, by the
+// rule of planActivation: the result says which skills' scopes end
+// (ended, innermost first), the chain after, and whether the skill was
+// already active (nothing pushed, no messages).
 //
 // A refused activation (a cycle, the depth limit, a depth that disagrees
-// with the chain, or a skill the tenant cannot use) is a FailedPrecondition
-// status whose message is the activation's error text (`Circular dependency
-// detected: a → b → c → a`) and whose details carry the
-// ActivateSkillResponse with success=false, so a caller reading either gets
-// the reason. An unknown skill is NotFound.
+// with the chain, a model activating a skill with disable_model_invocation,
+// or a skill the tenant cannot use) is a FailedPrecondition status whose
+// message is the activation's error text (`Circular dependency detected:
+// a → b → a …`) and whose details carry the ActivateSkillResponse with
+// success=false, so a caller reading either gets the reason. An unknown
+// skill is NotFound. A refusal ends no scope.
 func (s *Server) ActivateSkill(ctx context.Context, req *baagentv1.ActivateSkillRequest) (*baagentv1.ActivateSkillResponse, error) {
 	if err := s.validateActivateSkill(req); err != nil {
 		return nil, s.rejected(ctx, "ActivateSkill", err)
 	}
 	a := req.GetActivation()
-	chain, err := checkActivation(a.GetActivationChain(), int(a.GetActivationDepth()), int(a.GetMaxDepth()), a.GetSkillName(), a.GetActivationId())
-	if err != nil {
-		result := "mismatch"
-		switch {
-		case errors.Is(err, ErrCircularDependency):
-			result = "cycle"
-		case errors.Is(err, ErrMaxDepth):
-			result = "depth"
-		}
-		s.metrics.activations.WithLabelValues(result).Inc()
-		return nil, activationRefused(a, status.New(codes.FailedPrecondition, err.Error()))
-	}
 	snap := s.snap.Load()
 	sk, err := snap.resolve(a.GetTenant(), a.GetProject(), a.GetSkillName())
 	if err != nil {
@@ -317,26 +334,101 @@ func (s *Server) ActivateSkill(ctx context.Context, req *baagentv1.ActivateSkill
 		s.metrics.activations.WithLabelValues("unavailable").Inc()
 		return nil, activationRefused(a, st)
 	}
+	origin := a.GetOrigin()
+	if origin == baagentv1.SkillActivationOrigin_SKILL_ACTIVATION_ORIGIN_UNSPECIFIED {
+		origin = baagentv1.SkillActivationOrigin_SKILL_ACTIVATION_ORIGIN_MODEL
+	}
+	if sk.disableModelInvocation && origin == baagentv1.SkillActivationOrigin_SKILL_ACTIVATION_ORIGIN_MODEL {
+		s.metrics.activations.WithLabelValues("model_disabled").Inc()
+		return nil, activationRefused(a, status.New(codes.FailedPrecondition, fmt.Sprintf(
+			"Skill %q cannot be activated by the model: only the user (/%s in a message) or a trigger may activate it", sk.name, sk.name)))
+	}
+	plan, err := planActivation(a.GetActivationChain(), int(a.GetActivationDepth()), int(a.GetMaxDepth()), sk.name, func(parent string) bool {
+		p, err := snap.resolve(a.GetTenant(), a.GetProject(), parent)
+		// A skill that is gone or hidden since it was activated names
+		// nothing: its scope ends.
+		return err == nil && namesSkill(p.body, sk.name)
+	})
+	if err != nil {
+		result := "mismatch"
+		switch {
+		case errors.Is(err, ErrCircularDependency):
+			result = "cycle"
+		case errors.Is(err, ErrMaxDepth):
+			result = "depth"
+		}
+		s.metrics.activations.WithLabelValues(result).Inc()
+		return nil, activationRefused(a, status.New(codes.FailedPrecondition, err.Error()))
+	}
+	res := &baagentv1.SkillActivationResult{
+		ActivationId:    a.GetActivationId(),
+		SkillName:       sk.name,
+		Success:         true,
+		ActivationChain: plan.chain,
+		Scope:           sk.scope,
+		AlreadyActive:   plan.alreadyActive,
+		Ended:           plan.ended,
+		Revision:        sk.revision,
+		Origin:          origin,
+	}
+	if plan.alreadyActive {
+		// The modifier is the skill's, as on its first activation: a
+		// caller must not read a missing one as "no restriction".
+		res.ContextModifier = contextModifier(sk)
+		s.metrics.activations.WithLabelValues("already_active").Inc()
+		return &baagentv1.ActivateSkillResponse{Result: res}, nil
+	}
+	at, note, err := s.atRevision(ctx, sk, a.GetRevision())
+	if err != nil {
+		return nil, err
+	}
 	level := a.GetLoadLevel()
 	if level == baagentv1.SkillLoadLevel_SKILL_LOAD_LEVEL_UNSPECIFIED {
 		level = baagentv1.SkillLoadLevel_SKILL_LOAD_LEVEL_INSTRUCTIONS
 	}
 	var resources []*baagentv1.SkillResource
 	if level >= baagentv1.SkillLoadLevel_SKILL_LOAD_LEVEL_RESOURCES {
-		if resources, err = snap.inlineResources(sk, s.opts.MaxResourceBytes); err != nil {
+		if resources, err = inlineResources(ctx, at, s.opts.MaxResourceBytes); err != nil {
 			return nil, err
 		}
 	}
+	res.Revision = at.revision
+	res.Messages = activationMessages(at, level, resources, note)
+	res.ContextModifier = contextModifier(at)
 	s.metrics.activations.WithLabelValues("ok").Inc()
-	return &baagentv1.ActivateSkillResponse{Result: &baagentv1.SkillActivationResult{
-		ActivationId:    a.GetActivationId(),
-		SkillName:       sk.name,
-		Messages:        activationMessages(sk, level, resources),
-		ContextModifier: contextModifier(sk),
-		Success:         true,
-		ActivationChain: chain,
-		Scope:           sk.scope,
-	}}, nil
+	return &baagentv1.ActivateSkillResponse{Result: res}, nil
+}
+
+// revisionSource holds skills at revisions other than the current one. The
+// file layer keeps only each skill's current revision (its folder as it is
+// now); a backend that keeps older revisions (stored skills) sets
+// Server.revisions, so that a restored activation and its skill_read calls
+// keep reading the files the skill was activated with.
+type revisionSource interface {
+	// skillAt returns cur (a skill of the current snapshot, as resolved for
+	// the caller) at revision; found is false when that revision is not
+	// kept. The error is a gRPC status: the backend could not answer.
+	skillAt(ctx context.Context, cur *skill, revision string) (sk *skill, found bool, err error)
+}
+
+// atRevision returns cur (the skill in the current snapshot) at revision:
+// cur itself for "" or its own revision, the kept revision when the
+// revisionSource has it, or else cur with a note saying the requested one
+// is gone.
+func (s *Server) atRevision(ctx context.Context, cur *skill, revision string) (*skill, string, error) {
+	if revision == "" || revision == cur.revision {
+		return cur, "", nil
+	}
+	if s.revisions != nil {
+		sk, ok, err := s.revisions.skillAt(ctx, cur, revision)
+		if err != nil {
+			return nil, "", err
+		}
+		if ok {
+			return sk, "", nil
+		}
+	}
+	return cur, fmt.Sprintf("revision %s is no longer available; this is the current revision %s", revision, cur.revision), nil
 }
 
 // activationRefused returns st with the failed SkillActivationResult
@@ -348,6 +440,7 @@ func activationRefused(a *baagentv1.SkillActivationRequest, st *status.Status) e
 		Success:         false,
 		Error:           st.Message(),
 		ActivationChain: slices.Clone(a.GetActivationChain()),
+		Origin:          a.GetOrigin(),
 	}})
 	if err != nil {
 		return st.Err()
@@ -355,7 +448,11 @@ func activationRefused(a *baagentv1.SkillActivationRequest, st *status.Status) e
 	return detailed.Err()
 }
 
-// ReadSkillResource reads one page of a resource file of a skill.
+// ReadSkillResource reads one page of a resource file of a skill, by bytes
+// or by lines (the skill_read tool). With a revision other than the
+// current one it reads that revision while it is kept; a revision no longer
+// kept is FailedPrecondition, so that a model never mixes files of two
+// revisions without being told.
 func (s *Server) ReadSkillResource(ctx context.Context, req *baagentv1.ReadSkillResourceRequest) (*baagentv1.ReadSkillResourceResponse, error) {
 	if err := validateReadSkillResource(req); err != nil {
 		return nil, s.rejected(ctx, "ReadSkillResource", err)
@@ -365,7 +462,22 @@ func (s *Server) ReadSkillResource(ctx context.Context, req *baagentv1.ReadSkill
 	if err != nil {
 		return nil, err
 	}
-	return snap.readResource(sk, req.GetPath(), req.GetOffset(), req.GetLimit(), s.opts.MaxResourceBytes)
+	if rev := req.GetRevision(); rev != "" && rev != sk.revision {
+		at, note, err := s.atRevision(ctx, sk, rev)
+		if err != nil {
+			return nil, err
+		}
+		if note != "" {
+			return nil, status.Errorf(codes.FailedPrecondition,
+				"skill %q changed since it was activated: revision %s is no longer available (the current revision is %s); activate the skill again to read its current files",
+				sk.name, rev, sk.revision)
+		}
+		sk = at
+	}
+	return readResource(ctx, sk, resourcePage{
+		rel: req.GetPath(), offset: req.GetOffset(), limit: req.GetLimit(),
+		byLines: req.GetLines(), lineOffset: req.GetLineOffset(), lineLimit: int(req.GetLineLimit()),
+	}, s.opts.MaxResourceBytes)
 }
 
 // rejected logs a refused request at debug level and returns its error.

@@ -22,6 +22,10 @@ func validateListSkills(req *baagentv1.ListSkillsRequest) error {
 	var e validate.Errors
 	validate.Tenant(&e, "tenant", req.GetTenant())
 	validate.Optional(&e, "project", req.GetProject(), validate.ID)
+	validate.Enum(&e, "scope", req.GetScope(), baagentv1.SkillScopeFilter_name, true)
+	if req.GetScope() == baagentv1.SkillScopeFilter_SKILL_SCOPE_FILTER_PROJECT && req.GetProject() == "" {
+		e.Add("project", "required with scope SKILL_SCOPE_FILTER_PROJECT")
+	}
 	return e.Err()
 }
 
@@ -67,6 +71,8 @@ func (s *Server) validateActivateSkill(req *baagentv1.ActivateSkillRequest) erro
 	}
 	validate.Tenant(&e, f+".tenant", a.GetTenant())
 	validate.Optional(&e, f+".project", a.GetProject(), validate.ID)
+	validate.Enum(&e, f+".origin", a.GetOrigin(), baagentv1.SkillActivationOrigin_name, true)
+	validate.Optional(&e, f+".revision", a.GetRevision(), validate.Version)
 	return e.Err()
 }
 
@@ -81,5 +87,23 @@ func validateReadSkillResource(req *baagentv1.ReadSkillResourceRequest) error {
 	validate.RelativePath(&e, "path", req.GetPath())
 	validate.NonNegative(&e, "offset", req.GetOffset())
 	validate.NonNegative(&e, "limit", req.GetLimit())
+	validate.Optional(&e, "revision", req.GetRevision(), validate.Version)
+	if req.GetLines() {
+		if req.GetOffset() != 0 {
+			e.Add("offset", "must be 0 when lines is set; use line_offset")
+		}
+		if req.GetLimit() != 0 {
+			e.Add("limit", "must be 0 when lines is set; use line_limit")
+		}
+		validate.NonNegative(&e, "line_offset", req.GetLineOffset())
+		validate.NonNegative(&e, "line_limit", int64(req.GetLineLimit()))
+	} else {
+		if req.GetLineOffset() != 0 {
+			e.Add("line_offset", "needs lines set")
+		}
+		if req.GetLineLimit() != 0 {
+			e.Add("line_limit", "needs lines set")
+		}
+	}
 	return e.Err()
 }

@@ -1,4 +1,4 @@
-package skills
+package skillmd
 
 import (
 	"bytes"
@@ -36,12 +36,12 @@ const frontMatterDelimiter = "---"
 
 var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 
-// splitSkillMD splits a SKILL.md into its YAML front matter and Markdown body.
+// Split splits a SKILL.md into its YAML front matter and Markdown body.
 // The file must start with a `---` line; the front matter ends at the next
 // `---` line, which must come within MaxFrontMatterBytes. A UTF-8 byte order
 // mark and CRLF line endings are accepted. The body is returned with
 // surrounding blank lines trimmed.
-func splitSkillMD(data []byte) (frontMatter []byte, body string, err error) {
+func Split(data []byte) (frontMatter []byte, body string, err error) {
 	if len(data) > MaxSkillFileBytes {
 		return nil, "", fmt.Errorf("SKILL.md: larger than %d bytes", MaxSkillFileBytes)
 	}
@@ -84,12 +84,12 @@ func isDelimiter(line []byte) bool {
 	return string(bytes.TrimRight(line, " \t\r")) == frontMatterDelimiter
 }
 
-// parseYAMLMapping decodes a YAML document that must be a mapping (or empty)
+// ParseYAMLMapping decodes a YAML document that must be a mapping (or empty)
 // into its node tree, refusing aliases: an alias can expand exponentially
 // ("billion laughs") when a consumer resolves it, and nothing in a skill's
 // front matter needs one. It also bounds nesting and the number of nodes. An
 // empty document yields a nil node and no error.
-func parseYAMLMapping(doc []byte) (*yaml.Node, error) {
+func ParseYAMLMapping(doc []byte) (*yaml.Node, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(doc, &root); err != nil {
 		return nil, fmt.Errorf("invalid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
