@@ -23,7 +23,12 @@ func Type(ev *baagentv1.Event) string {
 }
 
 // IsTerminal reports whether ev ends its run (complete, error, cancelled).
+// A sub-agent's terminal event mirrored into its parent's stream (it has a
+// subagent_run_id) ends the sub-agent, not the run whose stream carries it.
 func IsTerminal(ev *baagentv1.Event) bool {
+	if ev.GetSubagentRunId() != "" {
+		return false
+	}
 	switch ev.GetPayload().(type) {
 	case *baagentv1.Event_Complete, *baagentv1.Event_Error, *baagentv1.Event_Cancelled:
 		return true
@@ -53,4 +58,22 @@ func IsTypeName(t string) bool {
 // retried publish is stored once.
 func MsgID(runID string, seq uint64) string {
 	return runID + ":" + strconv.FormatUint(seq, 10)
+}
+
+// IsDelta reports whether ev is a streamed fragment (thought_delta,
+// text_delta): the complete thought or answer follows in its own event, so
+// fragments are not mirrored into a parent run's stream.
+func IsDelta(ev *baagentv1.Event) bool {
+	switch ev.GetPayload().(type) {
+	case *baagentv1.Event_ThoughtDelta, *baagentv1.Event_TextDelta:
+		return true
+	}
+	return false
+}
+
+// MirrorMsgID is the Nats-Msg-Id of child event childSeq mirrored into the
+// parent run's stream, "<parent>:<child>:<childSeq>": two executions of the
+// child that both mirror it (one taking over from the other) store it once.
+func MirrorMsgID(parentRunID, childRunID string, childSeq uint64) string {
+	return parentRunID + ":" + childRunID + ":" + strconv.FormatUint(childSeq, 10)
 }

@@ -47,3 +47,30 @@ func TestMsgID(t *testing.T) {
 		t.Errorf("MsgID = %q", got)
 	}
 }
+
+func TestMirroredTerminalIsNotTerminal(t *testing.T) {
+	t.Parallel()
+	for _, ev := range []*baagentv1.Event{
+		{SubagentRunId: "run_child", Payload: &baagentv1.Event_Complete{Complete: &baagentv1.CompletePayload{}}},
+		{SubagentRunId: "run_child", Payload: &baagentv1.Event_Error{Error: &baagentv1.ErrorPayload{}}},
+		{SubagentRunId: "run_child", Payload: &baagentv1.Event_Cancelled{Cancelled: &baagentv1.CancelledPayload{}}},
+	} {
+		if IsTerminal(ev) {
+			t.Errorf("IsTerminal(%v) = true for a mirrored child event", ev)
+		}
+	}
+}
+
+func TestIsDelta(t *testing.T) {
+	t.Parallel()
+	if !IsDelta(&baagentv1.Event{Payload: &baagentv1.Event_TextDelta{TextDelta: &baagentv1.TextDeltaPayload{}}}) ||
+		!IsDelta(&baagentv1.Event{Payload: &baagentv1.Event_ThoughtDelta{ThoughtDelta: &baagentv1.ThoughtDeltaPayload{}}}) {
+		t.Error("a delta is not a delta")
+	}
+	if IsDelta(&baagentv1.Event{Payload: &baagentv1.Event_Thought{Thought: &baagentv1.ThoughtPayload{}}}) {
+		t.Error("a thought is a delta")
+	}
+	if got := MirrorMsgID("run_p", "run_c", 7); got != "run_p:run_c:7" {
+		t.Errorf("MirrorMsgID = %q", got)
+	}
+}

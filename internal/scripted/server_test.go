@@ -161,6 +161,9 @@ func TestEveryShippedScenarioPlaysThrough(t *testing.T) {
 		"tool-error-handling":       {"sql_query", "chart_render", "sql_query"},
 		"hitl-clarification-period": {"ask_clarification", "sql_query"},
 		"hitl-decision-region":      {"ask_decision", "sql_query"},
+		"plan-quarterly-report":     {"plan", "sql_query", "update_plan", "sql_query", "update_plan"},
+		"plan-revision":             {"plan", "sql_query", "update_plan", "sql_query", "update_plan", "sql_query", "update_plan"},
+		"plan-approval":             {"plan", "sql_query", "update_plan"},
 	}
 	for _, sc := range srv.Scenarios() {
 		t.Run(sc.Name, func(t *testing.T) {

@@ -16,13 +16,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/internal/testkit"
 	"github.com/baagent/baagent/internal/testkit/natstest"
 	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 	"github.com/baagent/baagent/services/orchestrator/internal/runstore"
@@ -142,95 +142,17 @@ func TestFaultKillReplicaMidRun(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "baagent")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/baagent/baagent/cmd/baagent")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	scenarios := filepath.Join(dir, "scenarios")
-	if err := os.MkdirAll(scenarios, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(scenarios, "fault.yaml"), []byte(faultScenario), 0o600); err != nil {
-		t.Fatal(err)
-	}
-
-	srvNATS := natstest.StartNATSIn(t, filepath.Join(dir, "nats"))
-	nc, err := nats.Connect(srvNATS.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := natsx.Provision(ctx, js, natsx.ProvisionConfig{}); err != nil {
-		t.Fatal(err)
-	}
-
-	discard := slog.New(slog.DiscardHandler)
-	tok, err := tokens.New(tokens.Options{Logger: discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sk, err := skills.New(skills.Options{Logger: discard, Root: "../../examples/skills"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokAddr := serveTCP(t, func(gs grpc.ServiceRegistrar) { tok.Register(gs) })
-	skAddr := serveTCP(t, func(gs grpc.ServiceRegistrar) { sk.Register(gs) })
-	tokConn, err := grpc.NewClient(tokAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tokConn.Close() })
-	counting := &countingWrites{writes: map[string]int{}}
-	cs, tr := realPeersWith(t, js, baagentv1.NewTokensServiceClient(tokConn), []tool.Source{counting})
-	peerAddr := serveTCP(t, func(gs grpc.ServiceRegistrar) {
-		baagentv1.RegisterContextServiceServer(gs, cs)
-		baagentv1.RegisterToolRunnerServiceServer(gs, tr)
-	})
-
-	start := func(name string) *replicaProc {
-		addr := freePort(t)
-		cmd := exec.Command(bin, "-target=orchestrator", "-nats-url", srvNATS.ClientURL(),
-			"-orchestrator-listen", addr, "-metrics-addr", "127.0.0.1:0", "-log-level", "warn",
-			"-tokens-addr", tokAddr, "-skills-addr", skAddr, "-context-addr", peerAddr, "-toolrunner-addr", peerAddr,
-			"-scenarios-dir", scenarios, "-data-dir", filepath.Join(dir, name))
-		cmd.Stderr = &prefixWriter{t: t, prefix: name}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		p := &replicaProc{cmd: cmd, addr: addr, done: make(chan struct{})}
-		go func() { _ = cmd.Wait(); close(p.done) }()
-		t.Cleanup(func() { _ = cmd.Process.Kill(); <-p.done })
-		return p
-	}
-	replicas := []*replicaProc{start("r0"), start("r1")}
-	cpKV, err := js.KeyValue(ctx, natsx.BucketCheckpoints)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cps := checkpoint.NewStore(cpKV)
-	runsKV, err := js.KeyValue(ctx, natsx.BucketRuns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := runstore.New(runsKV)
-	startRun := func(i int) *baagentv1.Run {
-		for {
+	fc := startFaultCluster(ctx, t, "fault.yaml", faultScenario)
+	replicas := []*replicaProc{fc.start("r0"), fc.start("r1")}
+	js, cps, store, counting, start := fc.js, fc.cps, fc.store, fc.counting, fc.start
+	startRun := func(i int) (run *baagentv1.Run) {
+		testkit.EventuallyContext(ctx, t, "StartRun on a starting replica", func() (bool, string) {
 			c := baagentv1.NewOrchestratorServiceClient(dial(t, replicas[i%2].addr))
 			resp, err := c.StartRun(ctx, &baagentv1.OrchestratorServiceStartRunRequest{Tenant: testTenant, Spec: &baagentv1.RunSpec{Input: fmt.Sprintf("fault test %d", i)}})
-			if err == nil {
-				return resp.GetRun()
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("StartRun: %v", err)
-			}
-			time.Sleep(50 * time.Millisecond) // the replica is starting
-		}
+			run = resp.GetRun()
+			return err == nil, fmt.Sprint(err)
+		})
+		return run
 	}
 
 	kills, lost, iter, began := 0, 0, 0, time.Now()
@@ -292,6 +214,90 @@ func TestFaultKillReplicaMidRun(t *testing.T) {
 			}
 		}
 	}
+}
+
+// faultCluster is what the fault tests kill replicas in: an embedded NATS
+// server, the tokens, skills, context and toolrunner services on loopback
+// in this process, and a freshly built cmd/baagent that start launches as
+// an orchestrator replica against them.
+type faultCluster struct {
+	js       jetstream.JetStream
+	cps      *checkpoint.Store
+	store    *runstore.Store
+	counting *countingWrites
+	// start launches a replica whose data directory is named name; the
+	// test's cleanup kills it.
+	start func(name string) *replicaProc
+}
+
+// startFaultCluster builds cmd/baagent and starts the peers, with the one
+// scenario (written to scenarioFile) the scripted model replays.
+func startFaultCluster(ctx context.Context, t *testing.T, scenarioFile, scenario string) *faultCluster {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "baagent")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/baagent/baagent/cmd/baagent")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	scenarios := filepath.Join(dir, "scenarios")
+	if err := os.MkdirAll(scenarios, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(scenarios, scenarioFile), []byte(scenario), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	srvNATS := natstest.StartNATSIn(t, filepath.Join(dir, "nats"))
+	_, js := connectProvisioned(ctx, t, srvNATS.ClientURL())
+
+	discard := slog.New(slog.DiscardHandler)
+	tok, err := tokens.New(tokens.Options{Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, err := skills.New(skills.Options{Logger: discard, Root: "../../examples/skills"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokAddr := serveTCP(t, func(gs grpc.ServiceRegistrar) { tok.Register(gs) })
+	skAddr := serveTCP(t, func(gs grpc.ServiceRegistrar) { sk.Register(gs) })
+	tokConn, err := grpc.NewClient(tokAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tokConn.Close() })
+	counting := &countingWrites{writes: map[string]int{}}
+	cs, tr := realPeersWith(t, js, baagentv1.NewTokensServiceClient(tokConn), []tool.Source{counting})
+	peerAddr := serveTCP(t, func(gs grpc.ServiceRegistrar) {
+		baagentv1.RegisterContextServiceServer(gs, cs)
+		baagentv1.RegisterToolRunnerServiceServer(gs, tr)
+	})
+
+	start := func(name string) *replicaProc {
+		addr := freePort(t)
+		cmd := exec.Command(bin, "-target=orchestrator", "-nats-url", srvNATS.ClientURL(),
+			"-orchestrator-listen", addr, "-metrics-addr", "127.0.0.1:0", "-log-level", "warn",
+			"-tokens-addr", tokAddr, "-skills-addr", skAddr, "-context-addr", peerAddr, "-toolrunner-addr", peerAddr,
+			"-scenarios-dir", scenarios, "-data-dir", filepath.Join(dir, name))
+		cmd.Stderr = &prefixWriter{t: t, prefix: name}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		p := &replicaProc{cmd: cmd, addr: addr, done: make(chan struct{})}
+		go func() { _ = cmd.Wait(); close(p.done) }()
+		t.Cleanup(func() { _ = cmd.Process.Kill(); <-p.done })
+		return p
+	}
+	cpKV, err := js.KeyValue(ctx, natsx.BucketCheckpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runsKV, err := js.KeyValue(ctx, natsx.BucketRuns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &faultCluster{js: js, cps: checkpoint.NewStore(cpKV), store: runstore.New(runsKV), counting: counting, start: start}
 }
 
 // replicaName is the default Replica of a process: <host>-<pid>.

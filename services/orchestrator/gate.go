@@ -27,7 +27,7 @@ type gate interface {
 // calls, before any call of the step runs: the user decides about a doom
 // loop before the repeated call runs, and questions are asked before
 // anything else happens.
-var beforeRun = []gate{doomLoopGate{}, askGate{}}
+var beforeRun = []gate{doomLoopGate{}, askGate{}, planGate{}}
 
 // afterRun settle, in the model's order, the calls the toolrunner did not
 // answer: a delegation starts once the step's other calls are done, and a

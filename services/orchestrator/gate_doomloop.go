@@ -23,13 +23,24 @@ const (
 // its approach). Without an answer by the deadline the run stops.
 type doomLoopGate struct{}
 
-func (doomLoopGate) applies(c gateCall) bool { return c.rec.Doom && c.rec.Decision == "" }
+// cpDoomLoopDecided is the checkpoint of a resolved doom-loop decision.
+const cpDoomLoopDecided = "DOOM_LOOP_DECIDED"
+
+// applies: a call that completes a doom loop, until it is decided, and a
+// decided call that must not run (stop, correct) without its result yet
+// (the execution that decided stopped before it stored one).
+func (doomLoopGate) applies(c gateCall) bool {
+	return c.rec.Doom && c.rec.Decision != hitl.LabelContinue
+}
 
 func (doomLoopGate) check(_ context.Context, r *run, c gateCall) (verdict, error) {
 	if err := c.st.durable.wait(); err != nil { // the question is about the model's response
 		return verdict{}, err
 	}
 	timeout := r.s.opts.DecisionTimeout
+	if c.rec.Decision != "" { // decided, and published, by an earlier execution
+		return doomVerdict(r, c, c.rec.Decision, c.rec.DecisionTimedOut, timeout)
+	}
 	w := r.due(c.i, hitl.KindDoomLoop)
 	if w == nil {
 		step := r.rec.GetStep()
@@ -47,7 +58,44 @@ func (doomLoopGate) check(_ context.Context, r *run, c gateCall) (verdict, error
 		return verdict{}, err
 	}
 	r.doom.Forget(c.call.GetName(), c.call.GetArguments())
-	c.st.setDecision(c.i, decision)
+	c.st.setDecision(c.i, decision, timedOut)
+	if err := r.intervened(c, w.ID, decision, timedOut); err != nil {
+		return verdict{}, err
+	}
+	return doomVerdict(r, c, decision, timedOut, timeout)
+}
+
+// intervened publishes the doom_loop_intervened event of the decision
+// about c. Held, it is stored with the checkpoint that records the
+// decision (in its outbox, with the decision_answered event before it):
+// a resumed run finds the call decided and publishes neither again, or
+// finds it undecided and neither published.
+func (r *run) intervened(c gateCall, decisionID, decision string, timedOut bool) error {
+	if err := r.hold(&baagentv1.Event{Payload: &baagentv1.Event_DoomLoopIntervened{DoomLoopIntervened: &baagentv1.DoomLoopIntervenedPayload{
+		DecisionId: decisionID, Choice: decision, TimedOut: timedOut, Intervention: doomIntervention(decision),
+		ToolName: c.call.GetName(), ToolCallId: c.call.GetId(),
+	}}}); err != nil {
+		return err
+	}
+	if err := r.checkpoint(cpDoomLoopDecided); err != nil {
+		return err
+	}
+	return r.flush()
+}
+
+// doomIntervention is what the run does for the user's decision.
+func doomIntervention(decision string) baagentv1.DoomLoopIntervention {
+	switch decision {
+	case hitl.LabelContinue:
+		return baagentv1.DoomLoopIntervention_DOOM_LOOP_INTERVENTION_CONTINUE
+	case hitl.LabelCorrect:
+		return baagentv1.DoomLoopIntervention_DOOM_LOOP_INTERVENTION_CORRECT
+	}
+	return baagentv1.DoomLoopIntervention_DOOM_LOOP_INTERVENTION_STOP
+}
+
+// doomVerdict applies the decision about c.
+func doomVerdict(r *run, c gateCall, decision string, timedOut bool, timeout time.Duration) (verdict, error) {
 	switch decision {
 	case hitl.LabelContinue:
 		return verdict{kind: verdictPass}, nil

@@ -21,6 +21,10 @@ func TestDoomLoopGateApplies(t *testing.T) {
 		{checkpoint.ToolRecord{}, false},
 		{checkpoint.ToolRecord{Doom: true}, true},
 		{checkpoint.ToolRecord{Doom: true, Decision: hitl.LabelContinue}, false}, // decided: runs
+		// Decided by an execution that stopped before the call's result:
+		// the decision is applied again, not asked again.
+		{checkpoint.ToolRecord{Doom: true, Decision: hitl.LabelCorrect}, true},
+		{checkpoint.ToolRecord{Doom: true, Decision: hitl.LabelStop, DecisionTimedOut: true}, true},
 		{checkpoint.ToolRecord{Decision: hitl.LabelCorrect}, false},
 	} {
 		if got := (doomLoopGate{}).applies(testCall("sql_query", tc.rec, nil)); got != tc.want {
@@ -84,5 +88,19 @@ func TestDoomStopped(t *testing.T) {
 	}
 	if !strings.Contains(doomCorrection(c), "sql_query") {
 		t.Errorf("correction %q", doomCorrection(c))
+	}
+}
+
+func TestDoomIntervention(t *testing.T) {
+	t.Parallel()
+	for label, want := range map[string]baagentv1.DoomLoopIntervention{
+		hitl.LabelStop:     baagentv1.DoomLoopIntervention_DOOM_LOOP_INTERVENTION_STOP,
+		hitl.LabelContinue: baagentv1.DoomLoopIntervention_DOOM_LOOP_INTERVENTION_CONTINUE,
+		hitl.LabelCorrect:  baagentv1.DoomLoopIntervention_DOOM_LOOP_INTERVENTION_CORRECT,
+		"":                 baagentv1.DoomLoopIntervention_DOOM_LOOP_INTERVENTION_STOP,
+	} {
+		if got := doomIntervention(label); got != want {
+			t.Errorf("doomIntervention(%q) = %v, want %v", label, got, want)
+		}
 	}
 }

@@ -37,6 +37,10 @@ func (taskGate) check(ctx context.Context, r *run, c gateCall) (verdict, error) 
 // delegate starts the step's task calls from call i on and waits for
 // call i's child, or settles call i once its wait is due.
 func (r *run) delegate(ctx context.Context, st *stepState, i int, c *baagentv1.ToolCall, ts *toolset) (*callResult, error) {
+	// Sub-agents append to this run's stream from now on (subagent_events.go).
+	if err := r.fence(); err != nil {
+		return nil, err
+	}
 	if w := r.due(i, hitl.KindSubAgent); w != nil {
 		return r.settleTask(ctx, c, w)
 	}

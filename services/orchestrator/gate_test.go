@@ -18,10 +18,12 @@ func testCall(tool string, rec checkpoint.ToolRecord, ts *toolset) gateCall {
 
 // TestGateOrder pins which gates look at a call and in what order: the
 // user decides about a doom loop before a repeated question is asked, and
-// every call the toolrunner leaves unanswered has an afterRun gate.
+// every call the toolrunner leaves unanswered has an afterRun gate; the
+// plan tools are answered before the step's other calls run, so a step's
+// tool calls run under the plan the model just made.
 func TestGateOrder(t *testing.T) {
 	t.Parallel()
-	if len(beforeRun) != 2 || beforeRun[0] != (doomLoopGate{}) || beforeRun[1] != (askGate{}) {
+	if len(beforeRun) != 3 || beforeRun[0] != (doomLoopGate{}) || beforeRun[1] != (askGate{}) || beforeRun[2] != (planGate{}) {
 		t.Errorf("beforeRun = %#v", beforeRun)
 	}
 	if len(afterRun) != 2 || afterRun[0] != (taskGate{}) || afterRun[1] != (permissionGate{}) {

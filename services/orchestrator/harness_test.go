@@ -31,6 +31,7 @@ import (
 	"github.com/baagent/baagent/internal/testkit"
 	"github.com/baagent/baagent/internal/testkit/natstest"
 	vt "github.com/baagent/baagent/internal/validate/validatetest"
+	"github.com/baagent/baagent/services/orchestrator/internal/mirror"
 	"github.com/baagent/baagent/services/skills"
 	"github.com/baagent/baagent/services/tokens"
 )
@@ -63,7 +64,16 @@ func testCtx(t *testing.T) context.Context {
 // startJetStream starts an embedded NATS with the streams provisioned.
 func startJetStream(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(natstest.StartNATS(t).ClientURL())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return connectProvisioned(ctx, t, natstest.StartNATS(t).ClientURL())
+}
+
+// connectProvisioned connects to the NATS server at url, closed when the
+// test ends, and provisions the streams and buckets.
+func connectProvisioned(ctx context.Context, t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,8 +82,6 @@ func startJetStream(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	if err := natsx.Provision(ctx, js, natsx.ProvisionConfig{}); err != nil {
 		t.Fatal(err)
 	}
@@ -243,8 +251,13 @@ func readEvents(ctx context.Context, t testing.TB, js jetstream.JetStream, tenan
 		if err := proto.Unmarshal(msg.Data(), ev); err != nil {
 			t.Fatal(err)
 		}
-		// A repaired event carries <run_id>:<seq>:<generation>.
-		if got, want := msg.Headers().Get(jetstream.MsgIDHeader), runevent.MsgID(runID, ev.GetSeq()); got != want && !strings.HasPrefix(got, want+":") {
+		// A repaired event carries <run_id>:<seq>:<generation>; a
+		// sub-agent's event mirrored here <run_id>:<child>:<child_seq>.
+		want := runevent.MsgID(runID, ev.GetSeq())
+		if child, childSeq, ok := mirror.ParseMirrorOf(msg.Headers().Get(mirror.HeaderMirrorOf)); ok {
+			want = runevent.MirrorMsgID(runID, child, childSeq)
+		}
+		if got := msg.Headers().Get(jetstream.MsgIDHeader); got != want && !strings.HasPrefix(got, want+":") {
 			t.Errorf("Nats-Msg-Id = %q, want %q", got, want)
 		}
 		out = append(out, ev)

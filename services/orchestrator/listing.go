@@ -49,6 +49,7 @@ func summarize(run *baagentv1.Run) {
 	if e := run.GetError(); e != nil {
 		e.Message = preview(e.GetMessage(), listPreviewBytes)
 	}
+	run.Plan = nil // GetRun has it
 	if m := run.GetMetrics(); m != nil {
 		m.ToolCalls = nil
 		m.ToolStats = nil

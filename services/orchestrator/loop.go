@@ -46,15 +46,24 @@ func (r *run) loop() (string, error) {
 	r.rec.PendingInput = nil
 	if !cp.Started {
 		r.rec.StartedAt = timestamppb.Now()
+		warning := r.classify(ctx)
 		if err := r.emit(&baagentv1.Event{Payload: &baagentv1.Event_Start{Start: &baagentv1.StartPayload{
-			Input:         r.rec.GetInput(),
-			Model:         r.rec.GetModel(),
-			ScriptedModel: r.rec.GetScriptedModel(),
-			MaxSteps:      r.rec.GetMaxSteps(),
-			Project:       r.rec.GetProject(),
-			Replica:       r.s.opts.Replica,
+			Input:             r.rec.GetInput(),
+			Model:             r.rec.GetModel(),
+			ScriptedModel:     r.rec.GetScriptedModel(),
+			MaxSteps:          r.rec.GetMaxSteps(),
+			Project:           r.rec.GetProject(),
+			Replica:           r.s.opts.Replica,
+			QueryComplexity:   r.rec.GetQueryComplexity(),
+			ComplexitySignals: r.rec.GetComplexitySignals(),
+			PlanMode:          r.planMode(),
 		}}}); err != nil {
 			return "", err
+		}
+		if warning != "" {
+			if err := r.warn(warnComplexityFailed, warning); err != nil {
+				return "", err
+			}
 		}
 		if err := r.appendMessages(ctx, &baagentv1.ChatMessage{
 			Id:      r.rec.GetRunId() + ":user",
@@ -63,6 +72,10 @@ func (r *run) loop() (string, error) {
 		}); err != nil {
 			return "", err
 		}
+		if err := r.beginRound(ctx); err != nil {
+			return "", err
+		}
+		r.roundReady = true
 		if err := r.checkpoint(checkpoint.KindStart); err != nil {
 			return "", err
 		}
@@ -84,7 +97,8 @@ func (r *run) loop() (string, error) {
 	}
 
 	var tools *toolset
-	toolsFor := -1 // stack depth the toolset was listed for
+	var toolsFor uint64 // stack generation the toolset was listed for
+	listed := false
 	for {
 		if r.cur == nil {
 			if r.rec.GetStep() >= r.rec.GetMaxSteps() {
@@ -93,15 +107,22 @@ func (r *run) loop() (string, error) {
 			}
 			r.rec.Step++
 		}
-		if toolsFor != r.skills.Depth() {
-			if tools, err = r.listTools(ctx, catalog.GetSkillCount() > 0); err != nil {
+		if !listed || toolsFor != r.skills.Generation() {
+			if tools, err = r.listTools(ctx, catalog.GetSkillCount() > 0 || r.skills.Depth() > 0); err != nil {
 				return "", err
 			}
-			toolsFor = r.skills.Depth()
+			toolsFor, listed = r.skills.Generation(), true
+		}
+		offered, err := r.planBefore(ctx, tools)
+		if err != nil {
+			return "", err
 		}
 		sctx, span := r.s.span(ctx, "step", trace.SpanKindInternal)
 		step, resumed := r.rec.GetStep(), r.cur != nil
-		answer, final, err := r.step(sctx, system, tools)
+		answer, final, err := r.step(sctx, system, offered)
+		if err == nil && !r.paused {
+			answer, final, err = r.planAfter(ctx, answer, final)
+		}
 		if span.IsRecording() {
 			// One call when the step ends: a single attribute slice.
 			span.SetAttributes(attribute.Int("baagent.step", int(step)), attribute.Bool("baagent.step.resumed", resumed),

@@ -46,7 +46,9 @@ func TestRunAnswersWithToolCall(t *testing.T) {
 			}
 			return answer("Electronics had the highest revenue (125,000)."), nil
 		}
-	}, harnessOptions{})
+		// The question matches the sales-analysis skill's trigger
+		// "revenue"; this test is about the loop, not triggers.
+	}, harnessOptions{mutate: func(o *Options) { o.SkillTriggers = SkillTriggersOff }})
 
 	run := h.start(ctx, &baagentv1.RunSpec{Input: "Which product category had the highest revenue last quarter?", ConversationId: "conv-1", Model: "priced-model"})
 	if run.GetState() != baagentv1.RunState_RUN_STATE_QUEUED || !strings.HasPrefix(run.GetRunId(), "run_") || run.GetMaxSteps() != DefaultMaxSteps || run.GetModel() != "priced-model" || !run.GetScriptedModel() {

@@ -72,7 +72,7 @@ func (r *run) think(ctx context.Context, step int32, system []*baagentv1.ChatMes
 		if strings.TrimSpace(t) == "" {
 			continue
 		}
-		if err := r.emit(&baagentv1.Event{Payload: &baagentv1.Event_Thought{Thought: &baagentv1.ThoughtPayload{Thought: t, ThoughtLevel: "task"}}}); err != nil {
+		if err := r.emit(&baagentv1.Event{Payload: &baagentv1.Event_Thought{Thought: &baagentv1.ThoughtPayload{Thought: t, ThoughtLevel: r.thoughtLevel(msg)}}}); err != nil {
 			return err
 		}
 	}

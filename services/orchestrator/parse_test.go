@@ -85,13 +85,27 @@ func FuzzParseArgs(f *testing.F) {
 }
 
 func FuzzParseSkillArgs(f *testing.F) {
-	for _, s := range []string{`{"name":"sales-analysis"}`, `{"skill":"x"}`, `{"name":""}`, `{}`, `[]`, ``} {
+	for _, s := range []string{`{"name":"sales-analysis"}`, `{"skill":"x"}`, `{"name":""}`, `{}`, `[]`, ``,
+		`{"name":"x","action":"end"}`, `{"name":"x","action":"Done"}`, `{"name":"x","action":"jump"}`, `{"name":"x","action":3}`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, args string) {
-		name, err := parseSkillArgs(args)
-		if err == nil && (name == "" || strings.TrimSpace(name) != name) {
-			t.Fatalf("parseSkillArgs(%q) = %q", args, name)
+		a, err := parseSkillArgs(args)
+		if err == nil && (a.name == "" || strings.TrimSpace(a.name) != a.name || (a.action != skillActionActivate && a.action != skillActionEnd)) {
+			t.Fatalf("parseSkillArgs(%q) = %+v", args, a)
+		}
+	})
+}
+
+func FuzzParseSkillReadArgs(f *testing.F) {
+	for _, s := range []string{`{"path":"references/a.md"}`, `{"path":"a","skill":"x","offset":10}`, `{"path":"a","offset":-1}`,
+		`{"path":"a","offset":1.5}`, `{"path":"a","offset":"3"}`, `{"path":" "}`, `{"path":"a","skill":7}`, `{}`, `[]`, ``} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, args string) {
+		a, err := parseSkillReadArgs(args)
+		if err == nil && (a.path == "" || a.offset < 0 || strings.TrimSpace(a.path) != a.path) {
+			t.Fatalf("parseSkillReadArgs(%q) = %+v", args, a)
 		}
 	})
 }

@@ -159,6 +159,12 @@ func (s *Server) withProgress(ctx context.Context, run *baagentv1.Run) {
 	if m, err := protoenc.Unmarshal[baagentv1.ConversationMetrics](cp.Metrics); err == nil && len(cp.Metrics) > 0 {
 		run.Metrics = m
 	}
+	if cp.Complexity != 0 {
+		run.QueryComplexity, run.ComplexitySignals = baagentv1.QueryComplexity(cp.Complexity), cp.ComplexitySignals
+	}
+	if p := cp.Plan; p != nil && p.Decode() == nil && p.WorkPlan() != nil {
+		run.Plan = p.WorkPlan()
+	}
 }
 
 // ListRuns lists a tenant's runs, newest first, as summaries (see

@@ -14,6 +14,7 @@ import (
 	"github.com/baagent/baagent/services/orchestrator/internal/convmetrics"
 	"github.com/baagent/baagent/services/orchestrator/internal/doomloop"
 	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
+	"github.com/baagent/baagent/services/orchestrator/internal/mirror"
 	"github.com/baagent/baagent/services/orchestrator/internal/protoenc"
 	"github.com/baagent/baagent/services/orchestrator/internal/publish"
 	"github.com/baagent/baagent/services/orchestrator/internal/skillstack"
@@ -58,11 +59,19 @@ type run struct {
 	pub     *publish.Publisher
 	metrics *convmetrics.Accumulator
 	skills  skillstack.Stack
-	models  map[string]*baagentv1.ModelInfo // GetModelInfo answers, by model
+	// roundReady says the stack is this round's: restored from the
+	// previous round (beginRound) or from the run's checkpoint. Only then
+	// is it saved for the next round.
+	roundReady bool
+	models     map[string]*baagentv1.ModelInfo // GetModelInfo answers, by model
 	// toolsSent is the tools fingerprint this execution last sent with its
 	// schemas to the context service (see buildWindow).
 	toolsSent string
 	doom      doomloop.Detector
+	// mirror copies a sub-agent run's events into its parent's stream.
+	mirror *mirror.Mirror
+	// plan is the run's planning state (plan.go).
+	plan planning
 
 	// Checkpoint state; cpMu serialises writes (from parallel tool calls,
 	// and a write in the background, which holds it until it is done).
@@ -113,6 +122,11 @@ func (r *run) execute() outcome {
 	defer r.s.metrics.runsActive.Dec()
 
 	terminal, err := r.prepare()
+	if err == nil {
+		var stop func()
+		stop, err = r.startSubAgentEvents()
+		defer stop()
+	}
 	switch {
 	case errors.Is(err, checkpoint.ErrLostRun):
 		r.log.Info("run taken over by another replica")
@@ -233,9 +247,14 @@ func (r *run) restore(cp *checkpoint.State) error {
 		if err != nil {
 			return err
 		}
-		r.skills.Push(skillstack.Activation{Name: f.Name, ID: f.ID, Modifier: mod})
+		r.skills.Push(skillstack.Activation{Name: f.Name, ID: f.ID, Revision: f.Revision, Modifier: mod})
 	}
+	r.roundReady = cp.Started
 	r.doom.Restore(cp.Calls)
+	r.rec.QueryComplexity, r.rec.ComplexitySignals = baagentv1.QueryComplexity(cp.Complexity), cp.ComplexitySignals
+	if err := r.restorePlan(cp.Plan); err != nil {
+		return err
+	}
 	r.log.Info("resuming run from its checkpoint", "checkpoint", cp.Kind, "step", cp.Step, "last_seq", r.pub.LastSeq(), "previous_owner", cp.Owner, "attempt", r.attempt)
 	return nil
 }

@@ -93,6 +93,10 @@ func (r *run) snapshot(kind string) (*checkpoint.State, error) {
 		Calls:   r.doom.Window(),
 		Wait:    r.wait,
 		Span:    r.traceparent,
+
+		Plan:              r.planCheckpoint(),
+		Complexity:        int32(r.rec.GetQueryComplexity()),
+		ComplexitySignals: r.rec.GetComplexitySignals(),
 	}
 	var size int
 	cp.LastSeq, cp.LastPos, cp.Outbox, size = r.pub.Unconfirmed()
@@ -104,7 +108,7 @@ func (r *run) snapshot(kind string) (*checkpoint.State, error) {
 		cp.Outbox = nil
 	}
 	for _, f := range r.skills.Frames() {
-		cp.Skills = append(cp.Skills, checkpoint.SkillFrame{Name: f.Name, ID: f.ID, Modifier: protoenc.Marshal(f.Modifier)})
+		cp.Skills = append(cp.Skills, checkpoint.SkillFrame{Name: f.Name, ID: f.ID, Revision: f.Revision, Modifier: protoenc.Marshal(f.Modifier)})
 	}
 	if st := r.cur; st != nil {
 		cp.Assistant, cp.ModelMs = protoenc.Marshal(st.msg), st.modelMs

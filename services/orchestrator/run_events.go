@@ -11,6 +11,9 @@ import (
 // run: clients could no longer follow it.
 func (r *run) emit(ev *baagentv1.Event) error {
 	ev.Step = r.rec.GetStep()
+	if ev.PlanStep == 0 {
+		ev.PlanStep = r.planStep()
+	}
 	return r.eventsErr(r.pub.Emit(r.ctx, ev))
 }
 
@@ -18,6 +21,9 @@ func (r *run) emit(ev *baagentv1.Event) error {
 // the next flush (see publisher.hold).
 func (r *run) hold(ev *baagentv1.Event) error {
 	ev.Step = r.rec.GetStep()
+	if ev.PlanStep == 0 {
+		ev.PlanStep = r.planStep()
+	}
 	return r.eventsErr(r.pub.Hold(r.ctx, ev))
 }
 

@@ -34,6 +34,9 @@ func (r *run) finish(answer string, err error) {
 		ev.Payload = &baagentv1.Event_Error{Error: &baagentv1.ErrorPayload{Code: re.code, Message: re.message}}
 		r.log.Warn("run failed", "code", re.code, "error", re.message)
 	}
+	// Saved before the terminal event: a client that starts the next round
+	// on seeing it finds the stack.
+	r.saveSkills(ctx)
 	perr := r.pub.EmitNow(ctx, ev)
 	if errors.Is(perr, context.DeadlineExceeded) {
 		// A flush cut short by its deadline (acks lost in a NATS restart,
@@ -62,6 +65,8 @@ func (r *run) record(ev *baagentv1.Event) {
 	if r.rec.FinishedAt == nil { // the terminal event was not published
 		r.rec.FinishedAt = timestamppb.Now()
 	}
+	// A parent that finds this run ended finds all its events mirrored.
+	r.drainMirror(ctx)
 	r.save(ctx)
 	r.s.subAgentEnded(ctx, r.rec) // a parent waiting for this run goes on
 	if err := r.cps.Delete(ctx, r.rec.GetTenant(), r.rec.GetRunId()); err != nil {

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -35,6 +36,7 @@ import (
 	"github.com/baagent/baagent/internal/tracing"
 	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 	"github.com/baagent/baagent/services/orchestrator/internal/runstore"
+	"github.com/baagent/baagent/services/orchestrator/internal/skillstack"
 	"github.com/baagent/baagent/services/orchestrator/internal/subagent"
 )
 
@@ -129,6 +131,15 @@ type Options struct {
 	ClarificationTimeout time.Duration
 	DecisionTimeout      time.Duration
 
+	// Planning (docs/concepts/planning.md). PlanStepMaxIterations bounds
+	// the ReAct iterations of one plan step (default 8); PlanApproval asks
+	// the user to approve a plan before it runs, unless the run says
+	// otherwise; ComplexityClassifier is "rules" (default) or "model" (one
+	// short model call, the rules on any error).
+	PlanStepMaxIterations int
+	PlanApproval          bool
+	ComplexityClassifier  string
+
 	// SubAgentsDir holds the sub-agent definition files (*.yaml, see
 	// LoadSubAgents) offered through the `task` tool. Empty, or a
 	// directory that does not exist: no sub-agents, no `task` tool. A
@@ -143,6 +154,12 @@ type Options struct {
 	// run; past it the child is cancelled and the call fails (default 30
 	// minutes).
 	SubAgentTimeout time.Duration
+
+	// SkillTriggers is what a user message that asks for a skill (a
+	// `/skill-name` or one of a skill's trigger phrases) does before the
+	// run's first model call: SkillTriggersActivate (the default when
+	// empty), SkillTriggersSuggest or SkillTriggersOff.
+	SkillTriggers string
 
 	// TracerProvider traces runs: one span per execution, its steps, model
 	// and tool calls, context windows and skill activations (see
@@ -184,11 +201,20 @@ func (o Options) withDefaults() Options {
 	if o.DecisionTimeout <= 0 {
 		o.DecisionTimeout = DefaultDecisionTimeout
 	}
+	if o.PlanStepMaxIterations <= 0 {
+		o.PlanStepMaxIterations = DefaultPlanStepMaxIterations
+	}
+	if o.ComplexityClassifier == "" {
+		o.ComplexityClassifier = ComplexityRules
+	}
 	if o.SubAgentMaxDepth <= 0 {
 		o.SubAgentMaxDepth = DefaultSubAgentMaxDepth
 	}
 	if o.SubAgentTimeout <= 0 {
 		o.SubAgentTimeout = DefaultSubAgentTimeout
+	}
+	if o.SkillTriggers == "" {
+		o.SkillTriggers = SkillTriggersActivate
 	}
 	if o.Replica == "" {
 		// Host and process: unique even for replicas on one host.
@@ -217,6 +243,9 @@ func (o Options) missing() error {
 			errs = append(errs, fmt.Errorf("Options.%s is not set", m.name)) //nolint:staticcheck // names the Go field
 		}
 	}
+	if err := checkSkillTriggers(o.SkillTriggers); o.SkillTriggers != "" && err != nil {
+		errs = append(errs, fmt.Errorf("Options.SkillTriggers: %w", err)) //nolint:staticcheck // names the Go field
+	}
 	return errors.Join(errs...)
 }
 
@@ -235,6 +264,11 @@ type Server struct {
 	storeMu sync.Mutex
 	store   *runstore.Store   // opened on first use
 	cps     *checkpoint.Store // opened on first use
+	stacks  *skillstack.Store // opened on first use
+
+	// noTriggers records that the skills service answered MatchTriggers
+	// Unimplemented, which is logged once.
+	noTriggers atomic.Bool
 
 	// base is the parent context of every run; cancelled (cause
 	// errShutdown) when Run stops.
@@ -370,6 +404,21 @@ func (s *Server) checkpoints(ctx context.Context) (*checkpoint.Store, error) {
 		s.cps = checkpoint.NewStore(kv)
 	}
 	return s.cps, nil
+}
+
+// skillStacks opens the store of conversations' skill stacks, kept in the
+// checkpoint bucket.
+func (s *Server) skillStacks(ctx context.Context) (*skillstack.Store, error) {
+	s.storeMu.Lock()
+	defer s.storeMu.Unlock()
+	if s.stacks == nil {
+		kv, err := s.opts.JetStream.KeyValue(ctx, natsx.BucketCheckpoints)
+		if err != nil {
+			return nil, fmt.Errorf("open KV bucket %s (is JetStream provisioned?): %w", natsx.BucketCheckpoints, err)
+		}
+		s.stacks = skillstack.NewStore(kv)
+	}
+	return s.stacks, nil
 }
 
 // local returns the run if it was accepted by this replica and has not

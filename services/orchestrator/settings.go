@@ -32,6 +32,14 @@ type Settings struct {
 	ModelFirstByteTimeout time.Duration
 	ModelIdleTimeout      time.Duration
 	ModelMaxAttempts      int
+	// SkillTriggers is what a user message asking for a skill does
+	// before the first model call: activate, suggest or off.
+	SkillTriggers string
+	// PlanStepMaxIterations, PlanApproval and ComplexityClassifier
+	// configure planning (see Options).
+	PlanStepMaxIterations int
+	PlanApproval          bool
+	ComplexityClassifier  string
 }
 
 // RegisterFlags registers the settings on fs.
@@ -46,6 +54,10 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&s.DecisionTimeout, "decision-timeout", 300*time.Second, "how long a run waits for a decision (also doom-loop and tool-approval questions) before its default")
 	fs.DurationVar(&s.ModelFirstByteTimeout, "model-first-byte-timeout", 120*time.Second, "how long one model attempt may wait for its first streamed chunk")
 	fs.DurationVar(&s.ModelIdleTimeout, "model-idle-timeout", 60*time.Second, "how long a model stream may stay silent between two chunks")
+	fs.StringVar(&s.SkillTriggers, "skill-triggers", SkillTriggersActivate, "what a user message naming a skill (/skill-name) or matching a skill's triggers does before the first model call: activate (the skill), suggest (a note to the model; /skill-name still activates) or off")
+	fs.IntVar(&s.PlanStepMaxIterations, "plan-step-max-iterations", DefaultPlanStepMaxIterations, "ReAct iterations one work-plan step may take before it is marked failed and the run moves on (1-100)")
+	fs.BoolVar(&s.PlanApproval, "plan-approval", false, "ask the user to approve (or edit, or cancel) a work plan before it runs, unless the run says otherwise (RunSpec.plan_approval)")
+	fs.StringVar(&s.ComplexityClassifier, "complexity-classifier", ComplexityRules, "how a request's complexity is judged: rules, or model (one short model call; the rules on any error)")
 	fs.IntVar(&s.ModelMaxAttempts, "model-max-attempts", 4, "attempts of one model call, the first included (1-10; 429, 5xx, timeouts and broken streams are retried)")
 }
 
@@ -72,6 +84,13 @@ func (s *Settings) Validate() error {
 		return fmt.Errorf("setting clarification-timeout: must be positive, got %s", s.ClarificationTimeout)
 	case s.DecisionTimeout <= 0:
 		return fmt.Errorf("setting decision-timeout: must be positive, got %s", s.DecisionTimeout)
+	case s.PlanStepMaxIterations < 1 || s.PlanStepMaxIterations > 100:
+		return fmt.Errorf("setting plan-step-max-iterations: want 1 to 100, got %d", s.PlanStepMaxIterations)
+	case s.ComplexityClassifier != ComplexityRules && s.ComplexityClassifier != ComplexityModel:
+		return fmt.Errorf("setting complexity-classifier: want rules or model, got %q", s.ComplexityClassifier)
+	}
+	if err := checkSkillTriggers(s.SkillTriggers); err != nil {
+		return fmt.Errorf("setting skill-triggers: %w", err)
 	}
 	return nil
 }
@@ -89,5 +108,10 @@ func (s *Settings) Options() Options {
 		SubAgentTimeout:      s.SubAgentTimeout,
 		ClarificationTimeout: s.ClarificationTimeout,
 		DecisionTimeout:      s.DecisionTimeout,
+		SkillTriggers:        s.SkillTriggers,
+
+		PlanStepMaxIterations: s.PlanStepMaxIterations,
+		PlanApproval:          s.PlanApproval,
+		ComplexityClassifier:  s.ComplexityClassifier,
 	}
 }

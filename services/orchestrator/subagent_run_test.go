@@ -132,11 +132,27 @@ func (h *harness) blockTools() (release func()) {
 	return release
 }
 
-func subAgentThoughts(evs []*baagentv1.Event) []string {
-	var out []string
+// delegated starts a parent run with input, waits for all its events
+// (which must form a well-enveloped stream) and returns them with the
+// parent's children, of which there must be want.
+func (h *harness) delegated(ctx context.Context, input string, want int) (parent *baagentv1.Run, evs []*baagentv1.Event, kids []*baagentv1.Run) {
+	h.t.Helper()
+	parent = h.start(ctx, &baagentv1.RunSpec{Input: input})
+	evs = h.events(ctx, parent.GetRunId())
+	checkEnvelope(h.t, parent, evs) // contiguous seqs, the parent's ids, one terminal, last
+	kids = h.children(ctx, parent.GetRunId())
+	if len(kids) != want {
+		h.t.Fatalf("%d children", len(kids))
+	}
+	return parent, evs, kids
+}
+
+// assignments returns the run's own subagent_assigned events.
+func assignments(evs []*baagentv1.Event) []*baagentv1.SubagentAssignedPayload {
+	var out []*baagentv1.SubagentAssignedPayload
 	for _, e := range evs {
-		if th := e.GetThought(); th.GetThoughtLevel() == thoughtLevelSubAgent {
-			out = append(out, th.GetThought())
+		if a := e.GetSubagentAssigned(); a != nil && e.GetSubagentRunId() == "" {
+			out = append(out, a)
 		}
 	}
 	return out
@@ -145,22 +161,18 @@ func subAgentThoughts(evs []*baagentv1.Event) []string {
 func TestSubAgentReportIsTheTaskResult(t *testing.T) {
 	ctx := testCtx(t)
 	h := subAgentHarness(t, delegating, nil)
-	parent := h.start(ctx, &baagentv1.RunSpec{Input: "which category sells best?"})
-	evs := h.events(ctx, parent.GetRunId())
-	checkEnvelope(t, parent, evs)
-
-	kids := h.children(ctx, parent.GetRunId())
-	if len(kids) != 1 {
-		t.Fatalf("%d children", len(kids))
-	}
+	parent, evs, kids := h.delegated(ctx, "which category sells best?", 1)
 	child := h.waitRun(ctx, kids[0].GetRunId())
 	if child.GetState() != baagentv1.RunState_RUN_STATE_COMPLETED || child.GetMaxSteps() != 8 ||
 		child.GetLabels()[labelSubAgent] != "data-analyst" || child.GetLabels()[labelSubAgentDepth] != "1" ||
 		child.GetLabels()[labelWorkspace] != parent.GetConversationId() || child.GetConversationId() == parent.GetConversationId() {
 		t.Errorf("child record %v", child)
 	}
-	if th := subAgentThoughts(evs); len(th) != 1 || !strings.Contains(th[0], child.GetRunId()) || !strings.Contains(th[0], "data-analyst") {
-		t.Errorf("link events %q", th)
+	if a := assignments(evs); len(a) != 1 || a[0].GetChildRunId() != child.GetRunId() || a[0].GetSubagentType() != "data-analyst" ||
+		a[0].GetDescription() != "revenue by category" || a[0].GetPrompt() != "Which product category had the highest revenue?" ||
+		a[0].GetToolCallId() != "call_task" || a[0].GetDepth() != 1 || a[0].GetMaxSteps() != 8 || a[0].GetModel() != child.GetModel() ||
+		!slices.Equal(a[0].GetAllowedTools(), []string{"sql_query", "file_read"}) {
+		t.Errorf("subagent_assigned events %v", a)
 	}
 	var obs *baagentv1.ObservePayload
 	for _, e := range evs {
@@ -299,9 +311,12 @@ func TestResumedParentReattachesToItsSubAgent(t *testing.T) {
 	if kids := h.children(ctx, parent.GetRunId()); len(kids) != 1 || kids[0].GetRunId() != first.GetRunId() {
 		t.Errorf("children %v", kids)
 	}
-	if th := subAgentThoughts(evs); len(th) != 1 {
-		t.Errorf("started %d times: %q", len(th), th)
+	if a := assignments(evs); len(a) != 1 {
+		t.Errorf("started %d times: %v", len(a), a)
 	}
+	// The child's events are in the resumed parent's stream once each.
+	h.waitRun(ctx, first.GetRunId())
+	checkMirrored(t, evs, h.events(ctx, first.GetRunId()), first.GetRunId())
 	starts := 0
 	for _, req := range h.model.requests() {
 		if isChildRequest(req) && !slices.ContainsFunc(req.Messages, func(m *baagentv1.ChatMessage) bool { return m.GetRole() == baagentv1.Role_ROLE_ASSISTANT }) {
@@ -313,27 +328,31 @@ func TestResumedParentReattachesToItsSubAgent(t *testing.T) {
 	}
 }
 
+// parallelTasks: the parent delegates two tasks in one step; each child
+// reports on its prompt.
+func parallelTasks(_ context.Context, _ int, req ModelRequest) (*ModelResponse, error) {
+	if isChildRequest(req) {
+		for _, m := range req.Messages {
+			if m.GetRole() == baagentv1.Role_ROLE_USER {
+				return answer("Report on " + m.GetContent()), nil
+			}
+		}
+	}
+	if res := lastToolResults(req); len(res) > 0 {
+		var b strings.Builder
+		for _, m := range res {
+			b.WriteString(m.GetContent() + "\n")
+		}
+		return answer(b.String()), nil
+	}
+	return callTools("Two independent questions.",
+		"call_a", TaskToolName, `{"subagent_type":"data-analyst","prompt":"North revenue"}`,
+		"call_b", TaskToolName, `{"subagent_type":"data-analyst","prompt":"South revenue"}`), nil
+}
+
 func TestParallelSubAgents(t *testing.T) {
 	ctx := testCtx(t)
-	h := subAgentHarness(t, func(_ context.Context, _ int, req ModelRequest) (*ModelResponse, error) {
-		if isChildRequest(req) {
-			for _, m := range req.Messages {
-				if m.GetRole() == baagentv1.Role_ROLE_USER {
-					return answer("Report on " + m.GetContent()), nil
-				}
-			}
-		}
-		if res := lastToolResults(req); len(res) > 0 {
-			var b strings.Builder
-			for _, m := range res {
-				b.WriteString(m.GetContent() + "\n")
-			}
-			return answer(b.String()), nil
-		}
-		return callTools("Two independent questions.",
-			"call_a", TaskToolName, `{"subagent_type":"data-analyst","prompt":"North revenue"}`,
-			"call_b", TaskToolName, `{"subagent_type":"data-analyst","prompt":"South revenue"}`), nil
-	}, nil)
+	h := subAgentHarness(t, parallelTasks, nil)
 	parent := h.start(ctx, &baagentv1.RunSpec{Input: "compare north and south"})
 	evs := h.events(ctx, parent.GetRunId())
 	checkEnvelope(t, parent, evs)
@@ -343,8 +362,8 @@ func TestParallelSubAgents(t *testing.T) {
 	if kids := h.children(ctx, parent.GetRunId()); len(kids) != 2 {
 		t.Errorf("%d children", len(kids))
 	}
-	if th := subAgentThoughts(evs); len(th) != 2 {
-		t.Errorf("link events %q", th)
+	if a := assignments(evs); len(a) != 2 {
+		t.Errorf("subagent_assigned events %v", a)
 	}
 }
 

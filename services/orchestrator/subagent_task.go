@@ -85,10 +85,6 @@ const (
 	codeSkillNotAllowed   = "SKILL_NOT_ALLOWED"
 )
 
-// thoughtLevelSubAgent marks the `thought` event that links a delegation to
-// its child run on the parent's stream (no event type of its own exists).
-const thoughtLevelSubAgent = "subagent"
-
 // maxReportBytes bounds the report a task observation carries (the
 // toolrunner's output limit); the full report stays the child's answer.
 const maxReportBytes = 50 << 10
@@ -371,6 +367,13 @@ func (r *run) startTask(ctx context.Context, st *stepState, i int, c *baagentv1.
 
 	child, spec := r.childRun(id, c.GetId(), def, args)
 	child.TraceId = tracing.TraceID(ctx) // a sub-agent is in its parent's trace
+	// Announced before the child is queued: once queued, a replica may run
+	// it and mirror its first events into this stream, and the assignment
+	// must come before them. A child that then cannot start is reported by
+	// the task's observation.
+	if err := r.emit(subAgentAssigned(child, c.GetId(), def, args)); err != nil {
+		return nil, nil, err
+	}
 	if err := r.s.accept(ctx, store, child, spec); err != nil {
 		if status.Code(err) == codes.ResourceExhausted {
 			return nil, r.failedCall(c, began, baagentv1.ToolErrorType_TOOL_ERROR_TYPE_RATE_LIMIT, codeSubAgentRefused,
@@ -382,14 +385,31 @@ func (r *run) startTask(ctx context.Context, st *stepState, i int, c *baagentv1.
 		return nil, nil, newRunError(CodeQueueUnavailable, err, "the sub-agent run could not be started: %v", status.Convert(err).Message())
 	}
 	r.log.Info("sub-agent started", "child_run_id", id, "subagent", def.Name, "tool_call_id", c.GetId())
-	text := fmt.Sprintf("Delegated to sub-agent %s as run %s", def.Name, id)
-	if args.Description != "" {
-		text += ": " + args.Description
-	}
-	if err := r.emit(&baagentv1.Event{Payload: &baagentv1.Event_Thought{Thought: &baagentv1.ThoughtPayload{Thought: text, ThoughtLevel: thoughtLevelSubAgent}}}); err != nil {
-		return nil, nil, err
-	}
 	return child, nil, nil
+}
+
+// maxAssignedPrompt bounds the prompt a subagent_assigned event quotes.
+const maxAssignedPrompt = 4 << 10
+
+// subAgentAssigned is the event that links a delegation to its child run
+// on the parent's stream; the child's own events follow it there.
+func subAgentAssigned(child *baagentv1.Run, callID string, def *SubAgent, args taskArgs) *baagentv1.Event {
+	prompt := args.Prompt
+	if len(prompt) > maxAssignedPrompt {
+		prompt = truncateUTF8(prompt, maxAssignedPrompt) + "…"
+	}
+	depth, _ := strconv.Atoi(child.GetLabels()[labelSubAgentDepth])
+	return &baagentv1.Event{Payload: &baagentv1.Event_SubagentAssigned{SubagentAssigned: &baagentv1.SubagentAssignedPayload{
+		ChildRunId:   child.GetRunId(),
+		SubagentType: def.Name,
+		Description:  args.Description,
+		Prompt:       prompt,
+		ToolCallId:   callID,
+		AllowedTools: def.Tools(),
+		Model:        child.GetModel(),
+		MaxSteps:     child.GetMaxSteps(),
+		Depth:        int32(depth), //nolint:gosec // bounded by MaxSubAgentDepth
+	}}}
 }
 
 // childRun builds the QUEUED record and spec of a child run.

@@ -78,6 +78,9 @@ func (r *run) invokeTool(ctx context.Context, c *baagentv1.ToolCall, ts *toolset
 		if ts.skill {
 			avail = append(avail, SkillToolName)
 		}
+		if ts.read {
+			avail = append(avail, SkillReadToolName)
+		}
 		if ts.task {
 			avail = append(avail, TaskToolName)
 		}

@@ -89,7 +89,7 @@ func (r *run) runCalls(ctx context.Context, st *stepState, ts *toolset, caller s
 	}
 	var wg sync.WaitGroup
 	for i, c := range calls {
-		if results[i] != nil || (ts.skill && c.GetName() == SkillToolName) {
+		if results[i] != nil || ts.answersSkillCall(c) {
 			continue
 		}
 		rec := st.record(i)
@@ -108,18 +108,33 @@ func (r *run) runCalls(ctx context.Context, st *stepState, ts *toolset, caller s
 			finish(i, res, err)
 		})
 	}
+	// Skill calls run one at a time in the model's order, so that a read
+	// after an activation in the same step reads the skill just activated.
 	for i, c := range calls {
-		if ts.skill && c.GetName() == SkillToolName && results[i] == nil && tctx.Err() == nil {
-			if err := st.durable.wait(); err != nil { // an activation changes the run's state
-				cancel(err)
-				break
-			}
-			res, err := r.activateSkill(tctx, i, c)
-			finish(i, res, err)
+		if !ts.answersSkillCall(c) || results[i] != nil || tctx.Err() != nil {
+			continue
 		}
+		if err := st.durable.wait(); err != nil { // an activation changes the run's state
+			cancel(err)
+			break
+		}
+		var res *callResult
+		var err error
+		if c.GetName() == SkillToolName {
+			res, err = r.activateSkill(tctx, i, c)
+		} else {
+			res, err = r.readSkill(tctx, c)
+		}
+		finish(i, res, err)
 	}
 	wg.Wait()
 	return context.Cause(tctx)
+}
+
+// answersSkillCall reports whether the run answers c itself as a skill
+// call: the skill meta-tool, or skill_read while it is offered.
+func (ts *toolset) answersSkillCall(c *baagentv1.ToolCall) bool {
+	return (ts.skill && c.GetName() == SkillToolName) || (ts.read && c.GetName() == SkillReadToolName)
 }
 
 // settledAfterRun reports whether an afterRun gate settles the call, which
@@ -189,8 +204,9 @@ func (st *stepState) setApproval(i int, v string) {
 	st.records[i].Approval = v
 }
 
-func (st *stepState) setDecision(i int, v string) {
+func (st *stepState) setDecision(i int, v string, timedOut bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.records[i].Decision = v
+	st.records[i].DecisionTimedOut = timedOut
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/baagent/baagent/core/allowlist"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
+	"github.com/baagent/baagent/services/orchestrator/internal/workplan"
 )
 
 // toolset is what the model is offered in a step.
@@ -23,8 +24,10 @@ type toolset struct {
 	// restriction; nil when nothing restricts the run.
 	allow *baagentv1.ToolAllowList
 	skill bool     // whether the skill meta-tool is offered
+	read  bool     // whether skill_read is offered (a skill is active)
 	task  bool     // whether the task tool (sub-agents) is offered
 	ask   []string // the ask tools offered
+	plan  []string // the planning tools offered (plan, update_plan)
 	// fingerprint identifies schemas for the context service, which then
 	// needs them only once (BuildWindowRequest.tools_fingerprint).
 	fingerprint string
@@ -84,11 +87,24 @@ func (r *run) listTools(ctx context.Context, withSkill bool) (*toolset, error) {
 	if withSkill {
 		ts.schemas = append(ts.schemas, skillToolSchema())
 	}
+	// skill_read belongs to the skills the model activated: offered
+	// whenever one is active, whatever the allow lists say, since it
+	// reads only those skills' own folders.
+	if ts.read = r.offersSkills() && r.skills.Depth() > 0; ts.read {
+		ts.schemas = append(ts.schemas, skillReadToolSchema())
+	}
 	if ts.task {
 		ts.schemas = append(ts.schemas, taskToolSchema(r.s.agents.All()))
 	}
+	// The ask tools pass only the run's own allow list: a skill's
+	// allowed-tools never take away the model's way to ask the user (a
+	// skill that listed only its data tools left runs unable to ask).
+	var own []*baagentv1.ToolAllowList
+	if spec := r.spec.GetAllowedTools(); len(spec) > 0 {
+		own = []*baagentv1.ToolAllowList{{Names: spec}}
+	}
 	for _, sc := range hitl.AskToolSchemas() {
-		if allowlist.AllowsAll(lists, sc.GetName()) {
+		if allowlist.AllowsAll(own, sc.GetName()) {
 			ts.schemas = append(ts.schemas, sc)
 			ts.ask = append(ts.ask, sc.GetName())
 		}
@@ -99,5 +115,6 @@ func (r *run) listTools(ctx context.Context, withSkill bool) (*toolset, error) {
 
 // isBuiltin reports whether name is a tool the orchestrator answers itself.
 func isBuiltin(name string) bool {
-	return name == SkillToolName || name == AskClarificationTool || name == AskDecisionTool || name == TaskToolName
+	return name == SkillToolName || name == SkillReadToolName || name == AskClarificationTool || name == AskDecisionTool || name == TaskToolName ||
+		name == workplan.PlanTool || name == workplan.UpdateTool
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/baagent/baagent/internal/natsx"
 	"github.com/baagent/baagent/services/orchestrator/internal/doomloop"
 	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
+	"github.com/baagent/baagent/services/orchestrator/internal/workplan"
 )
 
 // After every model
@@ -40,6 +41,9 @@ const (
 	KindToolStart    = "TOOL_START"
 	KindToolComplete = "TOOL_COMPLETE"
 	KindWaitingInput = "WAITING_INPUT"
+	// KindPlanStep: a work-plan step ended and the next one (or the
+	// synthesis) is set; no step is in progress.
+	KindPlanStep = "PLAN_STEP"
 )
 
 // Tool record statuses.
@@ -92,6 +96,14 @@ type State struct {
 	Calls []doomloop.Call `json:"calls,omitempty"`
 	// Wait is the question the run waits on, when WAITING_INPUT.
 	Wait *hitl.Wait `json:"wait,omitempty"`
+	// Plan is the run's planning state: its complexity, the work plan, the
+	// current plan step and its iterations. Absent in checkpoints written
+	// before planning existed: such a run goes on unplanned.
+	Plan *workplan.State `json:"plan,omitempty"`
+	// Complexity is the request's complexity (baagentv1.QueryComplexity)
+	// and the signals that fired, decided before the start event.
+	Complexity        int32    `json:"complexity,omitempty"`
+	ComplexitySignals []string `json:"complexity_signals,omitempty"`
 	// Span is the W3C traceparent of the execution that wrote it (when
 	// traced): the execution that resumes the run links to it.
 	Span string `json:"span,omitempty"`
@@ -112,6 +124,8 @@ type ToolRecord struct {
 	// Decision is the user's intervention (stop, continue, correct).
 	Doom     bool   `json:"doom,omitempty"`
 	Decision string `json:"decision,omitempty"`
+	// DecisionTimedOut says no one answered the doom-loop decision.
+	DecisionTimedOut bool `json:"decision_timed_out,omitempty"`
 	// Approval tracks a call needing the user's approval: asked, allow,
 	// deny.
 	Approval   string  `json:"approval,omitempty"`
@@ -128,6 +142,7 @@ type ToolRecord struct {
 type SkillFrame struct {
 	Name     string `json:"name"`
 	ID       string `json:"id"`
+	Revision string `json:"revision,omitempty"`
 	Modifier []byte `json:"modifier,omitempty"`
 }
 

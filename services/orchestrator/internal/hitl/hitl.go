@@ -38,6 +38,8 @@ const (
 	KindDecision      = "decision"
 	KindDoomLoop      = "doom_loop"
 	KindPermission    = "permission"
+	// KindPlan: the user approves, edits or cancels a work plan.
+	KindPlan = "plan"
 	// KindSubAgent: the run waits for the sub-agent run it started with
 	// the task tool (not for the user: the run stays RUNNING).
 	KindSubAgent = "subagent"
@@ -50,6 +52,9 @@ const (
 	LabelCorrect  = "correct"
 	LabelAllow    = "allow"
 	LabelDeny     = "deny"
+	LabelApprove  = "approve"
+	LabelEdit     = "edit"
+	LabelCancel   = "cancel"
 )
 
 // Wait is the question a run waits on.
@@ -252,6 +257,9 @@ func ParseAsk(tool, rawArgs, id string, step int32, now time.Time, def Timeouts)
 	w.Deadline = now.Add(timeout)
 	return w.withQuestion(p), nil
 }
+
+// SetQuestion stores p (with the wait's deadline) as w's question.
+func SetQuestion(w *Wait, p *baagentv1.PendingInput) { w.withQuestion(p) }
 
 // withQuestion stores p (with the deadline) as the wait's question.
 func (w *Wait) withQuestion(p *baagentv1.PendingInput) *Wait {

@@ -83,6 +83,7 @@ type inflight struct {
 	seq    uint64
 	typ    string
 	msg    *nats.Msg
+	ev     *baagentv1.Event       // kept while fenced, to renumber it
 	future jetstream.PubAckFuture // nil when the async publish was refused
 	pos    uint64                 // stream sequence once confirmed
 }
@@ -109,6 +110,8 @@ type Publisher struct {
 	// traceparent is the span context of the execution publishing, sent
 	// in every event's headers (empty: untraced, no header).
 	traceparent string
+	// fenced: other writers may append to the subject (fence.go).
+	fenced bool
 }
 
 // New returns the publisher of run's events, continuing after its record's
@@ -178,6 +181,9 @@ func (p *Publisher) add(ctx context.Context, ev *baagentv1.Event, send bool) err
 		msg.Header[traceparentHeader] = []string{p.traceparent}
 	}
 	f := &inflight{seq: seq, typ: ev.Type, msg: msg}
+	if p.fenced {
+		return p.addFencedLocked(ctx, f, ev, send)
+	}
 	if send {
 		// A refused async publish (stalled, disconnected) is left for the
 		// flush to republish.
@@ -213,6 +219,9 @@ func (p *Publisher) flushLocked(ctx context.Context) error {
 	}
 	if len(p.pending) == 0 {
 		return nil
+	}
+	if p.fenced {
+		return p.flushFencedLocked(ctx)
 	}
 	batch := p.pending
 	if err := p.confirm(ctx, batch); err != nil {
