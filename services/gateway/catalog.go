@@ -36,7 +36,7 @@ func (s *Server) listSkills(ctx context.Context, tenant string, req *baagentv1.G
 	if err := s.peerReady(s.opts.Skills == nil, "skills"); err != nil {
 		return nil, err
 	}
-	resp, err := s.opts.Skills.ListSkills(ctx, &baagentv1.ListSkillsRequest{Tenant: tenant, Project: req.GetProject(), IncludeInvalid: req.GetIncludeInvalid()})
+	resp, err := s.opts.Skills.ListSkills(ctx, &baagentv1.ListSkillsRequest{Tenant: tenant, Project: req.GetProject(), IncludeInvalid: req.GetIncludeInvalid(), Scope: req.GetScope()})
 	if err != nil {
 		return nil, peerError(ctx, "skills", "ListSkills", err)
 	}
@@ -53,14 +53,7 @@ func (s *Server) GetSkill(ctx context.Context, req *baagentv1.GatewayServiceGetS
 	if err := validateGetSkill(req); err != nil {
 		return nil, s.rejected(ctx, "GetSkill", err)
 	}
-	if err := s.peerReady(s.opts.Skills == nil, "skills"); err != nil {
-		return nil, err
-	}
-	resp, err := s.opts.Skills.GetSkill(ctx, &baagentv1.GetSkillRequest{Tenant: tenant, Project: req.GetProject(), Name: req.GetName(), Level: req.GetLevel()})
-	if err != nil {
-		return nil, peerError(ctx, "skills", "GetSkill", err)
-	}
-	return &baagentv1.GatewayServiceGetSkillResponse{Metadata: resp.GetMetadata(), Body: resp.GetBody(), Resources: resp.GetResources()}, nil
+	return s.getSkill(ctx, tenant, req)
 }
 
 // ListTools lists the tools the caller may use.

@@ -7,10 +7,10 @@ import (
 )
 
 // The dashboard is static files embedded in the binary (no build step):
-// web/index.html, app.js and style.css, talking to the HTTP/JSON API and
-// the SSE stream of the same origin.
+// web/index.html, app.js (with plan.js, the work plan panel) and style.css,
+// talking to the HTTP/JSON API and the SSE stream of the same origin.
 
-//go:embed web/index.html web/app.js web/style.css
+//go:embed web/index.html web/app.js web/plan.js web/style.css
 var webFiles embed.FS
 
 func dashboardHandler() http.Handler {
@@ -22,7 +22,7 @@ func dashboardHandler() http.Handler {
 	files := http.FileServerFS(sub)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
-		case "/", "/index.html", "/app.js", "/style.css":
+		case "/", "/index.html", "/app.js", "/plan.js", "/style.css":
 		default:
 			http.NotFound(w, r)
 			return

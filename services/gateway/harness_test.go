@@ -44,6 +44,9 @@ type fakeOrchestrator struct {
 	// fail, if set, is asked first by every method: a non-nil error is
 	// the answer.
 	fail func(method string) error
+	// onStart, if set, is called by StartRun with the new run before it
+	// answers: a run that publishes events at once.
+	onStart func(run *baagentv1.Run)
 }
 
 func (f *fakeOrchestrator) failure(method string) error {
@@ -70,8 +73,15 @@ func (f *fakeOrchestrator) StartRun(_ context.Context, req *baagentv1.Orchestrat
 	f.n++
 	id := fmt.Sprintf("run-%d", f.n)
 	f.mu.Unlock()
-	run := &baagentv1.Run{RunId: id, Tenant: req.Tenant, Input: req.GetSpec().GetInput(), State: baagentv1.RunState_RUN_STATE_QUEUED, CreatedAt: timestamppb.Now()}
+	run := &baagentv1.Run{RunId: id, Tenant: req.Tenant, Input: req.GetSpec().GetInput(), State: baagentv1.RunState_RUN_STATE_QUEUED, CreatedAt: timestamppb.Now(),
+		ConversationId: cmp.Or(req.GetSpec().GetConversationId(), "conv-"+id), Model: req.GetSpec().GetModel(), Labels: req.GetSpec().GetLabels()}
 	f.put(run)
+	f.mu.Lock()
+	onStart := f.onStart
+	f.mu.Unlock()
+	if onStart != nil {
+		onStart(run)
+	}
 	return &baagentv1.OrchestratorServiceStartRunResponse{Run: run}, nil
 }
 

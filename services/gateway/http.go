@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -55,10 +56,15 @@ func (s *Server) routes() http.Handler {
 	api("GET /v1/runs/{run_id}/events", s.httpSSE)
 	api("GET /v1/runs/{run_id}/ws", s.httpWebSocket)
 	api("GET /v1/skills", s.httpListSkills)
+	api("GET /v1/skills/{name}", s.httpGetSkill)
+	api("PUT /v1/skills/{name}", s.httpPutSkill)
+	api("DELETE /v1/skills/{name}", s.httpDeleteSkill)
+	api("PUT /v1/skills/{name}/state", s.httpSetSystemSkillState)
 	api("GET /v1/tools", s.httpListTools)
 	api("POST /v1/tokens/count", s.httpCountTokens)
 	api("POST /v1/auth/stream-token", s.httpStreamToken)
 	api("GET /v1/whoami", s.httpWhoAmI)
+	s.chatRoutes(api)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")
@@ -79,22 +85,10 @@ func securityHeaders(next http.Handler) http.Handler {
 
 // readBody decodes a JSON body into m; an empty body leaves m empty.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, m proto.Message) error {
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	data, err := s.readLimited(w, r, s.opts.MaxBodyBytes)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		switch {
-		case errors.As(err, &mbe):
-			return bodyTooLarge(mbe.Limit)
-		case isTimeout(err):
-			return s.bodyTimeout()
-		}
-		return status.Errorf(codes.InvalidArgument, "read body: %v", err)
+		return err
 	}
-	// The body is in: lift bodyDeadline's read deadline, so that it
-	// cannot end the connection (and the request's context) during a
-	// slow call. net/http clears it too when it starts watching for the
-	// client going away, but that is its internal detail.
-	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	if len(strings.TrimSpace(string(data))) == 0 {
 		return nil
 	}
@@ -102,6 +96,41 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, m proto.Messag
 		return fieldError("body", "invalid JSON for "+string(m.ProtoReflect().Descriptor().Name())+": "+err.Error())
 	}
 	return nil
+}
+
+// readLimited reads the whole body, at most limit bytes: a larger one is
+// 413, one that does not arrive within the body read timeout 408.
+func (s *Server) readLimited(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	data, err := readAllSized(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			return nil, bodyTooLarge(mbe.Limit)
+		case isTimeout(err):
+			return nil, s.bodyTimeout()
+		}
+		return nil, status.Errorf(codes.InvalidArgument, "read body: %v", err)
+	}
+	// The body is in: lift bodyDeadline's read deadline, so that it
+	// cannot end the connection (and the request's context) during a
+	// slow call. net/http clears it too when it starts watching for the
+	// client going away, but that is its internal detail.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	return data, nil
+}
+
+// readAllSized reads r to the end into a buffer sized by the request's
+// Content-Length when it declares one within limit, instead of growing
+// one by doubling (which costs about three times the body for a large
+// upload). The declared length is only a hint: r still stops at limit.
+func readAllSized(r io.Reader, contentLength, limit int64) ([]byte, error) {
+	if contentLength <= 0 || contentLength > limit {
+		return io.ReadAll(r)
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, contentLength+bytes.MinRead))
+	_, err := buf.ReadFrom(r)
+	return buf.Bytes(), err
 }
 
 // reasonTooLarge marks a ResourceExhausted status that HTTP answers 413.
@@ -160,6 +189,7 @@ var reasonStatus = map[string]int{
 	reasonBodyTimeout:      http.StatusRequestTimeout,
 	reasonMediaType:        http.StatusUnsupportedMediaType,
 	reasonPeerMessageLarge: http.StatusBadGateway,
+	reasonPrecondition:     http.StatusPreconditionFailed,
 }
 
 // writeError writes a gRPC status as an HTTP error.
@@ -255,6 +285,30 @@ func runState(v string) (baagentv1.RunState, bool) {
 	return 0, false
 }
 
+// admitHTTP authenticates (and rate-limits) the caller of a unary HTTP
+// call and takes one of its key's in-flight slots, which the caller frees
+// with done. When either is refused it writes the error and returns false.
+func (s *Server) admitHTTP(w http.ResponseWriter, r *http.Request) (c caller, done func(), ok bool) {
+	return s.admit(w, r, s.inFlight, writeError)
+}
+
+// admit is admitHTTP with the key's slots to take and the error writer
+// (the chat interfaces take a stream slot and answer in their own error
+// shape).
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, slots *keySlots, writeErr func(http.ResponseWriter, error)) (c caller, done func(), ok bool) {
+	c, err := s.httpCaller(r, false)
+	if err != nil {
+		writeErr(w, err)
+		return caller{}, nil, false
+	}
+	done, err = s.hold(c, slots, apiHTTP)
+	if err != nil {
+		writeErr(w, err)
+		return caller{}, nil, false
+	}
+	return c, done, true
+}
+
 // serveJSON authenticates (and rate-limits) the caller and takes one of
 // its key's in-flight slots, then reads the JSON body into body (nil: the
 // call takes none), reports what validate finds (the edge validation of
@@ -262,14 +316,8 @@ func runState(v string) (baagentv1.RunState, bool) {
 // message in the proto JSON mapping, anything else with encoding/json. An
 // unauthenticated request is refused before its body is read.
 func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request, body proto.Message, validate func() error, call func(c caller) (any, error)) {
-	c, err := s.httpCaller(r, false)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	done, err := s.hold(c, s.inFlight, apiHTTP)
-	if err != nil {
-		writeError(w, err)
+	c, done, ok := s.admitHTTP(w, r)
+	if !ok {
 		return
 	}
 	defer done()

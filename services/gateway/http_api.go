@@ -12,6 +12,17 @@ import (
 // rules, and call the same code as the gRPC methods (see serveJSON).
 
 func (s *Server) httpStartRun(w http.ResponseWriter, r *http.Request) {
+	if v := r.URL.Query().Get("stream"); v != "" {
+		stream, err := strconv.ParseBool(v)
+		if err != nil {
+			writeError(w, fieldError("stream", "must be true or false"))
+			return
+		}
+		if stream {
+			s.httpStartRunStream(w, r)
+			return
+		}
+	}
 	req := &baagentv1.StartRunRequest{}
 	s.serveJSON(w, r, req, func() error { return validateStartRun(req) }, func(c caller) (any, error) {
 		return s.startRun(r.Context(), c.tenant, req)
@@ -72,7 +83,14 @@ func (s *Server) httpSubmitInput(w http.ResponseWriter, r *http.Request) {
 func (s *Server) httpListSkills(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	req := &baagentv1.GatewayServiceListSkillsRequest{Project: q.Get("project"), IncludeInvalid: q.Get("include_invalid") == "true"}
-	s.serveJSON(w, r, nil, func() error { return validateListSkills(req) }, func(c caller) (any, error) {
+	s.serveJSON(w, r, nil, func() error {
+		scope, ok := skillScopeFilter(q.Get("scope"))
+		if !ok {
+			return fieldError("scope", "unknown scope "+strconv.Quote(q.Get("scope"))+": want system, tenant, project or all (empty: the effective skills)")
+		}
+		req.Scope = scope
+		return validateListSkills(req)
+	}, func(c caller) (any, error) {
 		return s.listSkills(r.Context(), c.tenant, req)
 	})
 }

@@ -96,7 +96,7 @@ func (k *keySlots) exhausted() error {
 	if k.kind == limitStreams {
 		info.Reason = "TOO_MANY_STREAMS"
 		st = status.New(codes.ResourceExhausted, fmt.Sprintf(
-			"stream limit: this API key already holds %d open event streams (gRPC StreamRunEvents, SSE and WebSocket together), the most it may; close one first", k.max))
+			"stream limit: this API key already holds %d open event streams (gRPC StreamRunEvents and StartRunStream, SSE and WebSocket together), the most it may; close one first", k.max))
 		st, err = st.WithDetails(info)
 	} else {
 		info.Reason = "TOO_MANY_REQUESTS_IN_FLIGHT"

@@ -36,7 +36,10 @@ import (
 //   - if it changes state (POST, PUT, PATCH, DELETE), say Content-Type:
 //     application/json, which no page can send to another origin without
 //     a preflight (which the gateway never grants). Every state-changing
-//     route takes a JSON body, or none.
+//     route takes a JSON body, or none, except a skill upload (PUT
+//     /v1/skills/{name}), which may also be text/markdown or an archive
+//     type: none of those is CORS-safelisted either, and a PUT is
+//     preflighted whatever its type.
 //
 // With keys, a page cannot send a key it does not have (headers need a
 // preflight), so only the WebSocket handshake, which browsers send with
@@ -159,7 +162,7 @@ func checkContentType(r *http.Request) error {
 	default:
 		return nil
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err == nil && mt == "application/json" {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err == nil && (mt == "application/json" || isSkillUpload(r, mt)) {
 		return nil
 	}
 	st := status.New(codes.InvalidArgument, "with no API keys configured, "+r.Method+" requests must have Content-Type: application/json "+

@@ -27,7 +27,9 @@ func peerError(ctx context.Context, peer, rpc string, err error) error {
 	}
 	switch st.Code() {
 	case codes.Unimplemented:
-		return status.Errorf(codes.Unimplemented, "the %s service does not implement %s yet (peer answered Unimplemented)", peer, rpc)
+		// The peer's own words say why (an older version, or a feature
+		// that is switched off there, such as the skill store).
+		return status.Errorf(codes.Unimplemented, "the %s service does not implement %s (peer answered Unimplemented: %s)", peer, rpc, st.Message())
 	case codes.Unavailable:
 		return status.Errorf(codes.Unavailable, "the %s service is unavailable: %s", peer, st.Message())
 	case codes.Unknown, codes.Internal, codes.DataLoss:

@@ -4,7 +4,9 @@
 // tenant comes from the caller's API key, never from the request.
 //
 // Run operations are forwarded to the orchestrator, catalog reads to the
-// skills, toolrunner and tokens services, all through their gRPC contracts.
+// skills, toolrunner and tokens services, and a tenant's skill writes
+// (skills_admin.go) to the skills service, all through their gRPC
+// contracts.
 // Event streams come from one in-process hub (internal/hub) that shares one
 // JetStream consumer per run among all of the run's viewers.
 package gateway
@@ -129,7 +131,7 @@ type Options struct {
 	AllowedOrigins []string
 
 	// MaxStreamsPerKey bounds the event streams one API key holds open at
-	// once, gRPC StreamRunEvents, SSE and WebSocket together (the key's
+	// once, gRPC StreamRunEvents and StartRunStream, SSE and WebSocket together (the key's
 	// stream tokens count as the key); one more is ResourceExhausted
 	// (HTTP 429). 0: DefaultMaxStreamsPerKey; negative: no limit.
 	MaxStreamsPerKey int
@@ -159,6 +161,11 @@ type Options struct {
 	// page is trimmed to fit in it, with a next_page_token for the rest.
 	MaxMsgBytes int
 
+	// Models are the model names GET /v1/models lists and the chat
+	// interfaces accept (a run's model names its agent configuration);
+	// empty: any model name is passed to the orchestrator, which decides.
+	Models []string
+
 	// HTTPListener serves HTTP/JSON, SSE, WebSocket and the dashboard
 	// (config gateway-http-listen); nil serves no HTTP (see Handler).
 	HTTPListener net.Listener
@@ -167,6 +174,11 @@ type Options struct {
 
 	// MaxTextBytes bounds GatewayServiceCountTokensRequest.text (default 16 MiB).
 	MaxTextBytes int
+	// MaxSkillBytes bounds an uploaded skill, GatewayServicePutSkillRequest
+	// content and the body of PUT /v1/skills/{name} (default
+	// DefaultMaxSkillBytes, 10 MiB; a JSON body may be a third larger, for
+	// base64); a larger one is InvalidArgument naming content, or 413.
+	MaxSkillBytes int64
 	// MaxBodyBytes bounds an HTTP request body (default 4 MiB); a larger
 	// one is answered 413.
 	MaxBodyBytes int64
@@ -232,6 +244,8 @@ type Server struct {
 	inFlight    *keySlots     // unary calls and JSON requests per key
 	throttle    *authThrottle // nil: no failed-auth throttling
 	edge        *edgeMetrics
+	// skillMetrics count skill writes (skills_admin.go).
+	skillMetrics *skillMetrics
 
 	runOnce sync.Once
 }
@@ -249,6 +263,9 @@ func New(opts Options) *Server {
 	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.MaxSkillBytes <= 0 {
+		opts.MaxSkillBytes = DefaultMaxSkillBytes
 	}
 	if opts.MaxHeaderBytes <= 0 {
 		opts.MaxHeaderBytes = DefaultMaxHeaderBytes
@@ -308,6 +325,14 @@ func New(opts Options) *Server {
 	}
 	if s.edge == nil {
 		s.edge, _ = newEdgeMetrics(nil)
+	}
+	if s.initErr == nil {
+		if s.skillMetrics, err = newSkillMetrics(opts.Registerer); err != nil {
+			s.initErr = err
+		}
+	}
+	if s.skillMetrics == nil {
+		s.skillMetrics, _ = newSkillMetrics(nil)
 	}
 	s.streamSlots = newKeySlots(limitStreams, opts.MaxStreamsPerKey, s.edge.held.WithLabelValues(limitStreams))
 	s.inFlight = newKeySlots(limitInFlight, opts.MaxInFlightPerKey, s.edge.held.WithLabelValues(limitInFlight))

@@ -25,9 +25,14 @@ type (
 	cancelReq = baagentv1.CancelRunRequest
 	submitReq = baagentv1.SubmitInputRequest
 	streamReq = baagentv1.StreamRunEventsRequest
+	startSReq = baagentv1.StartRunStreamRequest
 	skillReq  = baagentv1.GatewayServiceGetSkillRequest
 	invokeReq = baagentv1.InvokeToolRequest
 	countReq  = baagentv1.GatewayServiceCountTokensRequest
+	putReq    = baagentv1.GatewayServicePutSkillRequest
+	delReq    = baagentv1.GatewayServiceDeleteSkillRequest
+	stateReq  = baagentv1.GatewayServiceSetSystemSkillStateRequest
+	lsReq     = baagentv1.GatewayServiceListSkillsRequest
 )
 
 var (
@@ -47,6 +52,9 @@ var (
 		ToolCallId:     "cli-1",
 	}
 	validCount = &countReq{Model: "gpt-4o", Text: "hello"}
+	validPut   = &putReq{Project: "q3", Name: "board-brief", Content: []byte("---\nname: board-brief\n---\n"), Format: baagentv1.SkillArchiveFormat_SKILL_ARCHIVE_FORMAT_SKILL_MD, IfMatch: "12"}
+	validDel   = &delReq{Project: "q3", Name: "board-brief", IfMatch: "12"}
+	validState = &stateReq{Project: "q3", Name: "sales-analysis", Disabled: true}
 )
 
 // streamCall opens the event stream and returns the error of the first
@@ -54,6 +62,19 @@ var (
 func streamCall(c baagentv1.GatewayServiceClient, req *streamReq) func(context.Context) error {
 	return func(ctx context.Context) error {
 		st, err := c.StreamRunEvents(ctx, req)
+		if err != nil {
+			return err
+		}
+		_, err = st.Recv()
+		return err
+	}
+}
+
+// startStreamCall opens StartRunStream and returns the error of the first
+// receive, which carries the handler's status.
+func startStreamCall(c baagentv1.GatewayServiceClient, req *startSReq) func(context.Context) error {
+	return func(ctx context.Context) error {
+		st, err := c.StartRunStream(ctx, req)
 		if err != nil {
 			return err
 		}
@@ -95,10 +116,19 @@ type fakeStream struct {
 func (f fakeStream) Context() context.Context                      { return f.ctx }
 func (f fakeStream) Send(*baagentv1.StreamRunEventsResponse) error { return nil }
 
+// fakeStartStream is a server stream for calling StartRunStream directly.
+type fakeStartStream struct {
+	grpc.ServerStreamingServer[baagentv1.StartRunStreamResponse]
+	ctx context.Context
+}
+
+func (f fakeStartStream) Context() context.Context                     { return f.ctx }
+func (f fakeStartStream) Send(*baagentv1.StartRunStreamResponse) error { return nil }
+
 // TestRPCs checks edge validation on every RPC and that a valid request
 // reaching a peer that answers Unimplemented gets Unimplemented naming it.
 func TestRPCs(t *testing.T) {
-	srv := New(unimplementedPeers(t, Options{MaxTextBytes: 16}))
+	srv := New(unimplementedPeers(t, Options{MaxTextBytes: 16, MaxSkillBytes: 64}))
 	c := baagentv1.NewGatewayServiceClient(vt.Serve(t, func(gs grpc.ServiceRegistrar) { srv.Register(gs) }))
 	_, err := c.GetRun(t.Context(), validGet)
 	if !strings.Contains(status.Convert(err).Message(), "orchestrator service does not implement GetRun") {
@@ -143,6 +173,11 @@ func TestRPCs(t *testing.T) {
 			}
 		})), Field: "input.selected_options"},
 
+		{Name: "StartRunStream/valid", Call: startStreamCall(c, &startSReq{Spec: validStart.Spec})},
+		{Name: "StartRunStream/no spec", Call: startStreamCall(c, &startSReq{}), Field: "spec"},
+		{Name: "StartRunStream/no input", Call: startStreamCall(c, &startSReq{Spec: &baagentv1.RunSpec{Model: "gpt-4o"}}), Field: "spec.input"},
+		{Name: "StartRunStream/max_steps too large", Call: startStreamCall(c, &startSReq{Spec: &baagentv1.RunSpec{Input: "q", MaxSteps: 1000}}), Field: "spec.max_steps"},
+
 		{Name: "StreamRunEvents/valid earliest", Call: streamCall(c, validStream)},
 		{Name: "StreamRunEvents/valid live", Call: streamCall(c, &streamReq{RunId: "run-1"})},
 		{Name: "StreamRunEvents/no run_id", Call: streamCall(c, &streamReq{After: "earliest"}), Field: "run_id"},
@@ -150,6 +185,30 @@ func TestRPCs(t *testing.T) {
 
 		{Name: "ListSkills/valid", Call: vt.Call(c.ListSkills, validSkills)},
 		{Name: "ListSkills/bad project", Call: vt.Call(c.ListSkills, &baagentv1.GatewayServiceListSkillsRequest{Project: "a/b"}), Field: "project"},
+
+		{Name: "ListSkills/unknown scope", Call: vt.Call(c.ListSkills, &lsReq{Scope: 9}), Field: "scope"},
+		{Name: "ListSkills/project scope without project", Call: vt.Call(c.ListSkills, &lsReq{Scope: baagentv1.SkillScopeFilter_SKILL_SCOPE_FILTER_PROJECT}), Field: "project"},
+		{Name: "ListSkills/all", Call: vt.Call(c.ListSkills, &lsReq{Scope: baagentv1.SkillScopeFilter_SKILL_SCOPE_FILTER_ALL})},
+
+		{Name: "PutSkill/valid", Call: vt.Call(c.PutSkill, validPut)},
+		{Name: "PutSkill/create only", Call: vt.Call(c.PutSkill, vt.With(validPut, func(r *putReq) { r.IfMatch, r.IfNoneMatch = "", true }))},
+		{Name: "PutSkill/no name", Call: vt.Call(c.PutSkill, vt.With(validPut, func(r *putReq) { r.Name = "" })), Field: "name"},
+		{Name: "PutSkill/bad name", Call: vt.Call(c.PutSkill, vt.With(validPut, func(r *putReq) { r.Name = "a--b" })), Field: "name"},
+		{Name: "PutSkill/project not a token", Call: vt.Call(c.PutSkill, vt.With(validPut, func(r *putReq) { r.Project = "a.b" })), Field: "project"},
+		{Name: "PutSkill/no content", Call: vt.Call(c.PutSkill, vt.With(validPut, func(r *putReq) { r.Content = nil })), Field: "content"},
+		{Name: "PutSkill/content too large", Call: vt.Call(c.PutSkill, vt.With(validPut, func(r *putReq) { r.Content = make([]byte, 65) })), Field: "content"},
+		{Name: "PutSkill/unknown format", Call: vt.Call(c.PutSkill, vt.With(validPut, func(r *putReq) { r.Format = 9 })), Field: "format"},
+		{Name: "PutSkill/if_match with a space", Call: vt.Call(c.PutSkill, vt.With(validPut, func(r *putReq) { r.IfMatch = "1 2" })), Field: "if_match"},
+		{Name: "PutSkill/both preconditions", Call: vt.Call(c.PutSkill, vt.With(validPut, func(r *putReq) { r.IfNoneMatch = true })), Field: "if_none_match"},
+
+		{Name: "DeleteSkill/valid", Call: vt.Call(c.DeleteSkill, validDel)},
+		{Name: "DeleteSkill/no name", Call: vt.Call(c.DeleteSkill, vt.With(validDel, func(r *delReq) { r.Name = "" })), Field: "name"},
+		{Name: "DeleteSkill/project not a token", Call: vt.Call(c.DeleteSkill, vt.With(validDel, func(r *delReq) { r.Project = "p/1" })), Field: "project"},
+		{Name: "DeleteSkill/bad if_match", Call: vt.Call(c.DeleteSkill, vt.With(validDel, func(r *delReq) { r.IfMatch = "a\nb" })), Field: "if_match"},
+
+		{Name: "SetSystemSkillState/valid", Call: vt.Call(c.SetSystemSkillState, validState)},
+		{Name: "SetSystemSkillState/no name", Call: vt.Call(c.SetSystemSkillState, vt.With(validState, func(r *stateReq) { r.Name = "" })), Field: "name"},
+		{Name: "SetSystemSkillState/project not a token", Call: vt.Call(c.SetSystemSkillState, vt.With(validState, func(r *stateReq) { r.Project = ".." })), Field: "project"},
 
 		{Name: "GetSkill/valid", Call: vt.Call(c.GetSkill, validSkill)},
 		{Name: "GetSkill/no name", Call: vt.Call(c.GetSkill, vt.With(validSkill, func(r *skillReq) { r.Name = "" })), Field: "name"},
@@ -191,6 +250,7 @@ func TestNilRequests(t *testing.T) {
 	_, err = s.SubmitInput(ctx, nil)
 	vt.WantInvalid(t, err, "input")
 	vt.WantInvalid(t, s.StreamRunEvents(nil, fakeStream{ctx: ctx}), "run_id")
+	vt.WantInvalid(t, s.StartRunStream(nil, fakeStartStream{ctx: ctx}), "spec")
 	_, err = s.ListSkills(ctx, nil)
 	vt.WantUnimplemented(t, err)
 	_, err = s.GetSkill(ctx, nil)
@@ -201,6 +261,12 @@ func TestNilRequests(t *testing.T) {
 	vt.WantInvalid(t, err, "tool_call_id")
 	_, err = s.CountTokens(ctx, nil)
 	vt.WantInvalid(t, err, "model")
+	_, err = s.PutSkill(ctx, nil)
+	vt.WantInvalid(t, err, "name")
+	_, err = s.DeleteSkill(ctx, nil)
+	vt.WantInvalid(t, err, "name")
+	_, err = s.SetSystemSkillState(ctx, nil)
+	vt.WantInvalid(t, err, "name")
 }
 
 // FuzzHandlers feeds arbitrary bytes, decoded as each request type, to the
@@ -222,9 +288,13 @@ func FuzzHandlers(f *testing.F) {
 		vt.Handler(s.ListTools),
 		vt.Handler(s.InvokeTool),
 		vt.Handler(s.CountTokens),
+		vt.Handler(s.PutSkill),
+		vt.Handler(s.DeleteSkill),
+		vt.Handler(s.SetSystemSkillState),
 	}
 	seeds := []proto.Message{validStart, validGet, validList, validCancel, validSubmit, validStream,
-		validSkills, validSkill, &baagentv1.GatewayServiceListToolsRequest{}, validInvoke, validCount}
+		validSkills, validSkill, &baagentv1.GatewayServiceListToolsRequest{}, validInvoke, validCount,
+		validPut, validDel, validState}
 	for i, m := range seeds {
 		f.Add(uint8(i), vt.Marshal(f, m))
 	}

@@ -36,6 +36,8 @@ type Settings struct {
 	AuthFailureLimit  int
 	AuthFailureWindow time.Duration
 	BodyReadTimeout   time.Duration
+	// MaxSkillBytes bounds an uploaded skill (SKILL.md or archive).
+	MaxSkillBytes int64
 	// TraceLinkTemplate makes a run's trace id a link in the dashboard:
 	// a URL with {trace_id} in it; empty: no link.
 	TraceLinkTemplate string
@@ -59,6 +61,7 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&s.AuthFailureLimit, "gateway-auth-failure-limit", 20, "invalid API keys or tokens one client address may present per window before its requests are refused (429); 0 = no throttling")
 	fs.DurationVar(&s.AuthFailureWindow, "gateway-auth-failure-window", time.Minute, "window of gateway-auth-failure-limit")
 	fs.DurationVar(&s.BodyReadTimeout, "gateway-body-read-timeout", 30*time.Second, "how long an HTTP request body may take to arrive (408 after); 0 = no limit")
+	fs.Int64Var(&s.MaxSkillBytes, "gateway-max-skill-bytes", DefaultMaxSkillBytes, "largest skill (SKILL.md, or zip/tar/tar.gz of its folder) a tenant may upload through the gateway; larger uploads are refused (413) before reaching the skills service")
 	fs.StringVar(&s.TraceLinkTemplate, "trace-link-template", "", "URL of a trace in the tracing UI, with {trace_id}, e.g. http://localhost:16686/trace/{trace_id}; the dashboard links a run's trace id with it")
 }
 
@@ -90,6 +93,8 @@ func (s *Settings) validateLimits() error {
 		return fmt.Errorf("setting gateway-auth-failure-window: want at least 1s, got %s", s.AuthFailureWindow)
 	case s.BodyReadTimeout < 0:
 		return fmt.Errorf("setting gateway-body-read-timeout: want >= 0 (0 = no limit), got %s", s.BodyReadTimeout)
+	case s.MaxSkillBytes < 1<<10 || s.MaxSkillBytes > 1<<30:
+		return fmt.Errorf("setting gateway-max-skill-bytes: want 1024 to 1073741824 bytes, got %d", s.MaxSkillBytes)
 	}
 	return nil
 }
@@ -216,5 +221,6 @@ func (s *Settings) Options() Options {
 		AuthFailureWindow: s.AuthFailureWindow,
 		BodyReadTimeout:   config.UnlimitedIfZero(s.BodyReadTimeout),
 		TraceLinkTemplate: s.TraceLinkTemplate,
+		MaxSkillBytes:     s.MaxSkillBytes,
 	}
 }

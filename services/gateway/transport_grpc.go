@@ -40,18 +40,64 @@ func (s *Server) StreamRunEvents(req *baagentv1.StreamRunEventsRequest, stream g
 		return err
 	}
 	defer sub.Close()
-	return s.pumpGRPC(ctx, sub, stream, req.GetAfter())
+	return s.pumpGRPC(ctx, sub, func(e *baagentv1.Event) error {
+		return stream.Send(&baagentv1.StreamRunEventsResponse{Event: e})
+	}, req.GetAfter())
 }
 
-// pumpGRPC writes the subscription to the stream. Sends happen on a helper
+// StartRunStream starts a run and streams it from its first event: the run,
+// then every event from `earliest` on. The stream slot is taken before the
+// run starts, so a caller at its limit starts nothing; once the run has
+// started it is sent first, so a stream that fails after that still tells
+// the caller which run to resume (StreamRunEvents with after=`earliest`).
+func (s *Server) StartRunStream(req *baagentv1.StartRunStreamRequest, stream grpc.ServerStreamingServer[baagentv1.StartRunStreamResponse]) error {
+	ctx := stream.Context()
+	c, err := s.grpcCaller(ctx)
+	if err != nil {
+		return err
+	}
+	if err := validateStartRunStream(req); err != nil {
+		return s.rejected(ctx, "StartRunStream", err)
+	}
+	done, err := s.hold(c, s.streamSlots, apiGRPC)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := s.ready(); err != nil {
+		return err
+	}
+	if s.hub == nil {
+		return status.Error(codes.Unavailable, "event streaming needs NATS JetStream, which this gateway is not connected to")
+	}
+	resp, err := s.startRun(ctx, c.tenant, &baagentv1.StartRunRequest{Spec: req.GetSpec()})
+	if err != nil {
+		return err
+	}
+	run := resp.GetRun()
+	if err := stream.Send(&baagentv1.StartRunStreamResponse{Payload: &baagentv1.StartRunStreamResponse_Run{Run: run}}); err != nil {
+		return err
+	}
+	sub, err := s.openStream(ctx, c.tenant, run.GetRunId(), hub.Earliest, hub.TransportGRPC)
+	if err != nil {
+		return status.Errorf(status.Code(err), "run %s started, but its event stream failed: %s; resume with StreamRunEvents after=earliest",
+			run.GetRunId(), status.Convert(err).Message())
+	}
+	defer sub.Close()
+	return s.pumpGRPC(ctx, sub, func(e *baagentv1.Event) error {
+		return stream.Send(&baagentv1.StartRunStreamResponse{Payload: &baagentv1.StartRunStreamResponse_Event{Event: e}})
+	}, hub.Earliest)
+}
+
+// pumpGRPC writes the subscription to the stream with send. Sends happen on a helper
 // goroutine so a client that does not take an event within WriteTimeout
 // can be cut: returning ends the RPC, which unblocks the pending send.
-func (s *Server) pumpGRPC(ctx context.Context, sub *hub.Subscription, stream grpc.ServerStreamingServer[baagentv1.StreamRunEventsResponse], cursor string) error {
-	sends := make(chan *baagentv1.StreamRunEventsResponse)
+func (s *Server) pumpGRPC(ctx context.Context, sub *hub.Subscription, send func(*baagentv1.Event) error, cursor string) error {
+	sends := make(chan *baagentv1.Event)
 	sent := make(chan error, 1)
 	go func() {
 		for m := range sends {
-			err := stream.Send(m)
+			err := send(m)
 			sent <- err
 			if err != nil {
 				return
@@ -76,7 +122,7 @@ func (s *Server) pumpGRPC(ctx context.Context, sub *hub.Subscription, stream grp
 			}
 			return status.Errorf(codes.Unavailable, "event stream failed: %v; resume from the last cursor received", err)
 		}
-		sends <- &baagentv1.StreamRunEventsResponse{Event: it.Event}
+		sends <- it.Event
 		timer.Reset(s.opts.WriteTimeout)
 		select {
 		case err := <-sent:

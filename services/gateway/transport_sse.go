@@ -11,6 +11,10 @@ import (
 	"strconv"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/validate"
 	"github.com/baagent/baagent/services/gateway/internal/hub"
 )
@@ -80,7 +84,72 @@ func (s *Server) httpSSE(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer sub.Close()
-	s.pumpSSE(r.Context(), w, r, sub, cursor)
+	s.pumpSSE(r.Context(), w, r, sub, cursor, nil)
+}
+
+// httpStartRunStream is POST /v1/runs?stream=true: StartRunStream as SSE.
+// The response is an `event: run` frame whose data is the run (QUEUED),
+// then the run's events exactly as GET /v1/runs/{run_id}/events?cursor=
+// earliest sends them. The stream slot is taken before the run starts. If
+// the stream cannot be opened once the run has started, the error names
+// the run, so the caller can stream it with GET .../events?cursor=earliest.
+func (s *Server) httpStartRunStream(w http.ResponseWriter, r *http.Request) {
+	c, err := s.httpCaller(r, false)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	done, err := s.hold(c, s.streamSlots, apiHTTP)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer done()
+	req := &baagentv1.StartRunRequest{}
+	if err := s.readBody(w, r, req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := validateStartRun(req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := s.ready(); err != nil {
+		writeError(w, err)
+		return
+	}
+	if s.hub == nil {
+		writeError(w, status.Error(codes.Unavailable, "event streaming needs NATS JetStream, which this gateway is not connected to"))
+		return
+	}
+	if !s.streams.add() {
+		writeError(w, errUnavailable(hub.ErrClosed))
+		return
+	}
+	defer s.streams.done()
+	resp, err := s.startRun(r.Context(), c.tenant, req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	run := resp.GetRun()
+	sub, err := s.openStream(r.Context(), c.tenant, run.GetRunId(), hub.Earliest, hub.TransportSSE)
+	if err != nil {
+		writeError(w, status.Errorf(status.Code(err), "run %s started, but its event stream failed: %s; stream it with GET /v1/runs/%s/events?cursor=earliest",
+			run.GetRunId(), status.Convert(err).Message(), run.GetRunId()))
+		return
+	}
+	defer sub.Close()
+	data, err := hub.JSONOptions.Marshal(run)
+	if err != nil {
+		writeError(w, status.Errorf(codes.Internal, "run %s started, but it could not be encoded: %v", run.GetRunId(), err))
+		return
+	}
+	frame := make([]byte, 0, len(data)+20)
+	frame = append(frame, "event: run\ndata: "...)
+	frame = append(frame, data...)
+	frame = append(frame, '\n', '\n')
+	s.pumpSSE(r.Context(), w, r, sub, hub.Earliest, frame)
 }
 
 // streamRequest authenticates an SSE or WebSocket stream request (a
@@ -103,7 +172,10 @@ func (s *Server) streamRequest(r *http.Request) (c caller, runID, cursor string,
 	return c, runID, cursor, e.Err()
 }
 
-func (s *Server) pumpSSE(ctx context.Context, w http.ResponseWriter, r *http.Request, sub *hub.Subscription, cursor string) {
+// pumpSSE writes the subscription to w as SSE. A non-empty preamble (the
+// `run` frame of POST /v1/runs?stream=true) is written first, and the 200
+// response starts at once instead of after a first event.
+func (s *Server) pumpSSE(ctx context.Context, w http.ResponseWriter, r *http.Request, sub *hub.Subscription, cursor string, preamble []byte) {
 	first := time.NewTimer(sseFirstWait)
 	defer first.Stop()
 	heartbeat := time.NewTicker(s.opts.Heartbeat)
@@ -116,13 +188,16 @@ func (s *Server) pumpSSE(ctx context.Context, w http.ResponseWriter, r *http.Req
 	}()
 	start := func() bool {
 		out = s.startSSE(ctx, w, r)
-		if !s.sseWritten(sub, out.write([]byte("retry: "+sseRetryMillis+"\n: stream open\n\n"))) {
+		if !s.sseWritten(sub, out.write(append([]byte("retry: "+sseRetryMillis+"\n: stream open\n\n"), preamble...))) {
 			return false
 		}
 		if out.direct() && !s.opts.noDirect {
 			out.enableDirect(sub)
 		}
 		return true
+	}
+	if len(preamble) > 0 && !start() {
+		return
 	}
 	var batch []hub.Item // grown with the first events: idle clients stay small
 	for {

@@ -56,6 +56,7 @@ func validateStreamRunEvents(req *baagentv1.StreamRunEventsRequest) error {
 func validateListSkills(req *baagentv1.GatewayServiceListSkillsRequest) error {
 	var e validate.Errors
 	validate.Optional(&e, "project", req.GetProject(), validate.ID)
+	validateSkillScope(&e, req.GetScope(), req.GetProject())
 	return e.Err()
 }
 
@@ -85,5 +86,11 @@ func (s *Server) validateCountTokens(req *baagentv1.GatewayServiceCountTokensReq
 	var e validate.Errors
 	validate.Model(&e, "model", req.GetModel())
 	validate.Text(&e, "text", req.GetText(), s.opts.MaxTextBytes)
+	return e.Err()
+}
+
+func validateStartRunStream(req *baagentv1.StartRunStreamRequest) error {
+	var e validate.Errors
+	validate.RunSpec(&e, "spec", req.GetSpec())
 	return e.Err()
 }

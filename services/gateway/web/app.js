@@ -1,5 +1,6 @@
 // BA-Agent dashboard: runs list, live run timeline over SSE with resume,
-// usage and cost, start form, answers to clarification/decision questions.
+// usage and cost, start form, answers to clarification/decision questions,
+// and the tenant's skills (list by layer, upload, delete, disable).
 // Plain browser JavaScript, no build step. Untrusted text is only ever set
 // with textContent.
 "use strict";
@@ -22,6 +23,7 @@ const state = {
   ended: false,
   traceLink: "",
   spans: null,
+  planState: null,
 };
 
 function headers(extra) {
@@ -30,16 +32,23 @@ function headers(extra) {
   return h;
 }
 
-async function api(method, path, body) {
+// api calls the HTTP/JSON API. opts: raw (a Blob sent as it is, with
+// opts.type as its Content-Type) and headers (extra request headers).
+async function api(method, path, body, opts) {
+  opts = opts || {};
   // Every call that changes something says JSON, body or not: without API
-  // keys the gateway refuses anything else (cross-site protection).
-  const init = { method, headers: headers(method !== "GET" ? { "Content-Type": "application/json" } : {}) };
-  if (body) init.body = JSON.stringify(body);
+  // keys the gateway refuses anything else (cross-site protection), but
+  // for a skill upload, which says what it is.
+  const type = opts.raw ? opts.type : "application/json";
+  const init = { method, headers: headers(Object.assign(method !== "GET" ? { "Content-Type": type } : {}, opts.headers || {})) };
+  if (opts.raw) init.body = opts.raw;
+  else if (body) init.body = JSON.stringify(body);
   const r = await fetch(path, init);
   const text = await r.text();
-  const data = text ? JSON.parse(text) : {};
+  let data = {};
+  try { data = text ? JSON.parse(text) : {}; } catch (err) { data = {}; }
   if (!r.ok) {
-    const e = new Error((data.error && data.error.message) || r.statusText);
+    const e = new Error((data.error && data.error.message) || r.statusText || ("HTTP " + r.status));
     e.status = r.status;
     throw e;
   }
@@ -100,6 +109,7 @@ function resetTimeline() {
   state.lastSeq = 0; state.cursor = ""; state.seen = new Set(); state.answer = ""; state.ended = false;
   state.received = 0; state.duplicates = 0;
   state.spans = newSpans();
+  state.planState = newPlanState(); renderPlan();
   $("gantt").hidden = true;
   $("gantt-rows").replaceChildren();
   showTrace("");
@@ -223,6 +233,7 @@ function selectRun(runId) {
   api("GET", "/v1/runs/" + encodeURIComponent(runId)).then((d) => {
     setPill($("run-state"), d.run.state);
     if (d.run.trace_id && runId === state.runId) showTrace(d.run.trace_id);
+    if (runId === state.runId) planFromRun(d.run);
     if (ENDED_STATES.has(d.run.state)) $("cancel").disabled = true;
   }).catch(() => {});
   // A fresh view replays everything retained, so a reload misses nothing.
@@ -251,8 +262,9 @@ async function connect(cursor) {
   const types = ["start", "thought", "thought_delta", "text_delta", "act", "observe", "skill_activated",
     "context_compressed", "clarification_asked", "clarification_answered", "decision_asked",
     "decision_answered", "permission_asked", "permission_replied", "doom_loop_detected", "cost_update", "step_start", "step_end", "complete",
-    "error", "cancelled", "stream_reset"];
+    "error", "cancelled", "stream_reset", "doom_loop_intervened", "subagent_assigned"];
   for (const t of types) es.addEventListener(t, (m) => onEvent(JSON.parse(m.data)));
+  for (const t of PLAN_EVENT_TYPES) es.addEventListener(t, (m) => onEvent(JSON.parse(m.data)));
   es.addEventListener("slow_consumer", () => setConn("catching up"));
   es.onerror = () => {
     if (state.ended) return;
@@ -304,7 +316,9 @@ function onEvent(ev) {
   if (ev.cursor) state.cursor = ev.cursor;
   showCounts();
   if (ev.trace_id && $("trace").dataset.traceId !== ev.trace_id) showTrace(ev.trace_id);
+  if (ev.subagent_run_id) { subAgentEvent(ev); return; }
   if (state.spans && spanEvent(ev)) renderGantt();
+  planEvent(ev);
   const p = ev[ev.type] || {};
   switch (ev.type) {
     case "start":
@@ -341,6 +355,13 @@ function onEvent(ev) {
     case "clarification_answered": case "decision_answered":
       $("question").hidden = true; item(ev, " " + (p.answer || (p.timed_out ? "timed out" : ""))); break;
     case "doom_loop_detected": item(ev, " " + p.tool_name + " ×" + p.repeat_count); break;
+    case "doom_loop_intervened":
+      item(ev, " " + p.tool_name + ": " + (p.timed_out ? "no answer in time" : p.choice) + " → " +
+        String(p.intervention || "").replace("DOOM_LOOP_INTERVENTION_", "").toLowerCase());
+      break;
+    case "subagent_assigned":
+      item(ev, " " + p.subagent_type + " → run " + p.child_run_id, p.description || p.prompt);
+      break;
     case "cost_update":
       $("u-in").textContent = String(p.total_input_tokens || 0);
       $("u-out").textContent = String(p.total_output_tokens || 0);
@@ -367,6 +388,33 @@ function onEvent(ev) {
     setPill($("run-state"), { complete: "RUN_STATE_COMPLETED", error: "RUN_STATE_FAILED", cancelled: "RUN_STATE_CANCELLED" }[ev.type]);
     refreshRuns();
   }
+}
+
+// A sub-agent's event mirrored into this run's stream (subagent_run_id is
+// the child): shown indented under the child's short id. It never ends the
+// run, asks here or touches the run's answer, usage or spans; a child's
+// question is answered on the child's run.
+function subAgentEvent(ev) {
+  const p = ev[ev.type] || {};
+  const child = ev.subagent_run_id;
+  let title = "", detail;
+  switch (ev.type) {
+    case "cost_update": case "step_end": return;
+    case "start": title = p.model || ""; break;
+    case "step_start": title = "step " + p.step_number; break;
+    case "thought": detail = p.thought; break;
+    case "act": title = p.tool_name + " #" + p.tool_call_id; detail = JSON.stringify(p.tool_input || p.raw_arguments || {}, null, 2); break;
+    case "observe": title = p.tool_name + " " + (p.success ? "ok" : "failed " + (p.error_code || "")); detail = p.observation; break;
+    case "clarification_asked": title = (p.question || "") + " (answer on run " + child + ")"; break;
+    case "decision_asked": title = (p.context || "") + " (answer on run " + child + ")"; break;
+    case "complete": title = "finished"; detail = p.content; break;
+    case "error": title = p.code || ""; detail = p.message; break;
+    case "cancelled": title = p.reason || ""; break;
+    case "subagent_assigned": title = p.subagent_type + " → run " + p.child_run_id; break;
+  }
+  const li = item(ev, " ↳ …" + child.slice(-8) + " " + title, detail);
+  li.classList.add("sub");
+  li.title = "sub-agent run " + child;
 }
 
 function askQuestion(id, text, options) {
@@ -418,11 +466,196 @@ $("key-form").addEventListener("submit", async (e) => {
   e.preventDefault();
   state.key = $("api-key").value;
   sessionStorage.setItem("baagent.key", state.key);
-  if (await whoami()) { refreshRuns(); if (state.runId) selectRun(state.runId); }
+  if (await whoami()) { refreshRuns(); refreshSkills(); if (state.runId) selectRun(state.runId); }
 });
 
+// Skills: the tenant's skills by layer, uploads (a SKILL.md, or a zip,
+// tar or tar.gz of the skill folder), deletion of tenant and project
+// skills, and disabling a system skill for the tenant or a project.
+
+const SKILL_UPLOAD_TYPES = [
+  [".tar.gz", "application/gzip"], [".tgz", "application/gzip"], [".gz", "application/gzip"],
+  [".zip", "application/zip"], [".tar", "application/x-tar"], [".md", "text/markdown"],
+];
+
+function skillUploadType(fileName) {
+  const lower = fileName.toLowerCase();
+  for (const [ext, type] of SKILL_UPLOAD_TYPES) if (lower.endsWith(ext)) return [ext, type];
+  return ["", "application/octet-stream"];
+}
+
+function short(enumName, prefix) { return (enumName || "").replace(prefix, "").toLowerCase() || "-"; }
+
+function skillsParams(extra) {
+  const p = new URLSearchParams(extra || {});
+  const project = $("skills-project").value.trim();
+  if (project) p.set("project", project);
+  const q = p.toString();
+  return q ? "?" + q : "";
+}
+
+function setSkillsStatus(text, kind) {
+  const el = $("skills-status");
+  el.textContent = text;
+  el.className = kind === "error" ? "error" : "muted";
+  el.dataset.kind = kind || "";
+}
+
+async function refreshSkills() {
+  const scope = $("skills-scope").value;
+  const table = $("skills-table");
+  table.setAttribute("aria-busy", "true");
+  setSkillsStatus("Loading skills…", "loading");
+  let data;
+  try {
+    data = await api("GET", "/v1/skills" + skillsParams(scope ? { scope } : {}));
+  } catch (e) {
+    $("skills-rows").replaceChildren();
+    table.removeAttribute("aria-busy");
+    setSkillsStatus("Could not list skills: " + e.message, "error");
+    return;
+  }
+  const rows = [];
+  for (const sk of data.skills || []) rows.push(skillRow(sk));
+  $("skills-rows").replaceChildren(...rows);
+  table.removeAttribute("aria-busy");
+  const n = rows.length;
+  setSkillsStatus(n ? n + (n === 1 ? " skill" : " skills") : "No skills in this scope.", n ? "ok" : "empty");
+}
+
+function cell(text, className) {
+  const td = document.createElement("td");
+  if (className) td.className = className;
+  if (text !== undefined) td.textContent = text;
+  return td;
+}
+
+function flag(text, kind) {
+  const span = document.createElement("span");
+  span.className = "pill flag-" + kind;
+  span.textContent = text;
+  return span;
+}
+
+function skillRow(sk) {
+  const tr = document.createElement("tr");
+  const layer = short(sk.scope, "SKILL_SCOPE_");
+  tr.dataset.name = sk.name;
+  tr.dataset.layer = layer;
+  tr.dataset.disabled = String(!!sk.is_disabled);
+  tr.dataset.overridden = String(!!sk.is_overridden);
+  tr.dataset.revision = sk.revision || "";
+  const name = cell();
+  const code = document.createElement("code");
+  code.textContent = sk.name;
+  name.append(code);
+  if (sk.description) name.title = sk.description;
+  const flags = cell();
+  if (sk.is_disabled) flags.append(flag("disabled", "disabled"));
+  if (sk.is_overridden) flags.append(flag("overridden", "overridden"));
+  if (!sk.is_disabled && !sk.is_overridden) flags.append(flag("active", "active"));
+  const warnings = cell();
+  if ((sk.warnings || []).length) {
+    const ul = document.createElement("ul");
+    for (const w of sk.warnings) { const li = document.createElement("li"); li.textContent = w; ul.append(li); }
+    warnings.append(ul);
+  } else {
+    warnings.textContent = "-";
+  }
+  const actions = cell();
+  if (layer === "system") {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.dataset.action = sk.is_disabled ? "enable" : "disable";
+    b.textContent = sk.is_disabled ? "Enable" : "Disable";
+    b.setAttribute("aria-label", b.textContent + " system skill " + sk.name);
+    b.addEventListener("click", () => setSkillState(sk.name, !sk.is_disabled, b));
+    actions.append(b);
+  } else if (sk.source === "SKILL_SOURCE_STORE") {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.dataset.action = "delete";
+    b.textContent = "Delete";
+    b.setAttribute("aria-label", "Delete " + layer + " skill " + sk.name);
+    b.addEventListener("click", () => deleteSkill(sk, b));
+    actions.append(b);
+  }
+  tr.append(name, cell(layer), cell(short(sk.source, "SKILL_SOURCE_")), cell(sk.revision || "-", "revision"), flags, warnings, actions);
+  return tr;
+}
+
+async function setSkillState(name, disabled, button) {
+  button.disabled = true;
+  try {
+    await api("PUT", "/v1/skills/" + encodeURIComponent(name) + "/state" + skillsParams(), { disabled });
+    setSkillsStatus((disabled ? "Disabled " : "Enabled ") + name + ".", "ok");
+  } catch (e) {
+    button.disabled = false;
+    setSkillsStatus("Could not " + (disabled ? "disable " : "enable ") + name + ": " + e.message, "error");
+    return;
+  }
+  await refreshSkills();
+}
+
+async function deleteSkill(sk, button) {
+  if (!confirm("Delete the " + short(sk.scope, "SKILL_SCOPE_") + " skill " + sk.name + "?")) return;
+  button.disabled = true;
+  // If-Match: only the revision shown is deleted, not one uploaded since.
+  const opts = sk.revision ? { headers: { "If-Match": '"' + sk.revision + '"' } } : {};
+  try {
+    await api("DELETE", "/v1/skills/" + encodeURIComponent(sk.name) + skillsParams(), null, opts);
+  } catch (e) {
+    button.disabled = false;
+    setSkillsStatus("Could not delete " + sk.name + ": " + e.message, "error");
+    return;
+  }
+  await refreshSkills();
+  setSkillsStatus("Deleted " + sk.name + ".", "ok");
+}
+
+// A SKILL.md names its skill in its front matter; an archive is named
+// after its file until the user says otherwise.
+$("skill-file").addEventListener("change", async () => {
+  const f = $("skill-file").files[0];
+  if (!f) return;
+  const [ext] = skillUploadType(f.name);
+  let name = f.name.slice(0, f.name.length - ext.length).toLowerCase();
+  if (ext === ".md") {
+    const m = /^---\r?\n[\s\S]*?^name:\s*["']?([a-z0-9-]+)["']?\s*$/m.exec(await f.text());
+    if (m) name = m[1];
+  }
+  if (name && name !== "skill") $("skill-name").value = name;
+});
+
+$("skill-upload").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const f = $("skill-file").files[0];
+  const name = $("skill-name").value.trim();
+  if (!f || !name) return;
+  const [, type] = skillUploadType(f.name);
+  const button = $("skill-upload-button");
+  button.disabled = true;
+  setSkillsStatus("Uploading " + name + "…", "loading");
+  try {
+    const d = await api("PUT", "/v1/skills/" + encodeURIComponent(name) + skillsParams(), null, { raw: f, type });
+    const sk = d.skill || {};
+    const warn = (sk.warnings || []).length ? " Warnings: " + sk.warnings.join("; ") : "";
+    await refreshSkills();
+    setSkillsStatus((d.replaced ? "Replaced " : "Uploaded ") + name + " (revision " + (sk.revision || "-") + ")." + warn, "ok");
+    $("skill-upload").reset();
+  } catch (err) {
+    setSkillsStatus("Could not upload " + name + ": " + err.message, "error");
+  } finally {
+    button.disabled = false;
+  }
+});
+
+$("skills-refresh").addEventListener("click", refreshSkills);
+$("skills-scope").addEventListener("change", refreshSkills);
+$("skills-project").addEventListener("keydown", (e) => { if (e.key === "Enter") { e.preventDefault(); refreshSkills(); } });
+
 (async function main() {
-  if (await whoami()) await refreshRuns();
+  if (await whoami()) { await refreshRuns(); refreshSkills(); }
   const fromHash = decodeURIComponent(location.hash.slice(1));
   if (fromHash) selectRun(fromHash);
   setInterval(refreshRuns, 3000);

@@ -495,3 +495,28 @@ func TestGapIsAcceptedAfterReorderWait(t *testing.T) {
 	}
 	wantSeq(t, collect(t, ctx, s), []string{"1", "reset:3:cursor expired", "3", "4", "5"})
 }
+
+// A sub-agent's complete mirrored into its parent's stream (tagged with
+// subagent_run_id) does not end the parent's stream: viewers go on to the
+// parent's own terminal event, live and in replay.
+func TestMirroredSubAgentEndDoesNotEndTheStream(t *testing.T) {
+	t.Parallel()
+
+	ctx := testCtx(t)
+	js, _ := natstest.JetStream(t)
+	h := newHub(t, js, Options{})
+	r := natstest.NewRun(js, "acme", "run-parent")
+	publishTexts(t, ctx, r, 2)
+	live := subscribe(t, ctx, h, r, "")
+	if _, err := r.Publish(ctx, &baagentv1.Event{SubagentRunId: "run-child", Payload: &baagentv1.Event_Complete{Complete: &baagentv1.CompletePayload{Content: "child report"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Text(ctx, "after the child"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Complete(ctx, "done"); err != nil {
+		t.Fatal(err)
+	}
+	wantSeq(t, collect(t, ctx, live), seqs(3, 5))
+	wantSeq(t, collect(t, ctx, subscribe(t, ctx, h, r, Earliest)), seqs(1, 5))
+}
