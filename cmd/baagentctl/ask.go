@@ -43,7 +43,13 @@ func runAsk(ctx context.Context, c *cli, args []string) error {
 	model := fs.String("model", "", "model to use (default: the orchestrator's)")
 	conversation := fs.String("conversation", "", "conversation to continue (default: a new one)")
 	maxSteps := fs.Int("max-steps", 0, "step limit (default 50)")
-	if err := parse(fs, args); err != nil {
+	planFlag := fs.String("plan", "auto", "work plan: auto (by the question's complexity), always, never")
+	approvalFlag := fs.String("plan-approval", "", "approve the work plan before it runs: ask, off (default: the orchestrator's setting)")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	planMode, planApproval, err := parsePlanFlags(*planFlag, *approvalFlag)
+	if err != nil {
 		return err
 	}
 	if fs.NArg() != 1 || strings.TrimSpace(fs.Arg(0)) == "" {
@@ -55,22 +61,47 @@ func runAsk(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer done()
-	// Not cancelled by Ctrl-C: a run that is being created must be known,
-	// so that followRun can cancel it.
-	startCtx, cancelStart := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
-	resp, err := gw.StartRun(gw.auth(startCtx), &baagentv1.StartRunRequest{
-		Spec: &baagentv1.RunSpec{
-			Input:          fs.Arg(0),
-			Model:          *model,
-			ConversationId: *conversation,
-			MaxSteps:       int32(*maxSteps),
-		},
-	})
-	cancelStart()
+	// One call starts the run and streams it from its first event. Not
+	// cancelled by Ctrl-C: a run that is being created must be known, so
+	// that followRun can cancel it (and its stream outlives Ctrl-C to show
+	// the `cancelled` event); the start is bounded by c.timeout.
+	streamCtx, cancelStream := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelStream()
+	startTimer := time.AfterFunc(c.timeout, cancelStream)
+	spec := &baagentv1.RunSpec{
+		Input:          fs.Arg(0),
+		Model:          *model,
+		ConversationId: *conversation,
+		MaxSteps:       int32(*maxSteps),
+		Plan:           planMode,
+		PlanApproval:   planApproval,
+	}
+	stream, err := gw.StartRunStream(gw.auth(streamCtx), &baagentv1.StartRunStreamRequest{Spec: spec})
+	var first *baagentv1.StartRunStreamResponse
+	if err == nil {
+		first, err = stream.Recv()
+	}
+	noStream := !startTimer.Stop() // the stream is cancelled: follow the run afresh
+	switch {
+	case noStream && err != nil:
+		err = status.Errorf(codes.DeadlineExceeded, "no answer within %s", c.timeout)
+	case status.Code(err) == codes.Unimplemented:
+		// A gateway older than StartRunStream (no run was started): start
+		// the run, then follow it from its first event.
+		noStream = true
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
+		var resp *baagentv1.StartRunResponse
+		resp, err = gw.StartRun(gw.auth(sctx), &baagentv1.StartRunRequest{Spec: spec})
+		cancel()
+		first = &baagentv1.StartRunStreamResponse{Payload: &baagentv1.StartRunStreamResponse_Run{Run: resp.GetRun()}}
+	}
+	if err == nil && first.GetRun() == nil {
+		err = status.Error(codes.Internal, "the gateway's stream did not start with the run")
+	}
 	if err != nil {
 		return c.rpcError("start run", err)
 	}
-	run := resp.GetRun()
+	run := first.GetRun()
 
 	live := &liveView{w: c.stdout}
 	stdin := bufio.NewReader(c.stdin)
@@ -97,7 +128,17 @@ func runAsk(ctx context.Context, c *cli, args []string) error {
 	if c.json {
 		view = &jsonView{w: c.stdout}
 	}
-	last, err := followRun(ctx, c, gw, run.GetRunId(), view)
+	var started *startedStream
+	if !noStream {
+		started = &startedStream{
+			recv: func() (*baagentv1.Event, error) {
+				m, err := stream.Recv()
+				return m.GetEvent(), err
+			},
+			cancel: cancelStream,
+		}
+	}
+	last, err := followStarted(ctx, c, gw, run.GetRunId(), view, started)
 	if err != nil {
 		return err
 	}
@@ -148,6 +189,12 @@ func runOver(s baagentv1.RunState) bool {
 // events already shown. When ctx ends (Ctrl-C) it cancels the run and keeps
 // reading, for a bounded time, to show how it ended.
 func followRun(ctx context.Context, c *cli, gw *gatewayClient, runID string, view eventView) (*baagentv1.Event, error) {
+	return followStarted(ctx, c, gw, runID, view, nil)
+}
+
+// followStarted is followRun that first reads first, the StartRunStream
+// that created the run, if not nil.
+func followStarted(ctx context.Context, c *cli, gw *gatewayClient, runID string, view eventView, first *startedStream) (*baagentv1.Event, error) {
 	// Events are read with a context independent of ctx, so that after
 	// Ctrl-C the `cancelled` event can still be shown.
 	readCtx, stopReading := context.WithCancel(context.WithoutCancel(ctx))
@@ -178,7 +225,7 @@ func followRun(ctx context.Context, c *cli, gw *gatewayClient, runID string, vie
 		}
 	}()
 
-	f := &follower{after: "earliest"}
+	f := &follower{after: "earliest", first: first}
 	failures := 0 // consecutive attempts that brought no new event
 	for {
 		last, got, err := f.read(readCtx, gw, runID, view)
@@ -208,6 +255,15 @@ func followRun(ctx context.Context, c *cli, gw *gatewayClient, runID string, vie
 type follower struct {
 	after   string // cursor to resume after
 	lastSeq uint64 // highest seq shown
+	// first, when set, is the StartRunStream that created the run: the
+	// first read takes its events instead of opening StreamRunEvents.
+	first *startedStream
+}
+
+// startedStream is the rest of a StartRunStream after its run message.
+type startedStream struct {
+	recv   func() (*baagentv1.Event, error)
+	cancel context.CancelFunc // ends the stream
 }
 
 // read streams events after f.after to view until the terminal event
@@ -217,19 +273,33 @@ type follower struct {
 func (f *follower) read(ctx context.Context, gw *gatewayClient, runID string, view eventView) (last *baagentv1.Event, got bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := gw.StreamRunEvents(gw.auth(ctx), &baagentv1.StreamRunEventsRequest{RunId: runID, After: f.after})
-	if err != nil {
-		return nil, false, err
+	var recv func() (*baagentv1.Event, error)
+	if s := f.first; s != nil {
+		f.first = nil
+		defer s.cancel()
+		defer context.AfterFunc(ctx, s.cancel)()
+		recv = s.recv
+	} else {
+		stream, err := gw.StreamRunEvents(gw.auth(ctx), &baagentv1.StreamRunEventsRequest{RunId: runID, After: f.after})
+		if err != nil {
+			return nil, false, err
+		}
+		recv = func() (*baagentv1.Event, error) {
+			m, err := stream.Recv()
+			return m.GetEvent(), err
+		}
 	}
 	for {
-		resp, err := stream.Recv()
+		ev, err := recv()
 		if errors.Is(err, io.EOF) {
 			return nil, got, status.Error(codes.Unavailable, "the event stream ended before the run did")
 		}
 		if err != nil {
 			return nil, got, err
 		}
-		ev := resp.GetEvent()
+		if ev == nil {
+			continue
+		}
 		if ev.GetCursor() != "" {
 			f.after = ev.GetCursor()
 		}
@@ -326,6 +396,7 @@ type liveView struct {
 	// complete thought or answer is not printed twice.
 	text, thought strings.Builder
 	midLine       bool
+	plan          planView
 	// prompt, when set, asks the user to answer the question id.
 	prompt func(id string)
 }
@@ -339,7 +410,14 @@ func (v *liveView) printf(format string, args ...any) {
 }
 
 func (v *liveView) show(ev *baagentv1.Event) error {
+	if child := ev.GetSubagentRunId(); child != "" {
+		return v.showMirrored(ev, child)
+	}
 	switch p := ev.GetPayload().(type) {
+	case *baagentv1.Event_SubagentAssigned:
+		v.showAssigned(p.SubagentAssigned)
+	case *baagentv1.Event_DoomLoopIntervened:
+		v.showIntervened(p.DoomLoopIntervened)
 	case *baagentv1.Event_Start:
 		s := p.Start
 		model := s.GetModel()
@@ -347,6 +425,9 @@ func (v *liveView) show(ev *baagentv1.Event) error {
 			model += " (scripted model, not a real LLM)"
 		}
 		v.printf("run %s  conversation %s\nmodel %s, at most %d steps\n", ev.GetRunId(), ev.GetConversationId(), model, s.GetMaxSteps())
+		if c := complexityLine(s.GetQueryComplexity(), s.GetComplexitySignals()); c != "" {
+			v.printf("complexity %s\n", c)
+		}
 	case *baagentv1.Event_StepStart:
 		v.text.Reset()
 		v.thought.Reset()
@@ -419,6 +500,14 @@ func (v *liveView) show(ev *baagentv1.Event) error {
 		v.printf("  (%s: %d tokens in, %d out; %s)\n", c.GetModel(), c.GetUsage().GetPromptTokens(), c.GetUsage().GetCompletionTokens(), cost)
 	case *baagentv1.Event_StepEnd:
 		v.printf("") // end a streamed line
+	case *baagentv1.Event_WorkPlan:
+		v.showPlan(p.WorkPlan)
+	case *baagentv1.Event_PlanStepStart:
+		v.showPlanStepStart(p.PlanStepStart)
+	case *baagentv1.Event_PlanStepEnd:
+		v.showPlanStepEnd(p.PlanStepEnd)
+	case *baagentv1.Event_Warning:
+		v.showWarning(p.Warning)
 	case *baagentv1.Event_Complete:
 		m := p.Complete.GetMetrics()
 		if strings.TrimSpace(p.Complete.GetContent()) != strings.TrimSpace(v.text.String()) {

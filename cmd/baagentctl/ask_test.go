@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,33 +89,22 @@ func startGatewaySuite(t *testing.T) map[string]string {
 	env := map[string]string{"BAAGENT_ADDR": a.Addr(topology.Gateway).String(), "BAAGENT_API_KEY": testAPIKey}
 	// The suite is ready when the gateway lists runs.
 	testkit.Eventually(t, 20*time.Second, "the gateway serving runs list", func() bool {
-		code, _, _ := ctlRun(t.Context(), env, runRuns, "list", "--timeout=2s")
+		code, _, _ := ctlRun(t.Context(), env, "runs", "list", "--timeout=2s")
 		return code == 0
 	})
 	return env
 }
 
-// ctlRunIn runs one of this package's commands as main's run would, with
-// stdin, returning the exit status and output; stdout may be read while it
-// runs.
-func ctlRunIn(ctx context.Context, env map[string]string, stdin string, stdout *testkit.SyncBuffer, cmd func(context.Context, *cli, []string) error, args ...string) (int, string) {
+// ctlRunIn runs baagentctl with the command path cmd (e.g. "runs list")
+// and args through the real command tree, as main does, with stdin,
+// returning the exit status and stderr; stdout may be read while it runs.
+func ctlRunIn(ctx context.Context, env map[string]string, stdin string, stdout *testkit.SyncBuffer, cmd string, args ...string) (int, string) {
 	var errOut strings.Builder
-	c := newCLI(strings.NewReader(stdin), stdout, &errOut, func(k string) string { return env[k] })
-	err := cmd(ctx, c, args)
-	var ee exitError
-	switch {
-	case err == nil:
-		return 0, errOut.String()
-	case errors.As(err, &ee):
-		return ee.code, errOut.String()
-	case errors.Is(err, errUsage):
-		return 2, errOut.String() + err.Error()
-	default:
-		return 1, errOut.String() + err.Error()
-	}
+	code := run(ctx, append(strings.Fields(cmd), args...), strings.NewReader(stdin), stdout, &errOut, func(k string) string { return env[k] })
+	return code, errOut.String()
 }
 
-func ctlRun(ctx context.Context, env map[string]string, cmd func(context.Context, *cli, []string) error, args ...string) (int, string, string) {
+func ctlRun(ctx context.Context, env map[string]string, cmd string, args ...string) (int, string, string) {
 	var out testkit.SyncBuffer
 	code, errOut := ctlRunIn(ctx, env, "", &out, cmd, args...)
 	return code, out.String(), errOut
@@ -159,7 +149,7 @@ func TestAskThroughTheGateway(t *testing.T) {
 	env := startGatewaySuite(t)
 
 	// Live view of a complete run.
-	code, out, errOut := ctlRun(ctx, env, runAsk, "--conversation", "conv-cli", revenueQuestion)
+	code, out, errOut := ctlRun(ctx, env, "ask", "--conversation", "conv-cli", revenueQuestion)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
@@ -188,7 +178,7 @@ func TestAskThroughTheGateway(t *testing.T) {
 	}
 
 	// --json: one event envelope per line, each seq once and in order.
-	code, out, errOut = ctlRun(ctx, env, runAsk, "--json", revenueQuestion)
+	code, out, errOut = ctlRun(ctx, env, "ask", "--json", revenueQuestion)
 	if code != 0 {
 		t.Fatalf("--json exit %d: %s", code, errOut)
 	}
@@ -223,14 +213,14 @@ func TestAskThroughTheGateway(t *testing.T) {
 	}
 
 	// A run that fails exits 1 and says why.
-	code, out, _ = ctlRun(ctx, env, runAsk, "--max-steps", "1", revenueQuestion)
+	code, out, _ = ctlRun(ctx, env, "ask", "--max-steps", "1", revenueQuestion)
 	if code != 1 || !strings.Contains(out, "run failed: ") || !strings.Contains(out, "(MAX_STEPS)") {
 		t.Errorf("failed run: exit %d:\n%s", code, out)
 	}
 
 	// A wrong key is refused by the gateway before any run starts.
 	bad := map[string]string{"BAAGENT_ADDR": env["BAAGENT_ADDR"]}
-	code, _, errOut = ctlRun(ctx, bad, runAsk, "--api-key", "not-a-key", revenueQuestion)
+	code, _, errOut = ctlRun(ctx, bad, "ask", "--api-key", "not-a-key", revenueQuestion)
 	if code != 1 || !strings.Contains(errOut, "invalid API key") || !strings.Contains(errOut, "Unauthenticated") {
 		t.Errorf("bad key: exit %d: %s", code, errOut)
 	}
@@ -242,7 +232,7 @@ func TestAskAnswersTheQuestionAtThePrompt(t *testing.T) {
 	ctx := testCtx(t)
 	env := startGatewaySuite(t)
 	var out testkit.SyncBuffer
-	code, errOut := ctlRunIn(ctx, env, "Q4\n", &out, runAsk, clarifyQuestion)
+	code, errOut := ctlRunIn(ctx, env, "Q4\n", &out, "ask", clarifyQuestion)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut)
 	}
@@ -265,7 +255,7 @@ func TestAskInterruptCancelsTheRun(t *testing.T) {
 	var errOut string
 	go func() {
 		var code int
-		code, errOut = ctlRunIn(askCtx, env, "", &out, runAsk, clarifyQuestion)
+		code, errOut = ctlRunIn(askCtx, env, "", &out, "ask", clarifyQuestion)
 		done <- code
 	}()
 	// Interrupt once the prompt got no answer and the run waits on its
@@ -294,16 +284,16 @@ func TestAskUsageAndUnreachable(t *testing.T) {
 	t.Parallel()
 
 	ctx := testCtx(t)
-	if code, _, _ := ctlRun(ctx, nil, runAsk); code != 2 {
+	if code, _, _ := ctlRun(ctx, nil, "ask"); code != 2 {
 		t.Errorf("no question: exit %d", code)
 	}
-	if code, _, _ := ctlRun(ctx, nil, runAsk, "a", "b"); code != 2 {
+	if code, _, _ := ctlRun(ctx, nil, "ask", "a", "b"); code != 2 {
 		t.Errorf("two questions: exit %d", code)
 	}
-	if code, _, _ := ctlRun(ctx, nil, runAsk, "--nats-url", "nats://127.0.0.1:4222", "q"); code != 2 {
+	if code, _, _ := ctlRun(ctx, nil, "ask", "--nats-url", "nats://127.0.0.1:4222", "q"); code != 2 {
 		t.Errorf("--nats-url is gone, yet accepted: exit %d", code)
 	}
-	code, _, errOut := ctlRun(ctx, map[string]string{"BAAGENT_ADDR": "127.0.0.1:1"}, runAsk, "--timeout=300ms", "q")
+	code, _, errOut := ctlRun(ctx, map[string]string{"BAAGENT_ADDR": "127.0.0.1:1"}, "ask", "--timeout=300ms", "q")
 	if code != 1 || !strings.Contains(errOut, "start run at 127.0.0.1:1") {
 		t.Errorf("unreachable gateway: exit %d: %s", code, errOut)
 	}
@@ -327,23 +317,23 @@ func TestRunsAndInputThroughTheGateway(t *testing.T) {
 	// input answers the question the run waits on; the run completes.
 	answered := start(clarifyQuestion, "conv-cli")
 	waitRun(t, gw, answered, "waiting_input", waiting)
-	code, out, errOut := ctlRun(ctx, env, runInput, answered, "Q4")
+	code, out, errOut := ctlRun(ctx, env, "input", answered, "Q4")
 	if code != 0 || !strings.Contains(out, "answered q") || !strings.Contains(out, "of run "+answered+": Q4") {
 		t.Fatalf("input: exit %d\n%s%s", code, out, errOut)
 	}
 	waitRun(t, gw, answered, "completed", func(r *baagentv1.Run) bool { return r.GetState() == baagentv1.RunState_RUN_STATE_COMPLETED })
-	code, _, errOut = ctlRun(ctx, env, runInput, answered, "Q3")
+	code, _, errOut = ctlRun(ctx, env, "input", answered, "Q3")
 	if code != 1 || !strings.Contains(errOut, "waits on no question") {
 		t.Errorf("input to a completed run: exit %d: %s", code, errOut)
 	}
 
 	// runs list filters by conversation and state, in a table or JSON.
-	code, out, errOut = ctlRun(ctx, env, runRuns, "list", "--conversation", "conv-cli", "--state", "completed")
+	code, out, errOut = ctlRun(ctx, env, "runs", "list", "--conversation", "conv-cli", "--state", "completed")
 	if code != 0 || !strings.Contains(out, answered) || !strings.Contains(out, "completed") || !strings.Contains(out, "RUN_ID") {
 		t.Errorf("runs list: exit %d\n%s%s", code, out, errOut)
 	}
 	start(revenueQuestion, "conv-other")
-	code, out, _ = ctlRun(ctx, env, runRuns, "list", "--json", "--page-size", "1")
+	code, out, _ = ctlRun(ctx, env, "runs", "list", "--json", "--page-size", "1")
 	var page struct {
 		Runs []struct {
 			RunID string `json:"run_id"`
@@ -353,26 +343,26 @@ func TestRunsAndInputThroughTheGateway(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &page) != nil || len(page.Runs) != 1 || page.Runs[0].RunID == "" || page.NextPageToken == "" {
 		t.Errorf("runs list --json --page-size 1: exit %d\n%s", code, out)
 	}
-	code, out, _ = ctlRun(ctx, env, runRuns, "list", "--page-size", "1")
+	code, out, _ = ctlRun(ctx, env, "runs", "list", "--page-size", "1")
 	if code != 0 || !strings.Contains(out, "more: baagentctl runs list --page-token ") {
 		t.Errorf("runs list --page-size 1: exit %d\n%s", code, out)
 	}
-	if code, _, _ := ctlRun(ctx, env, runRuns, "list", "--state", "sleeping"); code != 2 {
+	if code, _, _ := ctlRun(ctx, env, "runs", "list", "--state", "sleeping"); code != 2 {
 		t.Errorf("bad state: exit %d", code)
 	}
 
 	// runs get shows the record and its metrics report.
-	code, out, _ = ctlRun(ctx, env, runRuns, "get", answered)
+	code, out, _ = ctlRun(ctx, env, "runs", "get", answered)
 	for _, want := range []string{"state         completed", "scripted model", "Analysed the period you chose:", "Conversation Metrics Report", "conv-cli"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("runs get lacks %q (exit %d):\n%s", want, code, out)
 		}
 	}
-	code, out, _ = ctlRun(ctx, env, runRuns, "get", "--json", answered)
+	code, out, _ = ctlRun(ctx, env, "runs", "get", "--json", answered)
 	if code != 0 || !strings.Contains(out, `"run_id":"`+answered+`"`) || !strings.Contains(out, `"tenant":"`+testTenant+`"`) {
 		t.Errorf("runs get --json: exit %d\n%s", code, out)
 	}
-	code, _, errOut = ctlRun(ctx, env, runRuns, "get", "run_does_not_exist")
+	code, _, errOut = ctlRun(ctx, env, "runs", "get", "run_does_not_exist")
 	if code != 1 || !strings.Contains(errOut, "NotFound") {
 		t.Errorf("runs get of an unknown run: exit %d: %s", code, errOut)
 	}
@@ -380,19 +370,19 @@ func TestRunsAndInputThroughTheGateway(t *testing.T) {
 	// runs cancel stops a waiting run.
 	cancelled := start(clarifyQuestion, "conv-cancel")
 	waitRun(t, gw, cancelled, "waiting_input", waiting)
-	code, out, _ = ctlRun(ctx, env, runRuns, "cancel", "--reason", "enough", cancelled)
+	code, out, _ = ctlRun(ctx, env, "runs", "cancel", "--reason", "enough", cancelled)
 	if code != 0 || !strings.Contains(out, "run "+cancelled+" is cancelled") {
 		t.Errorf("runs cancel: exit %d\n%s", code, out)
 	}
 
 	// Another tenant's key does not see the runs.
-	code, _, errOut = ctlRun(ctx, map[string]string{"BAAGENT_ADDR": env["BAAGENT_ADDR"], "BAAGENT_API_KEY": "wrong"}, runRuns, "get", answered)
+	code, _, errOut = ctlRun(ctx, map[string]string{"BAAGENT_ADDR": env["BAAGENT_ADDR"], "BAAGENT_API_KEY": "wrong"}, "runs", "get", answered)
 	if code != 1 || !strings.Contains(errOut, "Unauthenticated") {
 		t.Errorf("runs get with a wrong key: exit %d: %s", code, errOut)
 	}
 
 	for _, args := range [][]string{{}, {"get"}, {"cancel"}, {"frobnicate"}} {
-		if code, _, _ := ctlRun(ctx, env, runRuns, args...); code != 2 {
+		if code, _, _ := ctlRun(ctx, env, "runs", args...); code != 2 {
 			t.Errorf("runs %v: exit %d", args, code)
 		}
 	}
@@ -539,5 +529,48 @@ func TestFollowRunResumesAfterASlowConsumerCut(t *testing.T) {
 	}
 	if _, err := followRun(t.Context(), c, &gatewayClient{GatewayServiceClient: g}, "run_1", &jsonView{w: io.Discard}); err == nil || !strings.Contains(err.Error(), "gave up") {
 		t.Errorf("endless failures: %v", err)
+	}
+}
+
+// preStreamGateway is a gateway from before StartRunStream: it starts one
+// run and streams it, reporting the cursor it was asked for.
+type preStreamGateway struct {
+	baagentv1.UnimplementedGatewayServiceServer
+	after chan string
+}
+
+func (g *preStreamGateway) StartRun(context.Context, *baagentv1.StartRunRequest) (*baagentv1.StartRunResponse, error) {
+	return &baagentv1.StartRunResponse{Run: &baagentv1.Run{RunId: "run_1", ConversationId: "conv_1", State: baagentv1.RunState_RUN_STATE_QUEUED}}, nil
+}
+
+func (g *preStreamGateway) StreamRunEvents(req *baagentv1.StreamRunEventsRequest, stream grpc.ServerStreamingServer[baagentv1.StreamRunEventsResponse]) error {
+	g.after <- req.GetAfter()
+	return stream.Send(&baagentv1.StreamRunEventsResponse{Event: &baagentv1.Event{
+		RunId: req.GetRunId(), Seq: 1, Cursor: "1", Type: "complete",
+		Payload: &baagentv1.Event_Complete{Complete: &baagentv1.CompletePayload{Content: "the answer from an older gateway"}},
+	}})
+}
+
+// TestAskFallsBackToStartRunOnAnOlderGateway: a gateway without
+// StartRunStream answers Unimplemented before starting anything; ask then
+// starts the run with StartRun and follows it from `earliest`.
+func TestAskFallsBackToStartRunOnAnOlderGateway(t *testing.T) {
+	t.Parallel()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &preStreamGateway{after: make(chan string, 4)}
+	srv := grpc.NewServer()
+	baagentv1.RegisterGatewayServiceServer(srv, g)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+
+	code, out, errOut := ctlRun(testCtx(t), map[string]string{"BAAGENT_ADDR": lis.Addr().String()}, "ask", "q")
+	if code != 0 || !strings.Contains(out, "the answer from an older gateway") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if after := <-g.after; after != "earliest" {
+		t.Fatalf("followed from cursor %q, want earliest", after)
 	}
 }

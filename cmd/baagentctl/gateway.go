@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
+	"github.com/spf13/pflag"
 
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -22,9 +22,11 @@ type runFlags struct {
 	apiKey string
 }
 
-func (c *cli) addRunFlags(fs *flag.FlagSet, rf *runFlags) {
+func (c *cli) addRunFlags(fs *pflag.FlagSet, rf *runFlags) {
 	rf.apiKey = c.getenv("BAAGENT_API_KEY")
-	fs.StringVar(&rf.apiKey, "api-key", rf.apiKey, "gateway API key, sent as `authorization: Bearer <key>` (env BAAGENT_API_KEY; prefer the environment variable)")
+	fs.StringVar(&rf.apiKey, "api-key", rf.apiKey, "gateway API key, sent as \"authorization: Bearer <key>\" (env BAAGENT_API_KEY; prefer the environment variable)")
+	// The default comes from the environment; help must not print the key.
+	fs.Lookup("api-key").DefValue = ""
 }
 
 // gatewayClient is the gateway's API with the caller's credentials.

@@ -26,7 +26,7 @@ type healthResult struct {
 
 func runHealth(ctx context.Context, c *cli, args []string) error {
 	fs := c.flagSet("health", "[SERVICE...]")
-	if err := parse(fs, args); err != nil {
+	if err := c.parse(fs, args); err != nil {
 		return err
 	}
 	services := fs.Args()

@@ -16,7 +16,7 @@ func runInput(ctx context.Context, c *cli, args []string) error {
 	var rf runFlags
 	c.addRunFlags(fs, &rf)
 	inputID := fs.String("input-id", "", "question or decision id (default: the one the run waits on)")
-	if err := parse(fs, args); err != nil {
+	if err := c.parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() < 2 {

@@ -1,24 +1,26 @@
 // Command baagentctl is the command-line client of the BA-Agent suite.
 //
-//	baagentctl [global flags] COMMAND [flags] [args]
+//	baagentctl COMMAND [SUBCOMMAND] [flags] [args]
 //
-// Global flags may also follow the command name. Every command prints JSON
-// (the protobuf JSON mapping) with --json.
+// Flags may come anywhere after the program name, before or after the
+// arguments (`ask "question" --json`), as in every cobra CLI. Every command
+// prints JSON (the protobuf JSON mapping) with --json; the list commands also
+// take -o json|yaml|table. The command tree, help and shell completion are in
+// commands.go; exit statuses are documented in docs/cli.md.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -27,29 +29,21 @@ import (
 	"github.com/baagent/baagent/internal/topology"
 )
 
-// command is one baagentctl subcommand. run receives the arguments after the
-// command name; it returns errUsage (wrapped) for bad invocations.
-type command struct {
-	name    string
-	summary string
-	run     func(ctx context.Context, c *cli, args []string) error
-}
-
-// commands is the command table; each service issue adds its own entry.
-var commands = []command{
-	{"health", "check every service's gRPC health; non-zero exit if any is not SERVING", runHealth},
-	{"version", "print the client's version", runVersion},
-	{"ask", "ask a question: start a run and stream it live; exit 0 when it completes", runAsk},
-	{"runs", "list, show or cancel runs (runs list|get RUN_ID|cancel RUN_ID)", runRuns},
-	{"input", "answer the question a run waits on (input RUN_ID ANSWER)", runInput},
-	{"skills", "list skills, or show one at a disclosure level (skills list|show NAME)", runSkills},
-	{"tools", "list tools, or invoke one (tools list|invoke NAME --args JSON)", runTools},
-	{"tokens", "count tokens, show model info, encode and decode (tokens service)", runTokens},
-}
+// Exit statuses (docs/cli.md).
+const (
+	exitOK      = 0 // success; a run asked about completed
+	exitFailure = 1 // a request failed, a service is not serving, a run failed
+	exitUsage   = 2 // bad invocation: unknown command or flag, missing argument
+	// exitCancelled (3, ask.go): the run asked about was cancelled.
+)
 
 // errUsage marks an invocation error (exit status 2); wrap it with what is
 // wrong, e.g. fmt.Errorf("%w: missing RUN_ID", errUsage).
 var errUsage = errors.New("usage")
+
+// errDeclared is what parse returns while the command tree is being built:
+// the command function has registered its flags and must stop there.
+var errDeclared = errors.New("flags declared")
 
 // exitError carries a specific exit status with an already-printed failure.
 type exitError struct{ code int }
@@ -67,6 +61,14 @@ type cli struct {
 	timeout time.Duration
 	// addrs maps a service name (topology.Services) to its dial address.
 	addrs map[string]string
+
+	// declaring is set while the command tree is built: flagSet returns
+	// declTarget (the cobra command's own flags) and parse stops the command
+	// function with errDeclared. Afterwards leafFlags is the running
+	// command's flags as cobra parsed them.
+	declaring  bool
+	declTarget *pflag.FlagSet
+	leafFlags  *pflag.FlagSet
 }
 
 func newCLI(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) *cli {
@@ -83,12 +85,12 @@ func newCLI(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) strin
 	return c
 }
 
-// addFlags registers the global flags on fs, so they are accepted both
-// before and after the command name.
-func (c *cli) addFlags(fs *flag.FlagSet) {
+// addFlags registers the global flags on fs (the root command's persistent
+// flags, so every command accepts them anywhere).
+func (c *cli) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.json, "json", c.json, "print machine-readable JSON")
 	fs.DurationVar(&c.timeout, "timeout", c.timeout, "deadline of each request")
-	fs.Func("addr", "gateway address (env BAAGENT_ADDR; default "+topology.DefaultDialAddr(topology.Gateway)+")", func(v string) error {
+	fs.Func("addr", "gateway `HOST:PORT` (env BAAGENT_ADDR; default "+topology.DefaultDialAddr(topology.Gateway)+")", func(v string) error {
 		c.addrs[topology.Gateway] = v
 		return nil
 	})
@@ -96,35 +98,46 @@ func (c *cli) addFlags(fs *flag.FlagSet) {
 		if svc == topology.Gateway {
 			continue
 		}
-		fs.Func(svc+"-addr", fmt.Sprintf("%s address (env BAAGENT_%s_ADDR; default %s)", svc, strings.ToUpper(svc), topology.DefaultDialAddr(svc)), func(v string) error {
+		fs.Func(svc+"-addr", fmt.Sprintf("%s `HOST:PORT` (env BAAGENT_%s_ADDR; default %s)", svc, strings.ToUpper(svc), topology.DefaultDialAddr(svc)), func(v string) error {
 			c.addrs[svc] = v
 			return nil
 		})
 	}
 }
 
-// flagSet returns a FlagSet for a command that already knows the global
-// flags and prints its usage to stderr.
-func (c *cli) flagSet(name, argsUsage string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(c.stderr)
-	c.addFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprintf(c.stderr, "usage: baagentctl %s [flags] %s\n", name, argsUsage)
-		fs.PrintDefaults()
+// flagSet returns the flag set a command function registers its own flags
+// on: the cobra command's while the tree is built (so help and completion
+// know them), a fresh one when the command runs.
+func (c *cli) flagSet(name, _ string) *pflag.FlagSet {
+	if c.declaring {
+		return c.declTarget
 	}
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
 	return fs
 }
 
-// parse parses args with fs. The flag package has already printed the
-// problem and the usage when it fails, so the error only sets the exit
-// status: 0 for -h, 2 for a bad flag.
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitError{0}
-		}
-		return exitError{2}
+// parse gives a command function its flag values and positional arguments.
+// cobra has already parsed the command line (flags anywhere); parse copies
+// the flags set there into the function's own set and leaves args (the
+// positional arguments) as fs.Args().
+func (c *cli) parse(fs *pflag.FlagSet, args []string) error {
+	if c.declaring {
+		return errDeclared
+	}
+	var err error
+	if c.leafFlags != nil {
+		c.leafFlags.Visit(func(f *pflag.Flag) {
+			if err == nil && fs.Lookup(f.Name) != nil {
+				err = fs.Set(f.Name, f.Value.String())
+			}
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if err := fs.Parse(append([]string{"--"}, args...)); err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	return nil
 }
@@ -153,57 +166,35 @@ func (c *cli) printProto(m proto.Message) error {
 	return err
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: baagentctl [--addr HOST:PORT] [--json] [--timeout D] COMMAND [flags] [args]")
-	fmt.Fprintln(w, "\ncommands:")
-	cmds := append([]command(nil), commands...)
-	sort.Slice(cmds, func(i, j int) bool { return cmds[i].name < cmds[j].name })
-	for _, cmd := range cmds {
-		fmt.Fprintf(w, "  %-10s %s\n", cmd.name, cmd.summary)
-	}
-	fmt.Fprintln(w, "\nRun 'baagentctl COMMAND -h' for a command's flags.")
-}
-
 // run executes one invocation and returns the process exit status.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
 	c := newCLI(stdin, stdout, stderr, getenv)
-	fs := flag.NewFlagSet("baagentctl", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	c.addFlags(fs)
-	fs.Usage = func() { usage(stderr) }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	root := c.rootCommand()
+	root.SetArgs(normaliseFlags(root, args))
+	if len(args) == 0 {
+		root.SetOut(stderr)
+		_ = root.Usage()
+		return exitUsage
 	}
-	if fs.NArg() == 0 {
-		usage(stderr)
-		return 2
+	ran := false
+	root.PersistentPreRun = func(*cobraCommand, []string) { ran = true }
+	leaf, err := root.ExecuteContextC(ctx)
+	var ee exitError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ee):
+		return ee.code
+	case !ran || errors.Is(err, errUsage):
+		// cobra's own errors (unknown command or flag, bad value) come
+		// before any command ran: they are usage errors too.
+		fmt.Fprintf(stderr, "%s: %v\n", leaf.CommandPath(), err)
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", leaf.CommandPath())
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "%s: %v\n", leaf.CommandPath(), err)
+		return exitFailure
 	}
-	name := fs.Arg(0)
-	for _, cmd := range commands {
-		if cmd.name != name {
-			continue
-		}
-		err := cmd.run(ctx, c, fs.Args()[1:])
-		var ee exitError
-		switch {
-		case err == nil:
-			return 0
-		case errors.As(err, &ee):
-			return ee.code
-		case errors.Is(err, errUsage):
-			fmt.Fprintf(stderr, "baagentctl %s: %v\n", name, err)
-			return 2
-		default:
-			fmt.Fprintf(stderr, "baagentctl %s: %v\n", name, err)
-			return 1
-		}
-	}
-	fmt.Fprintf(stderr, "baagentctl: unknown command %q\n\n", name)
-	usage(stderr)
-	return 2
 }
 
 func main() {

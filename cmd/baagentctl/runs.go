@@ -11,21 +11,6 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 )
 
-func runRuns(ctx context.Context, c *cli, args []string) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: want a subcommand: list, get RUN_ID or cancel RUN_ID", errUsage)
-	}
-	switch args[0] {
-	case "list":
-		return runsList(ctx, c, args[1:])
-	case "get":
-		return runsGet(ctx, c, args[1:])
-	case "cancel":
-		return runsCancel(ctx, c, args[1:])
-	}
-	return fmt.Errorf("%w: unknown subcommand %q (want list, get or cancel)", errUsage, args[0])
-}
-
 func runsList(ctx context.Context, c *cli, args []string) error {
 	fs := c.flagSet("runs list", "")
 	var rf runFlags
@@ -34,7 +19,12 @@ func runsList(ctx context.Context, c *cli, args []string) error {
 	states := fs.String("state", "", "only runs in these states, comma-separated (queued, running, waiting_input, completed, failed, cancelled)")
 	pageSize := fs.Int("page-size", 0, "runs per page (default 50, at most 500)")
 	pageToken := fs.String("page-token", "", "page token printed by a previous list")
-	if err := parse(fs, args); err != nil {
+	output := outputFlag(fs)
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	format, err := c.outputFormat(fs, *output)
+	if err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
@@ -60,9 +50,11 @@ func runsList(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return c.rpcError("list runs", err)
 	}
-	if c.json {
-		return c.printProto(resp)
-	}
+	return c.printAs(format, resp, func() error { return c.printRunsTable(resp) })
+}
+
+// printRunsTable writes one line per run and the command for the next page.
+func (c *cli) printRunsTable(resp *baagentv1.ListRunsResponse) error {
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN_ID\tSTATE\tSTEPS\tMODEL\tCREATED\tCONVERSATION\tINPUT")
 	for _, r := range resp.GetRuns() {
@@ -82,7 +74,7 @@ func runsGet(ctx context.Context, c *cli, args []string) error {
 	fs := c.flagSet("runs get", "RUN_ID")
 	var rf runFlags
 	c.addRunFlags(fs, &rf)
-	if err := parse(fs, args); err != nil {
+	if err := c.parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
@@ -109,7 +101,7 @@ func runsCancel(ctx context.Context, c *cli, args []string) error {
 	var rf runFlags
 	c.addRunFlags(fs, &rf)
 	reason := fs.String("reason", "", "reason recorded in the cancelled event")
-	if err := parse(fs, args); err != nil {
+	if err := c.parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
@@ -164,10 +156,18 @@ func (c *cli) printRun(r *baagentv1.Run) {
 	row("started", ts(r.GetStartedAt(), r.GetStartedAt() != nil))
 	row("finished", ts(r.GetFinishedAt(), r.GetFinishedAt() != nil))
 	row("input", shorten(r.GetInput(), 200))
+	row("complexity", complexityLine(r.GetQueryComplexity(), r.GetComplexitySignals()))
+	if p := r.GetPlan(); p != nil {
+		row("plan", fmt.Sprintf("%d steps, revision %d", p.GetTotalSteps(), p.GetRevision()))
+	}
 	if e := r.GetError(); e != nil {
 		row("error", e.GetMessage()+" ("+e.GetCode()+")")
 	}
 	_ = tw.Flush()
+	if p := r.GetPlan(); p != nil {
+		fmt.Fprintln(w, "\nplan:")
+		writeChecklist(w, p, "  ")
+	}
 	if a := r.GetFinalAnswer(); a != "" {
 		fmt.Fprintf(w, "\nanswer:\n%s\n", a)
 	}

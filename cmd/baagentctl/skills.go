@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
+	"github.com/spf13/pflag"
 	"strings"
 	"text/tabwriter"
 	"unicode/utf8"
@@ -14,34 +14,8 @@ import (
 	"github.com/baagent/baagent/internal/topology"
 )
 
-// skillsUsage lists the skills subcommands.
-const skillsUsage = `usage:
-  baagentctl skills list [--tenant T] [--project P] [--invalid]
-  baagentctl skills show NAME [--tenant T] [--project P] [--level 1|2|3] [--resource PATH]
-
-The skills commands talk to the skills service directly (--skills-addr, env
-BAAGENT_SKILLS_ADDR), as an operator would, so any tenant can be named.`
-
-// runSkills dispatches `baagentctl skills list|show`.
-func runSkills(ctx context.Context, c *cli, args []string) error {
-	if len(args) == 0 {
-		fmt.Fprintln(c.stderr, skillsUsage)
-		return exitError{2}
-	}
-	switch args[0] {
-	case "list":
-		return runSkillsList(ctx, c, args[1:])
-	case "show":
-		return runSkillsShow(ctx, c, args[1:])
-	case "-h", "-help", "--help", "help":
-		fmt.Fprintln(c.stderr, skillsUsage)
-		return exitError{0}
-	}
-	return fmt.Errorf("%w: unknown subcommand %q (want list or show)", errUsage, args[0])
-}
-
 // skillsScope registers --tenant and --project.
-func (c *cli) skillsScope(fs *flag.FlagSet) (tenant, project *string) {
+func (c *cli) skillsScope(fs *pflag.FlagSet) (tenant, project *string) {
 	def := c.getenv("BAAGENT_TENANT")
 	if def == "" {
 		def = "default"
@@ -51,20 +25,12 @@ func (c *cli) skillsScope(fs *flag.FlagSet) (tenant, project *string) {
 	return tenant, project
 }
 
-// parseInterleaved parses flags that may come before or after positional
-// arguments (`show NAME --level 3`), which flag.Parse alone stops at.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var positional []string
-	for {
-		if err := parse(fs, args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return positional, nil
-		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
+// parsePositional parses args with fs and returns the positional arguments.
+func (c *cli) parsePositional(fs *pflag.FlagSet, args []string) ([]string, error) {
+	if err := c.parse(fs, args); err != nil {
+		return nil, err
 	}
+	return fs.Args(), nil
 }
 
 func (c *cli) skillsClient() (baagentv1.SkillsServiceClient, func(), error) {
@@ -85,12 +51,22 @@ func runSkillsList(ctx context.Context, c *cli, args []string) error {
 	fs := c.flagSet("skills list", "")
 	tenant, project := c.skillsScope(fs)
 	invalid := fs.Bool("invalid", false, "also list skills that failed validation, with the reason")
-	rest, err := parseInterleaved(fs, args)
+	scopeFlag := fs.String("scope", "", "layers to list: system, tenant, project or all, disabled and overridden skills included (default: the effective skills)")
+	output := outputFlag(fs)
+	rest, err := c.parsePositional(fs, args)
+	if err != nil {
+		return err
+	}
+	format, err := c.outputFormat(fs, *output)
 	if err != nil {
 		return err
 	}
 	if len(rest) > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, rest[0])
+	}
+	scope, err := skillScope(*scopeFlag, *project)
+	if err != nil {
+		return err
 	}
 	client, done, err := c.skillsClient()
 	if err != nil {
@@ -99,28 +75,23 @@ func runSkillsList(ctx context.Context, c *cli, args []string) error {
 	defer done()
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	resp, err := client.ListSkills(ctx, &baagentv1.ListSkillsRequest{Tenant: *tenant, Project: *project, IncludeInvalid: *invalid})
+	resp, err := client.ListSkills(ctx, &baagentv1.ListSkillsRequest{Tenant: *tenant, Project: *project, IncludeInvalid: *invalid, Scope: scope})
 	if err != nil {
 		return rpcError("skills", err)
 	}
-	if c.json {
-		return c.printProto(resp)
-	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tLAYER\tVERSION\tTOOLS\tDESCRIPTION")
-	for _, s := range resp.GetSkills() {
-		tools := "any"
-		if len(s.GetAllowedTools()) > 0 {
-			tools = strings.Join(s.GetAllowedTools(), ",")
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.GetName(), layerName(s.GetScope()), dash(s.GetVersion()), tools, oneLine(s.GetDescription(), 72))
-	}
-	if err := tw.Flush(); err != nil {
+	return c.printAs(format, resp, func() error { return c.printSkillsList(resp) })
+}
+
+// printSkillsList writes the skills table, their warnings and the skills
+// that failed validation.
+func (c *cli) printSkillsList(resp *baagentv1.ListSkillsResponse) error {
+	if err := printSkillTable(c.stdout, resp.GetSkills()); err != nil {
 		return err
 	}
+	printSkillWarnings(c, resp.GetSkills())
 	if len(resp.GetInvalid()) > 0 {
 		fmt.Fprintf(c.stdout, "\n%d not loaded:\n", len(resp.GetInvalid()))
-		tw = tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "FOLDER\tLAYER\tREASON")
 		for _, e := range resp.GetInvalid() {
 			fmt.Fprintf(tw, "%s\t%s\t%s\n", e.GetFolder(), layerName(e.GetScope()), oneLine(e.GetReason(), 200))
@@ -142,7 +113,7 @@ func runSkillsShow(ctx context.Context, c *cli, args []string) error {
 	tenant, project := c.skillsScope(fs)
 	level := fs.Int("level", 2, "disclosure level: 1 metadata, 2 instructions, 3 resources as well")
 	resource := fs.String("resource", "", "print this resource file of the skill (path relative to its folder) instead")
-	rest, err := parseInterleaved(fs, args)
+	rest, err := c.parsePositional(fs, args)
 	if err != nil {
 		return err
 	}

@@ -138,13 +138,13 @@ func TestSkillsErrors(t *testing.T) {
 		code   int
 		stderr string
 	}{
-		{[]string{"skills"}, 2, "usage:"},
-		{[]string{"skills", "frob"}, 2, `unknown subcommand "frob"`},
+		{[]string{"skills"}, 2, "Available Commands:"},
+		{[]string{"skills", "frob"}, 2, `unknown command "frob"`},
 		{[]string{"skills", "show"}, 2, "want exactly one skill NAME"},
 		{[]string{"skills", "show", "a", "b"}, 2, "want exactly one skill NAME"},
 		{[]string{"skills", "show", "sales-analysis", "--level", "4"}, 2, "--level must be 1, 2 or 3"},
 		{[]string{"skills", "list", "extra"}, 2, `unexpected argument "extra"`},
-		{[]string{"skills", "list", "--bogus"}, 2, "flag provided but not defined"},
+		{[]string{"skills", "list", "--bogus"}, 2, "unknown flag: --bogus"},
 		{[]string{"skills", "show", "nope"}, 1, `skills: NotFound: skill "nope" not found for tenant "default"`},
 		{[]string{"skills", "show", "data-quality-check", "--tenant", "acme"}, 1, "FailedPrecondition: skill \"data-quality-check\" is not available to tenant \"acme\": disabled by tenant.yaml"},
 		{[]string{"skills", "list", "--tenant", "a.b"}, 1, "InvalidArgument: invalid argument: tenant: must be"},

@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
+	"github.com/spf13/pflag"
 	"io"
 	"os"
 	"strconv"
@@ -21,51 +21,6 @@ import (
 // the tokens service's default text limit (16 MiB). A larger input would be
 // refused by the service anyway; reading it whole first would only use memory.
 const defaultTokensInputBytes = 16 << 20
-
-// tokensSubcommands are the `baagentctl tokens` subcommands.
-var tokensSubcommands = []struct {
-	name, args, summary string
-	run                 func(ctx context.Context, c *cli, args []string) error
-}{
-	{"count", "--model M [--file F]", "count the tokens of a file or of standard input", runTokensCount},
-	{"info", "MODEL", "show how a model is counted and its metadata", runTokensInfo},
-	{"models", "", "list the model registry and the encodings", runTokensModels},
-	{"encode", "(--model M | --encoding E) [--file F]", "print the token ids of a file or of standard input", runTokensEncode},
-	{"decode", "(--model M | --encoding E) ID...", "print the text of token ids", runTokensDecode},
-}
-
-func tokensUsage(w io.Writer) {
-	fmt.Fprintln(w, "usage: baagentctl tokens SUBCOMMAND [flags] [args]")
-	fmt.Fprintln(w, "\nsubcommands:")
-	for _, s := range tokensSubcommands {
-		fmt.Fprintf(w, "  %-7s %-40s %s\n", s.name, s.args, s.summary)
-	}
-}
-
-// runTokens dispatches `baagentctl tokens SUBCOMMAND`. Global flags may come
-// before the subcommand too (`tokens --json count ...`).
-func runTokens(ctx context.Context, c *cli, args []string) error {
-	fs := c.flagSet("tokens", "SUBCOMMAND [flags] [args]")
-	fs.Usage = func() {
-		tokensUsage(c.stderr)
-		fmt.Fprintln(c.stderr, "\nflags:")
-		fs.PrintDefaults()
-	}
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() == 0 {
-		fs.Usage()
-		return exitError{2}
-	}
-	for _, s := range tokensSubcommands {
-		if s.name == fs.Arg(0) {
-			return s.run(ctx, c, fs.Args()[1:])
-		}
-	}
-	tokensUsage(c.stderr)
-	return fmt.Errorf("%w: unknown tokens subcommand %q", errUsage, fs.Arg(0))
-}
 
 // tokensCall dials the tokens service and runs call with the request deadline.
 func (c *cli) tokensCall(ctx context.Context, call func(context.Context, baagentv1.TokensServiceClient) error) error {
@@ -119,7 +74,7 @@ type inputFlags struct {
 	special  bool
 }
 
-func (f *inputFlags) add(c *cli, name, argsUsage string) *flag.FlagSet {
+func (f *inputFlags) add(c *cli, name, argsUsage string) *pflag.FlagSet {
 	fs := c.flagSet("tokens "+name, argsUsage)
 	fs.StringVar(&f.file, "file", "", "read the text from this file instead of standard input")
 	fs.Int64Var(&f.maxBytes, "max-bytes", defaultTokensInputBytes, "largest input read, in bytes")
@@ -132,7 +87,7 @@ func runTokensCount(ctx context.Context, c *cli, args []string) error {
 	var model string
 	fs := in.add(c, "count", "--model M [--file F]")
 	fs.StringVar(&model, "model", "", "model name (required), e.g. gpt-4o or claude-sonnet-4-5")
-	if err := parse(fs, args); err != nil {
+	if err := c.parse(fs, args); err != nil {
 		return err
 	}
 	if err := noArgs(fs); err != nil {
@@ -162,7 +117,7 @@ func runTokensCount(ctx context.Context, c *cli, args []string) error {
 
 func runTokensInfo(ctx context.Context, c *cli, args []string) error {
 	fs := c.flagSet("tokens info", "MODEL")
-	if err := parse(fs, args); err != nil {
+	if err := c.parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
@@ -201,7 +156,7 @@ func runTokensInfo(ctx context.Context, c *cli, args []string) error {
 
 func runTokensModels(ctx context.Context, c *cli, args []string) error {
 	fs := c.flagSet("tokens models", "")
-	if err := parse(fs, args); err != nil {
+	if err := c.parse(fs, args); err != nil {
 		return err
 	}
 	if err := noArgs(fs); err != nil {
@@ -231,7 +186,7 @@ func runTokensModels(ctx context.Context, c *cli, args []string) error {
 // encoderFlags are --model and --encoding, one of which is required.
 type encoderFlags struct{ model, encoding string }
 
-func (e *encoderFlags) add(fs *flag.FlagSet) {
+func (e *encoderFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&e.model, "model", "", "model name whose encoding to use")
 	fs.StringVar(&e.encoding, "encoding", "", "encoding name: o200k_base, cl100k_base, p50k_base or r50k_base")
 }
@@ -248,7 +203,7 @@ func runTokensEncode(ctx context.Context, c *cli, args []string) error {
 	var enc encoderFlags
 	fs := in.add(c, "encode", "(--model M | --encoding E) [--file F]")
 	enc.add(fs)
-	if err := parse(fs, args); err != nil {
+	if err := c.parse(fs, args); err != nil {
 		return err
 	}
 	if err := noArgs(fs); err != nil {
@@ -290,7 +245,7 @@ func runTokensDecode(ctx context.Context, c *cli, args []string) error {
 	var enc encoderFlags
 	fs := c.flagSet("tokens decode", "(--model M | --encoding E) ID...")
 	enc.add(fs)
-	if err := parse(fs, args); err != nil {
+	if err := c.parse(fs, args); err != nil {
 		return err
 	}
 	if err := enc.check(); err != nil {
@@ -339,7 +294,7 @@ func firstInvalidUTF8(data []byte) int {
 	return -1
 }
 
-func noArgs(fs *flag.FlagSet) error {
+func noArgs(fs *pflag.FlagSet) error {
 	if fs.NArg() != 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}

@@ -16,37 +16,16 @@ import (
 	"github.com/baagent/baagent/internal/topology"
 )
 
-const toolsUsage = `usage: baagentctl tools SUBCOMMAND [flags] [args]
-
-subcommands:
-  list                                          list the tools the toolrunner offers
-  invoke NAME --args JSON [--conversation C]    run a tool and print its observation
-                                                (non-zero exit when it fails)`
-
-// runTools dispatches `baagentctl tools list|invoke`; it talks to the
-// toolrunner directly (--toolrunner-addr, BAAGENT_TOOLRUNNER_ADDR).
-func runTools(ctx context.Context, c *cli, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(c.stderr, toolsUsage)
-		if len(args) == 0 {
-			return exitError{2}
-		}
-		return nil
-	}
-	switch args[0] {
-	case "list":
-		return runToolsList(ctx, c, args[1:])
-	case "invoke":
-		return runToolsInvoke(ctx, c, args[1:])
-	}
-	return fmt.Errorf("%w: unknown subcommand %q (want list or invoke)", errUsage, args[0])
-}
-
 func runToolsList(ctx context.Context, c *cli, args []string) error {
 	fs := c.flagSet("tools list", "")
 	tenant := fs.String("tenant", "default", "tenant")
 	allowed := fs.String("allowed", "", "comma-separated allowed tools or globs (a skill's allowed-tools); empty: all")
-	if err := parse(fs, args); err != nil {
+	output := outputFlag(fs)
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	format, err := c.outputFormat(fs, *output)
+	if err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -67,9 +46,11 @@ func runToolsList(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s", status.Convert(err).Message())
 	}
-	if c.json {
-		return c.printProto(resp)
-	}
+	return c.printAs(format, resp, func() error { return c.printToolsTable(resp) })
+}
+
+// printToolsTable writes one line per tool.
+func (c *cli) printToolsTable(resp *baagentv1.ListToolsResponse) error {
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSOURCE\tPERMISSION\tREAD-ONLY\tDESCRIPTION")
 	for _, t := range resp.GetTools() {
@@ -88,26 +69,16 @@ func runToolsInvoke(ctx context.Context, c *cli, args []string) error {
 	approve := fs.Bool("approve", false, "approve a tool whose permission is ask")
 	callID := fs.String("tool-call-id", "", "tool_call_id to send (default: a new cli_<random> id)")
 	caller := fs.String("caller", "cli", "caller_id")
-	// NAME may come before or after the flags.
-	var name string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		name, args = args[0], args[1:]
-	}
-	if err := parse(fs, args); err != nil {
+	if err := c.parse(fs, args); err != nil {
 		return err
 	}
-	if name == "" && fs.NArg() > 0 {
-		name = fs.Arg(0)
-		if err := parse(fs, fs.Args()[1:]); err != nil {
-			return err
-		}
-	}
-	if name == "" {
+	if fs.NArg() == 0 {
 		return fmt.Errorf("%w: missing tool NAME", errUsage)
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	if fs.NArg() > 1 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(1))
 	}
+	name := fs.Arg(0)
 	var params map[string]any
 	if err := json.Unmarshal([]byte(*argsJSON), &params); err != nil {
 		return fmt.Errorf("%w: --args must be a JSON object: %v", errUsage, err)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -12,7 +11,6 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/baagent/baagent/internal/topology"
 	vt "github.com/baagent/baagent/internal/validate/validatetest"
 	"github.com/baagent/baagent/services/toolrunner"
 )
@@ -35,21 +33,10 @@ func toolsCLI(t *testing.T) func(args ...string) (int, string, string) {
 	conn := vt.Serve(t, func(gs grpc.ServiceRegistrar) { s.Register(gs) })
 	return func(args ...string) (int, string, string) {
 		var out, errOut strings.Builder
-		c := newCLI(strings.NewReader(""), &out, &errOut, func(string) string { return "" })
-		c.addrs[topology.ToolRunner] = conn.Target()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		err := runTools(ctx, c, args)
-		code := 0
-		var ee exitError
-		switch {
-		case err == nil:
-		case errors.As(err, &ee):
-			code = ee.code
-		default:
-			code = 1
-			errOut.WriteString(err.Error())
-		}
+		argv := append([]string{"--toolrunner-addr", conn.Target(), "tools"}, args...)
+		code := run(ctx, argv, strings.NewReader(""), &out, &errOut, func(string) string { return "" })
 		return code, out.String(), errOut.String()
 	}
 }
@@ -95,10 +82,10 @@ func TestToolsInvoke(t *testing.T) {
 	if code, out, _ = ctl("invoke", "no_such_tool"); code != 1 || !strings.HasPrefix(out, "Operation failed.") {
 		t.Fatalf("failed tool exit status: %d %q", code, out)
 	}
-	if code, _, _ := ctl("invoke", "sql_query", "--args", "not json"); code != 1 {
+	if code, _, _ := ctl("invoke", "sql_query", "--args", "not json"); code != 2 {
 		t.Fatalf("bad --args: %d", code)
 	}
-	if code, _, _ := ctl("invoke"); code != 1 {
+	if code, _, _ := ctl("invoke"); code != 2 {
 		t.Fatalf("missing NAME: %d", code)
 	}
 	if code, _, _ := ctl(); code != 2 {

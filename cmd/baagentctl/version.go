@@ -10,7 +10,7 @@ import (
 
 func runVersion(_ context.Context, c *cli, args []string) error {
 	fs := c.flagSet("version", "")
-	if err := parse(fs, args); err != nil {
+	if err := c.parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {

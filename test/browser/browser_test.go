@@ -5,24 +5,21 @@ package browser
 
 import (
 	"context"
-	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/baagent/baagent/cmd/baagent/app"
-	"github.com/baagent/baagent/internal/config"
 	"github.com/baagent/baagent/internal/testkit"
 	"github.com/baagent/baagent/internal/tracing"
+	"github.com/baagent/baagent/test/suite"
 )
 
 // discard is a span exporter that drops every span.
@@ -50,28 +47,37 @@ func TestDashboardInChromium(t *testing.T) {
 	defer cancel()
 	base := startSuite(ctx, t)
 
-	script, err := filepath.Abs("dashboard.mjs")
+	runScript(ctx, t, node, "dashboard.mjs", "PASS dashboard", []string{
+		"BAAGENT_URL=" + base,
+		"SCREENSHOT_DIR=" + shots,
+		"PLAN_FIXTURE=" + writePlanFixture(t),
+	}, shots, "deep-dive.png", "clarification.png", "plan-tablet.png")
+}
+
+// runScript runs script, one of this directory's playwright-core scripts,
+// in node with CHROMIUM, a fresh USER_DATA_DIR and env set. The test fails
+// unless the script succeeds, prints its pass line and leaves each of the
+// screenshots in shots non-empty.
+func runScript(ctx context.Context, t *testing.T, node, script, pass string, env []string, shots string, screenshots ...string) {
+	t.Helper()
+	path, err := filepath.Abs(script)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx, node, script)
-	cmd.Env = append(os.Environ(),
-		"BAAGENT_URL="+base,
-		"CHROMIUM="+chromiumPath,
-		"SCREENSHOT_DIR="+shots,
-		"USER_DATA_DIR="+t.TempDir(),
-	)
+	cmd := exec.CommandContext(ctx, node, path)
+	cmd.Env = append(os.Environ(), "CHROMIUM="+chromiumPath, "USER_DATA_DIR="+t.TempDir())
+	cmd.Env = append(cmd.Env, env...)
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()
-	t.Logf("dashboard.mjs output:\n%s", out)
+	t.Logf("%s output:\n%s", script, out)
 	t.Logf("screenshots in %s", shots)
 	if err != nil {
-		t.Fatalf("dashboard.mjs: %v", err)
+		t.Fatalf("%s: %v", script, err)
 	}
-	if !strings.Contains(string(out), "PASS dashboard") {
-		t.Fatal("dashboard.mjs ended without its PASS line")
+	if !strings.Contains(string(out), pass) {
+		t.Fatalf("%s ended without its %s line", script, pass)
 	}
-	for _, name := range []string{"deep-dive.png", "clarification.png"} {
+	for _, name := range screenshots {
 		if st, err := os.Stat(filepath.Join(shots, name)); err != nil || st.Size() == 0 {
 			t.Errorf("screenshot %s missing or empty: %v", name, err)
 		}
@@ -126,45 +132,11 @@ func artifactDir(t *testing.T) string {
 // once a run can be started.
 func startSuite(ctx context.Context, t *testing.T) string {
 	t.Helper()
-	scenarios := t.TempDir()
-	for _, pattern := range []string{"../../examples/scenarios/*.yaml", "testdata/scenarios/*.yaml"} {
-		copyFiles(t, pattern, scenarios)
-	}
-	args := []string{
-		"-data-dir=" + t.TempDir(),
-		"-metrics-addr=127.0.0.1:0",
-		"-embedded-nats-addr=127.0.0.1:0",
-		"-gateway-http-listen=127.0.0.1:0",
-		"-skills-dir=../../examples/skills",
-		"-workspace-seed-dir=../../examples/data",
-		"-scenarios-dir=" + scenarios,
-		"-log-level=warn",
-		"-trace-link-template=http://localhost:16686/trace/{trace_id}",
-	}
-	for _, svc := range config.Services {
-		args = append(args, "-"+svc+"-listen=127.0.0.1:0")
-	}
-	cfg, err := app.LoadConfig(args, func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	var over atomic.Bool
-	log := slog.New(slog.NewTextHandler(testWriter{t, &over}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	// Traced (to an exporter that keeps nothing), so that runs have trace
-	// ids the dashboard links to.
-	a, err := app.New(ctx, cfg, log, app.WithTracing(func(c *tracing.Config) { c.Exporter = discard{} }))
-	if err != nil {
-		t.Fatalf("app.New: %v", err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- a.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("app.Run: %v", err)
-		}
-		over.Store(true)
+	a := suite.Start(ctx, t, suite.Options{
+		Args: []string{"-trace-link-template=http://localhost:16686/trace/{trace_id}"},
+		// Traced (to an exporter that keeps nothing), so that runs have
+		// trace ids the dashboard links to.
+		App: []app.Option{app.WithTracing(func(c *tracing.Config) { c.Exporter = discard{} })},
 	})
 	base := "http://" + a.GatewayHTTPAddr().String()
 	waitReady(ctx, t, base)
@@ -185,35 +157,4 @@ func waitReady(ctx context.Context, t *testing.T, base string) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, resp.Status + " " + string(b)
 	})
-}
-
-func copyFiles(t *testing.T, pattern, dir string) {
-	t.Helper()
-	files, err := filepath.Glob(pattern)
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no files match %s: %v", pattern, err)
-	}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// testWriter sends the suite's warnings to the test log until the test
-// is over (a straggling log line must not panic in t.Log).
-type testWriter struct {
-	t    *testing.T
-	over *atomic.Bool
-}
-
-func (w testWriter) Write(p []byte) (int, error) {
-	if !w.over.Load() {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
 }

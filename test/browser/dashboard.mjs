@@ -4,23 +4,16 @@
 // order, matching what the server retained. Run by browser_test.go, which
 // starts the suite and sets BAAGENT_URL, CHROMIUM, SCREENSHOT_DIR and
 // USER_DATA_DIR. Prints "PASS dashboard" at the end; exits 1 on failure.
-import { chromium } from "playwright-core";
 import assert from "node:assert/strict";
 import path from "node:path";
+import { planFixture, planLive } from "./plan.mjs";
+import { log, mustEnv, session } from "./session.mjs";
 
 const base = mustEnv("BAAGENT_URL");
 const shots = mustEnv("SCREENSHOT_DIR");
 const DEEP_DIVE = "Give me a full deep dive of the sales data, every table and every monthly breakdown.";
 const CLARIFY = "Browser test, ask me which quarters to compare.";
 const RUN_TIMEOUT = 90_000;
-
-function mustEnv(name) {
-  const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set`);
-  return v;
-}
-
-function log(...a) { console.log(new Date().toISOString(), ...a); }
 
 // timeline reads what the page shows: the seqs of the timeline items and
 // the delivery counters the dashboard keeps on the timeline element.
@@ -188,37 +181,19 @@ async function clarification(page) {
   log(`clarification: ${after.distinct} events, none missing or repeated across the reload and the answer; screenshot ${shot}`);
 }
 
-const browser = await chromium.launchPersistentContext(mustEnv("USER_DATA_DIR"), {
-  executablePath: mustEnv("CHROMIUM"),
-  headless: true,
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  viewport: { width: 1280, height: 900 },
-});
-const problems = [];
-let failed = false;
-try {
-  const page = browser.pages()[0] || await browser.newPage();
+await session({ height: 900, failureShot: "failure.png" }, async (page, problems) => {
   page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
   page.on("console", (m) => { if (m.type() === "error") problems.push(`console error: ${m.text()} at ${m.location().url}`); });
   page.on("response", (r) => { if (r.status() >= 400) problems.push(`HTTP ${r.status()} for ${r.request().method()} ${r.url()}`); });
   await page.goto(base + "/");
   await page.waitForFunction(() => document.getElementById("tenant").textContent === "tenant default", null, { timeout: 10_000 });
+  await planFixture(page, mustEnv("PLAN_FIXTURE"), shots);
   const midRun = await deepDive(page);
   await clarification(page);
+  const planned = await planLive(page, { startRun, waitEnded, reload, timeline, consistent, serverSeqs, base, shots });
   // The runs list shows both runs, completed.
   await page.waitForFunction(() => document.querySelectorAll("#runs li .state-COMPLETED").length >= 2, null, { timeout: 10_000 });
   assert.deepEqual(problems, [], "the page reported errors");
-  log(`PASS dashboard (deep dive reloaded ${midRun ? "mid-run" : "after it ended"}; clarification reloaded mid-run)`);
-} catch (e) {
-  failed = true;
-  console.error("FAIL:", e.message);
-  if (problems.length) console.error(problems.join("\n"));
-  try {
-    const page = browser.pages()[0];
-    if (page) await page.screenshot({ path: path.join(shots, "failure.png"), fullPage: true });
-  } catch { /* the failure itself is what matters */ }
-} finally {
-  await browser.close();
-}
-process.exit(failed ? 1 : 0);
+  log(`PASS dashboard (deep dive reloaded ${midRun ? "mid-run" : "after it ended"}; clarification reloaded mid-run; ` +
+    `plan checklist from the fixture${planned ? " and live, reloaded mid-run" : ", live plan SKIPPED: this build does not plan"})`);
+});

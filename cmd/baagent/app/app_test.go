@@ -171,28 +171,50 @@ func TestAllTargetServesEveryServiceAndShutsDownCleanly(t *testing.T) {
 	}
 }
 
-func TestSingleTargetNeedsNoNATS(t *testing.T) {
-	cfg := mustLoad(t, []string{"-target=tokens", "-tokens-listen=127.0.0.1:0", "-metrics-addr=127.0.0.1:0", "-data-dir=" + t.TempDir()})
+// newWithoutNATS builds the app for args under a 30 s context that ends
+// with the test, and checks that the process (named by what) did not
+// connect to NATS.
+func newWithoutNATS(t *testing.T, what string, args ...string) (context.Context, *App) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	a, err := New(ctx, cfg, testLogger())
+	t.Cleanup(cancel)
+	a, err := New(ctx, mustLoad(t, args), testLogger())
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	if a.NATS() != nil {
-		t.Error("tokens alone connected to NATS")
+		t.Error(what + " connected to NATS")
 	}
-	if a.Addr(config.TargetGateway) != nil {
-		t.Error("tokens process runs the gateway")
-	}
+	return ctx, a
+}
+
+// serveUntilHealthy runs a until target's gRPC service reports serving,
+// then stops it; Run must return no error.
+func serveUntilHealthy(ctx context.Context, t *testing.T, a *App, target string) {
+	t.Helper()
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- a.Run(runCtx) }()
-	waitServing(ctx, t, a.Addr(config.TargetTokens).String(), topology.GRPCServices[config.TargetTokens])
+	waitServing(ctx, t, a.Addr(target).String(), topology.GRPCServices[target])
 	stop()
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
+}
+
+func TestSingleTargetNeedsNoNATS(t *testing.T) {
+	ctx, a := newWithoutNATS(t, "tokens alone", "-target=tokens", "-tokens-listen=127.0.0.1:0", "-metrics-addr=127.0.0.1:0", "-data-dir="+t.TempDir())
+	if a.Addr(config.TargetGateway) != nil {
+		t.Error("tokens process runs the gateway")
+	}
+	serveUntilHealthy(ctx, t, a, config.TargetTokens)
+}
+
+// TestSkillsStoreOffNeedsNoNATS: skills uses NATS only for its store.
+func TestSkillsStoreOffNeedsNoNATS(t *testing.T) {
+	ctx, a := newWithoutNATS(t, "skills with -skills-store=off", "-target=skills", "-skills-store=off", "-skills-listen=127.0.0.1:0", "-metrics-addr=127.0.0.1:0",
+		"-data-dir="+t.TempDir(), "-skills-dir=../../../examples/skills", "-tokens-addr=127.0.0.1:1")
+	serveUntilHealthy(ctx, t, a, config.TargetSkills)
 }
 
 func TestPortInUseFailsFastNamingTheSetting(t *testing.T) {

@@ -152,6 +152,7 @@ func TestBadSettingsNameTheSetting(t *testing.T) {
 		{"bad dial address", []string{"-skills-addr=skills"}, nil, "setting skills-addr"},
 		{"bad nats url", []string{"-target=context", "-nats-url=http://x:4222"}, nil, "setting nats-url"},
 		{"bad log level", []string{"-log-level=loud"}, nil, "setting log-level"},
+		{"bad skills store", []string{"-skills-store=s3"}, nil, "setting skills-store"},
 		{"zero shutdown", []string{"-shutdown-timeout=0s"}, nil, "setting shutdown-timeout"},
 		{"zero model first byte", []string{"-model-first-byte-timeout=0s"}, nil, "setting model-first-byte-timeout"},
 		{"negative model idle", []string{"-model-idle-timeout=-1s"}, nil, "setting model-idle-timeout"},
@@ -165,6 +166,8 @@ func TestBadSettingsNameTheSetting(t *testing.T) {
 		{"zero subagent timeout", []string{"-subagent-timeout=0s"}, nil, "setting subagent-timeout"},
 		{"zero clarification timeout", []string{"-clarification-timeout=0s"}, nil, "setting clarification-timeout"},
 		{"zero decision timeout", []string{"-decision-timeout=0s"}, nil, "setting decision-timeout"},
+		{"no plan step iterations", []string{"-plan-step-max-iterations=0"}, nil, "setting plan-step-max-iterations"},
+		{"unknown complexity classifier", []string{"-complexity-classifier=guess"}, nil, "setting complexity-classifier"},
 		{"no concurrent runs", []string{"-max-concurrent-runs=0"}, nil, "setting max-concurrent-runs"},
 		{"no queued runs", []string{"-max-queued-runs=0"}, nil, "setting max-queued-runs"},
 		{"tenant over queue", []string{"-max-queued-runs=10", "-max-runs-per-tenant=11"}, nil, "setting max-runs-per-tenant"},
@@ -201,6 +204,8 @@ func TestBadSettingsNameTheSetting(t *testing.T) {
 		{"negative auth failures", []string{"-gateway-auth-failure-limit=-1"}, nil, "setting gateway-auth-failure-limit"},
 		{"tiny auth window", []string{"-gateway-auth-failure-window=1ms"}, nil, "setting gateway-auth-failure-window"},
 		{"negative body timeout", []string{"-gateway-body-read-timeout=-1s"}, nil, "setting gateway-body-read-timeout"},
+		{"tiny skill uploads", []string{"-gateway-max-skill-bytes=100"}, nil, "setting gateway-max-skill-bytes"},
+		{"huge skill uploads", []string{"-gateway-max-skill-bytes=2147483648"}, nil, "setting gateway-max-skill-bytes"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

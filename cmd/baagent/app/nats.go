@@ -25,7 +25,9 @@ const natsStartupTimeout = 30 * time.Second
 func (a *App) startNATS(ctx context.Context) error {
 	needed := false
 	for _, svc := range a.order {
-		needed = needed || config.NeedsNATS(svc)
+		// Skills uses NATS only for its store of uploaded skills.
+		off := svc == config.TargetSkills && !a.cfg.Skills.StoreEnabled()
+		needed = needed || config.NeedsNATS(svc) && !off
 	}
 	if !needed {
 		return nil

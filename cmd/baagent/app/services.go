@@ -18,6 +18,7 @@ import (
 	"github.com/baagent/baagent/services/gateway"
 	"github.com/baagent/baagent/services/orchestrator"
 	"github.com/baagent/baagent/services/skills"
+	skillstore "github.com/baagent/baagent/services/skills/store"
 	"github.com/baagent/baagent/services/tokens"
 	"github.com/baagent/baagent/services/tokens/encoding"
 	"github.com/baagent/baagent/services/toolrunner"
@@ -80,6 +81,18 @@ func (a *App) buildService(ctx context.Context, svc string, dial map[string]stri
 		opts.Logger = log
 		opts.Registerer = a.reg
 		opts.Counter = skills.NewTokensServiceCounter(baagentv1.NewTokensServiceClient(tokensConn), 0)
+		if a.cfg.Skills.StoreEnabled() {
+			js, err := a.jetStream()
+			if err != nil {
+				return nil, fmt.Errorf("skills (setting skills-store): %w", err)
+			}
+			st, err := skillstore.Open(ctx, js, skillstore.Config{Replicas: a.cfg.NATSReplicas, Logger: log, Registerer: a.reg})
+			if err != nil {
+				return nil, fmt.Errorf("skills (settings skills-store, nats-url): %w", err)
+			}
+			a.cleanup = append(a.cleanup, st.Close)
+			opts.Store = st
+		}
 		s, err := skills.New(opts)
 		if err != nil {
 			return nil, fmt.Errorf("setting skills-dir: %w", err)
@@ -197,6 +210,9 @@ func (a *App) buildGateway() (registrar, error) {
 	opts.ToolRunner = baagentv1.NewToolRunnerServiceClient(conns[config.TargetToolRunner])
 	opts.Tokens = baagentv1.NewTokensServiceClient(conns[config.TargetTokens])
 	opts.MaxMsgBytes = a.cfg.MaxMsgBytes
+	// The chat interfaces (GET /v1/models) serve the configured default
+	// model: the gateway cannot see what else the endpoint offers.
+	opts.Models = []string{a.cfg.Model}
 	opts.HTTPListener = lis
 	opts.ShutdownTimeout = a.cfg.ShutdownTimeout
 	s := gateway.New(opts)

@@ -1,9 +1,10 @@
 // Package splitrun runs the suite in microservices mode on loopback: NATS
 // and each service as its own `baagent -target=<service>` process, with the
 // flags, environment and files of the k8s/overlays/dev manifests (rendered
-// with kustomize), addresses rewritten to free loopback ports and volumes
-// laid out in a local directory. `make run-split` and the split-mode
-// integration test both use it, so what they run is what Kubernetes runs.
+// with kustomize), addresses rewritten to loopback ports (those of `make run`
+// when free, or free ones) and volumes laid out in a local directory.
+// `make run-split` and the split-mode integration test both use it, so what
+// they run is what Kubernetes runs.
 package splitrun
 
 import (
@@ -44,6 +45,10 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// Logs, if set, also receives every process's output.
 	Logs io.Writer
+	// DefaultPorts asks for the ports of `make run` (see DefaultPorts): a
+	// listener whose port is taken moves alone to a free one, reported in
+	// Suite.Moved. False gives every listener a free port, as tests want.
+	DefaultPorts bool
 }
 
 // Suite is a running split-mode suite.
@@ -53,6 +58,12 @@ type Suite struct {
 	HTTPAddr string
 	// NATSURL is the NATS server's client URL.
 	NATSURL string
+	// Ports is each listener's port (keys: GRPCListener, MetricsListener,
+	// ListenerHTTP, ListenerNATS, ListenerNATSMonitor).
+	Ports map[string]int
+	// Moved lists the listeners that did not get their default port
+	// (Options.DefaultPorts only).
+	Moved []Move
 	// Args are the arguments each process was started with, by name.
 	Args map[string][]string
 
@@ -90,18 +101,18 @@ func Start(ctx context.Context, opts Options) (_ *Suite, err error) {
 			_ = s.Stop(5 * time.Second)
 		}
 	}()
-	ports, err := FreePorts(len(config.Services)*2 + 3)
+	s.Ports, s.Moved, err = PlanPorts(DefaultPorts(), !opts.DefaultPorts)
 	if err != nil {
 		return nil, err
 	}
-	next := func() string { p := ports[0]; ports = ports[1:]; return "127.0.0.1:" + strconv.Itoa(p) }
+	addr := func(listener string) string { return "127.0.0.1:" + strconv.Itoa(s.Ports[listener]) }
 	metrics := map[string]string{}
 	for _, svc := range config.Services {
-		s.Addr[svc] = next()
-		metrics[svc] = next()
+		s.Addr[svc] = addr(GRPCListener(svc))
+		metrics[svc] = addr(MetricsListener(svc))
 	}
-	s.HTTPAddr = next()
-	natsAddr, natsMonitor := next(), next()
+	s.HTTPAddr = addr(ListenerHTTP)
+	natsAddr, natsMonitor := addr(ListenerNATS), addr(ListenerNATSMonitor)
 	s.NATSURL = "nats://" + natsAddr
 
 	if err := s.startNATS(ctx, m, opts, natsAddr, natsMonitor); err != nil {
