@@ -93,6 +93,8 @@ type snapshot struct {
 	// stored describes the skills merged in from the skill store; nil
 	// when there are none (see store_layers.go).
 	stored *storedInfo
+	// storeGen is the Gen of the store View merged in (0 for none).
+	storeGen uint64
 }
 
 // mergeView merges two layers ordered by name: lower skills for which hide

@@ -28,6 +28,9 @@ func (s *Server) publishLocked(files *snapshot) {
 	}
 	snap, parsed := combine(files, s.store, v, s.parsed)
 	s.parsed = parsed
+	if v != nil {
+		snap.storeGen = v.Gen
+	}
 	if prev := s.snap.Load(); prev != nil {
 		snap.gen = max(snap.gen, prev.gen+1)
 	}
@@ -40,6 +43,17 @@ func (s *Server) storeChanged() {
 	defer s.reloadMu.Unlock()
 	if files := s.files.Load(); files != nil {
 		s.publishLocked(files)
+	}
+}
+
+// catchUp re-merges the store's view when the published snapshot is older
+// than it, so that a write answers only once this replica lists it
+// (read-your-writes; the store's write waited for its watch already).
+func (s *Server) catchUp() {
+	if v := s.store.View(); v != nil {
+		if snap := s.snap.Load(); snap == nil || snap.storeGen < v.Gen {
+			s.storeChanged()
+		}
 	}
 }
 
@@ -170,6 +184,7 @@ func (s *Server) PutSkill(ctx context.Context, req *baagentv1.PutSkillRequest) (
 	if err != nil {
 		return nil, storeError(err)
 	}
+	s.catchUp()
 	finishStored(sk, s.store, m, storedScope(k.Project))
 	// metadataProto carries the lenient parser's warnings: the uploader
 	// learns of them now, not from a log.
@@ -195,6 +210,7 @@ func (s *Server) DeleteSkill(ctx context.Context, req *baagentv1.DeleteSkillRequ
 	if err != nil {
 		return nil, storeError(err)
 	}
+	s.catchUp()
 	return &baagentv1.DeleteSkillResponse{Revision: rev}, nil
 }
 
@@ -222,6 +238,7 @@ func (s *Server) SetSystemSkillState(ctx context.Context, req *baagentv1.SetSyst
 	if err := s.store.SetDisabled(ctx, sc, req.GetName(), req.GetDisabled()); err != nil {
 		return nil, storeError(err)
 	}
+	s.catchUp()
 	md := sk.metadataProto()
 	md.IsDisabled = req.GetDisabled()
 	if t := s.files.Load().tenants[req.GetTenant()]; t != nil {

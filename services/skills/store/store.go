@@ -238,7 +238,23 @@ type View struct {
 	Disabled map[Scope]map[string]bool
 	// Gen increases with every change.
 	Gen uint64
+	// Applied is, per bucket (bucketManifests, bucketSettings), the last
+	// KV revision this View reflects: a write waits until its revision
+	// is applied, so the replica that took it answers with it
+	// (read-your-writes).
+	Applied [2]uint64
 }
+
+// Indexes of View.Applied.
+const (
+	bucketManifests = iota
+	bucketSettings
+)
+
+// DefaultApplyWait bounds how long a write waits for its own watch to show
+// it before answering anyway (the write is durable; only this replica's
+// View lags).
+const DefaultApplyWait = 5 * time.Second
 
 // Store is the JetStream-backed skill store.
 type Store struct {
@@ -257,6 +273,9 @@ type Store struct {
 	skills   map[string]*Manifest
 	disabled map[Scope]map[string]bool
 	gen      uint64
+	applied  [2]uint64
+	// published is closed and replaced whenever a new View is stored.
+	published chan struct{}
 
 	watchMu sync.Mutex
 	watches []jetstream.KeyWatcher
@@ -283,6 +302,8 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 		disabled: map[Scope]map[string]bool{},
 		cache:    newBundleCache(defaultBundleCacheBytes),
 		changed:  make(chan struct{}, 1),
+
+		published: make(chan struct{}),
 	}
 	fail := func(err error) (*Store, error) {
 		s.Close()
@@ -461,6 +482,7 @@ func (s *Store) apply(e jetstream.KeyValueEntry, live bool) {
 	deleted := e.Operation() != jetstream.KeyValuePut
 	switch e.Bucket() {
 	case BucketManifests:
+		s.applied[bucketManifests] = max(s.applied[bucketManifests], e.Revision())
 		if deleted {
 			delete(s.skills, e.Key())
 			break
@@ -472,6 +494,7 @@ func (s *Store) apply(e jetstream.KeyValueEntry, live bool) {
 		}
 		s.skills[e.Key()] = &m
 	case BucketSettings:
+		s.applied[bucketSettings] = max(s.applied[bucketSettings], e.Revision())
 		sc, ok := parseScopeKey(e.Key())
 		if !ok {
 			break
@@ -504,7 +527,7 @@ func (s *Store) rebuild() bool {
 	if cur := s.view.Load(); cur != nil && cur.Gen == s.gen && s.gen != 0 {
 		return false
 	}
-	v := &View{Gen: s.gen, Skills: make([]*Manifest, 0, len(s.skills)), Disabled: make(map[Scope]map[string]bool, len(s.disabled))}
+	v := &View{Gen: s.gen, Applied: s.applied, Skills: make([]*Manifest, 0, len(s.skills)), Disabled: make(map[Scope]map[string]bool, len(s.disabled))}
 	for _, m := range s.skills {
 		v.Skills = append(v.Skills, m)
 	}
@@ -521,8 +544,52 @@ func (s *Store) rebuild() bool {
 		v.Disabled[k] = set
 	}
 	s.view.Store(v)
+	close(s.published)
+	s.published = make(chan struct{})
 	s.metrics.stored.Set(float64(len(v.Skills)))
 	return true
+}
+
+// awaitApplied waits until the View reflects revision rev of bucket (an
+// index of View.Applied), at most DefaultApplyWait and while ctx lasts.
+// Without Run nothing applies changes, so it does not wait. Running out
+// of time is not an error: the write is stored, and the View catches up.
+func (s *Store) awaitApplied(ctx context.Context, bucket int, rev uint64) {
+	if rev == 0 || !s.running.Load() {
+		return
+	}
+	timer := time.NewTimer(DefaultApplyWait)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		ch := s.published
+		s.mu.Unlock()
+		if s.View().Applied[bucket] >= rev {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+			s.log.Warn("skill store: a write is not yet visible on this replica", "bucket", bucket, "revision", rev)
+			return
+		}
+	}
+}
+
+// lastSequence is the bucket's last stream sequence: the revision of a
+// delete marker just written (Delete does not return it).
+func lastSequence(ctx context.Context, kv jetstream.KeyValue) (uint64, error) {
+	st, err := natsx.Call(ctx, func(ctx context.Context) (jetstream.KeyValueStatus, error) { return kv.Status(ctx) })
+	if err != nil {
+		return 0, err
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok || bs.StreamInfo() == nil {
+		return 0, fmt.Errorf("bucket %s: no stream state", kv.Bucket())
+	}
+	return bs.StreamInfo().State.LastSeq, nil
 }
 
 func parseScopeKey(k string) (Scope, bool) {

@@ -114,11 +114,14 @@ func (s *Store) put(ctx context.Context, k Key, files []File, opts PutOptions) (
 	if err != nil {
 		return nil, false, err
 	}
-	var werr error
+	var (
+		werr   error
+		newRev uint64
+	)
 	if cur == nil {
-		_, werr = natsx.Call(ctx, func(ctx context.Context) (uint64, error) { return s.manifests.Create(ctx, k.kvKey(), value) })
+		newRev, werr = natsx.Call(ctx, func(ctx context.Context) (uint64, error) { return s.manifests.Create(ctx, k.kvKey(), value) })
 	} else {
-		_, werr = natsx.Call(ctx, func(ctx context.Context) (uint64, error) { return s.manifests.Update(ctx, k.kvKey(), value, kvRev) })
+		newRev, werr = natsx.Call(ctx, func(ctx context.Context) (uint64, error) { return s.manifests.Update(ctx, k.kvKey(), value, kvRev) })
 	}
 	if werr != nil {
 		if isWrongSequence(werr) {
@@ -127,6 +130,7 @@ func (s *Store) put(ctx context.Context, k Key, files []File, opts PutOptions) (
 		return nil, false, fmt.Errorf("store skill manifest: %w", werr)
 	}
 	s.log.Info("skill store: stored", "tenant", k.Tenant, "project", k.Project, "skill", k.Name, "revision", rev, "bytes", m.Size, "replaced", cur != nil)
+	s.awaitApplied(ctx, bucketManifests, newRev)
 	return m, cur != nil, nil
 }
 
@@ -209,6 +213,7 @@ func (s *Store) del(ctx context.Context, k Key, ifMatch string) (string, error) 
 		return "", fmt.Errorf("delete skill manifest: %w", err)
 	}
 	s.log.Info("skill store: deleted", "tenant", k.Tenant, "project", k.Project, "skill", k.Name, "revision", cur.Revision)
+	s.awaitDelete(ctx, s.manifests, bucketManifests)
 	return cur.Revision, nil
 }
 
@@ -262,6 +267,8 @@ func (s *Store) setDisabled(ctx context.Context, sc Scope, name string, disabled
 		}
 		has := slices.Contains(st.Disabled, name)
 		if has == disabled {
+			// Already so in the bucket; this replica may not show it yet.
+			s.awaitApplied(ctx, bucketSettings, kvRev)
 			return nil
 		}
 		if disabled {
@@ -280,20 +287,27 @@ func (s *Store) setDisabled(ctx context.Context, sc Scope, name string, disabled
 		if err != nil {
 			return err
 		}
+		var newRev uint64
+		deleted := exists && len(st.Disabled) == 0
 		switch {
-		case exists && len(st.Disabled) == 0:
+		case deleted:
 			// Nothing disabled any more: the scope needs no entry (and no
 			// longer counts against the tenant's scopes).
 			_, err = natsx.Call(ctx, func(ctx context.Context) (struct{}, error) {
 				return struct{}{}, s.settings.Delete(ctx, key, jetstream.LastRevision(kvRev))
 			})
 		case exists:
-			_, err = natsx.Call(ctx, func(ctx context.Context) (uint64, error) { return s.settings.Update(ctx, key, value, kvRev) })
+			newRev, err = natsx.Call(ctx, func(ctx context.Context) (uint64, error) { return s.settings.Update(ctx, key, value, kvRev) })
 		default:
-			_, err = natsx.Call(ctx, func(ctx context.Context) (uint64, error) { return s.settings.Create(ctx, key, value) })
+			newRev, err = natsx.Call(ctx, func(ctx context.Context) (uint64, error) { return s.settings.Create(ctx, key, value) })
 		}
 		if err == nil {
 			s.log.Info("skill store: system skill state set", "tenant", sc.Tenant, "project", sc.Project, "skill", name, "disabled", disabled)
+			if deleted {
+				s.awaitDelete(ctx, s.settings, bucketSettings)
+			} else {
+				s.awaitApplied(ctx, bucketSettings, newRev)
+			}
 			return nil
 		}
 		if !isWrongSequence(err) {
@@ -302,4 +316,18 @@ func (s *Store) setDisabled(ctx context.Context, sc Scope, name string, disabled
 		// Another writer changed the settings in between: read again.
 	}
 	return fmt.Errorf("%w: settings of %s changed concurrently; retry", ErrConflict, sc.Tenant)
+}
+
+// awaitDelete waits for a delete just written to show in the View: its
+// marker's revision is at most the bucket's last sequence.
+func (s *Store) awaitDelete(ctx context.Context, kv jetstream.KeyValue, bucket int) {
+	if !s.running.Load() {
+		return
+	}
+	seq, err := lastSequence(ctx, kv)
+	if err != nil {
+		s.log.Warn("skill store: cannot tell when a delete shows on this replica", "bucket", kv.Bucket(), "error", err)
+		return
+	}
+	s.awaitApplied(ctx, bucket, seq)
 }
