@@ -7,6 +7,7 @@ package testkit
 import (
 	"bytes"
 	"context"
+	"regexp"
 	"slices"
 	"sync"
 	"testing"
@@ -107,4 +108,17 @@ func ReportPercentiles(b *testing.B, times []time.Duration) {
 	slices.Sort(times)
 	b.ReportMetric(float64(times[len(times)/2].Nanoseconds()), "p50-ns")
 	b.ReportMetric(float64(times[len(times)*99/100].Nanoseconds()), "p99-ns")
+}
+
+// LineMatchGrace is how long a line-by-line search may run past its
+// deadline: it looks at its context between lines, so the bound is a few
+// lines' matching. One match of pattern on line is timed here, now, on
+// this machine (the race detector and a busy machine make one line of a
+// slow expression cost seconds); the grace is ten such lines, and at
+// least floor.
+func LineMatchGrace(pattern, line string, floor time.Duration) time.Duration {
+	re := regexp.MustCompile(pattern)
+	start := time.Now()
+	re.MatchString(line)
+	return max(floor, 10*time.Since(start))
 }

@@ -72,12 +72,15 @@ func costlySeed(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	line := strings.Repeat("abcdefghij", 800) + "\n"
-	if err := os.WriteFile(filepath.Join(seed, "big.txt"), []byte(strings.Repeat(line, 1000)), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(seed, "big.txt"), []byte(strings.Repeat(costlyLine+"\n", 1000)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return seed
 }
+
+// costlyLine is each line of the seed's big.txt: 8,000 bytes, the most
+// of a line grep matches.
+var costlyLine = strings.Repeat("abcdefghij", 800)
 
 // Calls that cost more than any budget allows.
 var (
@@ -188,7 +191,10 @@ func TestTimedOutToolsStop(t *testing.T) {
 			if res.GetSuccess() || res.GetErrorType() != baagentv1.ToolErrorType_TOOL_ERROR_TYPE_TIMEOUT {
 				t.Fatalf("%s: %v", name, res)
 			}
-			testkit.Eventually(t, 10*time.Second, fmt.Sprintf("%d timed-out %s attempts to stop", tl.running.Load(), name), func() bool {
+			// grep looks at its deadline between lines: allow a few lines'
+			// matching, as slow as this machine is now.
+			wait := testkit.LineMatchGrace(costlyGrep["pattern"].(string), costlyLine, 10*time.Second)
+			testkit.Eventually(t, wait, fmt.Sprintf("%d timed-out %s attempts to stop", tl.running.Load(), name), func() bool {
 				return tl.running.Load() == 0
 			})
 		})

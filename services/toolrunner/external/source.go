@@ -131,6 +131,11 @@ func (s *sourceState) setTools(candidates []tool.Tool, invalid []refusal) (cameU
 	cameUp = !s.up
 	wasEverUp := s.everUp
 	s.up, s.everUp, s.tools = true, true, accepted
+	if cameUp && wasEverUp {
+		// Counted before the tools are visible, so whoever sees the
+		// restarted tools also sees the restart counted.
+		s.metrics.restarts.WithLabelValues(s.name).Inc()
+	}
 	prev := s.lastRefused
 	s.lastRefused = make(map[string]string, len(refused))
 	for _, r := range refused {
@@ -147,9 +152,6 @@ func (s *sourceState) setTools(candidates []tool.Tool, invalid []refusal) (cameU
 	s.metrics.tools.WithLabelValues(s.name).Set(float64(len(accepted)))
 	s.metrics.refused.WithLabelValues(s.name).Set(float64(len(refused)))
 	if cameUp {
-		if wasEverUp {
-			s.metrics.restarts.WithLabelValues(s.name).Inc()
-		}
 		s.log.Info("external tool source up", "tools", len(accepted), "refused", len(refused))
 	}
 	return cameUp
