@@ -108,7 +108,7 @@ func (f *fakeOrchestrator) ListRuns(_ context.Context, req *baagentv1.Orchestrat
 	defer f.mu.Unlock()
 	var runs []*baagentv1.Run
 	for _, r := range f.runs {
-		if r.Tenant == req.Tenant && r.RunId > req.PageToken {
+		if r.Tenant == req.Tenant && r.RunId > req.PageToken && (req.ConversationId == "" || r.ConversationId == req.ConversationId) {
 			runs = append(runs, r)
 		}
 	}
