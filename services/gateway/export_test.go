@@ -18,8 +18,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/testkit/exporttest"
 	vt "github.com/baagent/baagent/internal/validate/validatetest"
-	"github.com/baagent/baagent/services/gateway/internal/export/exporttest"
 	"github.com/baagent/baagent/services/gateway/internal/natstest"
 )
 

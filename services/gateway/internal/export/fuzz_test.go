@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
-	"github.com/baagent/baagent/services/gateway/internal/export/exporttest"
+	"github.com/baagent/baagent/internal/testkit/exporttest"
 	"github.com/baagent/baagent/services/gateway/internal/hub"
 )
 
