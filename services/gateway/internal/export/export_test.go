@@ -246,6 +246,21 @@ func TestClarificationAnswerIsTheToolResult(t *testing.T) {
 	}
 }
 
+func TestStepResumedAfterTheAnswerKeepsItsCall(t *testing.T) {
+	// A run paused on a question resumes its step (step_start again) and
+	// then delivers the call's result.
+	evs := newRun("run-8").start("which period?").stepStart().textDelta("I need the period.").
+		act("call_q", "ask_clarification", map[string]any{"question": "Which period?"})
+	evs.step--
+	evs.stepStart().observe("call_q", "ask_clarification", "The user answered: Q4", true).stepEnd().
+		stepStart().textDelta("Q4 it is.").complete("Q4 it is.")
+	msgs := claude(t, evs.list)
+	if len(msgs) != 4 || msgs[2].Content[0].ToolUseID != "call_q" || msgs[2].Content[0].Content != "The user answered: Q4" || *msgs[2].Content[0].IsError {
+		t.Errorf("claude %s", compact(t, msgs))
+	}
+	openaiMsgs(t, evs.list)
+}
+
 func TestSubagentEventsStayOutOfTheTranscript(t *testing.T) {
 	evs := newRun("run-5").start("delegate").stepStart().
 		act("call_t", "task", map[string]any{"subagent_type": "analyst", "prompt": "count rows"})

@@ -138,6 +138,7 @@ type transcript struct {
 	started bool // an event of runID was seen
 	ended   bool // runID's terminal event was seen
 	cur     *turn
+	newStep bool // a step_start came after cur's last model output
 
 	seed    maphash.Seed
 	ids     map[uint64]struct{} // hashes of the ids used so far
@@ -159,7 +160,7 @@ func (t *transcript) add(ev *baagentv1.Event) error {
 				return err
 			}
 		}
-		t.runID, t.started, t.ended = ev.GetRunId(), true, false
+		t.runID, t.started, t.ended, t.newStep = ev.GetRunId(), true, false, false
 	}
 	if t.ended {
 		return nil // nothing follows a terminal event
@@ -173,7 +174,10 @@ func (t *transcript) add(ev *baagentv1.Event) error {
 			return t.out.user(in)
 		}
 	case *baagentv1.Event_StepStart:
-		return t.closeTurn(noteMovedOn)
+		// A new model call may follow, or the same step resumes (after the
+		// user's answer, or on another replica) and delivers the pending
+		// results: the turn closes only when new model output arrives.
+		t.newStep = true
 	case *baagentv1.Event_ThoughtDelta:
 		cur, err := t.building()
 		if err != nil {
@@ -223,9 +227,10 @@ func (t *transcript) add(ev *baagentv1.Event) error {
 }
 
 // building is the turn that the model's output goes to: the current one
-// unless its results have started, else a new one.
+// unless its results have started or a step started since, else a new
+// one.
 func (t *transcript) building() (*turn, error) {
-	if t.cur != nil && t.cur.observed {
+	if t.cur != nil && (t.cur.observed || t.newStep) {
 		if err := t.closeTurn(noteMovedOn); err != nil {
 			return nil, err
 		}
@@ -233,6 +238,7 @@ func (t *transcript) building() (*turn, error) {
 	if t.cur == nil {
 		t.cur = &turn{}
 	}
+	t.newStep = false
 	return t.cur, nil
 }
 
