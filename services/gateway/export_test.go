@@ -298,6 +298,14 @@ func TestExportBadInput(t *testing.T) {
 			t.Errorf("GET %s: %d %s, want %d with %s", c.path, resp.StatusCode, body, c.status, c.want)
 		}
 	}
+	// The dashboard's links authenticate with a stream token.
+	tok := e.streamToken(t, keyAcme)
+	if resp, body := e.httpGet(ctx, "/v1/runs/run-mine/export?format=claude&token="+tok, ""); resp.StatusCode != http.StatusOK {
+		t.Errorf("export with a stream token: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := e.httpGet(ctx, "/v1/runs/run-mine/export?format=claude&token="+e.streamToken(t, keyInitech), ""); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("export with another tenant's stream token: %d", resp.StatusCode)
+	}
 	_, _, err := grpcExportRun(ctx, e.client, keyAcme, &baagentv1.ExportRunRequest{RunId: "run-mine"})
 	vt.WantInvalid(t, err, "format")
 	_, _, err = grpcExportRun(ctx, e.client, keyAcme, &baagentv1.ExportRunRequest{RunId: "run-mine", Format: 99})
