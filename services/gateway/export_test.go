@@ -325,7 +325,7 @@ func TestExportBadInput(t *testing.T) {
 	if status.Code(err) != codes.NotFound {
 		t.Errorf("ExportConversation of another tenant: %v, want NotFound", err)
 	}
-	if got := testutil.ToFloat64(e.srv.exportM.exports.WithLabelValues("run", "claude", "http", "NOT_FOUND")); got != 2 {
-		t.Errorf("exports_total{run,claude,http,NOT_FOUND} = %v", got)
+	if got := testutil.ToFloat64(e.srv.exportM.exports.WithLabelValues("run", "claude", "http", "NOT_FOUND")); got != 3 {
+		t.Errorf("exports_total{run,claude,http,NOT_FOUND} = %v, want 3", got)
 	}
 }
