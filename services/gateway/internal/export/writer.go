@@ -232,7 +232,8 @@ func (s *openaiSink) user(text string) error {
 	b := s.arr.begin(s.x.buf[:0])
 	b = append(b, `{"role":"user","content":`...)
 	b = appendString(b, text)
-	s.x.buf = append(b, '}')
+	b = append(b, '}')
+	s.x.buf = b
 	return s.x.write()
 }
 
@@ -268,7 +269,8 @@ func (s *openaiSink) assistant(_ string, text string, calls []*call) error {
 		}
 		b = append(b, ']')
 	}
-	s.x.buf = append(b, '}')
+	b = append(b, '}')
+	s.x.buf = b
 	return s.x.write()
 }
 
@@ -279,7 +281,8 @@ func (s *openaiSink) results(calls []*call) error {
 		b = appendString(b, c.id)
 		b = append(b, `,"content":`...)
 		b = appendString(b, c.result)
-		s.x.buf = append(b, '}')
+		b = append(b, '}')
+		s.x.buf = b
 		if err := s.x.write(); err != nil {
 			return err
 		}
