@@ -3,8 +3,10 @@ package export
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -463,4 +465,24 @@ func TestAppendStringIsJSON(t *testing.T) {
 			t.Errorf("%q → %q", s, got)
 		}
 	}
+}
+
+func TestManyReusedIDsStayLinear(t *testing.T) {
+	// Every step reuses one id (as a model may across a long
+	// conversation); each rename is one lookup, and the ids stay unique.
+	evs := newRun("run-9").start("loop")
+	const steps = 5000
+	for range steps {
+		evs.stepStart().act("call_1", "echo", nil).observe("call_1", "echo", "ok", true)
+	}
+	evs.stepStart().complete("done")
+	start := time.Now()
+	msgs := claude(t, evs.list)
+	if len(msgs) != 2*steps+2 {
+		t.Fatalf("%d messages", len(msgs))
+	}
+	if last := msgs[len(msgs)-3].Content[0].ID; last != fmt.Sprintf("call_1_%d", steps) {
+		t.Errorf("last id %q", last)
+	}
+	t.Logf("%d reused ids in %v", steps, time.Since(start))
 }

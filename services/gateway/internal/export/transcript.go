@@ -142,11 +142,12 @@ type transcript struct {
 
 	seed    maphash.Seed
 	ids     map[uint64]struct{} // hashes of the ids used so far
+	suffix  map[uint64]int      // by hash of a reused id: the next suffix to try
 	unnamed int
 }
 
 func newTranscript(out sink) *transcript {
-	return &transcript{out: out, seed: maphash.MakeSeed(), ids: map[uint64]struct{}{}}
+	return &transcript{out: out, seed: maphash.MakeSeed(), ids: map[uint64]struct{}{}, suffix: map[uint64]int{}}
 }
 
 // add takes the next event.
@@ -337,15 +338,27 @@ func (t *transcript) uniqueID(id string) string {
 		t.unnamed++
 		base = "call_unnamed_" + strconv.Itoa(t.unnamed)
 	}
-	cand := base
-	for n := 2; ; n++ {
-		h := maphash.String(t.seed, cand)
-		if _, used := t.ids[h]; !used {
+	if h := maphash.String(t.seed, base); !t.used(h) {
+		t.ids[h] = struct{}{}
+		return base
+	}
+	// The next suffix to try for base, so that a model reusing one id in
+	// every step costs one lookup per call, not one per earlier call.
+	bh := maphash.String(t.seed, "\x00"+base)
+	n := max(t.suffix[bh], 2)
+	for ; ; n++ {
+		cand := base + "_" + strconv.Itoa(n)
+		if h := maphash.String(t.seed, cand); !t.used(h) {
 			t.ids[h] = struct{}{}
+			t.suffix[bh] = n + 1
 			return cand
 		}
-		cand = base + "_" + strconv.Itoa(n)
 	}
+}
+
+func (t *transcript) used(h uint64) bool {
+	_, ok := t.ids[h]
+	return ok
 }
 
 // finish ends the last run and the document.
