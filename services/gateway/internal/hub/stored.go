@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/baagent/baagent/internal/natsx"
@@ -43,6 +45,13 @@ func (h *Hub) ReadStored(ctx context.Context, tenant, runID string, fn func(*Ent
 	case err != nil:
 		return fmt.Errorf("read the run's last event: %w", err)
 	}
+	return h.readStoredThrough(ctx, st, subject, tenant, runID, lastMsg.Sequence, storedIdleCheck, fn)
+}
+
+// readStoredThrough reads the subject's events through stream sequence
+// last (or, when that one is gone, through whatever the stream holds when
+// nothing arrives for idle).
+func (h *Hub) readStoredThrough(ctx context.Context, st jetstream.Stream, subject, tenant, runID string, last uint64, idle time.Duration, fn func(*Entry) error) error {
 	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{subject},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
@@ -59,7 +68,15 @@ func (h *Hub) ReadStored(ctx context.Context, tenant, runID string, fn func(*Ent
 
 	var o storedOrder
 	for {
-		msg, err := it.Next()
+		msg, err := it.Next(jetstream.NextMaxWait(idle))
+		if errors.Is(err, nats.ErrTimeout) {
+			// Nothing for a while: if the stream has nothing more for
+			// the consumer, the snapshot's last event expired meanwhile.
+			if info, ierr := cons.Info(ctx); ierr == nil && info.NumPending == 0 {
+				return o.flush(fn)
+			}
+			continue
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -78,11 +95,15 @@ func (h *Hub) ReadStored(ctx context.Context, tenant, runID string, fn func(*Ent
 		}
 		// The snapshot ends at the last event stored when the read began,
 		// or earlier when that one has expired meanwhile.
-		if meta.Sequence.Stream >= lastMsg.Sequence || meta.NumPending == 0 {
+		if meta.Sequence.Stream >= last || meta.NumPending == 0 {
 			return o.flush(fn)
 		}
 	}
 }
+
+// storedIdleCheck is how long ReadStored waits for the next event before
+// it asks whether any is left.
+const storedIdleCheck = 2 * time.Second
 
 // storedOrder puts a read's events in seq order, as feed.offer does for a
 // feed: duplicates dropped, an event ahead of a missing seq held until the

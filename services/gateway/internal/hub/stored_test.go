@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
+	"github.com/baagent/baagent/internal/natsx"
 	"github.com/baagent/baagent/services/gateway/internal/natstest"
 )
 
@@ -71,6 +73,42 @@ func TestReadStoredIsASnapshotInSeqOrder(t *testing.T) {
 		if err := h.ReadStored(ctx, bad[0], bad[1], func(*Entry) error { return nil }); err == nil {
 			t.Errorf("ReadStored(%q, %q) accepted", bad[0], bad[1])
 		}
+	}
+}
+
+func TestReadStoredEndsWhenItsLastEventIsGone(t *testing.T) {
+	t.Parallel()
+
+	ctx := testCtx(t)
+	js, _ := natstest.JetStream(t)
+	h := newHub(t, js, Options{})
+	r := natstest.NewRun(js, "acme", "run-gone")
+	publishTexts(t, ctx, r, 3)
+	st, err := h.eventStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject, _ := natsx.EventSubject("acme", "run-gone")
+	// The snapshot's last event (a stream sequence far ahead) no longer
+	// exists: the read ends once nothing is left.
+	var got []string
+	err = h.readStoredThrough(ctx, st, subject, "acme", "run-gone", 1<<40, 20*time.Millisecond, func(e *Entry) error {
+		got = append(got, fmt.Sprint(e.Seq))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSeq(t, got, seqs(1, 3))
+	// Every event gone before the consumer got one: nothing arrives, and
+	// the read ends at the first idle check instead of waiting forever.
+	empty, _ := natsx.EventSubject("acme", "run-expired")
+	err = h.readStoredThrough(ctx, st, empty, "acme", "run-expired", 1<<40, 20*time.Millisecond, func(e *Entry) error {
+		t.Errorf("entry %d of a run with no events", e.Seq)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
