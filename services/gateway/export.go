@@ -224,12 +224,12 @@ func (s *Server) conversationRuns(ctx context.Context, tenant, convID string) ([
 			return nil, err
 		}
 		for _, r := range resp.GetRuns() {
+			if r.GetConversationId() != convID {
+				continue // not the conversation's (a peer that ignores the filter)
+			}
 			if len(runs) == limit {
 				return nil, status.Errorf(codes.ResourceExhausted,
 					"conversation %s has more than %d runs, the most one export holds (max_export_runs); export its runs one by one", convID, limit)
-			}
-			if r.GetConversationId() != "" && r.GetConversationId() != convID {
-				continue
 			}
 			runs = append(runs, runAt{r.GetRunId(), r.GetCreatedAt().AsTime()})
 		}

@@ -274,7 +274,7 @@ func (t *transcript) observe(o *baagentv1.ObservePayload) error {
 
 func (t *transcript) complete(answer string) error {
 	cur := t.cur
-	if cur != nil && (len(cur.calls) > 0 || cur.observed) {
+	if cur != nil && (len(cur.calls) > 0 || cur.observed || t.newStep) {
 		if err := t.closeTurn(noteCompleted); err != nil {
 			return err
 		}
