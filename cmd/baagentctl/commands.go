@@ -39,6 +39,7 @@ func commandSpecs() []spec {
 				example: "  baagentctl runs get run-123 --json"},
 			{use: "cancel RUN_ID", short: "Cancel a run", run: runsCancel,
 				example: "  baagentctl runs cancel run-123 --reason \"wrong question\""},
+			runsExportSpec(),
 		}},
 		{use: "input RUN_ID ANSWER", short: "Answer the question a run waits on", run: runInput,
 			example: "  baagentctl input run-123 \"last quarter\"\n  baagentctl input run-123 approve --input-id plan-1"},
@@ -80,6 +81,7 @@ func commandSpecs() []spec {
 			{use: "decode ID...", short: "Print the text of token ids", run: runTokensDecode,
 				example: "  baagentctl tokens decode --model gpt-4o 24912 2375"},
 		}},
+		conversationsExportGroupSpec(),
 	}
 }
 

@@ -99,7 +99,9 @@ func (f *fakeOrchestrator) GetRun(_ context.Context, req *baagentv1.Orchestrator
 }
 
 // ListRuns pages by run id, page_size runs (default 50) after the id in
-// page_token; the token is the last id of a page followed by more.
+// page_token; the token is the last id of a page followed by more. A
+// conversation filter leaves out the runs recorded with another
+// conversation (runs recorded without one always match).
 func (f *fakeOrchestrator) ListRuns(_ context.Context, req *baagentv1.OrchestratorServiceListRunsRequest) (*baagentv1.OrchestratorServiceListRunsResponse, error) {
 	if err := f.failure("ListRuns"); err != nil {
 		return nil, err
@@ -108,7 +110,7 @@ func (f *fakeOrchestrator) ListRuns(_ context.Context, req *baagentv1.Orchestrat
 	defer f.mu.Unlock()
 	var runs []*baagentv1.Run
 	for _, r := range f.runs {
-		if r.Tenant == req.Tenant && r.RunId > req.PageToken {
+		if r.Tenant == req.Tenant && r.RunId > req.PageToken && (req.ConversationId == "" || r.ConversationId == "" || r.ConversationId == req.ConversationId) {
 			runs = append(runs, r)
 		}
 	}

@@ -64,6 +64,8 @@ func (s *Server) routes() http.Handler {
 	api("POST /v1/tokens/count", s.httpCountTokens)
 	api("POST /v1/auth/stream-token", s.httpStreamToken)
 	api("GET /v1/whoami", s.httpWhoAmI)
+	api("GET /v1/runs/{run_id}/export", s.httpExportRun)
+	api("GET /v1/conversations/{conversation_id}/export", s.httpExportConversation)
 	s.chatRoutes(api)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

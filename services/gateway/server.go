@@ -218,6 +218,11 @@ type Options struct {
 	// link.
 	TraceLinkTemplate string
 
+	// MaxExportRuns bounds the runs of one conversation export (default
+	// MaxExportRuns, 10,000); a conversation with more is
+	// ResourceExhausted.
+	MaxExportRuns int
+
 	// noDirect makes every SSE and WebSocket event go through the client's own goroutine
 	// (no direct writes by the run's fan-out): for tests and benchmarks
 	// comparing the two.
@@ -246,6 +251,8 @@ type Server struct {
 	edge        *edgeMetrics
 	// skillMetrics count skill writes (skills_admin.go).
 	skillMetrics *skillMetrics
+	// exportM count exports (export.go).
+	exportM *exportMetrics
 
 	runOnce sync.Once
 }
@@ -293,6 +300,9 @@ func New(opts Options) *Server {
 	if opts.MaxMsgBytes <= 0 {
 		opts.MaxMsgBytes = DefaultMaxMsgBytes
 	}
+	if opts.MaxExportRuns <= 0 {
+		opts.MaxExportRuns = MaxExportRuns
+	}
 	s := &Server{opts: opts, log: opts.Logger.With("service", ServiceName)}
 	var err error
 	s.auth, err = newAuthenticator(opts.APIKeys, opts.StreamTokenSecret, opts.TokenTTL)
@@ -333,6 +343,14 @@ func New(opts Options) *Server {
 	}
 	if s.skillMetrics == nil {
 		s.skillMetrics, _ = newSkillMetrics(nil)
+	}
+	if s.initErr == nil {
+		if s.exportM, err = newExportMetrics(opts.Registerer); err != nil {
+			s.initErr = err
+		}
+	}
+	if s.exportM == nil {
+		s.exportM, _ = newExportMetrics(nil)
 	}
 	s.streamSlots = newKeySlots(limitStreams, opts.MaxStreamsPerKey, s.edge.held.WithLabelValues(limitStreams))
 	s.inFlight = newKeySlots(limitInFlight, opts.MaxInFlightPerKey, s.edge.held.WithLabelValues(limitInFlight))

@@ -228,6 +228,7 @@ function selectRun(runId) {
   resetTimeline();
   $("run-head").hidden = false;
   $("run-title").textContent = runId;
+  setExportLinks(runId);
   document.querySelectorAll("#runs li").forEach((li) => li.classList.toggle("selected", li.dataset.runId === runId));
   $("cancel").disabled = false;
   api("GET", "/v1/runs/" + encodeURIComponent(runId)).then((d) => {
@@ -238,6 +239,44 @@ function selectRun(runId) {
   }).catch(() => {});
   // A fresh view replays everything retained, so a reload misses nothing.
   connect("earliest");
+}
+
+// exportURL is the download of the selected run in format (claude, openai
+// or events); with API keys it carries a fresh stream token, as links
+// cannot send the key.
+async function exportURL(format) {
+  let url = "/v1/runs/" + encodeURIComponent(state.runId) + "/export?format=" + encodeURIComponent(format);
+  if (state.keysRequired) {
+    const t = await api("POST", "/v1/auth/stream-token");
+    url += "&token=" + encodeURIComponent(t.token);
+  }
+  return url;
+}
+
+// setExportLinks points the export links at runId (without a token: one is
+// added when a link is clicked).
+function setExportLinks(runId) {
+  for (const a of document.querySelectorAll("#export a")) {
+    a.href = "/v1/runs/" + encodeURIComponent(runId) + "/export?format=" + encodeURIComponent(a.dataset.format);
+    a.download = "run-" + runId + "." + a.dataset.format + (a.dataset.format === "events" ? ".jsonl" : ".json");
+  }
+}
+
+for (const a of document.querySelectorAll("#export a")) {
+  a.addEventListener("click", async (e) => {
+    if (!state.keysRequired) return; // the plain link works
+    e.preventDefault();
+    try {
+      const link = document.createElement("a");
+      link.href = await exportURL(a.dataset.format);
+      link.download = a.download;
+      document.body.append(link);
+      link.click();
+      link.remove();
+    } catch (err) {
+      setConn("export failed: " + err.message);
+    }
+  });
 }
 
 async function streamURL(cursor) {

@@ -2,6 +2,7 @@
 """Client and server classes corresponding to protobuf-defined services."""
 import grpc
 
+from baagent.v1 import export_pb2 as baagent_dot_v1_dot_export__pb2
 from baagent.v1 import gateway_pb2 as baagent_dot_v1_dot_gateway__pb2
 
 
@@ -92,6 +93,16 @@ class GatewayServiceStub(object):
                 '/baagent.v1.GatewayService/CountTokens',
                 request_serializer=baagent_dot_v1_dot_gateway__pb2.GatewayServiceCountTokensRequest.SerializeToString,
                 response_deserializer=baagent_dot_v1_dot_gateway__pb2.GatewayServiceCountTokensResponse.FromString,
+                )
+        self.ExportRun = channel.unary_stream(
+                '/baagent.v1.GatewayService/ExportRun',
+                request_serializer=baagent_dot_v1_dot_export__pb2.ExportRunRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_export__pb2.ExportRunResponse.FromString,
+                )
+        self.ExportConversation = channel.unary_stream(
+                '/baagent.v1.GatewayService/ExportConversation',
+                request_serializer=baagent_dot_v1_dot_export__pb2.ExportConversationRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_export__pb2.ExportConversationResponse.FromString,
                 )
 
 
@@ -213,6 +224,23 @@ class GatewayServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExportRun(self, request, context):
+        """Exports a run's stored events as a Claude or OpenAI transcript or as
+        JSON Lines (GET /v1/runs/{run_id}/export?format=…), in chunks of at most
+        64 KiB; the first carries the content type.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExportConversation(self, request, context):
+        """Exports every run of a conversation, oldest first, as one document
+        (GET /v1/conversations/{conversation_id}/export?format=…).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -290,6 +318,16 @@ def add_GatewayServiceServicer_to_server(servicer, server):
                     servicer.CountTokens,
                     request_deserializer=baagent_dot_v1_dot_gateway__pb2.GatewayServiceCountTokensRequest.FromString,
                     response_serializer=baagent_dot_v1_dot_gateway__pb2.GatewayServiceCountTokensResponse.SerializeToString,
+            ),
+            'ExportRun': grpc.unary_stream_rpc_method_handler(
+                    servicer.ExportRun,
+                    request_deserializer=baagent_dot_v1_dot_export__pb2.ExportRunRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_export__pb2.ExportRunResponse.SerializeToString,
+            ),
+            'ExportConversation': grpc.unary_stream_rpc_method_handler(
+                    servicer.ExportConversation,
+                    request_deserializer=baagent_dot_v1_dot_export__pb2.ExportConversationRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_export__pb2.ExportConversationResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -557,5 +595,39 @@ class GatewayService(object):
         return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/CountTokens',
             baagent_dot_v1_dot_gateway__pb2.GatewayServiceCountTokensRequest.SerializeToString,
             baagent_dot_v1_dot_gateway__pb2.GatewayServiceCountTokensResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ExportRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/baagent.v1.GatewayService/ExportRun',
+            baagent_dot_v1_dot_export__pb2.ExportRunRequest.SerializeToString,
+            baagent_dot_v1_dot_export__pb2.ExportRunResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ExportConversation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/baagent.v1.GatewayService/ExportConversation',
+            baagent_dot_v1_dot_export__pb2.ExportConversationRequest.SerializeToString,
+            baagent_dot_v1_dot_export__pb2.ExportConversationResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -34,6 +34,8 @@ const (
 	GatewayService_ListTools_FullMethodName           = "/baagent.v1.GatewayService/ListTools"
 	GatewayService_InvokeTool_FullMethodName          = "/baagent.v1.GatewayService/InvokeTool"
 	GatewayService_CountTokens_FullMethodName         = "/baagent.v1.GatewayService/CountTokens"
+	GatewayService_ExportRun_FullMethodName           = "/baagent.v1.GatewayService/ExportRun"
+	GatewayService_ExportConversation_FullMethodName  = "/baagent.v1.GatewayService/ExportConversation"
 )
 
 // GatewayServiceClient is the client API for GatewayService service.
@@ -81,6 +83,13 @@ type GatewayServiceClient interface {
 	InvokeTool(ctx context.Context, in *InvokeToolRequest, opts ...grpc.CallOption) (*InvokeToolResponse, error)
 	// Counts tokens of a text for a model.
 	CountTokens(ctx context.Context, in *GatewayServiceCountTokensRequest, opts ...grpc.CallOption) (*GatewayServiceCountTokensResponse, error)
+	// Exports a run's stored events as a Claude or OpenAI transcript or as
+	// JSON Lines (GET /v1/runs/{run_id}/export?format=…), in chunks of at most
+	// 64 KiB; the first carries the content type.
+	ExportRun(ctx context.Context, in *ExportRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportRunResponse], error)
+	// Exports every run of a conversation, oldest first, as one document
+	// (GET /v1/conversations/{conversation_id}/export?format=…).
+	ExportConversation(ctx context.Context, in *ExportConversationRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportConversationResponse], error)
 }
 
 type gatewayServiceClient struct {
@@ -259,6 +268,44 @@ func (c *gatewayServiceClient) CountTokens(ctx context.Context, in *GatewayServi
 	return out, nil
 }
 
+func (c *gatewayServiceClient) ExportRun(ctx context.Context, in *ExportRunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportRunResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &GatewayService_ServiceDesc.Streams[2], GatewayService_ExportRun_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ExportRunRequest, ExportRunResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type GatewayService_ExportRunClient = grpc.ServerStreamingClient[ExportRunResponse]
+
+func (c *gatewayServiceClient) ExportConversation(ctx context.Context, in *ExportConversationRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportConversationResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &GatewayService_ServiceDesc.Streams[3], GatewayService_ExportConversation_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ExportConversationRequest, ExportConversationResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type GatewayService_ExportConversationClient = grpc.ServerStreamingClient[ExportConversationResponse]
+
 // GatewayServiceServer is the server API for GatewayService service.
 // All implementations must embed UnimplementedGatewayServiceServer
 // for forward compatibility.
@@ -304,6 +351,13 @@ type GatewayServiceServer interface {
 	InvokeTool(context.Context, *InvokeToolRequest) (*InvokeToolResponse, error)
 	// Counts tokens of a text for a model.
 	CountTokens(context.Context, *GatewayServiceCountTokensRequest) (*GatewayServiceCountTokensResponse, error)
+	// Exports a run's stored events as a Claude or OpenAI transcript or as
+	// JSON Lines (GET /v1/runs/{run_id}/export?format=…), in chunks of at most
+	// 64 KiB; the first carries the content type.
+	ExportRun(*ExportRunRequest, grpc.ServerStreamingServer[ExportRunResponse]) error
+	// Exports every run of a conversation, oldest first, as one document
+	// (GET /v1/conversations/{conversation_id}/export?format=…).
+	ExportConversation(*ExportConversationRequest, grpc.ServerStreamingServer[ExportConversationResponse]) error
 	mustEmbedUnimplementedGatewayServiceServer()
 }
 
@@ -358,6 +412,12 @@ func (UnimplementedGatewayServiceServer) InvokeTool(context.Context, *InvokeTool
 }
 func (UnimplementedGatewayServiceServer) CountTokens(context.Context, *GatewayServiceCountTokensRequest) (*GatewayServiceCountTokensResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CountTokens not implemented")
+}
+func (UnimplementedGatewayServiceServer) ExportRun(*ExportRunRequest, grpc.ServerStreamingServer[ExportRunResponse]) error {
+	return status.Error(codes.Unimplemented, "method ExportRun not implemented")
+}
+func (UnimplementedGatewayServiceServer) ExportConversation(*ExportConversationRequest, grpc.ServerStreamingServer[ExportConversationResponse]) error {
+	return status.Error(codes.Unimplemented, "method ExportConversation not implemented")
 }
 func (UnimplementedGatewayServiceServer) mustEmbedUnimplementedGatewayServiceServer() {}
 func (UnimplementedGatewayServiceServer) testEmbeddedByValue()                        {}
@@ -636,6 +696,28 @@ func _GatewayService_CountTokens_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _GatewayService_ExportRun_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExportRunRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(GatewayServiceServer).ExportRun(m, &grpc.GenericServerStream[ExportRunRequest, ExportRunResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type GatewayService_ExportRunServer = grpc.ServerStreamingServer[ExportRunResponse]
+
+func _GatewayService_ExportConversation_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExportConversationRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(GatewayServiceServer).ExportConversation(m, &grpc.GenericServerStream[ExportConversationRequest, ExportConversationResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type GatewayService_ExportConversationServer = grpc.ServerStreamingServer[ExportConversationResponse]
+
 // GatewayService_ServiceDesc is the grpc.ServiceDesc for GatewayService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -705,6 +787,16 @@ var GatewayService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "StreamRunEvents",
 			Handler:       _GatewayService_StreamRunEvents_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "ExportRun",
+			Handler:       _GatewayService_ExportRun_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "ExportConversation",
+			Handler:       _GatewayService_ExportConversation_Handler,
 			ServerStreams: true,
 		},
 	},

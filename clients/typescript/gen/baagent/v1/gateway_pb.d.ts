@@ -10,6 +10,7 @@ import type { RunInput } from "./orchestrator_pb.js";
 import type { SkillArchiveFormat, SkillLoadError, SkillLoadLevel, SkillMetadata, SkillResource, SkillScopeFilter } from "./skills_pb.js";
 import type { OutputLevel, ToolDefinition, ToolExecutionResult } from "./toolrunner_pb.js";
 import type { CountTokensResponse } from "./tokens_pb.js";
+import type { ExportConversationRequestSchema, ExportConversationResponseSchema, ExportRunRequestSchema, ExportRunResponseSchema } from "./export_pb.js";
 
 /**
  * Describes the file baagent/v1/gateway.proto.
@@ -1010,6 +1011,29 @@ export declare const GatewayService: GenService<{
     methodKind: "unary";
     input: typeof GatewayServiceCountTokensRequestSchema;
     output: typeof GatewayServiceCountTokensResponseSchema;
+  },
+  /**
+   * Exports a run's stored events as a Claude or OpenAI transcript or as
+   * JSON Lines (GET /v1/runs/{run_id}/export?format=…), in chunks of at most
+   * 64 KiB; the first carries the content type.
+   *
+   * @generated from rpc baagent.v1.GatewayService.ExportRun
+   */
+  exportRun: {
+    methodKind: "server_streaming";
+    input: typeof ExportRunRequestSchema;
+    output: typeof ExportRunResponseSchema;
+  },
+  /**
+   * Exports every run of a conversation, oldest first, as one document
+   * (GET /v1/conversations/{conversation_id}/export?format=…).
+   *
+   * @generated from rpc baagent.v1.GatewayService.ExportConversation
+   */
+  exportConversation: {
+    methodKind: "server_streaming";
+    input: typeof ExportConversationRequestSchema;
+    output: typeof ExportConversationResponseSchema;
   },
 }>;
 
