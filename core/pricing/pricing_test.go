@@ -4,10 +4,10 @@ import (
 	"math"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
-
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 )
+
+func ptr(v float64) *float64 { return &v }
 
 func meta(input, cached, output *float64, limit int64) *baagentv1.ModelMetadata {
 	return &baagentv1.ModelMetadata{InputCostPer_1M: input, CachedInputCostPer_1M: cached, OutputCostPer_1M: output, PriceMaxPromptTokens: limit}
@@ -18,7 +18,7 @@ func usage(prompt, cached, completion int64) *baagentv1.Usage {
 }
 
 func TestCost(t *testing.T) {
-	p := proto.Float64
+	p := ptr
 	gpt4o := meta(p(2.5), p(1.25), p(10), 0)
 	tiered := meta(p(1.25), p(0.31), p(10), 200_000)
 	for _, tc := range []struct {
@@ -75,7 +75,7 @@ func TestSplit(t *testing.T) {
 }
 
 func TestPriced(t *testing.T) {
-	p := proto.Float64
+	p := ptr
 	if Priced(nil) || Priced(&baagentv1.ModelMetadata{}) || Priced(meta(p(1), nil, nil, 0)) {
 		t.Fatal("a model without both prices is priced")
 	}
