@@ -315,7 +315,9 @@ func (x *EncoderConfig) GetEncoderParams() map[string]string {
 // ModelMetadata is a model's capabilities and prices.
 type ModelMetadata struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Model identifier.
+	// Model identifier: for a priced model, the name its price is listed under
+	// (gpt-4o for gpt-4o-2024-08-06, or the operator's pattern), else the name
+	// asked about.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Maximum context length in tokens (default 128000).
 	ContextLength int64 `protobuf:"varint,2,opt,name=context_length,json=contextLength,proto3" json:"context_length,omitempty"`

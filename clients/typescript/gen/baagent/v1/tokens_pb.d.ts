@@ -74,7 +74,9 @@ export declare const EncoderConfigSchema: GenMessage<EncoderConfig>;
  */
 export declare type ModelMetadata = Message<"baagent.v1.ModelMetadata"> & {
   /**
-   * Model identifier.
+   * Model identifier: for a priced model, the name its price is listed under
+   * (gpt-4o for gpt-4o-2024-08-06, or the operator's pattern), else the name
+   * asked about.
    *
    * @generated from field: string name = 1;
    */
