@@ -118,3 +118,18 @@ func FuzzCost(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkCost is the cost of one model call from its metadata and usage.
+func BenchmarkCost(b *testing.B) {
+	m := meta(ptr(2.5), ptr(1.25), ptr(10), 0)
+	u := usage(12_000, 8_000, 400)
+	b.ReportAllocs()
+	var sum float64
+	for b.Loop() {
+		usd, _ := Cost(m, u)
+		sum += usd
+	}
+	if sum <= 0 {
+		b.Fatal("no cost")
+	}
+}
