@@ -148,6 +148,8 @@ func runTokensInfo(ctx context.Context, c *cli, args []string) error {
 		{"max output", strconv.FormatInt(md.GetMaxOutputTokens(), 10)},
 		{"input $/1M", price(md.InputCostPer_1M)},
 		{"output $/1M", price(md.OutputCostPer_1M)},
+		{"cached input $/1M", cachedPrice(md)},
+		{"priced as", pricedAs(md)},
 	} {
 		fmt.Fprintf(tw, "%s:\t%s\n", row[0], row[1])
 	}
