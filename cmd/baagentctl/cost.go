@@ -58,3 +58,23 @@ func pricedAs(md *baagentv1.ModelMetadata) string {
 	}
 	return s
 }
+
+// priceColumns are the price columns of `tokens models`: input, cached
+// input and output USD per 1M tokens and the price's date, "-" where
+// unknown.
+func priceColumns(md *baagentv1.ModelMetadata) string {
+	if md.InputCostPer_1M == nil && md.OutputCostPer_1M == nil {
+		return "-\t-\t-\t-"
+	}
+	dash := func(s string) string {
+		if s == "" || s == "unknown" {
+			return "-"
+		}
+		return s
+	}
+	cached := cachedPrice(md)
+	if cached == "as input" {
+		cached = "-"
+	}
+	return fmt.Sprintf("%s\t%s\t%s\t%s", dash(price(md.InputCostPer_1M)), dash(cached), dash(price(md.OutputCostPer_1M)), dash(md.GetPriceAsOf()))
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -45,6 +46,10 @@ func TestTokensInfoShowsPrices(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("info lacks %q:\n%s", want, out)
 		}
+	}
+	code, out, _ = ctlStdin(t, "", addr, "tokens", "models")
+	if code != 0 || !strings.Contains(out, "PRICE AS OF") || !regexp.MustCompile(`(?m)^deepseek-reasoner .* 0\.28 +0\.028 +0\.42 +20\d\d-\d\d-\d\d$`).MatchString(out) {
+		t.Errorf("models: exit %d\n%s", code, out)
 	}
 	code, out, _ = ctlStdin(t, "", addr, "tokens", "info", "house-model")
 	if code != 0 || !strings.Contains(out, "priced as:") || !strings.Contains(out, "no price") {
