@@ -1987,9 +1987,9 @@ type CostUpdatePayload struct {
 	TotalInputTokens int64 `protobuf:"varint,3,opt,name=total_input_tokens,json=totalInputTokens,proto3" json:"total_input_tokens,omitempty"`
 	// Completion tokens so far in the run.
 	TotalOutputTokens int64 `protobuf:"varint,4,opt,name=total_output_tokens,json=totalOutputTokens,proto3" json:"total_output_tokens,omitempty"`
-	// Cost of this call in USD (0 when the price is unknown).
+	// Cost of this call in USD (0 when the price is unknown: see price_known).
 	StepCostUsd float64 `protobuf:"fixed64,5,opt,name=step_cost_usd,json=stepCostUsd,proto3" json:"step_cost_usd,omitempty"`
-	// Cost so far in USD.
+	// Cost so far in USD, over the run's priced calls.
 	TotalCostUsd float64 `protobuf:"fixed64,6,opt,name=total_cost_usd,json=totalCostUsd,proto3" json:"total_cost_usd,omitempty"`
 	// Whether this call was priced: false when the model has no price or the
 	// prompt exceeded the price's tier limit (step_cost_usd is then 0).

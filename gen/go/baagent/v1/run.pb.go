@@ -772,7 +772,8 @@ type ConversationMetrics struct {
 	MessagesCount int32 `protobuf:"varint,14,opt,name=messages_count,json=messagesCount,proto3" json:"messages_count,omitempty"`
 	// Compressions applied.
 	CompressionEvents int32 `protobuf:"varint,15,opt,name=compression_events,json=compressionEvents,proto3" json:"compression_events,omitempty"`
-	// Cost in USD from the model's prices (0 when unknown).
+	// Cost in USD of the model calls whose price is known; unpriced_calls
+	// counts the others.
 	TotalCostUsd float64 `protobuf:"fixed64,16,opt,name=total_cost_usd,json=totalCostUsd,proto3" json:"total_cost_usd,omitempty"`
 	// Model calls made.
 	LlmCalls int32 `protobuf:"varint,17,opt,name=llm_calls,json=llmCalls,proto3" json:"llm_calls,omitempty"`

@@ -1170,14 +1170,14 @@ export declare type CostUpdatePayload = Message<"baagent.v1.CostUpdatePayload"> 
   totalOutputTokens: bigint;
 
   /**
-   * Cost of this call in USD (0 when the price is unknown).
+   * Cost of this call in USD (0 when the price is unknown: see price_known).
    *
    * @generated from field: double step_cost_usd = 5;
    */
   stepCostUsd: number;
 
   /**
-   * Cost so far in USD.
+   * Cost so far in USD, over the run's priced calls.
    *
    * @generated from field: double total_cost_usd = 6;
    */

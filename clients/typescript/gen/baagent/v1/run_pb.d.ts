@@ -269,7 +269,8 @@ export declare type ConversationMetrics = Message<"baagent.v1.ConversationMetric
   compressionEvents: number;
 
   /**
-   * Cost in USD from the model's prices (0 when unknown).
+   * Cost in USD of the model calls whose price is known; unpriced_calls
+   * counts the others.
    *
    * @generated from field: double total_cost_usd = 16;
    */
