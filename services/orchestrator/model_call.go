@@ -177,8 +177,11 @@ func (r *run) modelInfo(ctx context.Context, model string) *baagentv1.ModelInfo 
 		return info
 	}
 	resp, err := r.s.opts.Tokens.GetModelInfo(ctx, &baagentv1.GetModelInfoRequest{Model: model})
-	if err != nil {
+	switch {
+	case err != nil:
 		r.log.Warn("model info unavailable; cost reported as unknown", "model", model, "error", err)
+	case !pricing.Priced(resp.GetInfo().GetMetadata()):
+		r.log.Info("model has no price; its calls are reported as unpriced", "model", model)
 	}
 	r.models[model] = resp.GetInfo()
 	return resp.GetInfo()

@@ -122,6 +122,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	log.Debug("built-in prices loaded", "models", len(prices))
 	set, err := encoding.NewSet()
 	if err != nil {
 		return nil, err
