@@ -493,11 +493,7 @@ func (v *liveView) show(ev *baagentv1.Event) error {
 			c.GetCompressionStrategy(), c.GetOriginalMessageCount(), c.GetFinalMessageCount(), c.GetEstimatedTokens(), c.GetBudgetUtilizationPct())
 	case *baagentv1.Event_CostUpdate:
 		c := p.CostUpdate
-		cost := "cost unknown"
-		if c.GetTotalCostUsd() > 0 {
-			cost = fmt.Sprintf("$%.6f so far", c.GetTotalCostUsd())
-		}
-		v.printf("  (%s: %d tokens in, %d out; %s)\n", c.GetModel(), c.GetUsage().GetPromptTokens(), c.GetUsage().GetCompletionTokens(), cost)
+		v.printf("  (%s: %s)\n", c.GetModel(), costUpdateLine(c))
 	case *baagentv1.Event_StepEnd:
 		v.printf("") // end a streamed line
 	case *baagentv1.Event_WorkPlan:

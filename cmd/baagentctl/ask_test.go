@@ -156,7 +156,7 @@ func TestAskThroughTheGateway(t *testing.T) {
 	for _, want := range []string{
 		"run run_", "conversation conv-cli", "scripted model, not a real LLM", "── step 1", "I'll total 2026-Q3 revenue by product category with one query.",
 		"→ sql_query {", "SELECT p.category AS category", "[call_revenue-by-category_", "← sql_query ok in ", "| Software | 2104842.9 | 176 |", "── step 2", "had the highest revenue last quarter",
-		"tokens in", "completed in 2 steps",
+		"tokens in", "; cost unknown)", "completed in 2 steps",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

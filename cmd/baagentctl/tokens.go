@@ -148,6 +148,8 @@ func runTokensInfo(ctx context.Context, c *cli, args []string) error {
 		{"max output", strconv.FormatInt(md.GetMaxOutputTokens(), 10)},
 		{"input $/1M", price(md.InputCostPer_1M)},
 		{"output $/1M", price(md.OutputCostPer_1M)},
+		{"cached input $/1M", cachedPrice(md)},
+		{"priced as", pricedAs(md)},
 	} {
 		fmt.Fprintf(tw, "%s:\t%s\n", row[0], row[1])
 	}
@@ -174,10 +176,11 @@ func runTokensModels(ctx context.Context, c *cli, args []string) error {
 		return c.printProto(resp)
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MODEL\tFAMILY\tENCODING\tMARGIN\tESTIMATE\tCONTEXT")
+	fmt.Fprintln(tw, "MODEL\tFAMILY\tENCODING\tMARGIN\tESTIMATE\tCONTEXT\t$/1M IN\tCACHED\tOUT\tPRICE AS OF")
 	for _, m := range resp.GetModels() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%g\t%v\t%d\n", m.GetModel(), familyLabel(m.GetModelFamily()), m.GetEncodingName(),
-			m.GetSafetyMargin(), m.GetIsEstimate(), m.GetMetadata().GetContextLength())
+		md := m.GetMetadata()
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%g\t%v\t%d\t%s\n", m.GetModel(), familyLabel(m.GetModelFamily()), m.GetEncodingName(),
+			m.GetSafetyMargin(), m.GetIsEstimate(), md.GetContextLength(), priceColumns(md))
 	}
 	fmt.Fprintf(tw, "\nencodings: %s\n", strings.Join(resp.GetEncodings(), ", "))
 	return tw.Flush()

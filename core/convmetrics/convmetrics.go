@@ -55,7 +55,9 @@ func Report(m *baagentv1.ConversationMetrics) string {
 	fmt.Fprintf(&b, "Duration: %.1fs\n\n", m.GetTotalDurationMs()/1000)
 	fmt.Fprintf(&b, "Token Usage:\n  - Input: %s\n  - Output: %s\n  - Total: %s\n",
 		thousands(m.GetTotalInputTokens()), thousands(m.GetTotalOutputTokens()), thousands(m.GetTotalTokens()))
-	fmt.Fprintf(&b, "  - Model calls: %d\n  - Cost: $%.6f\n\n", m.GetLlmCalls(), m.GetTotalCostUsd())
+	fmt.Fprintf(&b, "  - Model calls: %d\n  - Cost: %s\n", m.GetLlmCalls(), CostLine(m))
+	costByModel(&b, m)
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "Tool Calls:\n  - Total: %d\n  - Successful: %d\n  - Failed: %d\n  - Retried: %d\n\n",
 		len(m.GetToolCalls()), m.GetSuccessfulCalls(), m.GetFailedCalls(), m.GetRetriedCalls())
 	b.WriteString("Per-Tool Statistics:\n")

@@ -43,8 +43,8 @@ import (
 
 const testTenant = "orchestrator-test"
 
-// pricedModelYAML gives the tokens service a model with prices, so cost
-// accounting can be checked (no prices are built in).
+// pricedModelYAML gives the tokens service a model of its own with prices,
+// so cost accounting can be checked with round numbers.
 const pricedModelYAML = `
 models:
   priced-model:

@@ -76,7 +76,7 @@ func TestRunAnswersWithToolCall(t *testing.T) {
 	}
 	cu := evs[4].GetCostUpdate()
 	// 100 prompt tokens at $2.5/M + 20 completion tokens at $10/M.
-	if cu.GetModel() != "priced-model" || cu.GetUsage().GetPromptTokens() != 100 || cu.GetTotalInputTokens() != 100 || math.Abs(cu.GetStepCostUsd()-0.00045) > 1e-12 {
+	if cu.GetModel() != "priced-model" || cu.GetUsage().GetPromptTokens() != 100 || cu.GetTotalInputTokens() != 100 || math.Abs(cu.GetStepCostUsd()-0.00045) > 1e-12 || !cu.GetPriceKnown() {
 		t.Errorf("cost_update = %v", cu)
 	}
 	complete := evs[len(evs)-1].GetComplete()
@@ -84,7 +84,7 @@ func TestRunAnswersWithToolCall(t *testing.T) {
 		t.Errorf("complete = %v", complete)
 	}
 	m := complete.GetMetrics()
-	if m.GetLlmCalls() != 2 || math.Abs(m.GetTotalCostUsd()-0.0009) > 1e-12 || m.GetTotalInputTokens() != 200 || m.GetTotalOutputTokens() != 40 || m.GetTotalTokens() != 240 ||
+	if m.GetLlmCalls() != 2 || math.Abs(m.GetTotalCostUsd()-0.0009) > 1e-12 || math.Abs(m.GetCostByModel()["priced-model"]-0.0009) > 1e-12 || m.GetUnpricedCalls() != 0 || m.GetTotalInputTokens() != 200 || m.GetTotalOutputTokens() != 40 || m.GetTotalTokens() != 240 ||
 		len(m.GetToolCalls()) != 1 || m.GetSuccessfulCalls() != 1 || m.GetToolStats()["sql_query"].GetCallCount() != 1 ||
 		m.GetToolCalls()[0].GetInputTokens() == 0 || m.GetEndTime() == nil || m.GetConversationId() != "conv-1" {
 		t.Errorf("metrics = %v", m)

@@ -8,7 +8,8 @@ import (
 
 // metrics are the service's Prometheus collectors (baagent_orchestrator_*).
 // No label carries client input (models, tools and tenants are unbounded
-// sets), so cardinality stays fixed.
+// sets), so cardinality stays fixed; the cost metrics' tenant and model
+// labels are bounded per replica (cost_metrics.go).
 type metrics struct {
 	runs          *prometheus.CounterVec // by outcome
 	runsActive    prometheus.Gauge
@@ -21,6 +22,7 @@ type metrics struct {
 	toolCalls     *prometheus.CounterVec // by outcome
 	toolDuration  prometheus.Histogram
 	eventFailures prometheus.Counter
+	cost          *costMetrics // baagent_model_*: bounded tenant and model labels
 }
 
 // Outcomes of a tool call, the label of tool_calls_total.
@@ -81,6 +83,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: ns, Subsystem: sub, Name: "event_publish_failures_total",
 			Help: "Run events that could not be published to JetStream after retries.",
 		}),
+		cost: newCostMetrics(),
 	}
 	for _, o := range []string{"completed", "failed", "cancelled"} {
 		m.runs.WithLabelValues(o)
@@ -98,5 +101,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.runs, m.runsActive, m.waits, m.resumed, m.steps, m.stepOverhead, m.modelLatency, m.modelTokens, m.toolCalls, m.toolDuration, m.eventFailures}
+	return append([]prometheus.Collector{m.runs, m.runsActive, m.waits, m.resumed, m.steps, m.stepOverhead, m.modelLatency, m.modelTokens, m.toolCalls, m.toolDuration, m.eventFailures},
+		m.cost.collectors()...)
 }

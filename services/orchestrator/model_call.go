@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/baagent/baagent/core/pricing"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	promx "github.com/baagent/baagent/internal/metrics"
 	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
@@ -131,16 +132,28 @@ func (r *run) callModel(ctx context.Context, model string, msgs []*baagentv1.Cha
 }
 
 // account adds a model call's usage and cost to the run and publishes
-// cost_update.
+// cost_update. The cost is [pricing.Cost] of the model's metadata; when the
+// price is unknown, or the endpoint reported no usage (u nil), the call is
+// counted as unpriced, never as free.
 func (r *run) account(model string, info *baagentv1.ModelInfo, u *baagentv1.Usage) error {
-	if u == nil {
+	reported := u != nil
+	if !reported {
 		u = &baagentv1.Usage{}
 	}
 	meta := info.GetMetadata()
-	cost := float64(u.GetPromptTokens())*meta.GetInputCostPer_1M()/1e6 + float64(u.GetCompletionTokens())*meta.GetOutputCostPer_1M()/1e6
-	r.metrics.RecordModelCall(u, cost)
+	cost, known := pricing.Cost(meta, u)
+	if !reported {
+		cost, known = 0, false
+	}
+	tokens := pricing.Split(u)
+	r.metrics.RecordModelCall(model, u, cost, known)
 	r.s.metrics.modelTokens.WithLabelValues("input").Add(float64(u.GetPromptTokens()))
 	r.s.metrics.modelTokens.WithLabelValues("output").Add(float64(u.GetCompletionTokens()))
+	r.s.metrics.cost.record(r.rec.GetTenant(), meta, tokens, cost, known)
+	asOf := ""
+	if known {
+		asOf = meta.GetPriceAsOf()
+	}
 	m := r.metrics.Snapshot(time.Now(), false)
 	return r.emit(&baagentv1.Event{Payload: &baagentv1.Event_CostUpdate{CostUpdate: &baagentv1.CostUpdatePayload{
 		Model:             model,
@@ -149,20 +162,26 @@ func (r *run) account(model string, info *baagentv1.ModelInfo, u *baagentv1.Usag
 		TotalOutputTokens: m.GetTotalOutputTokens(),
 		StepCostUsd:       cost,
 		TotalCostUsd:      m.GetTotalCostUsd(),
+		PriceKnown:        known,
+		PriceAsOf:         asOf,
+		CachedInputTokens: tokens.CachedInput,
 	}}})
 }
 
 // modelInfo returns the tokens service's metadata of model (context length,
 // output limit, prices), asked once per model per run. Without it the run
 // still works: the context service sizes the window from its own model
-// metadata and the cost is reported as 0 (unknown).
+// metadata and the cost is reported as unknown (price_known false).
 func (r *run) modelInfo(ctx context.Context, model string) *baagentv1.ModelInfo {
 	if info, ok := r.models[model]; ok {
 		return info
 	}
 	resp, err := r.s.opts.Tokens.GetModelInfo(ctx, &baagentv1.GetModelInfoRequest{Model: model})
-	if err != nil {
-		r.log.Warn("model info unavailable; cost reported as unknown (0)", "model", model, "error", err)
+	switch {
+	case err != nil:
+		r.log.Warn("model info unavailable; cost reported as unknown", "model", model, "error", err)
+	case !pricing.Priced(resp.GetInfo().GetMetadata()):
+		r.log.Info("model has no price; its calls are reported as unpriced", "model", model)
 	}
 	r.models[model] = resp.GetInfo()
 	return resp.GetInfo()

@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/baagent/baagent/services/tokens/encoding"
+	"github.com/baagent/baagent/services/tokens/pricetable"
 )
 
 // MaxConfigBytes bounds a token_encoders.yaml file.
@@ -38,6 +39,11 @@ const maxMargin = 10.0
 //	  gpt-4o:
 //	    context_length: 128000
 //	    max_output_tokens: 16384
+//	    input_cost_per_1m: 2.5          # prices: USD per 1M tokens; any of
+//	    cached_input_cost_per_1m: 1.25  # them replaces the built-in price
+//	    output_cost_per_1m: 10          # of the model entirely
+//	    price_as_of: "2024-10-01"
+//	    price_max_prompt_tokens: 0      # a tiered price's prompt limit
 type configFile struct {
 	Encoders map[string]*encoderYAML `yaml:"encoders"`
 	Models   map[string]*modelYAML   `yaml:"models"`
@@ -60,6 +66,10 @@ type modelYAML struct {
 	Capabilities      []string `yaml:"capabilities"`
 	SupportsStreaming *bool    `yaml:"supports_streaming"`
 	SupportsJSONMode  bool     `yaml:"supports_json_mode"`
+	// Appended for the built-in price table (docs/concepts/tokens.md#prices).
+	CachedInputCostPer1M *float64 `yaml:"cached_input_cost_per_1m"`
+	PriceAsOf            string   `yaml:"price_as_of"`
+	PriceMaxPromptTokens int64    `yaml:"price_max_prompt_tokens"`
 }
 
 // Config is a parsed and validated token_encoders.yaml.
@@ -217,10 +227,21 @@ func (y *modelYAML) validate() (ModelMetadata, error) {
 	if md.MaxOutputTokens > md.ContextLength {
 		errs = append(errs, fmt.Errorf("max_output_tokens %d exceeds context_length %d", md.MaxOutputTokens, md.ContextLength))
 	}
-	for name, cost := range map[string]*float64{"input_cost_per_1m": y.InputCostPer1M, "output_cost_per_1m": y.OutputCostPer1M} {
-		if cost != nil && (math.IsNaN(*cost) || math.IsInf(*cost, 0) || *cost < 0) {
-			errs = append(errs, fmt.Errorf("%s %v must be a non-negative number", name, *cost))
+	for _, c := range []struct {
+		name string
+		cost *float64
+	}{{"input_cost_per_1m", y.InputCostPer1M}, {"cached_input_cost_per_1m", y.CachedInputCostPer1M}, {"output_cost_per_1m", y.OutputCostPer1M}} {
+		if c.cost != nil && (math.IsNaN(*c.cost) || math.IsInf(*c.cost, 0) || *c.cost < 0) {
+			errs = append(errs, fmt.Errorf("%s %v must be a non-negative number", c.name, *c.cost))
 		}
+	}
+	if y.PriceAsOf != "" {
+		if err := pricetable.CheckDate(y.PriceAsOf); err != nil {
+			errs = append(errs, fmt.Errorf("price_as_of: %w", err))
+		}
+	}
+	if y.PriceMaxPromptTokens < 0 {
+		errs = append(errs, fmt.Errorf("price_max_prompt_tokens %d must not be negative", y.PriceMaxPromptTokens))
 	}
 	for _, c := range y.Capabilities {
 		if c == "" || len(c) > 64 || strings.IndexFunc(c, func(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) }) >= 0 {
@@ -231,6 +252,7 @@ func (y *modelYAML) validate() (ModelMetadata, error) {
 		return ModelMetadata{}, err
 	}
 	md.InputCostPer1M, md.OutputCostPer1M = y.InputCostPer1M, y.OutputCostPer1M
+	md.CachedInputCostPer1M, md.PriceAsOf, md.PriceMaxPromptTokens = y.CachedInputCostPer1M, y.PriceAsOf, y.PriceMaxPromptTokens
 	md.Capabilities = y.Capabilities
 	if y.SupportsStreaming != nil {
 		md.SupportsStreaming = *y.SupportsStreaming

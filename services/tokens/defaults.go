@@ -66,8 +66,8 @@ func defaultEncoders() map[string]EncoderConfig {
 }
 
 // defaultModelMetadata is the table of preset models: context length
-// and maximum output only. No prices are built in;
-// add them in token_encoders.yaml. A dated snapshot of Claude 3.5 Sonnet
+// and maximum output only. Prices come from the built-in price table
+// (package pricetable) or token_encoders.yaml. A dated snapshot of Claude 3.5 Sonnet
 // (claude-3-5-sonnet-20241022) is the same model, hence the pattern.
 func defaultModelMetadata() map[string]ModelMetadata {
 	meta := func(ctx, out int64) ModelMetadata {

@@ -17,6 +17,10 @@ func TestKnownModelsAreExactNamesOfTheRegistry(t *testing.T) {
 	if !slices.Contains(names, "gpt-4o") {
 		t.Errorf("built-in registry: gpt-4o missing from %v", names)
 	}
+	// A model known only from the price table is known too.
+	if !slices.Contains(names, "claude-3-5-haiku") {
+		t.Errorf("built-in registry: the priced claude-3-5-haiku missing from %v", names)
+	}
 	for _, n := range names {
 		if isGlob(n) {
 			t.Errorf("pattern %q listed as a known model", n)

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/tokens/pricetable"
 )
 
 // EncoderConfig is how one model or pattern is counted: the
@@ -37,11 +38,38 @@ type ModelMetadata struct {
 	MaxOutputTokens int64
 	// InputCostPer1M and OutputCostPer1M are USD per million tokens, nil when
 	// unknown: no price is ever made up.
-	InputCostPer1M    *float64
-	OutputCostPer1M   *float64
-	Capabilities      []string
-	SupportsStreaming bool
-	SupportsJSONMode  bool
+	InputCostPer1M  *float64
+	OutputCostPer1M *float64
+	// CachedInputCostPer1M is the price of a prompt token served from the
+	// provider's prompt cache, nil when unknown (billed as input).
+	CachedInputCostPer1M *float64
+	// PriceAsOf is the date of the prices (YYYY-MM-DD), empty when unknown.
+	PriceAsOf string
+	// PriceMaxPromptTokens is the largest prompt the prices hold for; 0
+	// for no limit.
+	PriceMaxPromptTokens int64
+	Capabilities         []string
+	SupportsStreaming    bool
+	SupportsJSONMode     bool
+}
+
+// hasPrice reports whether m sets any price field: such an entry prices
+// its models by itself, and the built-in price table is not consulted.
+func (m ModelMetadata) hasPrice() bool {
+	return m.InputCostPer1M != nil || m.OutputCostPer1M != nil || m.CachedInputCostPer1M != nil
+}
+
+// withPrice is m priced by p.
+func (m ModelMetadata) withPrice(p pricetable.Price) ModelMetadata {
+	in, out := p.Input, p.Output
+	m.InputCostPer1M, m.OutputCostPer1M = &in, &out
+	m.CachedInputCostPer1M = nil
+	if p.CachedInput != nil {
+		c := *p.CachedInput
+		m.CachedInputCostPer1M = &c
+	}
+	m.PriceAsOf, m.PriceMaxPromptTokens = p.AsOf, p.MaxPromptTokens
+	return m
 }
 
 // ModelMetadata defaults, used for a model with no metadata entry.
@@ -141,6 +169,7 @@ func (t table[T]) get(key string) (T, bool) {
 type Registry struct {
 	encoders table[EncoderConfig]
 	metadata table[ModelMetadata]
+	prices   pricetable.Table
 }
 
 // NewRegistry builds a registry from encoder entries and metadata entries,
@@ -148,6 +177,15 @@ type Registry struct {
 // character). Entries are expected to be valid (see [LoadConfig]).
 func NewRegistry(encoders map[string]EncoderConfig, metadata map[string]ModelMetadata) *Registry {
 	return &Registry{encoders: newTable(encoders), metadata: newTable(metadata)}
+}
+
+// WithPrices returns a copy of r that prices a model whose metadata entry
+// sets no price from prices (docs/concepts/tokens.md#prices): a price in
+// the metadata (the operator's token_encoders.yaml) always wins.
+func (r *Registry) WithPrices(prices pricetable.Table) *Registry {
+	c := *r
+	c.prices = prices
+	return &c
 }
 
 // Resolution is how one model name is counted.
@@ -158,6 +196,10 @@ type Resolution struct {
 	Config  EncoderConfig
 	Meta    ModelMetadata
 	HasMeta bool // false when Meta holds the defaults
+	// PriceKey is the name the model's price is listed under: the price
+	// table's model (gpt-4o for gpt-4o-2024-08-06) or the metadata key
+	// that set it. Empty when the model has no price.
+	PriceKey string
 }
 
 // Resolve finds how model is counted (docs/concepts/tokens.md):
@@ -189,13 +231,31 @@ func (r *Registry) Resolve(model string) Resolution {
 		}
 	}
 	res.Meta, res.HasMeta = defaultMetadata(), false
+	metaKey := ""
 	for _, name := range names {
-		if meta, _, match := r.metadata.lookup(name); match != baagentv1.ModelMatch_MODEL_MATCH_UNSPECIFIED {
-			res.Meta, res.HasMeta = meta, true
+		if meta, key, match := r.metadata.lookup(name); match != baagentv1.ModelMatch_MODEL_MATCH_UNSPECIFIED {
+			res.Meta, res.HasMeta, metaKey = meta, true, key
 			break
 		}
 	}
+	r.price(&res, names, metaKey)
 	return res
+}
+
+// price sets res's price: the metadata entry's own when it has one, else
+// the price table's row for one of names (the name as given, then without
+// its router prefix; each exact, then as a snapshot of its base name).
+func (r *Registry) price(res *Resolution, names []string, metaKey string) {
+	if res.Meta.hasPrice() {
+		res.PriceKey = metaKey
+		return
+	}
+	for _, name := range names {
+		if p, ok := r.prices.Lookup(name); ok {
+			res.Meta, res.PriceKey = res.Meta.withPrice(p), p.Model
+			return
+		}
+	}
 }
 
 // Keys lists every encoder entry key, sorted.
@@ -249,9 +309,9 @@ func decodeRune(s string) (rune, int) {
 // Entries describes every registry key, sorted: each encoder entry as a
 // resolution of the key itself (Model and Key are the key, Match says whether
 // it is an exact name or a pattern, Meta is the metadata entry with the same
-// key when there is one), then each metadata entry that has no encoder entry
-// of its own (preset models such as qwen-plus), resolved as a model
-// name is.
+// key when there is one, priced as the model of that name would be), then each
+// metadata entry and each model of the price table that has no encoder entry
+// of its own (preset models such as qwen-plus), resolved as a model name is.
 func (r *Registry) Entries() []Resolution {
 	keys := r.encoders.keys()
 	out := make([]Resolution, 0, len(keys))
@@ -264,12 +324,26 @@ func (r *Registry) Entries() []Resolution {
 		if meta, ok := r.metadata.get(key); ok {
 			res.Meta, res.HasMeta = meta, true
 		}
+		if !isGlob(key) {
+			r.price(&res, []string{key}, key)
+		} else if res.Meta.hasPrice() {
+			res.PriceKey = key
+		}
 		out = append(out, res)
 	}
 	for _, key := range r.metadata.keys() {
 		if _, ok := r.encoders.get(key); !ok {
 			out = append(out, r.Resolve(key))
 		}
+	}
+	for _, model := range r.prices.Models() {
+		if _, ok := r.encoders.get(model); ok {
+			continue
+		}
+		if _, ok := r.metadata.get(model); ok {
+			continue
+		}
+		out = append(out, r.Resolve(model))
 	}
 	slices.SortFunc(out, func(a, b Resolution) int { return cmp.Compare(a.Model, b.Model) })
 	return out
@@ -288,8 +362,12 @@ func KnownModels(encodersFile string) ([]string, error) {
 		}
 		encoders, models = cfg.merge(encoders, models)
 	}
+	prices, err := pricetable.Builtin()
+	if err != nil {
+		return nil, err
+	}
 	var names []string
-	for _, e := range NewRegistry(encoders, models).Entries() {
+	for _, e := range NewRegistry(encoders, models).WithPrices(pricetable.NewTable(prices)).Entries() {
 		if !isGlob(e.Model) {
 			names = append(names, e.Model)
 		}

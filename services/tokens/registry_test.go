@@ -89,7 +89,7 @@ func TestResolveMetadata(t *testing.T) {
 			t.Errorf("%s: metadata %d/%d, want %d/%d", model, res.Meta.ContextLength, res.Meta.MaxOutputTokens, want[0], want[1])
 		}
 		if res.Meta.InputCostPer1M != nil || res.Meta.OutputCostPer1M != nil {
-			t.Errorf("%s: a built-in price appeared; the seed gives none", model)
+			t.Errorf("%s: a price appeared in a registry built without a price table", model)
 		}
 	}
 	if r.Resolve("unknown-model").HasMeta || !r.Resolve("gpt-4o").HasMeta {

@@ -97,7 +97,7 @@ func TestGetModelInfoSeedExample(t *testing.T) {
 		t.Errorf("exact counting reported: %s", b)
 	}
 	if md := info.GetMetadata(); md.GetContextLength() != 128000 || md.GetMaxOutputTokens() != 4096 || md.InputCostPer_1M != nil {
-		t.Errorf("metadata = %v, want the seed defaults and no price", md)
+		t.Errorf("metadata = %v, want the defaults and no price", md)
 	}
 }
 

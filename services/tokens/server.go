@@ -24,6 +24,7 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/validate"
 	"github.com/baagent/baagent/services/tokens/encoding"
+	"github.com/baagent/baagent/services/tokens/pricetable"
 )
 
 // ServiceName is the fully qualified gRPC service name, equal to
@@ -117,6 +118,11 @@ func New(opts Options) (*Server, error) {
 		encoders, models = cfg.merge(encoders, models)
 		log.Info("token encoders loaded", "file", opts.EncodersFile, "encoders", len(cfg.Encoders), "models", len(cfg.Models))
 	}
+	prices, err := pricetable.Builtin()
+	if err != nil {
+		return nil, err
+	}
+	log.Debug("built-in prices loaded", "models", len(prices))
 	set, err := encoding.NewSet()
 	if err != nil {
 		return nil, err
@@ -129,7 +135,7 @@ func New(opts Options) (*Server, error) {
 		opts:     opts,
 		log:      log,
 		encoders: set,
-		registry: NewRegistry(encoders, models),
+		registry: NewRegistry(encoders, models).WithPrices(pricetable.NewTable(prices)),
 		cache:    newCountCache(opts.CacheEntries, m),
 		metrics:  m,
 	}, nil
@@ -298,6 +304,10 @@ func (s *Server) ListModels(context.Context, *baagentv1.ListModelsRequest) (*baa
 
 func (s *Server) modelInfo(res Resolution) *baagentv1.ModelInfo {
 	cfg, meta := res.Config, res.Meta
+	name := res.Model
+	if res.PriceKey != "" {
+		name = res.PriceKey
+	}
 	return &baagentv1.ModelInfo{
 		Model:            res.Model,
 		ModelFamily:      cfg.Family,
@@ -309,7 +319,7 @@ func (s *Server) modelInfo(res Resolution) *baagentv1.ModelInfo {
 		MatchedPattern:   res.Key,
 		IsEstimate:       cfg.IsEstimate(),
 		Metadata: &baagentv1.ModelMetadata{
-			Name:              res.Model,
+			Name:              name,
 			ContextLength:     meta.ContextLength,
 			MaxOutputTokens:   meta.MaxOutputTokens,
 			InputCostPer_1M:   meta.InputCostPer1M,
@@ -317,6 +327,10 @@ func (s *Server) modelInfo(res Resolution) *baagentv1.ModelInfo {
 			Capabilities:      meta.Capabilities,
 			SupportsStreaming: meta.SupportsStreaming,
 			SupportsJsonMode:  meta.SupportsJSONMode,
+
+			CachedInputCostPer_1M: meta.CachedInputCostPer1M,
+			PriceAsOf:             meta.PriceAsOf,
+			PriceMaxPromptTokens:  meta.PriceMaxPromptTokens,
 		},
 	}
 }

@@ -108,6 +108,7 @@ function resetTimeline() {
   for (const id of ["u-in", "u-out", "u-cost", "u-events"]) $(id).textContent = "0";
   state.lastSeq = 0; state.cursor = ""; state.seen = new Set(); state.answer = ""; state.ended = false;
   state.received = 0; state.duplicates = 0;
+  state.unpricedCalls = 0;
   state.spans = newSpans();
   state.planState = newPlanState(); renderPlan();
   $("gantt").hidden = true;
@@ -404,7 +405,10 @@ function onEvent(ev) {
     case "cost_update":
       $("u-in").textContent = String(p.total_input_tokens || 0);
       $("u-out").textContent = String(p.total_output_tokens || 0);
-      $("u-cost").textContent = Number(p.total_cost_usd || 0).toFixed(4);
+      // A call without a price leaves the total incomplete: say so rather
+      // than show a total that looks whole (price_known is absent when false).
+      if (!p.price_known && !(p.step_cost_usd > 0)) state.unpricedCalls++;
+      $("u-cost").textContent = costText(Number(p.total_cost_usd || 0), state.unpricedCalls);
       break;
     case "step_start": item(ev, " step " + p.step_number); break;
     case "step_end": item(ev, " step " + p.step_number + " " + Math.round(p.duration_ms || 0) + " ms"); break;
@@ -699,3 +703,10 @@ $("skills-project").addEventListener("keydown", (e) => { if (e.key === "Enter") 
   if (fromHash) selectRun(fromHash);
   setInterval(refreshRuns, 3000);
 })();
+
+// costText is the dashboard's run cost: the priced calls' dollars, with
+// "unknown" for the part no price covers.
+function costText(usd, unpriced) {
+  if (!unpriced) return usd.toFixed(4);
+  return usd > 0 ? usd.toFixed(4) + " + unknown" : "unknown";
+}

@@ -1987,12 +1987,19 @@ type CostUpdatePayload struct {
 	TotalInputTokens int64 `protobuf:"varint,3,opt,name=total_input_tokens,json=totalInputTokens,proto3" json:"total_input_tokens,omitempty"`
 	// Completion tokens so far in the run.
 	TotalOutputTokens int64 `protobuf:"varint,4,opt,name=total_output_tokens,json=totalOutputTokens,proto3" json:"total_output_tokens,omitempty"`
-	// Cost of this call in USD (0 when the price is unknown).
+	// Cost of this call in USD (0 when the price is unknown: see price_known).
 	StepCostUsd float64 `protobuf:"fixed64,5,opt,name=step_cost_usd,json=stepCostUsd,proto3" json:"step_cost_usd,omitempty"`
-	// Cost so far in USD.
-	TotalCostUsd  float64 `protobuf:"fixed64,6,opt,name=total_cost_usd,json=totalCostUsd,proto3" json:"total_cost_usd,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Cost so far in USD, over the run's priced calls.
+	TotalCostUsd float64 `protobuf:"fixed64,6,opt,name=total_cost_usd,json=totalCostUsd,proto3" json:"total_cost_usd,omitempty"`
+	// Whether this call was priced: false when the model has no price or the
+	// prompt exceeded the price's tier limit (step_cost_usd is then 0).
+	PriceKnown bool `protobuf:"varint,7,opt,name=price_known,json=priceKnown,proto3" json:"price_known,omitempty"`
+	// Date (YYYY-MM-DD) of the price used; empty when price_known is false.
+	PriceAsOf string `protobuf:"bytes,8,opt,name=price_as_of,json=priceAsOf,proto3" json:"price_as_of,omitempty"`
+	// Prompt tokens of this call served from the provider's prompt cache.
+	CachedInputTokens int64 `protobuf:"varint,9,opt,name=cached_input_tokens,json=cachedInputTokens,proto3" json:"cached_input_tokens,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *CostUpdatePayload) Reset() {
@@ -2063,6 +2070,27 @@ func (x *CostUpdatePayload) GetStepCostUsd() float64 {
 func (x *CostUpdatePayload) GetTotalCostUsd() float64 {
 	if x != nil {
 		return x.TotalCostUsd
+	}
+	return 0
+}
+
+func (x *CostUpdatePayload) GetPriceKnown() bool {
+	if x != nil {
+		return x.PriceKnown
+	}
+	return false
+}
+
+func (x *CostUpdatePayload) GetPriceAsOf() string {
+	if x != nil {
+		return x.PriceAsOf
+	}
+	return ""
+}
+
+func (x *CostUpdatePayload) GetCachedInputTokens() int64 {
+	if x != nil {
+		return x.CachedInputTokens
 	}
 	return 0
 }
@@ -2837,14 +2865,18 @@ const file_baagent_v1_events_proto_rawDesc = "" +
 	"\rallowed_tools\x18\x06 \x03(\tR\fallowedTools\x12\x14\n" +
 	"\x05model\x18\a \x01(\tR\x05model\x12\x1b\n" +
 	"\tmax_steps\x18\b \x01(\x05R\bmaxSteps\x12\x14\n" +
-	"\x05depth\x18\t \x01(\x05R\x05depth\"\xfa\x01\n" +
+	"\x05depth\x18\t \x01(\x05R\x05depth\"\xeb\x02\n" +
 	"\x11CostUpdatePayload\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12'\n" +
 	"\x05usage\x18\x02 \x01(\v2\x11.baagent.v1.UsageR\x05usage\x12,\n" +
 	"\x12total_input_tokens\x18\x03 \x01(\x03R\x10totalInputTokens\x12.\n" +
 	"\x13total_output_tokens\x18\x04 \x01(\x03R\x11totalOutputTokens\x12\"\n" +
 	"\rstep_cost_usd\x18\x05 \x01(\x01R\vstepCostUsd\x12$\n" +
-	"\x0etotal_cost_usd\x18\x06 \x01(\x01R\ftotalCostUsd\"U\n" +
+	"\x0etotal_cost_usd\x18\x06 \x01(\x01R\ftotalCostUsd\x12\x1f\n" +
+	"\vprice_known\x18\a \x01(\bR\n" +
+	"priceKnown\x12\x1e\n" +
+	"\vprice_as_of\x18\b \x01(\tR\tpriceAsOf\x12.\n" +
+	"\x13cached_input_tokens\x18\t \x01(\x03R\x11cachedInputTokens\"U\n" +
 	"\x10StepStartPayload\x12\x1f\n" +
 	"\vstep_number\x18\x01 \x01(\x05R\n" +
 	"stepNumber\x12 \n" +

@@ -772,12 +772,18 @@ type ConversationMetrics struct {
 	MessagesCount int32 `protobuf:"varint,14,opt,name=messages_count,json=messagesCount,proto3" json:"messages_count,omitempty"`
 	// Compressions applied.
 	CompressionEvents int32 `protobuf:"varint,15,opt,name=compression_events,json=compressionEvents,proto3" json:"compression_events,omitempty"`
-	// Cost in USD from the model's prices (0 when unknown).
+	// Cost in USD of the model calls whose price is known; unpriced_calls
+	// counts the others.
 	TotalCostUsd float64 `protobuf:"fixed64,16,opt,name=total_cost_usd,json=totalCostUsd,proto3" json:"total_cost_usd,omitempty"`
 	// Model calls made.
 	LlmCalls int32 `protobuf:"varint,17,opt,name=llm_calls,json=llmCalls,proto3" json:"llm_calls,omitempty"`
 	// Per-tool aggregates by tool name.
-	ToolStats     map[string]*ToolStats `protobuf:"bytes,18,rep,name=tool_stats,json=toolStats,proto3" json:"tool_stats,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	ToolStats map[string]*ToolStats `protobuf:"bytes,18,rep,name=tool_stats,json=toolStats,proto3" json:"tool_stats,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Cost in USD by model name, over the priced model calls.
+	CostByModel map[string]float64 `protobuf:"bytes,19,rep,name=cost_by_model,json=costByModel,proto3" json:"cost_by_model,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	// Model calls whose cost is unknown (no price, or a prompt beyond the
+	// price's tier limit); total_cost_usd leaves them out.
+	UnpricedCalls int32 `protobuf:"varint,20,opt,name=unpriced_calls,json=unpricedCalls,proto3" json:"unpriced_calls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -936,6 +942,20 @@ func (x *ConversationMetrics) GetToolStats() map[string]*ToolStats {
 		return x.ToolStats
 	}
 	return nil
+}
+
+func (x *ConversationMetrics) GetCostByModel() map[string]float64 {
+	if x != nil {
+		return x.CostByModel
+	}
+	return nil
+}
+
+func (x *ConversationMetrics) GetUnpricedCalls() int32 {
+	if x != nil {
+		return x.UnpricedCalls
+	}
+	return 0
 }
 
 // ClarificationOption is one offered answer to a clarification question.
@@ -2046,7 +2066,7 @@ const file_baagent_v1_run_proto_rawDesc = "" +
 	"avg_tokens\x18\x03 \x01(\x01R\tavgTokens\x12!\n" +
 	"\fsuccess_rate\x18\x04 \x01(\x01R\vsuccessRate\x12\x1d\n" +
 	"\n" +
-	"error_rate\x18\x05 \x01(\x01R\terrorRate\"\x97\a\n" +
+	"error_rate\x18\x05 \x01(\x01R\terrorRate\"\xd4\b\n" +
 	"\x13ConversationMetrics\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x129\n" +
 	"\n" +
@@ -2069,10 +2089,15 @@ const file_baagent_v1_run_proto_rawDesc = "" +
 	"\x0etotal_cost_usd\x18\x10 \x01(\x01R\ftotalCostUsd\x12\x1b\n" +
 	"\tllm_calls\x18\x11 \x01(\x05R\bllmCalls\x12M\n" +
 	"\n" +
-	"tool_stats\x18\x12 \x03(\v2..baagent.v1.ConversationMetrics.ToolStatsEntryR\ttoolStats\x1aS\n" +
+	"tool_stats\x18\x12 \x03(\v2..baagent.v1.ConversationMetrics.ToolStatsEntryR\ttoolStats\x12T\n" +
+	"\rcost_by_model\x18\x13 \x03(\v20.baagent.v1.ConversationMetrics.CostByModelEntryR\vcostByModel\x12%\n" +
+	"\x0eunpriced_calls\x18\x14 \x01(\x05R\runpricedCalls\x1aS\n" +
 	"\x0eToolStatsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12+\n" +
-	"\x05value\x18\x02 \x01(\v2\x15.baagent.v1.ToolStatsR\x05value:\x028\x01\"t\n" +
+	"\x05value\x18\x02 \x01(\v2\x15.baagent.v1.ToolStatsR\x05value:\x028\x01\x1a>\n" +
+	"\x10CostByModelEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"t\n" +
 	"\x13ClarificationOption\x12\x14\n" +
 	"\x05label\x18\x01 \x01(\tR\x05label\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12%\n" +
@@ -2244,7 +2269,7 @@ func file_baagent_v1_run_proto_rawDescGZIP() []byte {
 }
 
 var file_baagent_v1_run_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_baagent_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_baagent_v1_run_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_baagent_v1_run_proto_goTypes = []any{
 	(RunState)(0),                 // 0: baagent.v1.RunState
 	(ClarificationType)(0),        // 1: baagent.v1.ClarificationType
@@ -2268,49 +2293,51 @@ var file_baagent_v1_run_proto_goTypes = []any{
 	(*PlanStep)(nil),              // 19: baagent.v1.PlanStep
 	(*WorkPlan)(nil),              // 20: baagent.v1.WorkPlan
 	nil,                           // 21: baagent.v1.ConversationMetrics.ToolStatsEntry
-	nil,                           // 22: baagent.v1.DecisionOption.ResourceUsageEntry
-	nil,                           // 23: baagent.v1.Run.LabelsEntry
-	nil,                           // 24: baagent.v1.RunSpec.LabelsEntry
-	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
-	(OutputLevel)(0),              // 26: baagent.v1.OutputLevel
+	nil,                           // 22: baagent.v1.ConversationMetrics.CostByModelEntry
+	nil,                           // 23: baagent.v1.DecisionOption.ResourceUsageEntry
+	nil,                           // 24: baagent.v1.Run.LabelsEntry
+	nil,                           // 25: baagent.v1.RunSpec.LabelsEntry
+	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
+	(OutputLevel)(0),              // 27: baagent.v1.OutputLevel
 }
 var file_baagent_v1_run_proto_depIdxs = []int32{
-	25, // 0: baagent.v1.ToolMetrics.start_time:type_name -> google.protobuf.Timestamp
-	25, // 1: baagent.v1.ToolMetrics.end_time:type_name -> google.protobuf.Timestamp
-	26, // 2: baagent.v1.ToolMetrics.output_level:type_name -> baagent.v1.OutputLevel
-	25, // 3: baagent.v1.ConversationMetrics.start_time:type_name -> google.protobuf.Timestamp
-	25, // 4: baagent.v1.ConversationMetrics.end_time:type_name -> google.protobuf.Timestamp
+	26, // 0: baagent.v1.ToolMetrics.start_time:type_name -> google.protobuf.Timestamp
+	26, // 1: baagent.v1.ToolMetrics.end_time:type_name -> google.protobuf.Timestamp
+	27, // 2: baagent.v1.ToolMetrics.output_level:type_name -> baagent.v1.OutputLevel
+	26, // 3: baagent.v1.ConversationMetrics.start_time:type_name -> google.protobuf.Timestamp
+	26, // 4: baagent.v1.ConversationMetrics.end_time:type_name -> google.protobuf.Timestamp
 	8,  // 5: baagent.v1.ConversationMetrics.tool_calls:type_name -> baagent.v1.ToolMetrics
 	21, // 6: baagent.v1.ConversationMetrics.tool_stats:type_name -> baagent.v1.ConversationMetrics.ToolStatsEntry
-	1,  // 7: baagent.v1.ClarificationQuestion.question_type:type_name -> baagent.v1.ClarificationType
-	11, // 8: baagent.v1.ClarificationQuestion.options:type_name -> baagent.v1.ClarificationOption
-	22, // 9: baagent.v1.DecisionOption.resource_usage:type_name -> baagent.v1.DecisionOption.ResourceUsageEntry
-	2,  // 10: baagent.v1.DecisionPoint.decision_type:type_name -> baagent.v1.DecisionType
-	13, // 11: baagent.v1.DecisionPoint.options:type_name -> baagent.v1.DecisionOption
-	12, // 12: baagent.v1.PendingInput.clarification:type_name -> baagent.v1.ClarificationQuestion
-	14, // 13: baagent.v1.PendingInput.decision:type_name -> baagent.v1.DecisionPoint
-	25, // 14: baagent.v1.PendingInput.deadline:type_name -> google.protobuf.Timestamp
-	0,  // 15: baagent.v1.Run.state:type_name -> baagent.v1.RunState
-	25, // 16: baagent.v1.Run.created_at:type_name -> google.protobuf.Timestamp
-	25, // 17: baagent.v1.Run.started_at:type_name -> google.protobuf.Timestamp
-	25, // 18: baagent.v1.Run.finished_at:type_name -> google.protobuf.Timestamp
-	10, // 19: baagent.v1.Run.metrics:type_name -> baagent.v1.ConversationMetrics
-	16, // 20: baagent.v1.Run.error:type_name -> baagent.v1.RunError
-	15, // 21: baagent.v1.Run.pending_input:type_name -> baagent.v1.PendingInput
-	23, // 22: baagent.v1.Run.labels:type_name -> baagent.v1.Run.LabelsEntry
-	4,  // 23: baagent.v1.Run.query_complexity:type_name -> baagent.v1.QueryComplexity
-	20, // 24: baagent.v1.Run.plan:type_name -> baagent.v1.WorkPlan
-	24, // 25: baagent.v1.RunSpec.labels:type_name -> baagent.v1.RunSpec.LabelsEntry
-	5,  // 26: baagent.v1.RunSpec.plan:type_name -> baagent.v1.PlanMode
-	6,  // 27: baagent.v1.RunSpec.plan_approval:type_name -> baagent.v1.PlanApproval
-	7,  // 28: baagent.v1.PlanStep.status:type_name -> baagent.v1.PlanStepStatus
-	19, // 29: baagent.v1.WorkPlan.steps:type_name -> baagent.v1.PlanStep
-	9,  // 30: baagent.v1.ConversationMetrics.ToolStatsEntry.value:type_name -> baagent.v1.ToolStats
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	22, // 7: baagent.v1.ConversationMetrics.cost_by_model:type_name -> baagent.v1.ConversationMetrics.CostByModelEntry
+	1,  // 8: baagent.v1.ClarificationQuestion.question_type:type_name -> baagent.v1.ClarificationType
+	11, // 9: baagent.v1.ClarificationQuestion.options:type_name -> baagent.v1.ClarificationOption
+	23, // 10: baagent.v1.DecisionOption.resource_usage:type_name -> baagent.v1.DecisionOption.ResourceUsageEntry
+	2,  // 11: baagent.v1.DecisionPoint.decision_type:type_name -> baagent.v1.DecisionType
+	13, // 12: baagent.v1.DecisionPoint.options:type_name -> baagent.v1.DecisionOption
+	12, // 13: baagent.v1.PendingInput.clarification:type_name -> baagent.v1.ClarificationQuestion
+	14, // 14: baagent.v1.PendingInput.decision:type_name -> baagent.v1.DecisionPoint
+	26, // 15: baagent.v1.PendingInput.deadline:type_name -> google.protobuf.Timestamp
+	0,  // 16: baagent.v1.Run.state:type_name -> baagent.v1.RunState
+	26, // 17: baagent.v1.Run.created_at:type_name -> google.protobuf.Timestamp
+	26, // 18: baagent.v1.Run.started_at:type_name -> google.protobuf.Timestamp
+	26, // 19: baagent.v1.Run.finished_at:type_name -> google.protobuf.Timestamp
+	10, // 20: baagent.v1.Run.metrics:type_name -> baagent.v1.ConversationMetrics
+	16, // 21: baagent.v1.Run.error:type_name -> baagent.v1.RunError
+	15, // 22: baagent.v1.Run.pending_input:type_name -> baagent.v1.PendingInput
+	24, // 23: baagent.v1.Run.labels:type_name -> baagent.v1.Run.LabelsEntry
+	4,  // 24: baagent.v1.Run.query_complexity:type_name -> baagent.v1.QueryComplexity
+	20, // 25: baagent.v1.Run.plan:type_name -> baagent.v1.WorkPlan
+	25, // 26: baagent.v1.RunSpec.labels:type_name -> baagent.v1.RunSpec.LabelsEntry
+	5,  // 27: baagent.v1.RunSpec.plan:type_name -> baagent.v1.PlanMode
+	6,  // 28: baagent.v1.RunSpec.plan_approval:type_name -> baagent.v1.PlanApproval
+	7,  // 29: baagent.v1.PlanStep.status:type_name -> baagent.v1.PlanStepStatus
+	19, // 30: baagent.v1.WorkPlan.steps:type_name -> baagent.v1.PlanStep
+	9,  // 31: baagent.v1.ConversationMetrics.ToolStatsEntry.value:type_name -> baagent.v1.ToolStats
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_baagent_v1_run_proto_init() }
@@ -2330,7 +2357,7 @@ func file_baagent_v1_run_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_baagent_v1_run_proto_rawDesc), len(file_baagent_v1_run_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

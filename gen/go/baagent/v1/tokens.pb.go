@@ -315,7 +315,9 @@ func (x *EncoderConfig) GetEncoderParams() map[string]string {
 // ModelMetadata is a model's capabilities and prices.
 type ModelMetadata struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Model identifier.
+	// Model identifier: for a priced model, the name its price is listed under
+	// (gpt-4o for gpt-4o-2024-08-06, or the operator's pattern), else the name
+	// asked about.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Maximum context length in tokens (default 128000).
 	ContextLength int64 `protobuf:"varint,2,opt,name=context_length,json=contextLength,proto3" json:"context_length,omitempty"`
@@ -331,8 +333,17 @@ type ModelMetadata struct {
 	SupportsStreaming bool `protobuf:"varint,7,opt,name=supports_streaming,json=supportsStreaming,proto3" json:"supports_streaming,omitempty"`
 	// Whether the model has a JSON output mode.
 	SupportsJsonMode bool `protobuf:"varint,8,opt,name=supports_json_mode,json=supportsJsonMode,proto3" json:"supports_json_mode,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Cached-input (prompt cache hit) price in USD per 1M tokens; absent when
+	// unknown, in which case cached prompt tokens are priced as input.
+	CachedInputCostPer_1M *float64 `protobuf:"fixed64,9,opt,name=cached_input_cost_per_1m,json=cachedInputCostPer1m,proto3,oneof" json:"cached_input_cost_per_1m,omitempty"`
+	// Date (YYYY-MM-DD) the prices were taken from the provider's list; empty
+	// when no price is known.
+	PriceAsOf string `protobuf:"bytes,10,opt,name=price_as_of,json=priceAsOf,proto3" json:"price_as_of,omitempty"`
+	// Largest prompt (in tokens) the prices hold for; a longer prompt falls in
+	// a dearer tier and its cost is unknown. 0 means no tier limit.
+	PriceMaxPromptTokens int64 `protobuf:"varint,11,opt,name=price_max_prompt_tokens,json=priceMaxPromptTokens,proto3" json:"price_max_prompt_tokens,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *ModelMetadata) Reset() {
@@ -419,6 +430,27 @@ func (x *ModelMetadata) GetSupportsJsonMode() bool {
 		return x.SupportsJsonMode
 	}
 	return false
+}
+
+func (x *ModelMetadata) GetCachedInputCostPer_1M() float64 {
+	if x != nil && x.CachedInputCostPer_1M != nil {
+		return *x.CachedInputCostPer_1M
+	}
+	return 0
+}
+
+func (x *ModelMetadata) GetPriceAsOf() string {
+	if x != nil {
+		return x.PriceAsOf
+	}
+	return ""
+}
+
+func (x *ModelMetadata) GetPriceMaxPromptTokens() int64 {
+	if x != nil {
+		return x.PriceMaxPromptTokens
+	}
+	return 0
 }
 
 // ModelInfo is the resolved description of a model.
@@ -1433,7 +1465,7 @@ const file_baagent_v1_tokens_proto_rawDesc = "" +
 	"\x0eencoder_params\x18\x06 \x03(\v2,.baagent.v1.EncoderConfig.EncoderParamsEntryR\rencoderParams\x1a@\n" +
 	"\x12EncoderParamsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x86\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb7\x04\n" +
 	"\rModelMetadata\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
 	"\x0econtext_length\x18\x02 \x01(\x03R\rcontextLength\x12*\n" +
@@ -1442,9 +1474,14 @@ const file_baagent_v1_tokens_proto_rawDesc = "" +
 	"\x12output_cost_per_1m\x18\x05 \x01(\x01H\x01R\x0foutputCostPer1m\x88\x01\x01\x12\"\n" +
 	"\fcapabilities\x18\x06 \x03(\tR\fcapabilities\x12-\n" +
 	"\x12supports_streaming\x18\a \x01(\bR\x11supportsStreaming\x12,\n" +
-	"\x12supports_json_mode\x18\b \x01(\bR\x10supportsJsonModeB\x14\n" +
+	"\x12supports_json_mode\x18\b \x01(\bR\x10supportsJsonMode\x12;\n" +
+	"\x18cached_input_cost_per_1m\x18\t \x01(\x01H\x02R\x14cachedInputCostPer1m\x88\x01\x01\x12\x1e\n" +
+	"\vprice_as_of\x18\n" +
+	" \x01(\tR\tpriceAsOf\x125\n" +
+	"\x17price_max_prompt_tokens\x18\v \x01(\x03R\x14priceMaxPromptTokensB\x14\n" +
 	"\x12_input_cost_per_1mB\x15\n" +
-	"\x13_output_cost_per_1m\"\xb3\x03\n" +
+	"\x13_output_cost_per_1mB\x1b\n" +
+	"\x19_cached_input_cost_per_1m\"\xb3\x03\n" +
 	"\tModelInfo\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12:\n" +
 	"\fmodel_family\x18\x02 \x01(\x0e2\x17.baagent.v1.ModelFamilyR\vmodelFamily\x12#\n" +

@@ -36,15 +36,36 @@ func Restore(m *baagentv1.ConversationMetrics) *Accumulator {
 	return &Accumulator{m: m}
 }
 
-// RecordModelCall adds one model call's usage and cost.
-func (c *Accumulator) RecordModelCall(u *baagentv1.Usage, costUSD float64) {
+// MaxCostModels bounds the models of cost_by_model; the cost of any further
+// model of the run is added under [OtherModel].
+const MaxCostModels = 32
+
+// OtherModel is the cost_by_model key beyond [MaxCostModels] models.
+const OtherModel = "other"
+
+// RecordModelCall adds one call of model: its usage and, when its price is
+// known, its cost (to the total and to the model's); an unpriced call is
+// counted in unpriced_calls instead, so a total never passes for complete
+// when it is not.
+func (c *Accumulator) RecordModelCall(model string, u *baagentv1.Usage, costUSD float64, priced bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.m.LlmCalls++
 	c.m.TotalInputTokens += u.GetPromptTokens()
 	c.m.TotalOutputTokens += u.GetCompletionTokens()
 	c.m.TotalTokens = c.m.TotalInputTokens + c.m.TotalOutputTokens
+	if !priced {
+		c.m.UnpricedCalls++
+		return
+	}
 	c.m.TotalCostUsd += costUSD
+	if c.m.CostByModel == nil {
+		c.m.CostByModel = map[string]float64{}
+	}
+	if _, ok := c.m.CostByModel[model]; !ok && len(c.m.CostByModel) >= MaxCostModels {
+		model = OtherModel
+	}
+	c.m.CostByModel[model] += costUSD
 }
 
 // RecordToolCall adds one tool call to the run's metrics.

@@ -12,7 +12,7 @@ import (
 func TestMetricsReport(t *testing.T) {
 	t.Parallel()
 	c := New("conv-9", time.Now().Add(-1500*time.Millisecond))
-	c.RecordModelCall(&baagentv1.Usage{PromptTokens: 1234567, CompletionTokens: 10}, 0.5)
+	c.RecordModelCall("m", &baagentv1.Usage{PromptTokens: 1234567, CompletionTokens: 10}, 0.5, true)
 	c.RecordToolCall(&baagentv1.ToolMetrics{ToolName: "sql_query", DurationMs: 10, TotalTokens: 30, Success: true})
 	c.RecordToolCall(&baagentv1.ToolMetrics{ToolName: "sql_query", DurationMs: 30, TotalTokens: 10, RetryCount: 1})
 	c.RecordToolCall(&baagentv1.ToolMetrics{ToolName: "glob", DurationMs: 1, Success: true})
@@ -41,4 +41,27 @@ func contains(s string, parts ...string) bool {
 		}
 	}
 	return true
+}
+
+func TestCostByModel(t *testing.T) {
+	t.Parallel()
+	c := New("conv-1", time.Now())
+	u := &baagentv1.Usage{PromptTokens: 10, CompletionTokens: 1}
+	c.RecordModelCall("a", u, 0.25, true)
+	c.RecordModelCall("a", u, 0.25, true)
+	c.RecordModelCall("b", u, 1, true)
+	c.RecordModelCall("c", u, 0, false) // unpriced: counted, not costed
+	m := c.Snapshot(time.Now(), false)
+	if m.GetLlmCalls() != 4 || m.GetUnpricedCalls() != 1 || m.GetTotalCostUsd() != 1.5 || m.GetTotalInputTokens() != 40 ||
+		len(m.GetCostByModel()) != 2 || m.GetCostByModel()["a"] != 0.5 || m.GetCostByModel()["b"] != 1 {
+		t.Fatalf("metrics = %v", m)
+	}
+	// Beyond MaxCostModels models, the cost goes to "other".
+	for i := range MaxCostModels + 5 {
+		c.RecordModelCall(strings.Repeat("m", i+1), u, 1, true)
+	}
+	m = c.Snapshot(time.Now(), false)
+	if n := len(m.GetCostByModel()); n != MaxCostModels+1 || m.GetCostByModel()[OtherModel] != 7 {
+		t.Errorf("%d models, other %v", n, m.GetCostByModel()[OtherModel])
+	}
 }

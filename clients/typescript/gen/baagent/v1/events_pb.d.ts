@@ -1170,18 +1170,40 @@ export declare type CostUpdatePayload = Message<"baagent.v1.CostUpdatePayload"> 
   totalOutputTokens: bigint;
 
   /**
-   * Cost of this call in USD (0 when the price is unknown).
+   * Cost of this call in USD (0 when the price is unknown: see price_known).
    *
    * @generated from field: double step_cost_usd = 5;
    */
   stepCostUsd: number;
 
   /**
-   * Cost so far in USD.
+   * Cost so far in USD, over the run's priced calls.
    *
    * @generated from field: double total_cost_usd = 6;
    */
   totalCostUsd: number;
+
+  /**
+   * Whether this call was priced: false when the model has no price or the
+   * prompt exceeded the price's tier limit (step_cost_usd is then 0).
+   *
+   * @generated from field: bool price_known = 7;
+   */
+  priceKnown: boolean;
+
+  /**
+   * Date (YYYY-MM-DD) of the price used; empty when price_known is false.
+   *
+   * @generated from field: string price_as_of = 8;
+   */
+  priceAsOf: string;
+
+  /**
+   * Prompt tokens of this call served from the provider's prompt cache.
+   *
+   * @generated from field: int64 cached_input_tokens = 9;
+   */
+  cachedInputTokens: bigint;
 };
 
 /**

@@ -269,7 +269,8 @@ export declare type ConversationMetrics = Message<"baagent.v1.ConversationMetric
   compressionEvents: number;
 
   /**
-   * Cost in USD from the model's prices (0 when unknown).
+   * Cost in USD of the model calls whose price is known; unpriced_calls
+   * counts the others.
    *
    * @generated from field: double total_cost_usd = 16;
    */
@@ -288,6 +289,21 @@ export declare type ConversationMetrics = Message<"baagent.v1.ConversationMetric
    * @generated from field: map<string, baagent.v1.ToolStats> tool_stats = 18;
    */
   toolStats: { [key: string]: ToolStats };
+
+  /**
+   * Cost in USD by model name, over the priced model calls.
+   *
+   * @generated from field: map<string, double> cost_by_model = 19;
+   */
+  costByModel: { [key: string]: number };
+
+  /**
+   * Model calls whose cost is unknown (no price, or a prompt beyond the
+   * price's tier limit); total_cost_usd leaves them out.
+   *
+   * @generated from field: int32 unpriced_calls = 20;
+   */
+  unpricedCalls: number;
 };
 
 /**

@@ -74,7 +74,9 @@ export declare const EncoderConfigSchema: GenMessage<EncoderConfig>;
  */
 export declare type ModelMetadata = Message<"baagent.v1.ModelMetadata"> & {
   /**
-   * Model identifier.
+   * Model identifier: for a priced model, the name its price is listed under
+   * (gpt-4o for gpt-4o-2024-08-06, or the operator's pattern), else the name
+   * asked about.
    *
    * @generated from field: string name = 1;
    */
@@ -128,6 +130,30 @@ export declare type ModelMetadata = Message<"baagent.v1.ModelMetadata"> & {
    * @generated from field: bool supports_json_mode = 8;
    */
   supportsJsonMode: boolean;
+
+  /**
+   * Cached-input (prompt cache hit) price in USD per 1M tokens; absent when
+   * unknown, in which case cached prompt tokens are priced as input.
+   *
+   * @generated from field: optional double cached_input_cost_per_1m = 9;
+   */
+  cachedInputCostPer1m?: number | undefined;
+
+  /**
+   * Date (YYYY-MM-DD) the prices were taken from the provider's list; empty
+   * when no price is known.
+   *
+   * @generated from field: string price_as_of = 10;
+   */
+  priceAsOf: string;
+
+  /**
+   * Largest prompt (in tokens) the prices hold for; a longer prompt falls in
+   * a dearer tier and its cost is unknown. 0 means no tier limit.
+   *
+   * @generated from field: int64 price_max_prompt_tokens = 11;
+   */
+  priceMaxPromptTokens: bigint;
 };
 
 /**
