@@ -1719,7 +1719,7 @@ var File_baagent_v1_gateway_proto protoreflect.FileDescriptor
 const file_baagent_v1_gateway_proto_rawDesc = "" +
 	"\n" +
 	"\x18baagent/v1/gateway.proto\x12\n" +
-	"baagent.v1\x1a\x17baagent/v1/events.proto\x1a\x1dbaagent/v1/orchestrator.proto\x1a\x14baagent/v1/run.proto\x1a\x17baagent/v1/skills.proto\x1a\x17baagent/v1/tokens.proto\x1a\x1bbaagent/v1/toolrunner.proto\x1a\x1cgoogle/protobuf/struct.proto\":\n" +
+	"baagent.v1\x1a\x18baagent/v1/budgets.proto\x1a\x17baagent/v1/events.proto\x1a\x1dbaagent/v1/orchestrator.proto\x1a\x14baagent/v1/run.proto\x1a\x17baagent/v1/skills.proto\x1a\x17baagent/v1/tokens.proto\x1a\x1bbaagent/v1/toolrunner.proto\x1a\x1cgoogle/protobuf/struct.proto\":\n" +
 	"\x0fStartRunRequest\x12'\n" +
 	"\x04spec\x18\x01 \x01(\v2\x13.baagent.v1.RunSpecR\x04spec\"5\n" +
 	"\x10StartRunResponse\x12!\n" +
@@ -1814,8 +1814,7 @@ const file_baagent_v1_gateway_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1a\n" +
 	"\bdisabled\x18\x03 \x01(\bR\bdisabled\"\\\n" +
 	")GatewayServiceSetSystemSkillStateResponse\x12/\n" +
-	"\x05skill\x18\x01 \x01(\v2\x19.baagent.v1.SkillMetadataR\x05skill2\xf1\n" +
-	"\n" +
+	"\x05skill\x18\x01 \x01(\v2\x19.baagent.v1.SkillMetadataR\x05skill2\xa0\r\n" +
 	"\x0eGatewayService\x12E\n" +
 	"\bStartRun\x12\x1b.baagent.v1.StartRunRequest\x1a\x1c.baagent.v1.StartRunResponse\x12Y\n" +
 	"\x0eStartRunStream\x12!.baagent.v1.StartRunStreamRequest\x1a\".baagent.v1.StartRunStreamResponse0\x01\x12?\n" +
@@ -1833,7 +1832,10 @@ const file_baagent_v1_gateway_proto_rawDesc = "" +
 	"\tListTools\x12*.baagent.v1.GatewayServiceListToolsRequest\x1a+.baagent.v1.GatewayServiceListToolsResponse\x12K\n" +
 	"\n" +
 	"InvokeTool\x12\x1d.baagent.v1.InvokeToolRequest\x1a\x1e.baagent.v1.InvokeToolResponse\x12j\n" +
-	"\vCountTokens\x12,.baagent.v1.GatewayServiceCountTokensRequest\x1a-.baagent.v1.GatewayServiceCountTokensResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3"
+	"\vCountTokens\x12,.baagent.v1.GatewayServiceCountTokensRequest\x1a-.baagent.v1.GatewayServiceCountTokensResponse\x12a\n" +
+	"\bGetUsage\x12).baagent.v1.GatewayServiceGetUsageRequest\x1a*.baagent.v1.GatewayServiceGetUsageResponse\x12d\n" +
+	"\tGetBudget\x12*.baagent.v1.GatewayServiceGetBudgetRequest\x1a+.baagent.v1.GatewayServiceGetBudgetResponse\x12d\n" +
+	"\tSetBudget\x12*.baagent.v1.GatewayServiceSetBudgetRequest\x1a+.baagent.v1.GatewayServiceSetBudgetResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3"
 
 var (
 	file_baagent_v1_gateway_proto_rawDescOnce sync.Once
@@ -1895,6 +1897,12 @@ var file_baagent_v1_gateway_proto_goTypes = []any{
 	(*ToolExecutionResult)(nil),                       // 43: baagent.v1.ToolExecutionResult
 	(*CountTokensResponse)(nil),                       // 44: baagent.v1.CountTokensResponse
 	(SkillArchiveFormat)(0),                           // 45: baagent.v1.SkillArchiveFormat
+	(*GatewayServiceGetUsageRequest)(nil),             // 46: baagent.v1.GatewayServiceGetUsageRequest
+	(*GatewayServiceGetBudgetRequest)(nil),            // 47: baagent.v1.GatewayServiceGetBudgetRequest
+	(*GatewayServiceSetBudgetRequest)(nil),            // 48: baagent.v1.GatewayServiceSetBudgetRequest
+	(*GatewayServiceGetUsageResponse)(nil),            // 49: baagent.v1.GatewayServiceGetUsageResponse
+	(*GatewayServiceGetBudgetResponse)(nil),           // 50: baagent.v1.GatewayServiceGetBudgetResponse
+	(*GatewayServiceSetBudgetResponse)(nil),           // 51: baagent.v1.GatewayServiceSetBudgetResponse
 }
 var file_baagent_v1_gateway_proto_depIdxs = []int32{
 	30, // 0: baagent.v1.StartRunRequest.spec:type_name -> baagent.v1.RunSpec
@@ -1938,23 +1946,29 @@ var file_baagent_v1_gateway_proto_depIdxs = []int32{
 	18, // 38: baagent.v1.GatewayService.ListTools:input_type -> baagent.v1.GatewayServiceListToolsRequest
 	20, // 39: baagent.v1.GatewayService.InvokeTool:input_type -> baagent.v1.InvokeToolRequest
 	22, // 40: baagent.v1.GatewayService.CountTokens:input_type -> baagent.v1.GatewayServiceCountTokensRequest
-	1,  // 41: baagent.v1.GatewayService.StartRun:output_type -> baagent.v1.StartRunResponse
-	3,  // 42: baagent.v1.GatewayService.StartRunStream:output_type -> baagent.v1.StartRunStreamResponse
-	5,  // 43: baagent.v1.GatewayService.GetRun:output_type -> baagent.v1.GetRunResponse
-	7,  // 44: baagent.v1.GatewayService.ListRuns:output_type -> baagent.v1.ListRunsResponse
-	9,  // 45: baagent.v1.GatewayService.CancelRun:output_type -> baagent.v1.CancelRunResponse
-	11, // 46: baagent.v1.GatewayService.SubmitInput:output_type -> baagent.v1.SubmitInputResponse
-	13, // 47: baagent.v1.GatewayService.StreamRunEvents:output_type -> baagent.v1.StreamRunEventsResponse
-	15, // 48: baagent.v1.GatewayService.ListSkills:output_type -> baagent.v1.GatewayServiceListSkillsResponse
-	17, // 49: baagent.v1.GatewayService.GetSkill:output_type -> baagent.v1.GatewayServiceGetSkillResponse
-	25, // 50: baagent.v1.GatewayService.PutSkill:output_type -> baagent.v1.GatewayServicePutSkillResponse
-	27, // 51: baagent.v1.GatewayService.DeleteSkill:output_type -> baagent.v1.GatewayServiceDeleteSkillResponse
-	29, // 52: baagent.v1.GatewayService.SetSystemSkillState:output_type -> baagent.v1.GatewayServiceSetSystemSkillStateResponse
-	19, // 53: baagent.v1.GatewayService.ListTools:output_type -> baagent.v1.GatewayServiceListToolsResponse
-	21, // 54: baagent.v1.GatewayService.InvokeTool:output_type -> baagent.v1.InvokeToolResponse
-	23, // 55: baagent.v1.GatewayService.CountTokens:output_type -> baagent.v1.GatewayServiceCountTokensResponse
-	41, // [41:56] is the sub-list for method output_type
-	26, // [26:41] is the sub-list for method input_type
+	46, // 41: baagent.v1.GatewayService.GetUsage:input_type -> baagent.v1.GatewayServiceGetUsageRequest
+	47, // 42: baagent.v1.GatewayService.GetBudget:input_type -> baagent.v1.GatewayServiceGetBudgetRequest
+	48, // 43: baagent.v1.GatewayService.SetBudget:input_type -> baagent.v1.GatewayServiceSetBudgetRequest
+	1,  // 44: baagent.v1.GatewayService.StartRun:output_type -> baagent.v1.StartRunResponse
+	3,  // 45: baagent.v1.GatewayService.StartRunStream:output_type -> baagent.v1.StartRunStreamResponse
+	5,  // 46: baagent.v1.GatewayService.GetRun:output_type -> baagent.v1.GetRunResponse
+	7,  // 47: baagent.v1.GatewayService.ListRuns:output_type -> baagent.v1.ListRunsResponse
+	9,  // 48: baagent.v1.GatewayService.CancelRun:output_type -> baagent.v1.CancelRunResponse
+	11, // 49: baagent.v1.GatewayService.SubmitInput:output_type -> baagent.v1.SubmitInputResponse
+	13, // 50: baagent.v1.GatewayService.StreamRunEvents:output_type -> baagent.v1.StreamRunEventsResponse
+	15, // 51: baagent.v1.GatewayService.ListSkills:output_type -> baagent.v1.GatewayServiceListSkillsResponse
+	17, // 52: baagent.v1.GatewayService.GetSkill:output_type -> baagent.v1.GatewayServiceGetSkillResponse
+	25, // 53: baagent.v1.GatewayService.PutSkill:output_type -> baagent.v1.GatewayServicePutSkillResponse
+	27, // 54: baagent.v1.GatewayService.DeleteSkill:output_type -> baagent.v1.GatewayServiceDeleteSkillResponse
+	29, // 55: baagent.v1.GatewayService.SetSystemSkillState:output_type -> baagent.v1.GatewayServiceSetSystemSkillStateResponse
+	19, // 56: baagent.v1.GatewayService.ListTools:output_type -> baagent.v1.GatewayServiceListToolsResponse
+	21, // 57: baagent.v1.GatewayService.InvokeTool:output_type -> baagent.v1.InvokeToolResponse
+	23, // 58: baagent.v1.GatewayService.CountTokens:output_type -> baagent.v1.GatewayServiceCountTokensResponse
+	49, // 59: baagent.v1.GatewayService.GetUsage:output_type -> baagent.v1.GatewayServiceGetUsageResponse
+	50, // 60: baagent.v1.GatewayService.GetBudget:output_type -> baagent.v1.GatewayServiceGetBudgetResponse
+	51, // 61: baagent.v1.GatewayService.SetBudget:output_type -> baagent.v1.GatewayServiceSetBudgetResponse
+	44, // [44:62] is the sub-list for method output_type
+	26, // [26:44] is the sub-list for method input_type
 	26, // [26:26] is the sub-list for extension type_name
 	26, // [26:26] is the sub-list for extension extendee
 	0,  // [0:26] is the sub-list for field type_name
@@ -1965,6 +1979,7 @@ func file_baagent_v1_gateway_proto_init() {
 	if File_baagent_v1_gateway_proto != nil {
 		return
 	}
+	file_baagent_v1_budgets_proto_init()
 	file_baagent_v1_events_proto_init()
 	file_baagent_v1_orchestrator_proto_init()
 	file_baagent_v1_run_proto_init()
