@@ -45,11 +45,18 @@ func (r *run) think(ctx context.Context, step int32, system []*baagentv1.ChatMes
 	for i, m := range win.GetMessages() {
 		msgs[i] = m.GetMessage()
 	}
-	resp, modelTime, err := r.callModel(ctx, model, msgs, tools.schemas)
+	reservation, err := r.reserveModelCall(ctx, step, info, win)
 	if err != nil {
 		return err
 	}
-	if err := r.account(model, info, resp.Usage); err != nil {
+	resp, modelTime, err := r.callModel(ctx, model, msgs, tools.schemas)
+	if err != nil {
+		r.settleModelCall(reservation, info, nil, 0)
+		return err
+	}
+	err = r.account(model, info, resp.Usage)
+	r.settleModelCall(reservation, info, resp.Usage, r.budget.stepCost)
+	if err != nil {
 		return err
 	}
 	msg := resp.Message
@@ -139,6 +146,7 @@ func (r *run) account(model string, info *baagentv1.ModelInfo, u *baagentv1.Usag
 	meta := info.GetMetadata()
 	cost := float64(u.GetPromptTokens())*meta.GetInputCostPer_1M()/1e6 + float64(u.GetCompletionTokens())*meta.GetOutputCostPer_1M()/1e6
 	r.metrics.RecordModelCall(u, cost)
+	r.budget.stepCost = cost
 	r.s.metrics.modelTokens.WithLabelValues("input").Add(float64(u.GetPromptTokens()))
 	r.s.metrics.modelTokens.WithLabelValues("output").Add(float64(u.GetCompletionTokens()))
 	m := r.metrics.Snapshot(time.Now(), false)

@@ -33,7 +33,7 @@ func TestParseFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[Scope]*baagentv1.Budget{
-		{Tenant: "acme"}: {UsdPerDay: f64(10), UsdPerMonth: f64(200), TokensPerDay: i64(5000000), MaxStepsPerRun: i32(40), MaxUsdPerRun: f64(2)},
+		{Tenant: "acme"}:                    {UsdPerDay: f64(10), UsdPerMonth: f64(200), TokensPerDay: i64(5000000), MaxStepsPerRun: i32(40), MaxUsdPerRun: f64(2)},
 		{Tenant: "acme", KeyID: "3f2a9c1b"}: {UsdPerDay: f64(1)},
 		{Tenant: "initech"}:                 {TokensPerDay: i64(0)},
 	}
