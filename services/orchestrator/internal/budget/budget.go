@@ -15,9 +15,9 @@ package budget
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 
+	"github.com/baagent/baagent/core/budgetrule"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
 	"github.com/baagent/baagent/internal/validate"
@@ -26,27 +26,18 @@ import (
 // Names of the limits, as in the Budget message, the budgets file, error
 // messages and the `limit` label of the metrics.
 const (
-	LimitUSDPerDay      = "usd_per_day"
-	LimitUSDPerMonth    = "usd_per_month"
-	LimitTokensPerDay   = "tokens_per_day"
-	LimitMaxStepsPerRun = "max_steps_per_run"
-	LimitMaxUSDPerRun   = "max_usd_per_run"
+	LimitUSDPerDay      = budgetrule.USDPerDay
+	LimitUSDPerMonth    = budgetrule.USDPerMonth
+	LimitTokensPerDay   = budgetrule.TokensPerDay
+	LimitMaxStepsPerRun = budgetrule.MaxStepsPerRun
+	LimitMaxUSDPerRun   = budgetrule.MaxUSDPerRun
 )
 
 // Limits lists every limit name, for metrics.
 var Limits = []string{LimitUSDPerDay, LimitUSDPerMonth, LimitTokensPerDay, LimitMaxStepsPerRun, LimitMaxUSDPerRun}
 
-// Bounds of a limit's value: far above any real budget, low enough that
-// sums of them cannot overflow the ledger's integer nano-dollars.
-const (
-	MaxUSD      = 1e9
-	MaxTokens   = 1e15
-	MaxRunSteps = 100000
-)
-
-// KeyIDLen is the length of an API key id: the first 8 hex digits of the
-// key's SHA-256.
-const KeyIDLen = 8
+// MaxUSD bounds an amount of USD in a budget (and the ledger's clamps).
+const MaxUSD = budgetrule.MaxUSD
 
 // Scope is whose budget and usage: a tenant, or one API key of a tenant.
 type Scope struct {
@@ -63,17 +54,7 @@ func (s Scope) String() string {
 
 // CheckKeyID reports whether id is a well-formed key id (8 lowercase hex
 // digits).
-func CheckKeyID(id string) error {
-	if len(id) != KeyIDLen {
-		return fmt.Errorf("must be %d lowercase hex digits (the start of the key's SHA-256), got %d characters", KeyIDLen, len(id))
-	}
-	for i := 0; i < len(id); i++ {
-		if c := id[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return fmt.Errorf("must be %d lowercase hex digits (the start of the key's SHA-256)", KeyIDLen)
-		}
-	}
-	return nil
-}
+func CheckKeyID(id string) error { return budgetrule.CheckKeyID(id) }
 
 // CheckScope validates a scope's tenant and key id.
 func CheckScope(s Scope) error {
@@ -91,33 +72,12 @@ func CheckScope(s Scope) error {
 // Validate checks a budget's values, naming each bad field under prefix
 // ("budget" gives "budget.usd_per_day").
 func Validate(e *validate.Errors, prefix string, b *baagentv1.Budget) {
-	field := func(name string) string {
-		if prefix == "" {
-			return name
+	for _, v := range budgetrule.Check(b) {
+		field := v.Field
+		if prefix != "" {
+			field = prefix + "." + field
 		}
-		return prefix + "." + name
-	}
-	usd := func(name string, v *float64) {
-		if v == nil {
-			return
-		}
-		switch {
-		case math.IsNaN(*v) || math.IsInf(*v, 0):
-			e.Add(field(name), "must be a finite number of USD")
-		case *v < 0:
-			e.Addf(field(name), "must not be negative, got %v", *v)
-		case *v > MaxUSD:
-			e.Addf(field(name), "must be at most %v USD, got %v", MaxUSD, *v)
-		}
-	}
-	usd(LimitUSDPerDay, b.UsdPerDay)
-	usd(LimitUSDPerMonth, b.UsdPerMonth)
-	usd(LimitMaxUSDPerRun, b.MaxUsdPerRun)
-	if v := b.TokensPerDay; v != nil && (*v < 0 || *v > MaxTokens) {
-		e.Addf(field(LimitTokensPerDay), "want 0 to %d tokens, got %d", int64(MaxTokens), *v)
-	}
-	if v := b.MaxStepsPerRun; v != nil && (*v < 1 || *v > MaxRunSteps) {
-		e.Addf(field(LimitMaxStepsPerRun), "want 1 to %d steps, got %d", MaxRunSteps, *v)
+		e.Add(field, v.Description)
 	}
 }
 
