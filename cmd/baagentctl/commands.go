@@ -80,6 +80,8 @@ func commandSpecs() []spec {
 			{use: "decode ID...", short: "Print the text of token ids", run: runTokensDecode,
 				example: "  baagentctl tokens decode --model gpt-4o 24912 2375"},
 		}},
+		usageSpec(),
+		budgetSpec(),
 	}
 }
 
