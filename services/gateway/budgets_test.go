@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -315,5 +316,39 @@ func TestAdminKeySettings(t *testing.T) {
 	srv := New(Options{APIKeys: map[string]string{keyAcme: "acme"}, AdminAPIKeys: []string{keyAcme}})
 	if err := srv.Run(t.Context()); err == nil || !strings.Contains(err.Error(), "also a tenant API key") {
 		t.Errorf("Run with an admin key that is a tenant key: %v", err)
+	}
+}
+
+// TestBudgetRefusalIs429: the orchestrator's refusal of a run over budget
+// (ResourceExhausted with QuotaFailure) reaches gRPC clients unchanged and
+// HTTP clients as 429 naming the limit.
+func TestBudgetRefusalIs429(t *testing.T) {
+	ctx := testCtx(t)
+	e, orch := newBudgetEnv(t, Options{})
+	refusal, err := status.New(codes.ResourceExhausted, "budget exceeded: the usd_per_day limit of tenant acme is reached: $1 spent today (UTC) of $1").
+		WithDetails(&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{Subject: "tenant:acme", Description: "usd_per_day: $1 spent today (UTC) of $1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orch.fakeOrchestrator.mu.Lock()
+	orch.fail = func(method string) error {
+		if method == "StartRun" {
+			return refusal.Err()
+		}
+		return nil
+	}
+	orch.fakeOrchestrator.mu.Unlock()
+	_, err = e.client.StartRun(withKey(ctx, keyAcme), &baagentv1.StartRunRequest{Spec: &baagentv1.RunSpec{Input: "hi"}})
+	st := status.Convert(err)
+	if st.Code() != codes.ResourceExhausted || len(st.Details()) != 1 {
+		t.Fatalf("gRPC StartRun = %v (details %v)", err, st.Details())
+	}
+	if qf, ok := st.Details()[0].(*errdetails.QuotaFailure); !ok || qf.GetViolations()[0].GetSubject() != "tenant:acme" {
+		t.Fatalf("details %v", st.Details())
+	}
+	code, body, _ := e.send(t, request{method: "POST", path: "/v1/runs", body: `{"spec":{"input":"hi"}}`,
+		header: map[string]string{"Authorization": "Bearer " + keyAcme, "Content-Type": "application/json"}})
+	if code != http.StatusTooManyRequests || !strings.Contains(body, "usd_per_day") || !strings.Contains(body, "RESOURCE_EXHAUSTED") {
+		t.Fatalf("POST /v1/runs over budget = %d %s", code, body)
 	}
 }
