@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -16,7 +17,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/natsx"
 	"github.com/baagent/baagent/internal/testkit"
+	"github.com/baagent/baagent/services/orchestrator/internal/budget"
 )
 
 // Each step of the budget tests' model costs stepUSD at priced-model's
@@ -392,5 +395,39 @@ func TestBadBudgetsFileRefusesRuns(t *testing.T) {
 	_, err := h.client.StartRun(testCtx(t), &baagentv1.OrchestratorServiceStartRunRequest{Tenant: testTenant, Spec: &baagentv1.RunSpec{Input: "hi"}})
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "usd_per_dya") {
 		t.Fatalf("StartRun with a bad budgets file: %v", err)
+	}
+}
+
+// TestUnsettledReservationExpires: a reservation left by a replica that
+// crashed during its model call holds the budget only until the
+// reservation TTL; then runs spend again.
+func TestUnsettledReservationExpires(t *testing.T) {
+	ctx := testCtx(t)
+	h := budgetHarness(t, func(o *Options) { o.BudgetReservationTTL = time.Second })
+	setBudget(ctx, t, h.client, testTenant, "", &baagentv1.Budget{UsdPerDay: pf(0.10)})
+	kv, err := h.js.KeyValue(ctx, natsx.BucketUsage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashed := budget.NewLedger(kv, budget.LedgerOptions{ReservationTTL: time.Second})
+	charges := []budget.Charge{{Scope: budget.Scope{Tenant: testTenant}, Budget: &baagentv1.Budget{UsdPerDay: pf(0.10)}}}
+	if _, err := crashed.Reserve(ctx, "crashed-replica-call", charges, 0.09, 0); err != nil {
+		t.Fatal(err)
+	}
+	// Held: the first step cannot reserve its $0.041.
+	ep := h.budgetStop(ctx, t, h.start(ctx, &baagentv1.RunSpec{Input: "spend"}))
+	if !strings.Contains(ep.GetMessage(), "usd_per_day") {
+		t.Fatalf("message %q", ep.GetMessage())
+	}
+	if u := usageOf(ctx, t, h.client, testTenant, ""); u.GetDay().GetCostUsd() != 0 {
+		t.Fatalf("a refused step was counted: %v", u.GetDay())
+	}
+	// Expired: reported as nothing reserved, and a run spends again.
+	testkit.Eventually(t, remaining(ctx), "the crashed reservation expired", func() bool {
+		return usageOf(ctx, t, h.client, testTenant, "").GetDay().GetReservedUsd() == 0
+	})
+	h.budgetStop(ctx, t, h.start(ctx, &baagentv1.RunSpec{Input: "spend again"}))
+	if u := usageOf(ctx, t, h.client, testTenant, ""); math.Abs(u.GetDay().GetCostUsd()-2*stepUSD) > 1e-9 {
+		t.Fatalf("after expiry the run spent %v, want two steps", u.GetDay().GetCostUsd())
 	}
 }
