@@ -82,6 +82,8 @@ func commandSpecs() []spec {
 				example: "  baagentctl tokens decode --model gpt-4o 24912 2375"},
 		}},
 		conversationsExportGroupSpec(),
+		usageSpec(),
+		budgetSpec(),
 	}
 }
 

@@ -24,6 +24,13 @@ const (
 	// BucketToolIdempotency holds the toolrunner's idempotency records
 	// (a call started, then its result), shared by every replica.
 	BucketToolIdempotency = "baagent_tool_idempotency"
+	// BucketBudgets holds the tenants' and API keys' budgets set through
+	// the admin API (they replace the budgets file's).
+	BucketBudgets = "baagent_budgets"
+	// BucketUsage is the usage ledger: model cost and tokens per tenant
+	// (and API key) and UTC day or month, with the reservations of model
+	// calls in progress.
+	BucketUsage = "baagent_usage"
 )
 
 // Subject patterns captured by the streams. They must not overlap (JetStream
@@ -52,6 +59,12 @@ const (
 	// re-sends its calls minutes later, seldom hours); a day covers it.
 	DefaultToolIdempotencyTTL      = 24 * time.Hour
 	DefaultToolIdempotencyMaxBytes = 1 << 30 // 1 GiB
+	// Budgets are small and few (one per tenant or key with its own).
+	DefaultBudgetsMaxBytes = 16 << 20 // 16 MiB
+	// A month's usage entry is last written in its month; kept two
+	// months, the previous month stays readable.
+	DefaultUsageTTL      = 62 * 24 * time.Hour
+	DefaultUsageMaxBytes = 256 << 20 // 256 MiB
 )
 
 // ProvisionConfig holds the limits of what Provision creates. Zero fields
@@ -222,6 +235,23 @@ func (c ProvisionConfig) Buckets() ([]jetstream.KeyValueConfig, error) {
 			History:     1,
 			TTL:         c.ToolIdempotencyTTL,
 			MaxBytes:    c.ToolIdempotencyMaxBytes,
+			Storage:     jetstream.FileStorage,
+			Replicas:    c.Replicas,
+		},
+		{
+			Bucket:      BucketBudgets,
+			Description: "BA-Agent budgets set through the admin API, key <tenant> or <tenant>.<api key id>",
+			History:     1,
+			MaxBytes:    DefaultBudgetsMaxBytes,
+			Storage:     jetstream.FileStorage,
+			Replicas:    c.Replicas,
+		},
+		{
+			Bucket:      BucketUsage,
+			Description: "BA-Agent usage ledger, key <tenant>[.k.<api key id>].<d|m>.<UTC day or month>",
+			History:     1,
+			TTL:         DefaultUsageTTL,
+			MaxBytes:    DefaultUsageMaxBytes,
 			Storage:     jetstream.FileStorage,
 			Replicas:    c.Replicas,
 		},

@@ -98,7 +98,7 @@ func (s *Server) httpAISDKChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	start, err := s.startTurn(r, c.tenant, interfaceAISDK, req.Model, prompt, [2]string{"id", req.ID})
+	start, err := s.startTurn(r.WithContext(withKeyID(r.Context(), c)), c.tenant, interfaceAISDK, req.Model, prompt, [2]string{"id", req.ID})
 	if err != nil {
 		writeError(w, err)
 		return

@@ -66,6 +66,10 @@ func (s *Server) routes() http.Handler {
 	api("GET /v1/whoami", s.httpWhoAmI)
 	api("GET /v1/runs/{run_id}/export", s.httpExportRun)
 	api("GET /v1/conversations/{conversation_id}/export", s.httpExportConversation)
+	api("GET /v1/usage", s.httpGetUsage)
+	api("GET /v1/admin/tenants/{tenant}/budget", s.httpGetBudget)
+	api("PUT /v1/admin/tenants/{tenant}/budget", s.httpPutBudget)
+	api("DELETE /v1/admin/tenants/{tenant}/budget", s.httpDeleteBudget)
 	s.chatRoutes(api)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -25,7 +25,7 @@ func (s *Server) httpStartRun(w http.ResponseWriter, r *http.Request) {
 	}
 	req := &baagentv1.StartRunRequest{}
 	s.serveJSON(w, r, req, func() error { return validateStartRun(req) }, func(c caller) (any, error) {
-		return s.startRun(r.Context(), c.tenant, req)
+		return s.startRun(withKeyID(r.Context(), c), c.tenant, req)
 	})
 }
 

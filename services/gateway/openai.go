@@ -279,7 +279,7 @@ func (s *Server) httpOpenAIChat(w http.ResponseWriter, r *http.Request) {
 		writeOpenAIError(w, err)
 		return
 	}
-	start, err := s.startTurn(r, c.tenant, interfaceOpenAI, req.Model, prompt, [2]string{"metadata.conversation_id", req.Metadata["conversation_id"]}, [2]string{"user", req.User})
+	start, err := s.startTurn(r.WithContext(withKeyID(r.Context(), c)), c.tenant, interfaceOpenAI, req.Model, prompt, [2]string{"metadata.conversation_id", req.Metadata["conversation_id"]}, [2]string{"user", req.User})
 	if err != nil {
 		writeOpenAIError(w, err)
 		return

@@ -21,7 +21,7 @@ const orchestratorPeer = "orchestrator"
 
 // StartRun starts a run.
 func (s *Server) StartRun(ctx context.Context, req *baagentv1.StartRunRequest) (*baagentv1.StartRunResponse, error) {
-	tenant, done, err := s.grpcUnary(ctx)
+	c, done, err := s.grpcUnaryCaller(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -29,14 +29,14 @@ func (s *Server) StartRun(ctx context.Context, req *baagentv1.StartRunRequest) (
 	if err := validateStartRun(req); err != nil {
 		return nil, s.rejected(ctx, "StartRun", err)
 	}
-	return s.startRun(ctx, tenant, req)
+	return s.startRun(withKeyID(ctx, c), c.tenant, req)
 }
 
 func (s *Server) startRun(ctx context.Context, tenant string, req *baagentv1.StartRunRequest) (*baagentv1.StartRunResponse, error) {
 	if err := s.orchestratorReady(); err != nil {
 		return nil, err
 	}
-	resp, err := s.opts.Orchestrator.StartRun(ctx, &baagentv1.OrchestratorServiceStartRunRequest{Tenant: tenant, Spec: req.GetSpec()})
+	resp, err := s.opts.Orchestrator.StartRun(ctx, &baagentv1.OrchestratorServiceStartRunRequest{Tenant: tenant, Spec: req.GetSpec(), ApiKeyId: keyIDFrom(ctx)})
 	if err != nil {
 		return nil, peerError(ctx, orchestratorPeer, "StartRun", err)
 	}

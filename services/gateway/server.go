@@ -222,6 +222,10 @@ type Options struct {
 	// MaxExportRuns, 10,000); a conversation with more is
 	// ResourceExhausted.
 	MaxExportRuns int
+	// AdminAPIKeys may call the admin API (budgets of any tenant); they
+	// are not tenant keys, and a tenant key is refused there. Empty: the
+	// admin API is disabled.
+	AdminAPIKeys []string
 
 	// noDirect makes every SSE and WebSocket event go through the client's own goroutine
 	// (no direct writes by the run's fan-out): for tests and benchmarks
@@ -255,6 +259,8 @@ type Server struct {
 	exportM *exportMetrics
 
 	runOnce sync.Once
+
+	admins map[[32]byte]bool // sha256 of the admin API keys (budgets.go)
 }
 
 var _ baagentv1.GatewayServiceServer = (*Server)(nil)
@@ -367,6 +373,9 @@ func New(opts Options) *Server {
 		if err != nil {
 			s.initErr = err
 		}
+	}
+	if err := s.initAdmins(); err != nil && s.initErr == nil {
+		s.initErr = err
 	}
 	s.handler = s.routes()
 	return s

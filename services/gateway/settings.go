@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,6 +46,12 @@ type Settings struct {
 	// The lists as given, which Validate resolves into APIKeys and
 	// AllowedOrigins.
 	apiKeys, apiKeysFile, allowedOrigins string
+
+	// AdminAPIKeys may call the admin API (any tenant's budget), from
+	// -admin-api-keys and -admin-api-keys-file together (resolved by
+	// Validate); none: the admin API is disabled.
+	AdminAPIKeys                []string
+	adminAPIKeys, adminKeysFile string
 }
 
 // RegisterFlags registers the settings on fs.
@@ -62,13 +69,15 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&s.AuthFailureWindow, "gateway-auth-failure-window", time.Minute, "window of gateway-auth-failure-limit")
 	fs.DurationVar(&s.BodyReadTimeout, "gateway-body-read-timeout", 30*time.Second, "how long an HTTP request body may take to arrive (408 after); 0 = no limit")
 	fs.Int64Var(&s.MaxSkillBytes, "gateway-max-skill-bytes", DefaultMaxSkillBytes, "largest skill (SKILL.md, or zip/tar/tar.gz of its folder) a tenant may upload through the gateway; larger uploads are refused (413) before reaching the skills service")
+	fs.StringVar(&s.adminAPIKeys, "admin-api-keys", "", "admin API keys (comma-separated, at least 16 characters each, never tenant keys) that may read and set any tenant's budget; empty: the admin API is disabled (prefer the environment variable)")
+	fs.StringVar(&s.adminKeysFile, "admin-api-keys-file", "", "file of admin API keys, one a line (# comments)")
 	fs.StringVar(&s.TraceLinkTemplate, "trace-link-template", "", "URL of a trace in the tracing UI, with {trace_id}, e.g. http://localhost:16686/trace/{trace_id}; the dashboard links a run's trace id with it")
 }
 
 // Validate checks the settings and resolves the lists: the allowed
 // origins, and the API keys of -api-keys and the -api-keys-file it reads.
 func (s *Settings) Validate() error {
-	for _, check := range []func() error{s.validateLimits, s.validateBrowser, s.validateAPIKeys, s.validateTraceLink} {
+	for _, check := range []func() error{s.validateLimits, s.validateBrowser, s.validateAPIKeys, s.validateTraceLink, s.validateAdminKeys} {
 		if err := check(); err != nil {
 			return err
 		}
@@ -222,5 +231,43 @@ func (s *Settings) Options() Options {
 		BodyReadTimeout:   config.UnlimitedIfZero(s.BodyReadTimeout),
 		TraceLinkTemplate: s.TraceLinkTemplate,
 		MaxSkillBytes:     s.MaxSkillBytes,
+		AdminAPIKeys:      s.AdminAPIKeys,
 	}
+}
+
+// validateAdminKeys reads the admin keys of -admin-api-keys and
+// -admin-api-keys-file; a key may not be a tenant key too.
+func (s *Settings) validateAdminKeys() error {
+	var keys []string
+	add := func(setting string, list []string) error {
+		for i, k := range list {
+			if strings.HasPrefix(k, "#") {
+				continue
+			}
+			if len(k) < 16 {
+				return fmt.Errorf("setting %s: entry %d: admin API key shorter than 16 characters", setting, i+1)
+			}
+			if _, tenant := s.APIKeys[k]; tenant {
+				return fmt.Errorf("setting %s: entry %d: the key is also a tenant API key; use separate keys", setting, i+1)
+			}
+			if !slices.Contains(keys, k) {
+				keys = append(keys, k)
+			}
+		}
+		return nil
+	}
+	if err := add("admin-api-keys", splitList(s.adminAPIKeys)); err != nil {
+		return err
+	}
+	if s.adminKeysFile != "" {
+		data, err := os.ReadFile(s.adminKeysFile)
+		if err != nil {
+			return fmt.Errorf("setting admin-api-keys-file: %w", err)
+		}
+		if err := add("admin-api-keys-file "+s.adminKeysFile, splitList(strings.ReplaceAll(string(data), "\n", ","))); err != nil {
+			return err
+		}
+	}
+	s.AdminAPIKeys = keys
+	return nil
 }

@@ -70,7 +70,7 @@ func (s *Server) StartRunStream(req *baagentv1.StartRunStreamRequest, stream grp
 	if s.hub == nil {
 		return status.Error(codes.Unavailable, "event streaming needs NATS JetStream, which this gateway is not connected to")
 	}
-	resp, err := s.startRun(ctx, c.tenant, &baagentv1.StartRunRequest{Spec: req.GetSpec()})
+	resp, err := s.startRun(withKeyID(ctx, c), c.tenant, &baagentv1.StartRunRequest{Spec: req.GetSpec()})
 	if err != nil {
 		return err
 	}

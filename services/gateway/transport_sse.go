@@ -127,7 +127,7 @@ func (s *Server) httpStartRunStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.streams.done()
-	resp, err := s.startRun(r.Context(), c.tenant, req)
+	resp, err := s.startRun(withKeyID(r.Context(), c), c.tenant, req)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -105,6 +105,9 @@ func (r *run) loop() (string, error) {
 				return "", newRunError(CodeMaxSteps, nil,
 					"the run reached its limit of %d steps without a final answer; raise max_steps or narrow the request", r.rec.GetMaxSteps())
 			}
+			if err := r.checkBudget(ctx); err != nil {
+				return "", err
+			}
 			r.rec.Step++
 		}
 		if !listed || toolsFor != r.skills.Generation() {

@@ -46,11 +46,18 @@ func (r *run) think(ctx context.Context, step int32, system []*baagentv1.ChatMes
 	for i, m := range win.GetMessages() {
 		msgs[i] = m.GetMessage()
 	}
-	resp, modelTime, err := r.callModel(ctx, model, msgs, tools.schemas)
+	reservation, err := r.reserveModelCall(ctx, step, info, win)
 	if err != nil {
 		return err
 	}
-	if err := r.account(model, info, resp.Usage); err != nil {
+	resp, modelTime, err := r.callModel(ctx, model, msgs, tools.schemas)
+	if err != nil {
+		r.settleModelCall(reservation, nil, 0, true)
+		return err
+	}
+	err = r.account(model, info, resp.Usage)
+	r.settleModelCall(reservation, resp.Usage, r.budget.stepCost, r.budget.stepPriced)
+	if err != nil {
 		return err
 	}
 	msg := resp.Message
@@ -147,6 +154,7 @@ func (r *run) account(model string, info *baagentv1.ModelInfo, u *baagentv1.Usag
 	}
 	tokens := pricing.Split(u)
 	r.metrics.RecordModelCall(model, u, cost, known)
+	r.budget.stepCost, r.budget.stepPriced = cost, known
 	r.s.metrics.modelTokens.WithLabelValues("input").Add(float64(u.GetPromptTokens()))
 	r.s.metrics.modelTokens.WithLabelValues("output").Add(float64(u.GetCompletionTokens()))
 	r.s.metrics.cost.record(r.rec.GetTenant(), meta, tokens, cost, known)

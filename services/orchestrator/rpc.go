@@ -45,6 +45,7 @@ func (s *Server) StartRun(ctx context.Context, req *baagentv1.OrchestratorServic
 		ScriptedModel:  s.opts.ScriptedModel,
 		Labels:         spec.GetLabels(),
 		TraceId:        tracing.TraceID(ctx),
+		ApiKeyId:       req.GetApiKeyId(),
 	}
 	if rec.ConversationId == "" {
 		rec.ConversationId = newConversationID()
@@ -88,6 +89,9 @@ func (s *Server) accept(ctx context.Context, store *runstore.Store, rec *baagent
 		return status.Error(codes.Unavailable, "the orchestrator is shutting down; retry on another replica")
 	}
 	if err := s.admit(ctx, rec.GetTenant()); err != nil {
+		return err
+	}
+	if err := s.admitBudget(ctx, rec.GetTenant(), rec.GetApiKeyId()); err != nil {
 		return err
 	}
 	if err := store.Put(ctx, rec); err != nil {

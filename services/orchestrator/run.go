@@ -93,6 +93,8 @@ type run struct {
 	// its W3C form when it is sampled, for events and checkpoints.
 	span        trace.Span
 	traceparent string
+	// budget is the run's budget state (budgets.go).
+	budget runBudget
 }
 
 func newRun(s *Server, rec *baagentv1.Run, spec *baagentv1.RunSpec) *run {

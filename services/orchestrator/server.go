@@ -165,6 +165,17 @@ type Options struct {
 	// and tool calls, context windows and skill activations (see
 	// trace.go). Nil or a no-op provider: nothing is traced.
 	TracerProvider trace.TracerProvider
+
+	// BudgetsFile is the budgets file (docs/concepts/budgets.md); empty:
+	// budgets come from the admin API only. A file that does not load
+	// makes the orchestrator refuse runs with the reason.
+	BudgetsFile string
+	// BudgetReservationTTL is how long a model call's reservation counts
+	// when it is never settled (default 15 minutes).
+	BudgetReservationTTL time.Duration
+	// BudgetCacheTTL is how long a budget read is cached (default 2 s;
+	// negative: not cached).
+	BudgetCacheTTL time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -278,6 +289,8 @@ type Server struct {
 	mu      sync.Mutex
 	runs    map[string]*run // executing on this replica
 	closing bool
+
+	budget *budgets // budgets and the usage ledger (budgets.go)
 }
 
 var _ baagentv1.OrchestratorServiceServer = (*Server)(nil)
@@ -315,7 +328,7 @@ func New(opts Options) *Server {
 	if err == nil && len(agents.All()) > 0 {
 		s.log.Info("sub-agents loaded", "dir", opts.SubAgentsDir, "names", agents.Names())
 	}
-	if err := errors.Join(opts.missing(), err); err != nil {
+	if err := errors.Join(opts.missing(), err, s.initBudgets()); err != nil {
 		s.configErr = err
 		s.log.Error("orchestrator is not configured; runs are refused", "error", err)
 	} else if opts.ScriptedModel {

@@ -4,6 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"time"
+
+	"github.com/baagent/baagent/services/orchestrator/internal/budget"
 )
 
 // Settings holds the orchestrator's settings: how many runs it takes on,
@@ -40,6 +42,11 @@ type Settings struct {
 	PlanStepMaxIterations int
 	PlanApproval          bool
 	ComplexityClassifier  string
+	// BudgetsFile holds per-tenant and per-API-key budgets (checked at
+	// startup); BudgetReservationTTL is how long an unsettled model call's
+	// reservation counts.
+	BudgetsFile          string
+	BudgetReservationTTL time.Duration
 }
 
 // RegisterFlags registers the settings on fs.
@@ -59,6 +66,8 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&s.PlanApproval, "plan-approval", false, "ask the user to approve (or edit, or cancel) a work plan before it runs, unless the run says otherwise (RunSpec.plan_approval)")
 	fs.StringVar(&s.ComplexityClassifier, "complexity-classifier", ComplexityRules, "how a request's complexity is judged: rules, or model (one short model call; the rules on any error)")
 	fs.IntVar(&s.ModelMaxAttempts, "model-max-attempts", 4, "attempts of one model call, the first included (1-10; 429, 5xx, timeouts and broken streams are retried)")
+	fs.StringVar(&s.BudgetsFile, "budgets-file", "", "YAML file of per-tenant and per-API-key budgets (USD per day and month, tokens per day, steps and USD per run); budgets set through the admin API replace its entries; empty: admin API only")
+	fs.DurationVar(&s.BudgetReservationTTL, "budget-reservation-ttl", budget.DefaultReservationTTL, "how long a model call's worst-case cost stays reserved in the usage ledger when it is never settled (its replica crashed)")
 }
 
 // Validate checks the settings.
@@ -92,6 +101,12 @@ func (s *Settings) Validate() error {
 	if err := checkSkillTriggers(s.SkillTriggers); err != nil {
 		return fmt.Errorf("setting skill-triggers: %w", err)
 	}
+	if s.BudgetReservationTTL < time.Minute || s.BudgetReservationTTL > 24*time.Hour {
+		return fmt.Errorf("setting budget-reservation-ttl: want 1m to 24h, got %s", s.BudgetReservationTTL)
+	}
+	if _, err := budget.LoadFile(s.BudgetsFile); err != nil {
+		return fmt.Errorf("setting budgets-file: %w", err)
+	}
 	return nil
 }
 
@@ -113,5 +128,8 @@ func (s *Settings) Options() Options {
 		PlanStepMaxIterations: s.PlanStepMaxIterations,
 		PlanApproval:          s.PlanApproval,
 		ComplexityClassifier:  s.ComplexityClassifier,
+
+		BudgetsFile:          s.BudgetsFile,
+		BudgetReservationTTL: s.BudgetReservationTTL,
 	}
 }

@@ -443,6 +443,7 @@ func (r *run) childRun(id, callID string, def *SubAgent, args taskArgs) (*baagen
 		MaxSteps:       spec.GetMaxSteps(),
 		ParentRunId:    r.rec.GetRunId(),
 		ScriptedModel:  r.s.opts.ScriptedModel,
+		ApiKeyId:       r.rec.GetApiKeyId(),
 		Labels:         spec.GetLabels(),
 	}
 	return rec, spec

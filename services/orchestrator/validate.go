@@ -7,6 +7,7 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/validate"
+	"github.com/baagent/baagent/services/orchestrator/internal/budget"
 )
 
 // Edge validation of every OrchestratorService request. Each function returns
@@ -17,6 +18,7 @@ func validateStartRun(req *baagentv1.OrchestratorServiceStartRunRequest) error {
 	validate.Tenant(&e, "tenant", req.GetTenant())
 	validate.RunSpec(&e, "spec", req.GetSpec())
 	validate.Optional(&e, "parent_run_id", req.GetParentRunId(), validate.RunID)
+	checkKeyID(&e, "api_key_id", req.GetApiKeyId())
 	for _, k := range slices.Sorted(maps.Keys(req.GetSpec().GetLabels())) {
 		if strings.HasPrefix(k, reservedLabelPrefix) {
 			e.Add(validate.Key("spec.labels", k), "keys starting with "+reservedLabelPrefix+" are reserved for the platform (sub-agent runs)")
@@ -61,4 +63,36 @@ func validateSubmitInput(req *baagentv1.OrchestratorServiceSubmitInputRequest) e
 	validate.RunID(&e, "run_id", req.GetRunId())
 	validate.RunInput(&e, "input", req.GetInput())
 	return e.Err()
+}
+
+func validateBudgetScope(tenant, keyID string) error {
+	var e validate.Errors
+	validate.Tenant(&e, "tenant", tenant)
+	checkKeyID(&e, "api_key_id", keyID)
+	return e.Err()
+}
+
+func validateSetBudget(req *baagentv1.OrchestratorServiceSetBudgetRequest) error {
+	var e validate.Errors
+	validate.Tenant(&e, "tenant", req.GetTenant())
+	checkKeyID(&e, "api_key_id", req.GetApiKeyId())
+	switch {
+	case req.GetClear() && req.GetBudget() != nil:
+		e.Add("budget", "must be empty when clear is set")
+	case !req.GetClear() && req.GetBudget() == nil:
+		e.Add("budget", "required (or set clear)")
+	case req.GetBudget() != nil:
+		budget.Validate(&e, "budget", req.GetBudget())
+	}
+	return e.Err()
+}
+
+// checkKeyID checks an optional API key id.
+func checkKeyID(e *validate.Errors, field, id string) {
+	if id == "" {
+		return
+	}
+	if err := budget.CheckKeyID(id); err != nil {
+		e.Add(field, err.Error())
+	}
 }

@@ -2,6 +2,7 @@
 """Client and server classes corresponding to protobuf-defined services."""
 import grpc
 
+from baagent.v1 import budgets_pb2 as baagent_dot_v1_dot_budgets__pb2
 from baagent.v1 import export_pb2 as baagent_dot_v1_dot_export__pb2
 from baagent.v1 import gateway_pb2 as baagent_dot_v1_dot_gateway__pb2
 
@@ -103,6 +104,21 @@ class GatewayServiceStub(object):
                 '/baagent.v1.GatewayService/ExportConversation',
                 request_serializer=baagent_dot_v1_dot_export__pb2.ExportConversationRequest.SerializeToString,
                 response_deserializer=baagent_dot_v1_dot_export__pb2.ExportConversationResponse.FromString,
+                )
+        self.GetUsage = channel.unary_unary(
+                '/baagent.v1.GatewayService/GetUsage',
+                request_serializer=baagent_dot_v1_dot_budgets__pb2.GatewayServiceGetUsageRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_budgets__pb2.GatewayServiceGetUsageResponse.FromString,
+                )
+        self.GetBudget = channel.unary_unary(
+                '/baagent.v1.GatewayService/GetBudget',
+                request_serializer=baagent_dot_v1_dot_budgets__pb2.GatewayServiceGetBudgetRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_budgets__pb2.GatewayServiceGetBudgetResponse.FromString,
+                )
+        self.SetBudget = channel.unary_unary(
+                '/baagent.v1.GatewayService/SetBudget',
+                request_serializer=baagent_dot_v1_dot_budgets__pb2.GatewayServiceSetBudgetRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_budgets__pb2.GatewayServiceSetBudgetResponse.FromString,
                 )
 
 
@@ -241,6 +257,27 @@ class GatewayServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetUsage(self, request, context):
+        """Returns the calling tenant's usage in the current UTC day and month.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetBudget(self, request, context):
+        """Returns any tenant's budget; admin API key only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetBudget(self, request, context):
+        """Writes or clears any tenant's budget; admin API key only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -328,6 +365,21 @@ def add_GatewayServiceServicer_to_server(servicer, server):
                     servicer.ExportConversation,
                     request_deserializer=baagent_dot_v1_dot_export__pb2.ExportConversationRequest.FromString,
                     response_serializer=baagent_dot_v1_dot_export__pb2.ExportConversationResponse.SerializeToString,
+            ),
+            'GetUsage': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetUsage,
+                    request_deserializer=baagent_dot_v1_dot_budgets__pb2.GatewayServiceGetUsageRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_budgets__pb2.GatewayServiceGetUsageResponse.SerializeToString,
+            ),
+            'GetBudget': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetBudget,
+                    request_deserializer=baagent_dot_v1_dot_budgets__pb2.GatewayServiceGetBudgetRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_budgets__pb2.GatewayServiceGetBudgetResponse.SerializeToString,
+            ),
+            'SetBudget': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetBudget,
+                    request_deserializer=baagent_dot_v1_dot_budgets__pb2.GatewayServiceSetBudgetRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_budgets__pb2.GatewayServiceSetBudgetResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -629,5 +681,56 @@ class GatewayService(object):
         return grpc.experimental.unary_stream(request, target, '/baagent.v1.GatewayService/ExportConversation',
             baagent_dot_v1_dot_export__pb2.ExportConversationRequest.SerializeToString,
             baagent_dot_v1_dot_export__pb2.ExportConversationResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/GetUsage',
+            baagent_dot_v1_dot_budgets__pb2.GatewayServiceGetUsageRequest.SerializeToString,
+            baagent_dot_v1_dot_budgets__pb2.GatewayServiceGetUsageResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetBudget(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/GetBudget',
+            baagent_dot_v1_dot_budgets__pb2.GatewayServiceGetBudgetRequest.SerializeToString,
+            baagent_dot_v1_dot_budgets__pb2.GatewayServiceGetBudgetResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SetBudget(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/SetBudget',
+            baagent_dot_v1_dot_budgets__pb2.GatewayServiceSetBudgetRequest.SerializeToString,
+            baagent_dot_v1_dot_budgets__pb2.GatewayServiceSetBudgetResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

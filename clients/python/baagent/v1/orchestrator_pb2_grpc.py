@@ -2,6 +2,7 @@
 """Client and server classes corresponding to protobuf-defined services."""
 import grpc
 
+from baagent.v1 import budgets_pb2 as baagent_dot_v1_dot_budgets__pb2
 from baagent.v1 import orchestrator_pb2 as baagent_dot_v1_dot_orchestrator__pb2
 
 
@@ -41,6 +42,21 @@ class OrchestratorServiceStub(object):
                 '/baagent.v1.OrchestratorService/SubmitInput',
                 request_serializer=baagent_dot_v1_dot_orchestrator__pb2.OrchestratorServiceSubmitInputRequest.SerializeToString,
                 response_deserializer=baagent_dot_v1_dot_orchestrator__pb2.OrchestratorServiceSubmitInputResponse.FromString,
+                )
+        self.GetUsage = channel.unary_unary(
+                '/baagent.v1.OrchestratorService/GetUsage',
+                request_serializer=baagent_dot_v1_dot_budgets__pb2.OrchestratorServiceGetUsageRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_budgets__pb2.OrchestratorServiceGetUsageResponse.FromString,
+                )
+        self.GetBudget = channel.unary_unary(
+                '/baagent.v1.OrchestratorService/GetBudget',
+                request_serializer=baagent_dot_v1_dot_budgets__pb2.OrchestratorServiceGetBudgetRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_budgets__pb2.OrchestratorServiceGetBudgetResponse.FromString,
+                )
+        self.SetBudget = channel.unary_unary(
+                '/baagent.v1.OrchestratorService/SetBudget',
+                request_serializer=baagent_dot_v1_dot_budgets__pb2.OrchestratorServiceSetBudgetRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_budgets__pb2.OrchestratorServiceSetBudgetResponse.FromString,
                 )
 
 
@@ -85,6 +101,27 @@ class OrchestratorServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetUsage(self, request, context):
+        """Returns a tenant's (or API key's) usage in the current UTC day and month.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetBudget(self, request, context):
+        """Returns a tenant's (or API key's) budget and where it comes from.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetBudget(self, request, context):
+        """Writes or clears the admin API's budget of a tenant (or API key).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_OrchestratorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -112,6 +149,21 @@ def add_OrchestratorServiceServicer_to_server(servicer, server):
                     servicer.SubmitInput,
                     request_deserializer=baagent_dot_v1_dot_orchestrator__pb2.OrchestratorServiceSubmitInputRequest.FromString,
                     response_serializer=baagent_dot_v1_dot_orchestrator__pb2.OrchestratorServiceSubmitInputResponse.SerializeToString,
+            ),
+            'GetUsage': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetUsage,
+                    request_deserializer=baagent_dot_v1_dot_budgets__pb2.OrchestratorServiceGetUsageRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_budgets__pb2.OrchestratorServiceGetUsageResponse.SerializeToString,
+            ),
+            'GetBudget': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetBudget,
+                    request_deserializer=baagent_dot_v1_dot_budgets__pb2.OrchestratorServiceGetBudgetRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_budgets__pb2.OrchestratorServiceGetBudgetResponse.SerializeToString,
+            ),
+            'SetBudget': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetBudget,
+                    request_deserializer=baagent_dot_v1_dot_budgets__pb2.OrchestratorServiceSetBudgetRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_budgets__pb2.OrchestratorServiceSetBudgetResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -208,5 +260,56 @@ class OrchestratorService(object):
         return grpc.experimental.unary_unary(request, target, '/baagent.v1.OrchestratorService/SubmitInput',
             baagent_dot_v1_dot_orchestrator__pb2.OrchestratorServiceSubmitInputRequest.SerializeToString,
             baagent_dot_v1_dot_orchestrator__pb2.OrchestratorServiceSubmitInputResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.OrchestratorService/GetUsage',
+            baagent_dot_v1_dot_budgets__pb2.OrchestratorServiceGetUsageRequest.SerializeToString,
+            baagent_dot_v1_dot_budgets__pb2.OrchestratorServiceGetUsageResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetBudget(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.OrchestratorService/GetBudget',
+            baagent_dot_v1_dot_budgets__pb2.OrchestratorServiceGetBudgetRequest.SerializeToString,
+            baagent_dot_v1_dot_budgets__pb2.OrchestratorServiceGetBudgetResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SetBudget(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.OrchestratorService/SetBudget',
+            baagent_dot_v1_dot_budgets__pb2.OrchestratorServiceSetBudgetRequest.SerializeToString,
+            baagent_dot_v1_dot_budgets__pb2.OrchestratorServiceSetBudgetResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

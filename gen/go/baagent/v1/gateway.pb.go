@@ -1719,7 +1719,7 @@ var File_baagent_v1_gateway_proto protoreflect.FileDescriptor
 const file_baagent_v1_gateway_proto_rawDesc = "" +
 	"\n" +
 	"\x18baagent/v1/gateway.proto\x12\n" +
-	"baagent.v1\x1a\x17baagent/v1/events.proto\x1a\x17baagent/v1/export.proto\x1a\x1dbaagent/v1/orchestrator.proto\x1a\x14baagent/v1/run.proto\x1a\x17baagent/v1/skills.proto\x1a\x17baagent/v1/tokens.proto\x1a\x1bbaagent/v1/toolrunner.proto\x1a\x1cgoogle/protobuf/struct.proto\":\n" +
+	"baagent.v1\x1a\x18baagent/v1/budgets.proto\x1a\x17baagent/v1/events.proto\x1a\x17baagent/v1/export.proto\x1a\x1dbaagent/v1/orchestrator.proto\x1a\x14baagent/v1/run.proto\x1a\x17baagent/v1/skills.proto\x1a\x17baagent/v1/tokens.proto\x1a\x1bbaagent/v1/toolrunner.proto\x1a\x1cgoogle/protobuf/struct.proto\":\n" +
 	"\x0fStartRunRequest\x12'\n" +
 	"\x04spec\x18\x01 \x01(\v2\x13.baagent.v1.RunSpecR\x04spec\"5\n" +
 	"\x10StartRunResponse\x12!\n" +
@@ -1814,7 +1814,7 @@ const file_baagent_v1_gateway_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1a\n" +
 	"\bdisabled\x18\x03 \x01(\bR\bdisabled\"\\\n" +
 	")GatewayServiceSetSystemSkillStateResponse\x12/\n" +
-	"\x05skill\x18\x01 \x01(\v2\x19.baagent.v1.SkillMetadataR\x05skill2\xa4\f\n" +
+	"\x05skill\x18\x01 \x01(\v2\x19.baagent.v1.SkillMetadataR\x05skill2\xd3\x0e\n" +
 	"\x0eGatewayService\x12E\n" +
 	"\bStartRun\x12\x1b.baagent.v1.StartRunRequest\x1a\x1c.baagent.v1.StartRunResponse\x12Y\n" +
 	"\x0eStartRunStream\x12!.baagent.v1.StartRunStreamRequest\x1a\".baagent.v1.StartRunStreamResponse0\x01\x12?\n" +
@@ -1834,7 +1834,10 @@ const file_baagent_v1_gateway_proto_rawDesc = "" +
 	"InvokeTool\x12\x1d.baagent.v1.InvokeToolRequest\x1a\x1e.baagent.v1.InvokeToolResponse\x12j\n" +
 	"\vCountTokens\x12,.baagent.v1.GatewayServiceCountTokensRequest\x1a-.baagent.v1.GatewayServiceCountTokensResponse\x12J\n" +
 	"\tExportRun\x12\x1c.baagent.v1.ExportRunRequest\x1a\x1d.baagent.v1.ExportRunResponse0\x01\x12e\n" +
-	"\x12ExportConversation\x12%.baagent.v1.ExportConversationRequest\x1a&.baagent.v1.ExportConversationResponse0\x01B8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3"
+	"\x12ExportConversation\x12%.baagent.v1.ExportConversationRequest\x1a&.baagent.v1.ExportConversationResponse0\x01\x12a\n" +
+	"\bGetUsage\x12).baagent.v1.GatewayServiceGetUsageRequest\x1a*.baagent.v1.GatewayServiceGetUsageResponse\x12d\n" +
+	"\tGetBudget\x12*.baagent.v1.GatewayServiceGetBudgetRequest\x1a+.baagent.v1.GatewayServiceGetBudgetResponse\x12d\n" +
+	"\tSetBudget\x12*.baagent.v1.GatewayServiceSetBudgetRequest\x1a+.baagent.v1.GatewayServiceSetBudgetResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3"
 
 var (
 	file_baagent_v1_gateway_proto_rawDescOnce sync.Once
@@ -1898,8 +1901,14 @@ var file_baagent_v1_gateway_proto_goTypes = []any{
 	(SkillArchiveFormat)(0),                           // 45: baagent.v1.SkillArchiveFormat
 	(*ExportRunRequest)(nil),                          // 46: baagent.v1.ExportRunRequest
 	(*ExportConversationRequest)(nil),                 // 47: baagent.v1.ExportConversationRequest
-	(*ExportRunResponse)(nil),                         // 48: baagent.v1.ExportRunResponse
-	(*ExportConversationResponse)(nil),                // 49: baagent.v1.ExportConversationResponse
+	(*GatewayServiceGetUsageRequest)(nil),             // 48: baagent.v1.GatewayServiceGetUsageRequest
+	(*GatewayServiceGetBudgetRequest)(nil),            // 49: baagent.v1.GatewayServiceGetBudgetRequest
+	(*GatewayServiceSetBudgetRequest)(nil),            // 50: baagent.v1.GatewayServiceSetBudgetRequest
+	(*ExportRunResponse)(nil),                         // 51: baagent.v1.ExportRunResponse
+	(*ExportConversationResponse)(nil),                // 52: baagent.v1.ExportConversationResponse
+	(*GatewayServiceGetUsageResponse)(nil),            // 53: baagent.v1.GatewayServiceGetUsageResponse
+	(*GatewayServiceGetBudgetResponse)(nil),           // 54: baagent.v1.GatewayServiceGetBudgetResponse
+	(*GatewayServiceSetBudgetResponse)(nil),           // 55: baagent.v1.GatewayServiceSetBudgetResponse
 }
 var file_baagent_v1_gateway_proto_depIdxs = []int32{
 	30, // 0: baagent.v1.StartRunRequest.spec:type_name -> baagent.v1.RunSpec
@@ -1945,25 +1954,31 @@ var file_baagent_v1_gateway_proto_depIdxs = []int32{
 	22, // 40: baagent.v1.GatewayService.CountTokens:input_type -> baagent.v1.GatewayServiceCountTokensRequest
 	46, // 41: baagent.v1.GatewayService.ExportRun:input_type -> baagent.v1.ExportRunRequest
 	47, // 42: baagent.v1.GatewayService.ExportConversation:input_type -> baagent.v1.ExportConversationRequest
-	1,  // 43: baagent.v1.GatewayService.StartRun:output_type -> baagent.v1.StartRunResponse
-	3,  // 44: baagent.v1.GatewayService.StartRunStream:output_type -> baagent.v1.StartRunStreamResponse
-	5,  // 45: baagent.v1.GatewayService.GetRun:output_type -> baagent.v1.GetRunResponse
-	7,  // 46: baagent.v1.GatewayService.ListRuns:output_type -> baagent.v1.ListRunsResponse
-	9,  // 47: baagent.v1.GatewayService.CancelRun:output_type -> baagent.v1.CancelRunResponse
-	11, // 48: baagent.v1.GatewayService.SubmitInput:output_type -> baagent.v1.SubmitInputResponse
-	13, // 49: baagent.v1.GatewayService.StreamRunEvents:output_type -> baagent.v1.StreamRunEventsResponse
-	15, // 50: baagent.v1.GatewayService.ListSkills:output_type -> baagent.v1.GatewayServiceListSkillsResponse
-	17, // 51: baagent.v1.GatewayService.GetSkill:output_type -> baagent.v1.GatewayServiceGetSkillResponse
-	25, // 52: baagent.v1.GatewayService.PutSkill:output_type -> baagent.v1.GatewayServicePutSkillResponse
-	27, // 53: baagent.v1.GatewayService.DeleteSkill:output_type -> baagent.v1.GatewayServiceDeleteSkillResponse
-	29, // 54: baagent.v1.GatewayService.SetSystemSkillState:output_type -> baagent.v1.GatewayServiceSetSystemSkillStateResponse
-	19, // 55: baagent.v1.GatewayService.ListTools:output_type -> baagent.v1.GatewayServiceListToolsResponse
-	21, // 56: baagent.v1.GatewayService.InvokeTool:output_type -> baagent.v1.InvokeToolResponse
-	23, // 57: baagent.v1.GatewayService.CountTokens:output_type -> baagent.v1.GatewayServiceCountTokensResponse
-	48, // 58: baagent.v1.GatewayService.ExportRun:output_type -> baagent.v1.ExportRunResponse
-	49, // 59: baagent.v1.GatewayService.ExportConversation:output_type -> baagent.v1.ExportConversationResponse
-	43, // [43:60] is the sub-list for method output_type
-	26, // [26:43] is the sub-list for method input_type
+	48, // 43: baagent.v1.GatewayService.GetUsage:input_type -> baagent.v1.GatewayServiceGetUsageRequest
+	49, // 44: baagent.v1.GatewayService.GetBudget:input_type -> baagent.v1.GatewayServiceGetBudgetRequest
+	50, // 45: baagent.v1.GatewayService.SetBudget:input_type -> baagent.v1.GatewayServiceSetBudgetRequest
+	1,  // 46: baagent.v1.GatewayService.StartRun:output_type -> baagent.v1.StartRunResponse
+	3,  // 47: baagent.v1.GatewayService.StartRunStream:output_type -> baagent.v1.StartRunStreamResponse
+	5,  // 48: baagent.v1.GatewayService.GetRun:output_type -> baagent.v1.GetRunResponse
+	7,  // 49: baagent.v1.GatewayService.ListRuns:output_type -> baagent.v1.ListRunsResponse
+	9,  // 50: baagent.v1.GatewayService.CancelRun:output_type -> baagent.v1.CancelRunResponse
+	11, // 51: baagent.v1.GatewayService.SubmitInput:output_type -> baagent.v1.SubmitInputResponse
+	13, // 52: baagent.v1.GatewayService.StreamRunEvents:output_type -> baagent.v1.StreamRunEventsResponse
+	15, // 53: baagent.v1.GatewayService.ListSkills:output_type -> baagent.v1.GatewayServiceListSkillsResponse
+	17, // 54: baagent.v1.GatewayService.GetSkill:output_type -> baagent.v1.GatewayServiceGetSkillResponse
+	25, // 55: baagent.v1.GatewayService.PutSkill:output_type -> baagent.v1.GatewayServicePutSkillResponse
+	27, // 56: baagent.v1.GatewayService.DeleteSkill:output_type -> baagent.v1.GatewayServiceDeleteSkillResponse
+	29, // 57: baagent.v1.GatewayService.SetSystemSkillState:output_type -> baagent.v1.GatewayServiceSetSystemSkillStateResponse
+	19, // 58: baagent.v1.GatewayService.ListTools:output_type -> baagent.v1.GatewayServiceListToolsResponse
+	21, // 59: baagent.v1.GatewayService.InvokeTool:output_type -> baagent.v1.InvokeToolResponse
+	23, // 60: baagent.v1.GatewayService.CountTokens:output_type -> baagent.v1.GatewayServiceCountTokensResponse
+	51, // 61: baagent.v1.GatewayService.ExportRun:output_type -> baagent.v1.ExportRunResponse
+	52, // 62: baagent.v1.GatewayService.ExportConversation:output_type -> baagent.v1.ExportConversationResponse
+	53, // 63: baagent.v1.GatewayService.GetUsage:output_type -> baagent.v1.GatewayServiceGetUsageResponse
+	54, // 64: baagent.v1.GatewayService.GetBudget:output_type -> baagent.v1.GatewayServiceGetBudgetResponse
+	55, // 65: baagent.v1.GatewayService.SetBudget:output_type -> baagent.v1.GatewayServiceSetBudgetResponse
+	46, // [46:66] is the sub-list for method output_type
+	26, // [26:46] is the sub-list for method input_type
 	26, // [26:26] is the sub-list for extension type_name
 	26, // [26:26] is the sub-list for extension extendee
 	0,  // [0:26] is the sub-list for field type_name
@@ -1974,6 +1989,7 @@ func file_baagent_v1_gateway_proto_init() {
 	if File_baagent_v1_gateway_proto != nil {
 		return
 	}
+	file_baagent_v1_budgets_proto_init()
 	file_baagent_v1_events_proto_init()
 	file_baagent_v1_export_proto_init()
 	file_baagent_v1_orchestrator_proto_init()

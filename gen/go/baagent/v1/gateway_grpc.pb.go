@@ -36,6 +36,9 @@ const (
 	GatewayService_CountTokens_FullMethodName         = "/baagent.v1.GatewayService/CountTokens"
 	GatewayService_ExportRun_FullMethodName           = "/baagent.v1.GatewayService/ExportRun"
 	GatewayService_ExportConversation_FullMethodName  = "/baagent.v1.GatewayService/ExportConversation"
+	GatewayService_GetUsage_FullMethodName            = "/baagent.v1.GatewayService/GetUsage"
+	GatewayService_GetBudget_FullMethodName           = "/baagent.v1.GatewayService/GetBudget"
+	GatewayService_SetBudget_FullMethodName           = "/baagent.v1.GatewayService/SetBudget"
 )
 
 // GatewayServiceClient is the client API for GatewayService service.
@@ -90,6 +93,12 @@ type GatewayServiceClient interface {
 	// Exports every run of a conversation, oldest first, as one document
 	// (GET /v1/conversations/{conversation_id}/export?format=…).
 	ExportConversation(ctx context.Context, in *ExportConversationRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportConversationResponse], error)
+	// Returns the calling tenant's usage in the current UTC day and month.
+	GetUsage(ctx context.Context, in *GatewayServiceGetUsageRequest, opts ...grpc.CallOption) (*GatewayServiceGetUsageResponse, error)
+	// Returns any tenant's budget; admin API key only.
+	GetBudget(ctx context.Context, in *GatewayServiceGetBudgetRequest, opts ...grpc.CallOption) (*GatewayServiceGetBudgetResponse, error)
+	// Writes or clears any tenant's budget; admin API key only.
+	SetBudget(ctx context.Context, in *GatewayServiceSetBudgetRequest, opts ...grpc.CallOption) (*GatewayServiceSetBudgetResponse, error)
 }
 
 type gatewayServiceClient struct {
@@ -306,6 +315,36 @@ func (c *gatewayServiceClient) ExportConversation(ctx context.Context, in *Expor
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type GatewayService_ExportConversationClient = grpc.ServerStreamingClient[ExportConversationResponse]
 
+func (c *gatewayServiceClient) GetUsage(ctx context.Context, in *GatewayServiceGetUsageRequest, opts ...grpc.CallOption) (*GatewayServiceGetUsageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceGetUsageResponse)
+	err := c.cc.Invoke(ctx, GatewayService_GetUsage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayServiceClient) GetBudget(ctx context.Context, in *GatewayServiceGetBudgetRequest, opts ...grpc.CallOption) (*GatewayServiceGetBudgetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceGetBudgetResponse)
+	err := c.cc.Invoke(ctx, GatewayService_GetBudget_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayServiceClient) SetBudget(ctx context.Context, in *GatewayServiceSetBudgetRequest, opts ...grpc.CallOption) (*GatewayServiceSetBudgetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceSetBudgetResponse)
+	err := c.cc.Invoke(ctx, GatewayService_SetBudget_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GatewayServiceServer is the server API for GatewayService service.
 // All implementations must embed UnimplementedGatewayServiceServer
 // for forward compatibility.
@@ -358,6 +397,12 @@ type GatewayServiceServer interface {
 	// Exports every run of a conversation, oldest first, as one document
 	// (GET /v1/conversations/{conversation_id}/export?format=…).
 	ExportConversation(*ExportConversationRequest, grpc.ServerStreamingServer[ExportConversationResponse]) error
+	// Returns the calling tenant's usage in the current UTC day and month.
+	GetUsage(context.Context, *GatewayServiceGetUsageRequest) (*GatewayServiceGetUsageResponse, error)
+	// Returns any tenant's budget; admin API key only.
+	GetBudget(context.Context, *GatewayServiceGetBudgetRequest) (*GatewayServiceGetBudgetResponse, error)
+	// Writes or clears any tenant's budget; admin API key only.
+	SetBudget(context.Context, *GatewayServiceSetBudgetRequest) (*GatewayServiceSetBudgetResponse, error)
 	mustEmbedUnimplementedGatewayServiceServer()
 }
 
@@ -418,6 +463,15 @@ func (UnimplementedGatewayServiceServer) ExportRun(*ExportRunRequest, grpc.Serve
 }
 func (UnimplementedGatewayServiceServer) ExportConversation(*ExportConversationRequest, grpc.ServerStreamingServer[ExportConversationResponse]) error {
 	return status.Error(codes.Unimplemented, "method ExportConversation not implemented")
+}
+func (UnimplementedGatewayServiceServer) GetUsage(context.Context, *GatewayServiceGetUsageRequest) (*GatewayServiceGetUsageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetUsage not implemented")
+}
+func (UnimplementedGatewayServiceServer) GetBudget(context.Context, *GatewayServiceGetBudgetRequest) (*GatewayServiceGetBudgetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetBudget not implemented")
+}
+func (UnimplementedGatewayServiceServer) SetBudget(context.Context, *GatewayServiceSetBudgetRequest) (*GatewayServiceSetBudgetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetBudget not implemented")
 }
 func (UnimplementedGatewayServiceServer) mustEmbedUnimplementedGatewayServiceServer() {}
 func (UnimplementedGatewayServiceServer) testEmbeddedByValue()                        {}
@@ -718,6 +772,60 @@ func _GatewayService_ExportConversation_Handler(srv interface{}, stream grpc.Ser
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type GatewayService_ExportConversationServer = grpc.ServerStreamingServer[ExportConversationResponse]
 
+func _GatewayService_GetUsage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceGetUsageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).GetUsage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_GetUsage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).GetUsage(ctx, req.(*GatewayServiceGetUsageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GatewayService_GetBudget_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceGetBudgetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).GetBudget(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_GetBudget_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).GetBudget(ctx, req.(*GatewayServiceGetBudgetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GatewayService_SetBudget_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceSetBudgetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).SetBudget(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_SetBudget_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).SetBudget(ctx, req.(*GatewayServiceSetBudgetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // GatewayService_ServiceDesc is the grpc.ServiceDesc for GatewayService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -776,6 +884,18 @@ var GatewayService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CountTokens",
 			Handler:    _GatewayService_CountTokens_Handler,
+		},
+		{
+			MethodName: "GetUsage",
+			Handler:    _GatewayService_GetUsage_Handler,
+		},
+		{
+			MethodName: "GetBudget",
+			Handler:    _GatewayService_GetBudget_Handler,
+		},
+		{
+			MethodName: "SetBudget",
+			Handler:    _GatewayService_SetBudget_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

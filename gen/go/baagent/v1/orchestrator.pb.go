@@ -102,7 +102,10 @@ type OrchestratorServiceStartRunRequest struct {
 	// What to run; input required.
 	Spec *RunSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
 	// Parent run when this is a sub-agent run.
-	ParentRunId   string `protobuf:"bytes,3,opt,name=parent_run_id,json=parentRunId,proto3" json:"parent_run_id,omitempty"`
+	ParentRunId string `protobuf:"bytes,3,opt,name=parent_run_id,json=parentRunId,proto3" json:"parent_run_id,omitempty"`
+	// Id of the API key that started the run (the first 8 hex digits of its
+	// SHA-256), whose own budget applies too; empty when none.
+	ApiKeyId      string `protobuf:"bytes,4,opt,name=api_key_id,json=apiKeyId,proto3" json:"api_key_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -154,6 +157,13 @@ func (x *OrchestratorServiceStartRunRequest) GetSpec() *RunSpec {
 func (x *OrchestratorServiceStartRunRequest) GetParentRunId() string {
 	if x != nil {
 		return x.ParentRunId
+	}
+	return ""
+}
+
+func (x *OrchestratorServiceStartRunRequest) GetApiKeyId() string {
+	if x != nil {
+		return x.ApiKeyId
 	}
 	return ""
 }
@@ -674,16 +684,18 @@ var File_baagent_v1_orchestrator_proto protoreflect.FileDescriptor
 const file_baagent_v1_orchestrator_proto_rawDesc = "" +
 	"\n" +
 	"\x1dbaagent/v1/orchestrator.proto\x12\n" +
-	"baagent.v1\x1a\x14baagent/v1/run.proto\"\xae\x01\n" +
+	"baagent.v1\x1a\x18baagent/v1/budgets.proto\x1a\x14baagent/v1/run.proto\"\xae\x01\n" +
 	"\bRunInput\x12\x19\n" +
 	"\binput_id\x18\x01 \x01(\tR\ainputId\x12\x16\n" +
 	"\x06answer\x18\x02 \x01(\tR\x06answer\x12)\n" +
 	"\x10selected_options\x18\x03 \x03(\tR\x0fselectedOptions\x12D\n" +
-	"\fintervention\x18\x04 \x01(\x0e2 .baagent.v1.DoomLoopInterventionR\fintervention\"\x89\x01\n" +
+	"\fintervention\x18\x04 \x01(\x0e2 .baagent.v1.DoomLoopInterventionR\fintervention\"\xa7\x01\n" +
 	"\"OrchestratorServiceStartRunRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12'\n" +
 	"\x04spec\x18\x02 \x01(\v2\x13.baagent.v1.RunSpecR\x04spec\x12\"\n" +
-	"\rparent_run_id\x18\x03 \x01(\tR\vparentRunId\"H\n" +
+	"\rparent_run_id\x18\x03 \x01(\tR\vparentRunId\x12\x1c\n" +
+	"\n" +
+	"api_key_id\x18\x04 \x01(\tR\bapiKeyId\"H\n" +
 	"#OrchestratorServiceStartRunResponse\x12!\n" +
 	"\x03run\x18\x01 \x01(\v2\x0f.baagent.v1.RunR\x03run\"Q\n" +
 	" OrchestratorServiceGetRunRequest\x12\x16\n" +
@@ -712,13 +724,16 @@ const file_baagent_v1_orchestrator_proto_rawDesc = "" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12*\n" +
 	"\x05input\x18\x03 \x01(\v2\x14.baagent.v1.RunInputR\x05input\"K\n" +
 	"&OrchestratorServiceSubmitInputResponse\x12!\n" +
-	"\x03run\x18\x01 \x01(\v2\x0f.baagent.v1.RunR\x03run2\xbc\x04\n" +
+	"\x03run\x18\x01 \x01(\v2\x0f.baagent.v1.RunR\x03run2\x89\a\n" +
 	"\x13OrchestratorService\x12k\n" +
 	"\bStartRun\x12..baagent.v1.OrchestratorServiceStartRunRequest\x1a/.baagent.v1.OrchestratorServiceStartRunResponse\x12e\n" +
 	"\x06GetRun\x12,.baagent.v1.OrchestratorServiceGetRunRequest\x1a-.baagent.v1.OrchestratorServiceGetRunResponse\x12k\n" +
 	"\bListRuns\x12..baagent.v1.OrchestratorServiceListRunsRequest\x1a/.baagent.v1.OrchestratorServiceListRunsResponse\x12n\n" +
 	"\tCancelRun\x12/.baagent.v1.OrchestratorServiceCancelRunRequest\x1a0.baagent.v1.OrchestratorServiceCancelRunResponse\x12t\n" +
-	"\vSubmitInput\x121.baagent.v1.OrchestratorServiceSubmitInputRequest\x1a2.baagent.v1.OrchestratorServiceSubmitInputResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3"
+	"\vSubmitInput\x121.baagent.v1.OrchestratorServiceSubmitInputRequest\x1a2.baagent.v1.OrchestratorServiceSubmitInputResponse\x12k\n" +
+	"\bGetUsage\x12..baagent.v1.OrchestratorServiceGetUsageRequest\x1a/.baagent.v1.OrchestratorServiceGetUsageResponse\x12n\n" +
+	"\tGetBudget\x12/.baagent.v1.OrchestratorServiceGetBudgetRequest\x1a0.baagent.v1.OrchestratorServiceGetBudgetResponse\x12n\n" +
+	"\tSetBudget\x12/.baagent.v1.OrchestratorServiceSetBudgetRequest\x1a0.baagent.v1.OrchestratorServiceSetBudgetResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3"
 
 var (
 	file_baagent_v1_orchestrator_proto_rawDescOnce sync.Once
@@ -749,6 +764,12 @@ var file_baagent_v1_orchestrator_proto_goTypes = []any{
 	(*RunSpec)(nil),                                // 12: baagent.v1.RunSpec
 	(*Run)(nil),                                    // 13: baagent.v1.Run
 	(RunState)(0),                                  // 14: baagent.v1.RunState
+	(*OrchestratorServiceGetUsageRequest)(nil),     // 15: baagent.v1.OrchestratorServiceGetUsageRequest
+	(*OrchestratorServiceGetBudgetRequest)(nil),    // 16: baagent.v1.OrchestratorServiceGetBudgetRequest
+	(*OrchestratorServiceSetBudgetRequest)(nil),    // 17: baagent.v1.OrchestratorServiceSetBudgetRequest
+	(*OrchestratorServiceGetUsageResponse)(nil),    // 18: baagent.v1.OrchestratorServiceGetUsageResponse
+	(*OrchestratorServiceGetBudgetResponse)(nil),   // 19: baagent.v1.OrchestratorServiceGetBudgetResponse
+	(*OrchestratorServiceSetBudgetResponse)(nil),   // 20: baagent.v1.OrchestratorServiceSetBudgetResponse
 }
 var file_baagent_v1_orchestrator_proto_depIdxs = []int32{
 	11, // 0: baagent.v1.RunInput.intervention:type_name -> baagent.v1.DoomLoopIntervention
@@ -765,13 +786,19 @@ var file_baagent_v1_orchestrator_proto_depIdxs = []int32{
 	5,  // 11: baagent.v1.OrchestratorService.ListRuns:input_type -> baagent.v1.OrchestratorServiceListRunsRequest
 	7,  // 12: baagent.v1.OrchestratorService.CancelRun:input_type -> baagent.v1.OrchestratorServiceCancelRunRequest
 	9,  // 13: baagent.v1.OrchestratorService.SubmitInput:input_type -> baagent.v1.OrchestratorServiceSubmitInputRequest
-	2,  // 14: baagent.v1.OrchestratorService.StartRun:output_type -> baagent.v1.OrchestratorServiceStartRunResponse
-	4,  // 15: baagent.v1.OrchestratorService.GetRun:output_type -> baagent.v1.OrchestratorServiceGetRunResponse
-	6,  // 16: baagent.v1.OrchestratorService.ListRuns:output_type -> baagent.v1.OrchestratorServiceListRunsResponse
-	8,  // 17: baagent.v1.OrchestratorService.CancelRun:output_type -> baagent.v1.OrchestratorServiceCancelRunResponse
-	10, // 18: baagent.v1.OrchestratorService.SubmitInput:output_type -> baagent.v1.OrchestratorServiceSubmitInputResponse
-	14, // [14:19] is the sub-list for method output_type
-	9,  // [9:14] is the sub-list for method input_type
+	15, // 14: baagent.v1.OrchestratorService.GetUsage:input_type -> baagent.v1.OrchestratorServiceGetUsageRequest
+	16, // 15: baagent.v1.OrchestratorService.GetBudget:input_type -> baagent.v1.OrchestratorServiceGetBudgetRequest
+	17, // 16: baagent.v1.OrchestratorService.SetBudget:input_type -> baagent.v1.OrchestratorServiceSetBudgetRequest
+	2,  // 17: baagent.v1.OrchestratorService.StartRun:output_type -> baagent.v1.OrchestratorServiceStartRunResponse
+	4,  // 18: baagent.v1.OrchestratorService.GetRun:output_type -> baagent.v1.OrchestratorServiceGetRunResponse
+	6,  // 19: baagent.v1.OrchestratorService.ListRuns:output_type -> baagent.v1.OrchestratorServiceListRunsResponse
+	8,  // 20: baagent.v1.OrchestratorService.CancelRun:output_type -> baagent.v1.OrchestratorServiceCancelRunResponse
+	10, // 21: baagent.v1.OrchestratorService.SubmitInput:output_type -> baagent.v1.OrchestratorServiceSubmitInputResponse
+	18, // 22: baagent.v1.OrchestratorService.GetUsage:output_type -> baagent.v1.OrchestratorServiceGetUsageResponse
+	19, // 23: baagent.v1.OrchestratorService.GetBudget:output_type -> baagent.v1.OrchestratorServiceGetBudgetResponse
+	20, // 24: baagent.v1.OrchestratorService.SetBudget:output_type -> baagent.v1.OrchestratorServiceSetBudgetResponse
+	17, // [17:25] is the sub-list for method output_type
+	9,  // [9:17] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -782,6 +809,7 @@ func file_baagent_v1_orchestrator_proto_init() {
 	if File_baagent_v1_orchestrator_proto != nil {
 		return
 	}
+	file_baagent_v1_budgets_proto_init()
 	file_baagent_v1_run_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -24,6 +24,9 @@ const (
 	OrchestratorService_ListRuns_FullMethodName    = "/baagent.v1.OrchestratorService/ListRuns"
 	OrchestratorService_CancelRun_FullMethodName   = "/baagent.v1.OrchestratorService/CancelRun"
 	OrchestratorService_SubmitInput_FullMethodName = "/baagent.v1.OrchestratorService/SubmitInput"
+	OrchestratorService_GetUsage_FullMethodName    = "/baagent.v1.OrchestratorService/GetUsage"
+	OrchestratorService_GetBudget_FullMethodName   = "/baagent.v1.OrchestratorService/GetBudget"
+	OrchestratorService_SetBudget_FullMethodName   = "/baagent.v1.OrchestratorService/SetBudget"
 )
 
 // OrchestratorServiceClient is the client API for OrchestratorService service.
@@ -44,6 +47,12 @@ type OrchestratorServiceClient interface {
 	CancelRun(ctx context.Context, in *OrchestratorServiceCancelRunRequest, opts ...grpc.CallOption) (*OrchestratorServiceCancelRunResponse, error)
 	// Answers the question a WAITING_INPUT run waits on.
 	SubmitInput(ctx context.Context, in *OrchestratorServiceSubmitInputRequest, opts ...grpc.CallOption) (*OrchestratorServiceSubmitInputResponse, error)
+	// Returns a tenant's (or API key's) usage in the current UTC day and month.
+	GetUsage(ctx context.Context, in *OrchestratorServiceGetUsageRequest, opts ...grpc.CallOption) (*OrchestratorServiceGetUsageResponse, error)
+	// Returns a tenant's (or API key's) budget and where it comes from.
+	GetBudget(ctx context.Context, in *OrchestratorServiceGetBudgetRequest, opts ...grpc.CallOption) (*OrchestratorServiceGetBudgetResponse, error)
+	// Writes or clears the admin API's budget of a tenant (or API key).
+	SetBudget(ctx context.Context, in *OrchestratorServiceSetBudgetRequest, opts ...grpc.CallOption) (*OrchestratorServiceSetBudgetResponse, error)
 }
 
 type orchestratorServiceClient struct {
@@ -104,6 +113,36 @@ func (c *orchestratorServiceClient) SubmitInput(ctx context.Context, in *Orchest
 	return out, nil
 }
 
+func (c *orchestratorServiceClient) GetUsage(ctx context.Context, in *OrchestratorServiceGetUsageRequest, opts ...grpc.CallOption) (*OrchestratorServiceGetUsageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OrchestratorServiceGetUsageResponse)
+	err := c.cc.Invoke(ctx, OrchestratorService_GetUsage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *orchestratorServiceClient) GetBudget(ctx context.Context, in *OrchestratorServiceGetBudgetRequest, opts ...grpc.CallOption) (*OrchestratorServiceGetBudgetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OrchestratorServiceGetBudgetResponse)
+	err := c.cc.Invoke(ctx, OrchestratorService_GetBudget_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *orchestratorServiceClient) SetBudget(ctx context.Context, in *OrchestratorServiceSetBudgetRequest, opts ...grpc.CallOption) (*OrchestratorServiceSetBudgetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OrchestratorServiceSetBudgetResponse)
+	err := c.cc.Invoke(ctx, OrchestratorService_SetBudget_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // OrchestratorServiceServer is the server API for OrchestratorService service.
 // All implementations must embed UnimplementedOrchestratorServiceServer
 // for forward compatibility.
@@ -122,6 +161,12 @@ type OrchestratorServiceServer interface {
 	CancelRun(context.Context, *OrchestratorServiceCancelRunRequest) (*OrchestratorServiceCancelRunResponse, error)
 	// Answers the question a WAITING_INPUT run waits on.
 	SubmitInput(context.Context, *OrchestratorServiceSubmitInputRequest) (*OrchestratorServiceSubmitInputResponse, error)
+	// Returns a tenant's (or API key's) usage in the current UTC day and month.
+	GetUsage(context.Context, *OrchestratorServiceGetUsageRequest) (*OrchestratorServiceGetUsageResponse, error)
+	// Returns a tenant's (or API key's) budget and where it comes from.
+	GetBudget(context.Context, *OrchestratorServiceGetBudgetRequest) (*OrchestratorServiceGetBudgetResponse, error)
+	// Writes or clears the admin API's budget of a tenant (or API key).
+	SetBudget(context.Context, *OrchestratorServiceSetBudgetRequest) (*OrchestratorServiceSetBudgetResponse, error)
 	mustEmbedUnimplementedOrchestratorServiceServer()
 }
 
@@ -146,6 +191,15 @@ func (UnimplementedOrchestratorServiceServer) CancelRun(context.Context, *Orches
 }
 func (UnimplementedOrchestratorServiceServer) SubmitInput(context.Context, *OrchestratorServiceSubmitInputRequest) (*OrchestratorServiceSubmitInputResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SubmitInput not implemented")
+}
+func (UnimplementedOrchestratorServiceServer) GetUsage(context.Context, *OrchestratorServiceGetUsageRequest) (*OrchestratorServiceGetUsageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetUsage not implemented")
+}
+func (UnimplementedOrchestratorServiceServer) GetBudget(context.Context, *OrchestratorServiceGetBudgetRequest) (*OrchestratorServiceGetBudgetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetBudget not implemented")
+}
+func (UnimplementedOrchestratorServiceServer) SetBudget(context.Context, *OrchestratorServiceSetBudgetRequest) (*OrchestratorServiceSetBudgetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetBudget not implemented")
 }
 func (UnimplementedOrchestratorServiceServer) mustEmbedUnimplementedOrchestratorServiceServer() {}
 func (UnimplementedOrchestratorServiceServer) testEmbeddedByValue()                             {}
@@ -258,6 +312,60 @@ func _OrchestratorService_SubmitInput_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OrchestratorService_GetUsage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OrchestratorServiceGetUsageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OrchestratorServiceServer).GetUsage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OrchestratorService_GetUsage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OrchestratorServiceServer).GetUsage(ctx, req.(*OrchestratorServiceGetUsageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OrchestratorService_GetBudget_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OrchestratorServiceGetBudgetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OrchestratorServiceServer).GetBudget(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OrchestratorService_GetBudget_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OrchestratorServiceServer).GetBudget(ctx, req.(*OrchestratorServiceGetBudgetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OrchestratorService_SetBudget_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OrchestratorServiceSetBudgetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OrchestratorServiceServer).SetBudget(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OrchestratorService_SetBudget_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OrchestratorServiceServer).SetBudget(ctx, req.(*OrchestratorServiceSetBudgetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // OrchestratorService_ServiceDesc is the grpc.ServiceDesc for OrchestratorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -284,6 +392,18 @@ var OrchestratorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SubmitInput",
 			Handler:    _OrchestratorService_SubmitInput_Handler,
+		},
+		{
+			MethodName: "GetUsage",
+			Handler:    _OrchestratorService_GetUsage_Handler,
+		},
+		{
+			MethodName: "GetBudget",
+			Handler:    _OrchestratorService_GetBudget_Handler,
+		},
+		{
+			MethodName: "SetBudget",
+			Handler:    _OrchestratorService_SetBudget_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1500,8 +1500,11 @@ type Run struct {
 	Plan *WorkPlan `protobuf:"bytes,23,opt,name=plan,proto3" json:"plan,omitempty"`
 	// The complexity signals that fired (see StartPayload.complexity_signals).
 	ComplexitySignals []string `protobuf:"bytes,24,rep,name=complexity_signals,json=complexitySignals,proto3" json:"complexity_signals,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Id of the API key that started the run (the first 8 hex digits of its
+	// SHA-256; never the key), whose own budget applies; empty when none.
+	ApiKeyId      string `protobuf:"bytes,25,opt,name=api_key_id,json=apiKeyId,proto3" json:"api_key_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Run) Reset() {
@@ -1700,6 +1703,13 @@ func (x *Run) GetComplexitySignals() []string {
 		return x.ComplexitySignals
 	}
 	return nil
+}
+
+func (x *Run) GetApiKeyId() string {
+	if x != nil {
+		return x.ApiKeyId
+	}
+	return ""
 }
 
 // RunSpec is what a client asks for when starting a run.
@@ -2138,7 +2148,7 @@ const file_baagent_v1_run_proto_rawDesc = "" +
 	"\bquestion\"8\n" +
 	"\bRunError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\x8e\b\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xac\b\n" +
 	"\x03Run\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12'\n" +
 	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x16\n" +
@@ -2167,7 +2177,9 @@ const file_baagent_v1_run_proto_rawDesc = "" +
 	"\btrace_id\x18\x15 \x01(\tR\atraceId\x12F\n" +
 	"\x10query_complexity\x18\x16 \x01(\x0e2\x1b.baagent.v1.QueryComplexityR\x0fqueryComplexity\x12(\n" +
 	"\x04plan\x18\x17 \x01(\v2\x14.baagent.v1.WorkPlanR\x04plan\x12-\n" +
-	"\x12complexity_signals\x18\x18 \x03(\tR\x11complexitySignals\x1a9\n" +
+	"\x12complexity_signals\x18\x18 \x03(\tR\x11complexitySignals\x12\x1c\n" +
+	"\n" +
+	"api_key_id\x18\x19 \x01(\tR\bapiKeyId\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe5\x03\n" +

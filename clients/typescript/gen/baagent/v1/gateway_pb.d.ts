@@ -11,6 +11,7 @@ import type { SkillArchiveFormat, SkillLoadError, SkillLoadLevel, SkillMetadata,
 import type { OutputLevel, ToolDefinition, ToolExecutionResult } from "./toolrunner_pb.js";
 import type { CountTokensResponse } from "./tokens_pb.js";
 import type { ExportConversationRequestSchema, ExportConversationResponseSchema, ExportRunRequestSchema, ExportRunResponseSchema } from "./export_pb.js";
+import type { GatewayServiceGetBudgetRequestSchema, GatewayServiceGetBudgetResponseSchema, GatewayServiceGetUsageRequestSchema, GatewayServiceGetUsageResponseSchema, GatewayServiceSetBudgetRequestSchema, GatewayServiceSetBudgetResponseSchema } from "./budgets_pb.js";
 
 /**
  * Describes the file baagent/v1/gateway.proto.
@@ -1034,6 +1035,36 @@ export declare const GatewayService: GenService<{
     methodKind: "server_streaming";
     input: typeof ExportConversationRequestSchema;
     output: typeof ExportConversationResponseSchema;
+  },
+  /**
+   * Returns the calling tenant's usage in the current UTC day and month.
+   *
+   * @generated from rpc baagent.v1.GatewayService.GetUsage
+   */
+  getUsage: {
+    methodKind: "unary";
+    input: typeof GatewayServiceGetUsageRequestSchema;
+    output: typeof GatewayServiceGetUsageResponseSchema;
+  },
+  /**
+   * Returns any tenant's budget; admin API key only.
+   *
+   * @generated from rpc baagent.v1.GatewayService.GetBudget
+   */
+  getBudget: {
+    methodKind: "unary";
+    input: typeof GatewayServiceGetBudgetRequestSchema;
+    output: typeof GatewayServiceGetBudgetResponseSchema;
+  },
+  /**
+   * Writes or clears any tenant's budget; admin API key only.
+   *
+   * @generated from rpc baagent.v1.GatewayService.SetBudget
+   */
+  setBudget: {
+    methodKind: "unary";
+    input: typeof GatewayServiceSetBudgetRequestSchema;
+    output: typeof GatewayServiceSetBudgetResponseSchema;
   },
 }>;
 

@@ -5,6 +5,7 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
 import type { DoomLoopIntervention, Run, RunSpec, RunState } from "./run_pb.js";
+import type { OrchestratorServiceGetBudgetRequestSchema, OrchestratorServiceGetBudgetResponseSchema, OrchestratorServiceGetUsageRequestSchema, OrchestratorServiceGetUsageResponseSchema, OrchestratorServiceSetBudgetRequestSchema, OrchestratorServiceSetBudgetResponseSchema } from "./budgets_pb.js";
 
 /**
  * Describes the file baagent/v1/orchestrator.proto.
@@ -78,6 +79,14 @@ export declare type OrchestratorServiceStartRunRequest = Message<"baagent.v1.Orc
    * @generated from field: string parent_run_id = 3;
    */
   parentRunId: string;
+
+  /**
+   * Id of the API key that started the run (the first 8 hex digits of its
+   * SHA-256), whose own budget applies too; empty when none.
+   *
+   * @generated from field: string api_key_id = 4;
+   */
+  apiKeyId: string;
 };
 
 /**
@@ -400,6 +409,36 @@ export declare const OrchestratorService: GenService<{
     methodKind: "unary";
     input: typeof OrchestratorServiceSubmitInputRequestSchema;
     output: typeof OrchestratorServiceSubmitInputResponseSchema;
+  },
+  /**
+   * Returns a tenant's (or API key's) usage in the current UTC day and month.
+   *
+   * @generated from rpc baagent.v1.OrchestratorService.GetUsage
+   */
+  getUsage: {
+    methodKind: "unary";
+    input: typeof OrchestratorServiceGetUsageRequestSchema;
+    output: typeof OrchestratorServiceGetUsageResponseSchema;
+  },
+  /**
+   * Returns a tenant's (or API key's) budget and where it comes from.
+   *
+   * @generated from rpc baagent.v1.OrchestratorService.GetBudget
+   */
+  getBudget: {
+    methodKind: "unary";
+    input: typeof OrchestratorServiceGetBudgetRequestSchema;
+    output: typeof OrchestratorServiceGetBudgetResponseSchema;
+  },
+  /**
+   * Writes or clears the admin API's budget of a tenant (or API key).
+   *
+   * @generated from rpc baagent.v1.OrchestratorService.SetBudget
+   */
+  setBudget: {
+    methodKind: "unary";
+    input: typeof OrchestratorServiceSetBudgetRequestSchema;
+    output: typeof OrchestratorServiceSetBudgetResponseSchema;
   },
 }>;
 

@@ -757,6 +757,14 @@ export declare type Run = Message<"baagent.v1.Run"> & {
    * @generated from field: repeated string complexity_signals = 24;
    */
   complexitySignals: string[];
+
+  /**
+   * Id of the API key that started the run (the first 8 hex digits of its
+   * SHA-256; never the key), whose own budget applies; empty when none.
+   *
+   * @generated from field: string api_key_id = 25;
+   */
+  apiKeyId: string;
 };
 
 /**

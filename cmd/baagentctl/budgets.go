@@ -1,0 +1,291 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/pflag"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+)
+
+// Budgets and usage through the gateway: `usage` for the API key's tenant
+// (--api-key), `budget get|set|clear` for any tenant with an admin API key
+// (--admin-key, env BAAGENT_ADMIN_API_KEY), which the gateway keeps apart
+// from tenant keys.
+
+// usageSpec and budgetSpec are the commands' entries in the tree (see
+// commandSpecs).
+func usageSpec() spec {
+	return spec{use: "usage", short: "Show the API key's tenant's usage today and this month, against its budget", run: runUsage,
+		example: "  baagentctl usage\n  baagentctl usage --json"}
+}
+
+func budgetSpec() spec {
+	return spec{use: "budget", short: "Show, set or clear a tenant's budget (admin API key)",
+		long: "A budget limits a tenant (or one of its API keys, --key-id) in USD per UTC\nday and month, tokens per UTC day, and steps and USD per run. A budget set\nhere replaces the budgets file's entry for the tenant or key; clear goes\nback to the file's. These commands need an admin API key (--admin-key,\nenv BAAGENT_ADMIN_API_KEY).",
+		subs: []spec{
+			{use: "get", short: "Show a tenant's (or key's) budget and where it comes from", run: runBudgetGet,
+				example: "  baagentctl budget get --tenant acme\n  baagentctl budget get --tenant acme --key-id 3f2a9c1b --json"},
+			{use: "set", short: "Set a tenant's (or key's) budget; limits not given are unlimited", run: runBudgetSet,
+				example: "  baagentctl budget set --tenant acme --usd-per-day 10 --usd-per-month 200\n  baagentctl budget set --tenant acme --key-id 3f2a9c1b --max-usd-per-run 0.5"},
+			{use: "clear", short: "Remove the budget set through the API (the budgets file's applies again)", run: runBudgetClear,
+				example: "  baagentctl budget clear --tenant acme"},
+			{use: "key-id", short: "Print the id of an API key (--api-key), under which its own budget is set", run: runBudgetKeyID,
+				example: "  BAAGENT_API_KEY=... baagentctl budget key-id"},
+		}}
+}
+
+// keyID is an API key's id: the first 8 hex digits of its SHA-256, as the
+// gateway computes it.
+func keyID(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:4])
+}
+
+func runUsage(ctx context.Context, c *cli, args []string) error {
+	fs := c.flagSet("usage", "")
+	var rf runFlags
+	c.addRunFlags(fs, &rf)
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("%w: usage takes no arguments", errUsage)
+	}
+	ctx, gw, release, err := c.gatewayCall(ctx, rf)
+	if err != nil {
+		return err
+	}
+	defer release()
+	resp, err := gw.GetUsage(ctx, &baagentv1.GatewayServiceGetUsageRequest{})
+	if err != nil {
+		return c.rpcError("get usage", err)
+	}
+	if c.json {
+		return c.printProto(resp)
+	}
+	if err := printUsage(c.stdout, resp.GetUsage()); err != nil {
+		return err
+	}
+	if k := resp.GetKeyUsage(); k != nil {
+		fmt.Fprintln(c.stdout)
+		return printUsage(c.stdout, k)
+	}
+	return nil
+}
+
+// printUsage writes a usage report as a small table.
+func printUsage(w io.Writer, u *baagentv1.UsageReport) error {
+	who := "tenant " + u.GetTenant()
+	if u.GetApiKeyId() != "" {
+		who = "API key " + u.GetApiKeyId() + " of " + who
+	}
+	fmt.Fprintf(w, "%s (budget: %s)\n", who, sourceText(u.GetSource()))
+	b := u.GetBudget()
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PERIOD\tCOST\tLIMIT\tRESERVED\tTOKENS\tLIMIT\tUNPRICED\tCALLS")
+	row := func(p *baagentv1.UsageWindow, usdLimit *float64, tokLimit *int64) {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\n", p.GetPeriod(), usd(p.GetCostUsd()), limitUSD(usdLimit), usd(p.GetReservedUsd()),
+			p.GetInputTokens()+p.GetOutputTokens(), limitInt(tokLimit), p.GetUnpricedTokens(), p.GetModelCalls())
+	}
+	row(u.GetDay(), b.UsdPerDay, b.TokensPerDay)
+	row(u.GetMonth(), b.UsdPerMonth, nil)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if b.MaxStepsPerRun != nil || b.MaxUsdPerRun != nil {
+		fmt.Fprintf(w, "per run: %s steps, %s\n", limitInt32(b.MaxStepsPerRun), limitUSD(b.MaxUsdPerRun))
+	}
+	return nil
+}
+
+func usd(v float64) string {
+	s := strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.6f", v), "0"), ".")
+	return "$" + s
+}
+
+func limitUSD(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return usd(*v)
+}
+
+func limitInt(v *int64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprint(*v)
+}
+
+func limitInt32(v *int32) string {
+	if v == nil {
+		return "unlimited"
+	}
+	return fmt.Sprint(*v)
+}
+
+func sourceText(s baagentv1.BudgetSource) string {
+	switch s {
+	case baagentv1.BudgetSource_BUDGET_SOURCE_FILE:
+		return "budgets file"
+	case baagentv1.BudgetSource_BUDGET_SOURCE_API:
+		return "admin API"
+	}
+	return "none"
+}
+
+// budgetFlags are the flags of the admin budget commands.
+type budgetFlags struct {
+	rf     runFlags
+	tenant *string
+	keyID  *string
+}
+
+func (c *cli) budgetFlags(fs *pflag.FlagSet) *budgetFlags {
+	f := &budgetFlags{}
+	f.rf.apiKey = c.getenv("BAAGENT_ADMIN_API_KEY")
+	fs.StringVar(&f.rf.apiKey, "admin-key", f.rf.apiKey, "admin API key of the gateway (env BAAGENT_ADMIN_API_KEY; prefer the environment variable)")
+	fs.Lookup("admin-key").DefValue = "" // help must not print the key
+	f.tenant = fs.String("tenant", "", "tenant whose budget it is (required)")
+	f.keyID = fs.String("key-id", "", "one API key's budget instead of the tenant's (see budget key-id)")
+	return f
+}
+
+func (f *budgetFlags) check(fs *pflag.FlagSet) error {
+	if fs.NArg() != 0 {
+		return fmt.Errorf("%w: budget commands take no arguments", errUsage)
+	}
+	if *f.tenant == "" {
+		return fmt.Errorf("%w: --tenant is required", errUsage)
+	}
+	return nil
+}
+
+// printEntry writes a budget entry.
+func (c *cli) printEntry(e *baagentv1.BudgetEntry) error {
+	if c.json {
+		return c.printProto(e)
+	}
+	who := "tenant " + e.GetTenant()
+	if e.GetApiKeyId() != "" {
+		who = "API key " + e.GetApiKeyId() + " of " + who
+	}
+	b := e.GetBudget()
+	w := c.stdout
+	fmt.Fprintf(w, "%s (budget: %s)\n", who, sourceText(e.GetSource()))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "usd_per_day\t%s\n", limitUSD(b.UsdPerDay))
+	fmt.Fprintf(tw, "usd_per_month\t%s\n", limitUSD(b.UsdPerMonth))
+	fmt.Fprintf(tw, "tokens_per_day\t%s\n", limitInt(b.TokensPerDay))
+	fmt.Fprintf(tw, "max_steps_per_run\t%s\n", limitInt32(b.MaxStepsPerRun))
+	fmt.Fprintf(tw, "max_usd_per_run\t%s\n", limitUSD(b.MaxUsdPerRun))
+	return tw.Flush()
+}
+
+func runBudgetGet(ctx context.Context, c *cli, args []string) error {
+	fs := c.flagSet("budget get", "")
+	f := c.budgetFlags(fs)
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if err := f.check(fs); err != nil {
+		return err
+	}
+	ctx, gw, release, err := c.gatewayCall(ctx, f.rf)
+	if err != nil {
+		return err
+	}
+	defer release()
+	resp, err := gw.GetBudget(ctx, &baagentv1.GatewayServiceGetBudgetRequest{Tenant: *f.tenant, ApiKeyId: *f.keyID})
+	if err != nil {
+		return c.rpcError("get budget", err)
+	}
+	return c.printEntry(resp.GetEntry())
+}
+
+func runBudgetSet(ctx context.Context, c *cli, args []string) error {
+	fs := c.flagSet("budget set", "")
+	f := c.budgetFlags(fs)
+	usdDay := fs.Float64("usd-per-day", 0, "model cost in USD per UTC day")
+	usdMonth := fs.Float64("usd-per-month", 0, "model cost in USD per UTC month")
+	tokensDay := fs.Int64("tokens-per-day", 0, "model tokens (input and output) per UTC day")
+	steps := fs.Int32("max-steps-per-run", 0, "steps one run may take")
+	usdRun := fs.Float64("max-usd-per-run", 0, "model cost in USD one run may spend")
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if err := f.check(fs); err != nil {
+		return err
+	}
+	b := &baagentv1.Budget{}
+	if fs.Changed("usd-per-day") {
+		b.UsdPerDay = usdDay
+	}
+	if fs.Changed("usd-per-month") {
+		b.UsdPerMonth = usdMonth
+	}
+	if fs.Changed("tokens-per-day") {
+		b.TokensPerDay = tokensDay
+	}
+	if fs.Changed("max-steps-per-run") {
+		b.MaxStepsPerRun = steps
+	}
+	if fs.Changed("max-usd-per-run") {
+		b.MaxUsdPerRun = usdRun
+	}
+	ctx, gw, release, err := c.gatewayCall(ctx, f.rf)
+	if err != nil {
+		return err
+	}
+	defer release()
+	resp, err := gw.SetBudget(ctx, &baagentv1.GatewayServiceSetBudgetRequest{Tenant: *f.tenant, ApiKeyId: *f.keyID, Budget: b})
+	if err != nil {
+		return c.rpcError("set budget", err)
+	}
+	return c.printEntry(resp.GetEntry())
+}
+
+func runBudgetClear(ctx context.Context, c *cli, args []string) error {
+	fs := c.flagSet("budget clear", "")
+	f := c.budgetFlags(fs)
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if err := f.check(fs); err != nil {
+		return err
+	}
+	ctx, gw, release, err := c.gatewayCall(ctx, f.rf)
+	if err != nil {
+		return err
+	}
+	defer release()
+	resp, err := gw.SetBudget(ctx, &baagentv1.GatewayServiceSetBudgetRequest{Tenant: *f.tenant, ApiKeyId: *f.keyID, Clear: true})
+	if err != nil {
+		return c.rpcError("clear budget", err)
+	}
+	return c.printEntry(resp.GetEntry())
+}
+
+func runBudgetKeyID(_ context.Context, c *cli, args []string) error {
+	fs := c.flagSet("budget key-id", "")
+	var rf runFlags
+	c.addRunFlags(fs, &rf)
+	if err := c.parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("%w: budget key-id takes no arguments (the key comes from --api-key or BAAGENT_API_KEY)", errUsage)
+	}
+	if rf.apiKey == "" {
+		return fmt.Errorf("%w: no API key: set --api-key or BAAGENT_API_KEY", errUsage)
+	}
+	_, err := fmt.Fprintln(c.stdout, keyID(rf.apiKey))
+	return err
+}
