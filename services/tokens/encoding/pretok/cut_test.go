@@ -95,17 +95,17 @@ func TestCanCutAccepts(t *testing.T) {
 
 	c := newClasses(t)
 	for _, tc := range []struct{ left, right string }{
-		{"word", " word"},   // rule L and S
-		{"word", ", then"},  // rule L
-		{"word", "\n\nx"},   // rule L: a newline after a letter
+		{"word", " word"},  // rule L and S
+		{"word", ", then"}, // rule L
+		{"word", "\n\nx"},  // rule L: a newline after a letter
 		{"中文", "，中文"},      // rule L: CJK then punctuation
-		{"key", "\": 1"},    // rule L: JSON
-		{"abc", "123"},      // rule L: letters then digits
-		{"123", ",456"},     // rule N
-		{"123", "\n456"},    // rule N
-		{"123", "abc"},      // rule N
-		{"x!", " y"},        // rule S after punctuation
-		{"f()", " {"},       // rule S
+		{"key", "\": 1"},   // rule L: JSON
+		{"abc", "123"},     // rule L: letters then digits
+		{"123", ",456"},    // rule N
+		{"123", "\n456"},   // rule N
+		{"123", "abc"},     // rule N
+		{"x!", " y"},       // rule S after punctuation
+		{"f()", " {"},      // rule S
 		{"<|endoftext|>", " x"},
 	} {
 		text, p := tc.left+tc.right, len(tc.left)
