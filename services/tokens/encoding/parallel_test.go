@@ -39,7 +39,7 @@ func partsCount(t testing.TB, c Cutter, text string, size int, allowSpecial bool
 	bounds := Cuts(c, text, size, allowSpecial)
 	total := 0
 	for i := range len(bounds) - 1 {
-		if bounds[i] >= bounds[i+1] {
+		if bounds[i] >= bounds[i+1] && len(text) > 0 {
 			t.Fatalf("bounds not increasing: %v", bounds)
 		}
 		n, err := c.Count(text[bounds[i]:bounds[i+1]], allowSpecial)
