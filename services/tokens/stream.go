@@ -68,6 +68,7 @@ func (s *Server) countStream(ctx context.Context, stream grpc.ClientStreamingSer
 	if err != nil {
 		return nil, "error", status.Errorf(codes.Internal, "count: %v", err)
 	}
+	defer counter.Abort() // on the error paths: stop counting
 	for {
 		if m := msg.GetModel(); m != "" && m != model {
 			e.Addf("model", "must be empty or %q, the first message's model, in every later message", model)

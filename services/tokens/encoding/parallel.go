@@ -222,11 +222,17 @@ func (p *Pool) Count(ctx context.Context, enc Encoder, text string, allowSpecial
 }
 
 // Stream counts a text that arrives in chunks of bytes, with bounded
-// memory: it counts up to the last safe cut point whenever enough text has
-// arrived and keeps only the text after it. Chunks may end inside a UTF-8
-// character. Bytes that are not UTF-8 count as Encoder.Count counts them (one
-// U+FFFD per maximal invalid subsequence), the same as for the whole text.
-// A Stream is used by one goroutine.
+// memory: whenever a segment's worth of text has arrived, the text up to
+// its last safe cut point is handed to a counting goroutine (which counts
+// it on the pool) while the next chunks arrive, and only the text after the
+// cut is kept. Chunks may end inside a UTF-8 character. Bytes that are not
+// UTF-8 count as Encoder.Count counts them (one U+FFFD per maximal invalid
+// subsequence), the same as for the whole text.
+//
+// Memory: the text since the last cut (at most the tail limit plus a
+// chunk), one segment being counted and one waiting. A Stream is used by
+// one goroutine; [Stream.Close] or [Stream.Abort] must be called: they stop
+// the counting goroutine.
 type Stream struct {
 	pool         *Pool
 	enc          Cutter
@@ -238,8 +244,23 @@ type Stream struct {
 	buf     []byte
 	// scanned is the length of buf's prefix known to hold no cut point.
 	scanned int
-	count   int
 	bytes   int64
+
+	// The counting goroutine, started with the first segment: it counts
+	// what arrives on segs until segs is closed, gives the buffers back on
+	// free and reports on done. cancel ends its context (the first
+	// Write's).
+	cancel  context.CancelFunc
+	segs    chan []byte
+	free    chan []byte
+	done    chan streamResult
+	started bool
+	closed  bool
+}
+
+type streamResult struct {
+	count int
+	err   error
 }
 
 // ErrNoCut is returned by [Stream.Write] when more than the stream's tail
@@ -263,8 +284,15 @@ func (p *Pool) NewStream(enc Encoder, allowSpecial bool, segment, maxTail int) (
 // Bytes is the number of bytes written so far.
 func (s *Stream) Bytes() int64 { return s.bytes }
 
-// Write adds the next chunk of the text, counting what can be counted.
+// Write adds the next chunk of the text, handing what can be counted to the
+// counting goroutine. It blocks while that goroutine is a segment behind.
 func (s *Stream) Write(ctx context.Context, chunk []byte) error {
+	if s.closed {
+		return errors.New("encoding: Write after Close")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	s.bytes += int64(len(chunk))
 	s.buf = append(s.buf, chunk...)
 	if len(s.buf) < s.segment {
@@ -282,27 +310,93 @@ func (s *Stream) Write(ctx context.Context, chunk []byte) error {
 		}
 		return nil
 	}
-	n, err := s.pool.Count(ctx, s.enc, text[:cut], s.allowSpecial)
-	if err != nil {
-		return err
+	// The text before the cut goes to the counting goroutine with its
+	// buffer; the tail moves to a recycled one.
+	s.start(ctx)
+	var next []byte
+	select {
+	case next = <-s.free:
+	default:
+		next = make([]byte, 0, s.segment+len(chunk))
 	}
-	s.count += n
-	// The counted text is no longer referenced (the engines copy what
-	// their caches keep): move the tail to the front.
-	s.buf = s.buf[:copy(s.buf, s.buf[cut:])]
+	next = append(next[:0], s.buf[cut:]...)
+	select {
+	case s.segs <- s.buf[:cut]:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.buf = next
 	s.scanned = max(limit-cut, 0)
 	return nil
 }
 
-// Close counts the rest of the text and returns the count of the whole.
+// start starts the counting goroutine once.
+func (s *Stream) start(ctx context.Context) {
+	if s.started {
+		return
+	}
+	s.started = true
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.segs = make(chan []byte, 1) // one segment waits while one is counted
+	s.free = make(chan []byte, 2)
+	s.done = make(chan streamResult, 1)
+	go func() {
+		var r streamResult
+		for seg := range s.segs {
+			if r.err == nil {
+				var n int
+				n, r.err = s.pool.Count(ctx, s.enc, unsafe.String(unsafe.SliceData(seg), len(seg)), s.allowSpecial)
+				r.count += n
+			}
+			// The engines keep no reference to the text (their caches
+			// copy), so the buffer can be reused.
+			select {
+			case s.free <- seg[:0]:
+			default:
+			}
+		}
+		s.done <- r
+	}()
+}
+
+// Close counts the rest of the text, waits for the counting goroutine and
+// returns the count of the whole.
 func (s *Stream) Close(ctx context.Context) (int, error) {
+	if s.closed {
+		return 0, errors.New("encoding: Stream closed twice")
+	}
+	s.closed = true
+	var r streamResult
+	if s.started {
+		close(s.segs)
+		r = <-s.done
+		s.cancel()
+	}
+	if r.err != nil {
+		return 0, r.err
+	}
 	if len(s.buf) > 0 {
 		n, err := s.pool.Count(ctx, s.enc, unsafe.String(unsafe.SliceData(s.buf), len(s.buf)), s.allowSpecial)
 		if err != nil {
 			return 0, err
 		}
-		s.count += n
-		s.buf = nil
+		r.count += n
 	}
-	return s.count, nil
+	s.buf = nil
+	return r.count, nil
+}
+
+// Abort stops the counting goroutine without counting the rest and waits
+// for it. It does nothing after Close or Abort.
+func (s *Stream) Abort() {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	if s.started {
+		s.cancel()
+		close(s.segs)
+		<-s.done
+	}
+	s.buf = nil
 }

@@ -189,6 +189,44 @@ func TestStreamBoundedBuffer(t *testing.T) {
 	}
 }
 
+// TestStreamAbort: Abort stops the counting goroutine mid-text, and a
+// cancelled context fails Write.
+func TestStreamAbort(t *testing.T) {
+	t.Parallel()
+
+	c := cutterOf(t, newTestSet(t), O200kBase)
+	text := []byte(testcorpus.Mixed(14, 100_000))
+	s, err := smallPool(2, 1000).NewStream(c, false, 4000, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 50_000; i += 5000 {
+		if err := s.Write(context.Background(), text[i:i+5000]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !s.started {
+		t.Fatal("no segment was handed to the counting goroutine")
+	}
+	s.Abort()
+	s.Abort()
+	if _, err := s.Close(context.Background()); err == nil {
+		t.Error("Close after Abort succeeded")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s2, _ := smallPool(2, 1000).NewStream(c, false, 4000, 1<<20)
+	if err := s2.Write(ctx, text[:5000]); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := s2.Write(ctx, text[5000:10000]); !errors.Is(err, context.Canceled) {
+		t.Errorf("Write with a cancelled context = %v", err)
+	}
+	if _, err := s2.Close(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Close with a cancelled context = %v", err)
+	}
+}
+
 // TestPoolCancelled: a cancelled context stops the count with its error.
 func TestPoolCancelled(t *testing.T) {
 	t.Parallel()
