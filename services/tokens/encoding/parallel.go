@@ -264,8 +264,8 @@ type streamResult struct {
 }
 
 // ErrNoCut is returned by [Stream.Write] when more than the stream's tail
-// limit of text arrived without a safe cut point (a megabytes-long run of
-// digits or of whitespace, say).
+// limit of text arrived without a safe cut point (megabytes of one
+// unbroken word, of digits, of whitespace or of punctuation alone).
 var ErrNoCut = errors.New("no safe cut point")
 
 // NewStream returns a Stream counting with enc on the pool. segment is how
