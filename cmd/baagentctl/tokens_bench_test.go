@@ -146,6 +146,19 @@ func BenchmarkTokensCountFile(b *testing.B) {
 		}
 		b.ReportMetric(float64(n), "tokens")
 	})
+	// BAAGENTCTL_BEFORE names another baagentctl binary (an earlier
+	// version, which sent the file in one CountTokens message) to run on
+	// the same file against the same service as impl=before.
+	if before := os.Getenv("BAAGENTCTL_BEFORE"); before != "" {
+		b.Run("impl=before", func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			n := 0
+			for b.Loop() {
+				n = runCount(b, before, addr, "tokens", "count", "--model", "gpt-4o", "--file", file)
+			}
+			b.ReportMetric(float64(n), "tokens")
+		})
+	}
 	b.Run("impl=tiktoken-go", func(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		n := 0
