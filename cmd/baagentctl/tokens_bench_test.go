@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Benchmarks of `baagentctl tokens count --file` end to end. Run with
@@ -109,9 +110,11 @@ func buildTool(b *testing.B, dir, name string) string {
 	return out
 }
 
-// runCount runs a counting command and returns the count it printed.
-func runCount(b *testing.B, bin string, args ...string) int {
-	out, err := exec.Command(bin, args...).Output()
+// runCount runs a counting command and returns the count it printed and
+// the CPU time the process used.
+func runCount(b *testing.B, bin string, args ...string) (int, time.Duration) {
+	cmd := exec.Command(bin, args...)
+	out, err := cmd.Output()
 	if err != nil {
 		var stderr []byte
 		if ee, ok := err.(*exec.ExitError); ok {
@@ -123,7 +126,30 @@ func runCount(b *testing.B, bin string, args ...string) int {
 	if err != nil {
 		b.Fatalf("%s printed %q", bin, out)
 	}
-	return n
+	return n, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+}
+
+// countLoop runs count in b.Loop and reports the tokens counted and the CPU
+// time per operation: the command's process and, with the service in
+// this process (service true), this process's too. On a machine busy with
+// other work the CPU time is the steadier figure: wall time also holds the
+// waits for a core.
+func countLoop(b *testing.B, size int, service bool, count func() (int, time.Duration)) {
+	b.SetBytes(int64(size))
+	n, cmdCPU := 0, time.Duration(0)
+	self := selfCPU()
+	for b.Loop() {
+		var c time.Duration
+		n, c = count()
+		cmdCPU += c
+	}
+	cpu := cmdCPU
+	if service && self >= 0 {
+		cpu += selfCPU() - self
+		b.ReportMetric(float64(cmdCPU.Microseconds())/1e3/float64(b.N), "cmd-cpu-ms/op")
+	}
+	b.ReportMetric(float64(n), "tokens")
+	b.ReportMetric(float64(cpu.Microseconds())/1e3/float64(b.N), "cpu-ms/op")
 }
 
 // BenchmarkTokensCountFile counts a 5 MB mixed file with the baagentctl
@@ -139,33 +165,24 @@ func BenchmarkTokensCountFile(b *testing.B) {
 	ctl := buildTool(b, ".", "baagentctl")
 	tk := buildTool(b, "./testdata/tiktokencount", "tiktokencount")
 	b.Run("impl=baagent", func(b *testing.B) {
-		b.SetBytes(int64(len(data)))
-		n := 0
-		for b.Loop() {
-			n = runCount(b, ctl, addr, "tokens", "count", "--model", "gpt-4o", "--file", file)
-		}
-		b.ReportMetric(float64(n), "tokens")
+		countLoop(b, len(data), true, func() (int, time.Duration) {
+			return runCount(b, ctl, addr, "tokens", "count", "--model", "gpt-4o", "--file", file)
+		})
 	})
 	// BAAGENTCTL_BEFORE names another baagentctl binary (an earlier
 	// version, which sent the file in one CountTokens message) to run on
 	// the same file against the same service as impl=before.
 	if before := os.Getenv("BAAGENTCTL_BEFORE"); before != "" {
 		b.Run("impl=before", func(b *testing.B) {
-			b.SetBytes(int64(len(data)))
-			n := 0
-			for b.Loop() {
-				n = runCount(b, before, addr, "tokens", "count", "--model", "gpt-4o", "--file", file)
-			}
-			b.ReportMetric(float64(n), "tokens")
+			countLoop(b, len(data), true, func() (int, time.Duration) {
+				return runCount(b, before, addr, "tokens", "count", "--model", "gpt-4o", "--file", file)
+			})
 		})
 	}
 	b.Run("impl=tiktoken-go", func(b *testing.B) {
-		b.SetBytes(int64(len(data)))
-		n := 0
-		for b.Loop() {
-			n = runCount(b, tk, file)
-		}
-		b.ReportMetric(float64(n), "tokens")
+		countLoop(b, len(data), false, func() (int, time.Duration) {
+			return runCount(b, tk, file)
+		})
 	})
 }
 

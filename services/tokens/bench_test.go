@@ -269,7 +269,11 @@ func benchMixed(tb testing.TB, n int) string {
 	var b strings.Builder
 	for at := 0; b.Len() < n-3*(64<<10); at += 64 << 10 {
 		for _, p := range parts {
-			b.WriteString(validPrefix(p[min(at, len(p)):], 64<<10))
+			start := min(at, len(p))
+			for start < len(p) && !isRuneStart(p[start]) {
+				start++
+			}
+			b.WriteString(validPrefix(p[start:], 64<<10))
 		}
 	}
 	return b.String()

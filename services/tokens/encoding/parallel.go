@@ -223,16 +223,19 @@ func (p *Pool) Count(ctx context.Context, enc Encoder, text string, allowSpecial
 
 // Stream counts a text that arrives in chunks of bytes, with bounded
 // memory: whenever a segment's worth of text has arrived, the text up to
-// its last safe cut point is handed to a counting goroutine (which counts
-// it on the pool) while the next chunks arrive, and only the text after the
+// its last safe cut point is handed to the stream's counting goroutines,
+// which count it while the next chunks arrive, and only the text after the
 // cut is kept. Chunks may end inside a UTF-8 character. Bytes that are not
 // UTF-8 count as Encoder.Count counts them (one U+FFFD per maximal invalid
 // subsequence), the same as for the whole text.
 //
-// Memory: the text since the last cut (at most the tail limit plus a
-// chunk), one segment being counted and one waiting. A Stream is used by
-// one goroutine; [Stream.Close] or [Stream.Abort] must be called: they stop
-// the counting goroutine.
+// Each counting goroutine counts whole segments, one after another, so the
+// cores never wait for each other until the end; the first goroutine is the
+// stream's own, the others hold the pool's free helper slots for the
+// stream's life. Memory: the text since the last cut (at most the tail
+// limit plus a chunk), a segment per goroutine being counted and one per
+// goroutine waiting. A Stream is used by one goroutine; [Stream.Close] or
+// [Stream.Abort] must be called: they stop the counting goroutines.
 type Stream struct {
 	pool         *Pool
 	enc          Cutter
@@ -246,21 +249,20 @@ type Stream struct {
 	scanned int
 	bytes   int64
 
-	// The counting goroutine, started with the first segment: it counts
-	// what arrives on segs until segs is closed, gives the buffers back on
-	// free and reports on done. cancel ends its context (the first
-	// Write's).
+	// The counting goroutines, started with the first segment: they count
+	// what arrives on segs until segs is closed, add to total, keep the
+	// first error, and give the buffers back on free. cancel ends their
+	// context (the first Write's).
 	cancel  context.CancelFunc
 	segs    chan []byte
 	free    chan []byte
-	done    chan streamResult
+	wg      sync.WaitGroup
+	workers int
+	total   atomic.Int64
+	errMu   sync.Mutex
+	err     error
 	started bool
 	closed  bool
-}
-
-type streamResult struct {
-	count int
-	err   error
 }
 
 // ErrNoCut is returned by [Stream.Write] when more than the stream's tail
@@ -285,7 +287,7 @@ func (p *Pool) NewStream(enc Encoder, allowSpecial bool, segment, maxTail int) (
 func (s *Stream) Bytes() int64 { return s.bytes }
 
 // Write adds the next chunk of the text, handing what can be counted to the
-// counting goroutine. It blocks while that goroutine is a segment behind.
+// counting goroutines. It blocks while they are all a segment behind.
 func (s *Stream) Write(ctx context.Context, chunk []byte) error {
 	if s.closed {
 		return errors.New("encoding: Write after Close")
@@ -310,7 +312,7 @@ func (s *Stream) Write(ctx context.Context, chunk []byte) error {
 		}
 		return nil
 	}
-	// The text before the cut goes to the counting goroutine with its
+	// The text before the cut goes to the counting goroutines with its
 	// buffer; the tail moves to a recycled one.
 	s.start(ctx)
 	var next []byte
@@ -320,74 +322,122 @@ func (s *Stream) Write(ctx context.Context, chunk []byte) error {
 		next = make([]byte, 0, s.segment+len(chunk))
 	}
 	next = append(next[:0], s.buf[cut:]...)
-	select {
-	case s.segs <- s.buf[:cut]:
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := s.hand(ctx, s.buf[:cut]); err != nil {
+		return err
 	}
 	s.buf = next
 	s.scanned = max(limit-cut, 0)
 	return nil
 }
 
-// start starts the counting goroutine once.
+// hand gives seg to the counting goroutines.
+func (s *Stream) hand(ctx context.Context, seg []byte) error {
+	select {
+	case s.segs <- seg:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// start starts the counting goroutines once: the stream's own and one per
+// free helper slot of the pool.
 func (s *Stream) start(ctx context.Context) {
 	if s.started {
 		return
 	}
 	s.started = true
 	ctx, s.cancel = context.WithCancel(ctx)
-	s.segs = make(chan []byte, 1) // one segment waits while one is counted
-	s.free = make(chan []byte, 2)
-	s.done = make(chan streamResult, 1)
-	go func() {
-		var r streamResult
-		for seg := range s.segs {
-			if r.err == nil {
-				var n int
-				n, r.err = s.pool.Count(ctx, s.enc, unsafe.String(unsafe.SliceData(seg), len(seg)), s.allowSpecial)
-				r.count += n
-			}
-			// The engines keep no reference to the text (their caches
-			// copy), so the buffer can be reused.
-			select {
-			case s.free <- seg[:0]:
-			default:
-			}
+	s.workers = 1
+	for range s.pool.workers - 1 {
+		select {
+		case s.pool.helpers <- struct{}{}:
+			s.workers++
+		default:
 		}
-		s.done <- r
-	}()
+	}
+	s.segs = make(chan []byte, s.workers) // one waits per goroutine counting
+	s.free = make(chan []byte, 2)
+	for i := range s.workers {
+		s.wg.Go(func() {
+			if i > 0 {
+				defer func() { <-s.pool.helpers }()
+			}
+			s.countSegments(ctx)
+		})
+	}
 }
 
-// Close counts the rest of the text, waits for the counting goroutine and
+// countSegments counts the segments arriving on segs until it is closed.
+func (s *Stream) countSegments(ctx context.Context) {
+	for seg := range s.segs {
+		if ctx.Err() != nil {
+			s.fail(ctx.Err())
+			continue // drain: Write must not block on a stopped stream
+		}
+		n, err := s.enc.Count(unsafe.String(unsafe.SliceData(seg), len(seg)), s.allowSpecial)
+		if err != nil {
+			s.fail(err)
+			continue
+		}
+		s.total.Add(int64(n))
+		// The engines keep no reference to the text (their caches copy),
+		// so the buffer can be reused.
+		select {
+		case s.free <- seg[:0]:
+		default:
+		}
+	}
+}
+
+func (s *Stream) fail(err error) {
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	if s.err == nil {
+		s.err = err
+	}
+}
+
+// Close counts the rest of the text, waits for the counting goroutines and
 // returns the count of the whole.
 func (s *Stream) Close(ctx context.Context) (int, error) {
 	if s.closed {
 		return 0, errors.New("encoding: Stream closed twice")
 	}
 	s.closed = true
-	var r streamResult
-	if s.started {
-		close(s.segs)
-		r = <-s.done
-		s.cancel()
-	}
-	if r.err != nil {
-		return 0, r.err
-	}
-	if len(s.buf) > 0 {
+	if !s.started {
+		// Nothing handed over: one text, counted in parts on the pool.
 		n, err := s.pool.Count(ctx, s.enc, unsafe.String(unsafe.SliceData(s.buf), len(s.buf)), s.allowSpecial)
-		if err != nil {
-			return 0, err
-		}
-		r.count += n
+		s.buf = nil
+		return n, err
 	}
+	// The rest, cut into a part per goroutine, goes to the goroutines too.
+	text := unsafe.String(unsafe.SliceData(s.buf), len(s.buf))
+	bounds := Cuts(s.enc, text, max(len(text)/s.workers, 1), s.allowSpecial)
+	var err error
+	for i := 0; i+1 < len(bounds) && err == nil; i++ {
+		if bounds[i] < bounds[i+1] {
+			err = s.hand(ctx, s.buf[bounds[i]:bounds[i+1]:bounds[i+1]])
+		}
+	}
+	close(s.segs)
+	s.wg.Wait()
+	s.cancel()
 	s.buf = nil
-	return r.count, nil
+	if err == nil {
+		err = s.err
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return 0, err
+	}
+	return int(s.total.Load()), nil
 }
 
-// Abort stops the counting goroutine without counting the rest and waits
-// for it. It does nothing after Close or Abort.
+// Abort stops the counting goroutines without counting the rest and waits
+// for them. It does nothing after Close or Abort.
 func (s *Stream) Abort() {
 	if s.closed {
 		return
@@ -396,7 +446,7 @@ func (s *Stream) Abort() {
 	if s.started {
 		s.cancel()
 		close(s.segs)
-		<-s.done
+		s.wg.Wait()
 	}
 	s.buf = nil
 }
