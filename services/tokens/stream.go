@@ -23,10 +23,10 @@ const streamSegmentBytes = 1 << 20
 // CountTokensStream counts a text sent as a stream of byte chunks. The
 // first message names the model and whether special tokens are allowed;
 // every message may carry text. The text is counted as it arrives, up to
-// the last safe cut point (see encoding.Stream), so memory stays bounded by
-// about one segment plus the text since the last cut point, at most
-// MaxTextBytes; a longer stretch without a cut point fails with
-// ResourceExhausted. The count is always local: a provider counting API
+// the last safe cut point, by the call's counting goroutines (see
+// encoding.Stream), so memory stays bounded by a few segments plus the text
+// since the last cut point, at most MaxTextBytes; a longer stretch without
+// a cut point fails with ResourceExhausted. The count is always local: a provider counting API
 // (use_exact_counting) needs the whole text at once, so the response's
 // source is COUNT_SOURCE_LOCAL.
 func (s *Server) CountTokensStream(stream grpc.ClientStreamingServer[baagentv1.CountTokensStreamRequest, baagentv1.CountTokensResponse]) error {
