@@ -382,7 +382,11 @@ func (s *Stream) countSegments(ctx context.Context) {
 		}
 		s.total.Add(int64(n))
 		// The engines keep no reference to the text (their caches copy),
-		// so the buffer can be reused.
+		// so the buffer can be reused, unless a long stretch without a cut
+		// point made it much larger than a segment.
+		if cap(seg) > 4*s.segment {
+			continue
+		}
 		select {
 		case s.free <- seg[:0]:
 		default:
