@@ -17,7 +17,7 @@ import (
 	"github.com/baagent/baagent/internal/topology"
 )
 
-// defaultTokensInputBytes bounds what `tokens count` and `tokens encode` read:
+// defaultTokensInputBytes bounds what `tokens encode` reads:
 // the tokens service's default text limit (16 MiB). A larger input would be
 // refused by the service anyway; reading it whole first would only use memory.
 const defaultTokensInputBytes = 16 << 20
@@ -75,9 +75,14 @@ type inputFlags struct {
 }
 
 func (f *inputFlags) add(c *cli, name, argsUsage string) *pflag.FlagSet {
+	return f.addWithLimit(c, name, argsUsage, defaultTokensInputBytes)
+}
+
+// addWithLimit is add with another default for --max-bytes.
+func (f *inputFlags) addWithLimit(c *cli, name, argsUsage string, maxBytes int64) *pflag.FlagSet {
 	fs := c.flagSet("tokens "+name, argsUsage)
 	fs.StringVar(&f.file, "file", "", "read the text from this file instead of standard input")
-	fs.Int64Var(&f.maxBytes, "max-bytes", defaultTokensInputBytes, "largest input read, in bytes")
+	fs.Int64Var(&f.maxBytes, "max-bytes", maxBytes, "largest input read, in bytes")
 	fs.BoolVar(&f.special, "allow-special", false, "treat special-token text such as <|endoftext|> as the special token")
 	return fs
 }
@@ -85,7 +90,7 @@ func (f *inputFlags) add(c *cli, name, argsUsage string) *pflag.FlagSet {
 func runTokensCount(ctx context.Context, c *cli, args []string) error {
 	var in inputFlags
 	var model string
-	fs := in.add(c, "count", "--model M [--file F]")
+	fs := in.addWithLimit(c, "count", "--model M [--file F]", defaultCountInputBytes)
 	fs.StringVar(&model, "model", "", "model name (required), e.g. gpt-4o or claude-sonnet-4-5")
 	if err := c.parse(fs, args); err != nil {
 		return err
@@ -96,15 +101,28 @@ func runTokensCount(ctx context.Context, c *cli, args []string) error {
 	if model == "" {
 		return fmt.Errorf("%w: --model is required", errUsage)
 	}
-	text, err := c.readInput(in.file, in.maxBytes)
-	if err != nil {
-		return err
+	r, name := c.stdin, "standard input"
+	if in.file != "" {
+		f, err := os.Open(in.file)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		r, name = f, in.file
+	}
+	if r == nil {
+		r = strings.NewReader("")
 	}
 	var resp *baagentv1.CountTokensResponse
-	err = c.tokensCall(ctx, func(ctx context.Context, tc baagentv1.TokensServiceClient) error {
-		resp, err = tc.CountTokens(ctx, &baagentv1.CountTokensRequest{Model: model, Text: text, AllowSpecialTokens: in.special})
+	var localErr error
+	err := c.tokensCall(ctx, func(ctx context.Context, tc baagentv1.TokensServiceClient) (err error) {
+		resp, localErr, err = streamCount(ctx, tc, r, name, in.maxBytes,
+			&baagentv1.CountTokensStreamRequest{Model: model, AllowSpecialTokens: in.special})
 		return err
 	})
+	if localErr != nil {
+		return localErr
+	}
 	if err != nil {
 		return err
 	}
@@ -113,6 +131,86 @@ func runTokensCount(ctx context.Context, c *cli, args []string) error {
 	}
 	_, err = fmt.Fprintln(c.stdout, resp.GetCount())
 	return err
+}
+
+// countChunkBytes is how much text each CountTokensStream message carries:
+// well under the gRPC message limit, big enough that per-message costs
+// vanish.
+const countChunkBytes = 512 << 10
+
+// defaultCountInputBytes bounds what `tokens count` reads: the tokens
+// service's CountTokensStream limit (1 GiB).
+const defaultCountInputBytes = 1 << 30
+
+// streamCount sends r, named name in errors, to CountTokensStream in chunks
+// of whole characters, refusing more than limit bytes and text that is not
+// UTF-8. first carries the model and flags; the chunks follow it. A problem
+// with the input is returned as localErr (the call is then abandoned), one
+// of the service as err.
+func streamCount(ctx context.Context, tc baagentv1.TokensServiceClient, r io.Reader, name string, limit int64,
+	first *baagentv1.CountTokensStreamRequest) (resp *baagentv1.CountTokensResponse, localErr, err error) {
+	st, err := tc.CountTokensStream(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	var buf []byte
+	msg, held, sent := first, 0, int64(0)
+	for {
+		// A new buffer per message: a sent message must not change
+		// (stats handlers may read it later).
+		next := make([]byte, countChunkBytes)
+		copy(next, buf[len(buf)-held:])
+		buf = next
+		n, rerr := io.ReadFull(r, buf[held:])
+		n += held
+		end := rerr == io.EOF || rerr == io.ErrUnexpectedEOF
+		if rerr != nil && !end {
+			return nil, fmt.Errorf("read %s: %w", name, rerr), nil
+		}
+		if sent+int64(n) > limit {
+			return nil, fmt.Errorf("%s is larger than %d bytes (raise --max-bytes up to the service's limit)", name, limit), nil
+		}
+		// Send whole characters; a character cut by the buffer's end
+		// goes with the next chunk.
+		held = 0
+		if !end {
+			held = incompleteTail(buf[:n])
+		}
+		chunk := buf[:n-held]
+		if at := firstInvalidUTF8(chunk); at >= 0 {
+			// Protobuf would carry the bytes, but a file that is not
+			// text is more likely a mistake than something to count.
+			return nil, fmt.Errorf("%s is not valid UTF-8 text (first invalid byte at offset %d)", name, sent+int64(at)), nil
+		}
+		if len(chunk) > 0 || msg == first {
+			msg.Text = chunk
+			if err := st.Send(msg); err != nil {
+				break // the service answered early: CloseAndRecv has its status
+			}
+			msg = &baagentv1.CountTokensStreamRequest{}
+		}
+		sent += int64(len(chunk))
+		if end {
+			break
+		}
+		buf = buf[:n]
+	}
+	resp, err = st.CloseAndRecv()
+	return resp, nil, err
+}
+
+// incompleteTail is the length of the character data ends in when it is
+// the start of a valid character still missing bytes, else 0.
+func incompleteTail(data []byte) int {
+	for k := 1; k <= min(utf8.UTFMax-1, len(data)); k++ {
+		if c := data[len(data)-k]; c&0xC0 != 0x80 { // the last character's first byte
+			if utf8.FullRune(data[len(data)-k:]) {
+				return 0
+			}
+			return k
+		}
+	}
+	return 0
 }
 
 func runTokensInfo(ctx context.Context, c *cli, args []string) error {
@@ -287,6 +385,9 @@ func runTokensDecode(ctx context.Context, c *cli, args []string) error {
 // firstInvalidUTF8 is the offset of the first byte of data that is not part
 // of valid UTF-8, or -1.
 func firstInvalidUTF8(data []byte) int {
+	if utf8.Valid(data) {
+		return -1
+	}
 	for at := 0; at < len(data); {
 		r, size := utf8.DecodeRune(data[at:])
 		if r == utf8.RuneError && size == 1 {

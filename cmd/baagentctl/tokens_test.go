@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -14,12 +15,13 @@ import (
 
 	"google.golang.org/grpc"
 
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/services/tokens"
 )
 
 // startTokens serves the tokens service on a loopback port and returns the
 // flag that points baagentctl at it.
-func startTokens(t *testing.T) string {
+func startTokens(t testing.TB) string {
 	t.Helper()
 	svc, err := tokens.New(tokens.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -29,7 +31,7 @@ func startTokens(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(16 << 20)) // the services' limit (internal/grpcserver)
 	svc.Register(gs)
 	served := make(chan error, 1)
 	go func() { served <- gs.Serve(lis) }()
@@ -144,6 +146,74 @@ func TestTokensCountErrors(t *testing.T) {
 	}
 	if code, _, _ := ctlStdin(t, "", addr, "tokens", "count", "-h"); code != 0 {
 		t.Errorf("count -h: exit %d, want 0", code)
+	}
+}
+
+// TestTokensCountStreams counts files of several chunks, with characters
+// cut by the chunk boundaries, and checks the counts against the service's
+// CountTokens of the whole text; an invalid byte far into the file is
+// reported at its offset.
+func TestTokensCountStreams(t *testing.T) {
+	t.Parallel()
+
+	addr := startTokens(t)
+	dir := t.TempDir()
+	// 中 is three bytes: 1 + 3k never divides countChunkBytes, so chunk
+	// ends fall inside characters.
+	text := "x" + strings.Repeat("中文，测试 words and 12345; ", 120_000)
+	file := filepath.Join(dir, "big.txt")
+	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := tokens.New(tokens.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := svc.CountTokens(t.Context(), &baagentv1.CountTokensRequest{Model: "gpt-4o", Text: text})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := ctlStdin(t, "", addr, "tokens", "count", "--model", "gpt-4o", "--file", file)
+	if code != 0 || out != fmt.Sprintf("%d\n", want.GetCount()) {
+		t.Fatalf("count %d bytes: exit %d, stdout %q (want %d), stderr %q", len(text), code, out, want.GetCount(), errOut)
+	}
+	// Standard input streams too.
+	if code, out, _ := ctlStdin(t, text, addr, "tokens", "count", "--model", "gpt-4o"); code != 0 || out != fmt.Sprintf("%d\n", want.GetCount()) {
+		t.Errorf("count from stdin: exit %d, stdout %q", code, out)
+	}
+	// An invalid byte in the third chunk.
+	bad := []byte(text)
+	at := 2*countChunkBytes + 1000
+	for bad[at]&0xC0 == 0x80 {
+		at++
+	}
+	bad[at] = 0xFF
+	badFile := filepath.Join(dir, "bad.txt")
+	if err := os.WriteFile(badFile, bad, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wantErr := fmt.Sprintf("not valid UTF-8 text (first invalid byte at offset %d)", at)
+	if code, out, errOut := ctlStdin(t, "", addr, "tokens", "count", "--model", "gpt-4o", "--file", badFile); code != 1 || out != "" || !strings.Contains(errOut, wantErr) {
+		t.Errorf("invalid byte at %d: exit %d, stdout %q, stderr %q", at, code, out, errOut)
+	}
+	// --max-bytes below the file's size, above one chunk.
+	if code, _, errOut := ctlStdin(t, "", addr, "tokens", "count", "--model", "gpt-4o", "--file", file, "--max-bytes", "1000000"); code != 1 || !strings.Contains(errOut, "larger than 1000000 bytes") {
+		t.Errorf("--max-bytes 1000000: exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestIncompleteTail(t *testing.T) {
+	t.Parallel()
+
+	for _, tc := range []struct {
+		data string
+		want int
+	}{
+		{"", 0}, {"abc", 0}, {"ab\xe4", 1}, {"ab\xe4\xb8", 2}, {"ab中", 0}, {"\xf0\x9f\x98", 3}, {"a\xff", 0}, {"\xb8\xb8\xb8", 0}, {"a\xf0\x9f\x98\x80", 0},
+	} {
+		if got := incompleteTail([]byte(tc.data)); got != tc.want {
+			t.Errorf("incompleteTail(%q) = %d, want %d", tc.data, got, tc.want)
+		}
 	}
 }
 

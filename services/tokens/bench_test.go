@@ -261,3 +261,39 @@ func BenchmarkRecount(b *testing.B) {
 		}
 	})
 }
+
+// benchMixed is about n bytes of English, Chinese and Go source in
+// alternating 64 KiB blocks.
+func benchMixed(tb testing.TB, n int) string {
+	parts := []string{generateEnglish(n / 3), generateChinese(n / 3), goSources(tb, n/3)}
+	var b strings.Builder
+	for at := 0; b.Len() < n-3*(64<<10); at += 64 << 10 {
+		for _, p := range parts {
+			start := min(at, len(p))
+			for start < len(p) && !isRuneStart(p[start]) {
+				start++
+			}
+			b.WriteString(validPrefix(p[start:], 64<<10))
+		}
+	}
+	return b.String()
+}
+
+// BenchmarkCountLarge counts 5 MB of mixed text with CountTokens (no gRPC)
+// on one core (mode=serial: the parallel threshold above the text's size)
+// and in parts on every core (mode=parallel, the default threshold):
+//
+//	go test -run '^$' -bench CountLarge -count 6 ./services/tokens | tee large.txt
+//	bin/benchstat -col /mode large.txt
+func BenchmarkCountLarge(b *testing.B) {
+	text := benchMixed(b, 5_000_000)
+	for _, mode := range []struct {
+		name      string
+		threshold int
+	}{{"serial", 1 << 30}, {"parallel", DefaultParallelThreshold}} {
+		b.Run("mode="+mode.name, func(b *testing.B) {
+			s := newTestServer(b, Options{ParallelThreshold: mode.threshold})
+			benchCount(b, s, "gpt-4o", text)
+		})
+	}
+}

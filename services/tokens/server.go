@@ -39,6 +39,12 @@ const (
 	DefaultMaxMessages = 10_000
 	// DefaultMaxTokenIDs bounds the token ids of one Decode request (4 Mi).
 	DefaultMaxTokenIDs = 4 << 20
+	// DefaultParallelThreshold is the text size from which CountTokens
+	// counts on every core (128 KiB).
+	DefaultParallelThreshold = 128 << 10
+	// DefaultMaxStreamBytes bounds the text of one CountTokensStream call
+	// (1 GiB).
+	DefaultMaxStreamBytes = 1 << 30
 )
 
 // Options configures a [Server]. Zero values take the defaults.
@@ -64,6 +70,16 @@ type Options struct {
 	MaxMessages int
 	// MaxTokenIDs bounds DecodeRequest.tokens (default 4 Mi).
 	MaxTokenIDs int
+	// CountWorkers is how many goroutines count one large text, shared by
+	// all calls (default GOMAXPROCS).
+	CountWorkers int
+	// ParallelThreshold is the text size from which CountTokens cuts the
+	// text at safe cut points and counts the parts on CountWorkers
+	// goroutines (default 128 KiB).
+	ParallelThreshold int
+	// MaxStreamBytes bounds the text of one CountTokensStream call
+	// (default 1 GiB).
+	MaxStreamBytes int64
 }
 
 func (o Options) withDefaults() Options {
@@ -85,6 +101,12 @@ func (o Options) withDefaults() Options {
 	if o.MaxTokenIDs <= 0 {
 		o.MaxTokenIDs = DefaultMaxTokenIDs
 	}
+	if o.ParallelThreshold <= 0 {
+		o.ParallelThreshold = DefaultParallelThreshold
+	}
+	if o.MaxStreamBytes <= 0 {
+		o.MaxStreamBytes = DefaultMaxStreamBytes
+	}
 	return o
 }
 
@@ -100,6 +122,7 @@ type Server struct {
 	registry *Registry
 	cache    *countCache
 	metrics  *metrics
+	pool     *encoding.Pool
 }
 
 var _ baagentv1.TokensServiceServer = (*Server)(nil)
@@ -138,6 +161,7 @@ func New(opts Options) (*Server, error) {
 		registry: NewRegistry(encoders, models).WithPrices(pricetable.NewTable(prices)),
 		cache:    newCountCache(opts.CacheEntries, m),
 		metrics:  m,
+		pool:     encoding.NewPool(opts.CountWorkers),
 	}, nil
 }
 
@@ -189,13 +213,36 @@ func (s *Server) CountTokens(ctx context.Context, req *baagentv1.CountTokensRequ
 		s.log.WarnContext(ctx, "provider token count failed; using the local estimate", "model", req.GetModel(), "error", err)
 		resp.Source = baagentv1.CountSource_COUNT_SOURCE_LOCAL_FALLBACK
 	}
-	n, err := enc.Count(req.GetText(), req.GetAllowSpecialTokens())
+	n, err := s.countText(ctx, enc, req.GetText(), req.GetAllowSpecialTokens())
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "count: %v", err)
+		return nil, err
 	}
 	resp.RawCount = int64(n)
 	resp.Count = applyMargin(resp.RawCount, cfg.SafetyMargin)
 	return resp, nil
+}
+
+// countText counts text locally: at ParallelThreshold bytes and above in
+// parts on the pool's workers (the same count, see encoding.Pool), below on
+// the calling goroutine.
+func (s *Server) countText(ctx context.Context, enc encoding.Encoder, text string, allowSpecial bool) (int, error) {
+	var (
+		n   int
+		err error
+	)
+	if len(text) >= s.opts.ParallelThreshold {
+		s.metrics.parallelCounts.Inc()
+		n, err = s.pool.Count(ctx, enc, text, allowSpecial)
+	} else {
+		n, err = enc.Count(text, allowSpecial)
+	}
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return 0, status.FromContextError(ctxErr).Err()
+		}
+		return 0, status.Errorf(codes.Internal, "count: %v", err)
+	}
+	return n, nil
 }
 
 // CountMessages counts a chat request as the OpenAI chat format counts it.

@@ -47,6 +47,11 @@ class TokensServiceStub(object):
                 request_serializer=baagent_dot_v1_dot_tokens__pb2.ListModelsRequest.SerializeToString,
                 response_deserializer=baagent_dot_v1_dot_tokens__pb2.ListModelsResponse.FromString,
                 )
+        self.CountTokensStream = channel.stream_unary(
+                '/baagent.v1.TokensService/CountTokensStream',
+                request_serializer=baagent_dot_v1_dot_tokens__pb2.CountTokensStreamRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_tokens__pb2.CountTokensResponse.FromString,
+                )
 
 
 class TokensServiceServicer(object):
@@ -57,6 +62,7 @@ class TokensServiceServicer(object):
 
     def CountTokens(self, request, context):
         """Counts the tokens of a text for a model, with the model's safety margin.
+        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -98,6 +104,20 @@ class TokensServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CountTokensStream(self, request_iterator, context):
+        """Counts the tokens of a text sent as a stream of chunks, for inputs beyond
+        the gRPC message limit (up to 1 GiB). The first message names the model;
+        chunks may split a UTF-8 character. The service counts as the chunks
+        arrive, keeping only the text after the last safe cut point, and answers
+        once the client closes its side: the same count CountTokens gives for the
+        whole text.
+        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TokensServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -130,6 +150,11 @@ def add_TokensServiceServicer_to_server(servicer, server):
                     servicer.ListModels,
                     request_deserializer=baagent_dot_v1_dot_tokens__pb2.ListModelsRequest.FromString,
                     response_serializer=baagent_dot_v1_dot_tokens__pb2.ListModelsResponse.SerializeToString,
+            ),
+            'CountTokensStream': grpc.stream_unary_rpc_method_handler(
+                    servicer.CountTokensStream,
+                    request_deserializer=baagent_dot_v1_dot_tokens__pb2.CountTokensStreamRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_tokens__pb2.CountTokensResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -243,5 +268,22 @@ class TokensService(object):
         return grpc.experimental.unary_unary(request, target, '/baagent.v1.TokensService/ListModels',
             baagent_dot_v1_dot_tokens__pb2.ListModelsRequest.SerializeToString,
             baagent_dot_v1_dot_tokens__pb2.ListModelsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def CountTokensStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(request_iterator, target, '/baagent.v1.TokensService/CountTokensStream',
+            baagent_dot_v1_dot_tokens__pb2.CountTokensStreamRequest.SerializeToString,
+            baagent_dot_v1_dot_tokens__pb2.CountTokensResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -1450,6 +1450,74 @@ func (x *ListModelsResponse) GetEncodings() []string {
 	return nil
 }
 
+// CountTokensStreamRequest is one message of a CountTokensStream call.
+type CountTokensStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Model name; required in the first message, and in later messages either
+	// empty or the same name.
+	Model string `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	// The next chunk of the text's bytes, of any size up to the gRPC message
+	// limit; a chunk may end inside a UTF-8 character. Bytes that are not
+	// UTF-8 once joined count as U+FFFD, one per maximal invalid subsequence.
+	// All chunks together hold at most 1 GiB.
+	Text []byte `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	// As CountTokensRequest.allow_special_tokens; read from the first message.
+	AllowSpecialTokens bool `protobuf:"varint,3,opt,name=allow_special_tokens,json=allowSpecialTokens,proto3" json:"allow_special_tokens,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *CountTokensStreamRequest) Reset() {
+	*x = CountTokensStreamRequest{}
+	mi := &file_baagent_v1_tokens_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CountTokensStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CountTokensStreamRequest) ProtoMessage() {}
+
+func (x *CountTokensStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_tokens_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CountTokensStreamRequest.ProtoReflect.Descriptor instead.
+func (*CountTokensStreamRequest) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_tokens_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *CountTokensStreamRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *CountTokensStreamRequest) GetText() []byte {
+	if x != nil {
+		return x.Text
+	}
+	return nil
+}
+
+func (x *CountTokensStreamRequest) GetAllowSpecialTokens() bool {
+	if x != nil {
+		return x.AllowSpecialTokens
+	}
+	return false
+}
+
 var File_baagent_v1_tokens_proto protoreflect.FileDescriptor
 
 const file_baagent_v1_tokens_proto_rawDesc = "" +
@@ -1554,7 +1622,11 @@ const file_baagent_v1_tokens_proto_rawDesc = "" +
 	"\x11ListModelsRequest\"a\n" +
 	"\x12ListModelsResponse\x12-\n" +
 	"\x06models\x18\x01 \x03(\v2\x15.baagent.v1.ModelInfoR\x06models\x12\x1c\n" +
-	"\tencodings\x18\x02 \x03(\tR\tencodings*\x86\x02\n" +
+	"\tencodings\x18\x02 \x03(\tR\tencodings\"v\n" +
+	"\x18CountTokensStreamRequest\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\fR\x04text\x120\n" +
+	"\x14allow_special_tokens\x18\x03 \x01(\bR\x12allowSpecialTokens*\x86\x02\n" +
 	"\vModelFamily\x12\x1c\n" +
 	"\x18MODEL_FAMILY_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13MODEL_FAMILY_CLAUDE\x10\x01\x12\x14\n" +
@@ -1577,7 +1649,7 @@ const file_baagent_v1_tokens_proto_rawDesc = "" +
 	"\x18COUNT_SOURCE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12COUNT_SOURCE_LOCAL\x10\x01\x12\x1d\n" +
 	"\x19COUNT_SOURCE_PROVIDER_API\x10\x02\x12\x1f\n" +
-	"\x1bCOUNT_SOURCE_LOCAL_FALLBACK\x10\x032\xd7\x03\n" +
+	"\x1bCOUNT_SOURCE_LOCAL_FALLBACK\x10\x032\xb5\x04\n" +
 	"\rTokensService\x12N\n" +
 	"\vCountTokens\x12\x1e.baagent.v1.CountTokensRequest\x1a\x1f.baagent.v1.CountTokensResponse\x12T\n" +
 	"\rCountMessages\x12 .baagent.v1.CountMessagesRequest\x1a!.baagent.v1.CountMessagesResponse\x12?\n" +
@@ -1585,7 +1657,8 @@ const file_baagent_v1_tokens_proto_rawDesc = "" +
 	"\x06Decode\x12\x19.baagent.v1.DecodeRequest\x1a\x1a.baagent.v1.DecodeResponse\x12Q\n" +
 	"\fGetModelInfo\x12\x1f.baagent.v1.GetModelInfoRequest\x1a .baagent.v1.GetModelInfoResponse\x12K\n" +
 	"\n" +
-	"ListModels\x12\x1d.baagent.v1.ListModelsRequest\x1a\x1e.baagent.v1.ListModelsResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3"
+	"ListModels\x12\x1d.baagent.v1.ListModelsRequest\x1a\x1e.baagent.v1.ListModelsResponse\x12\\\n" +
+	"\x11CountTokensStream\x12$.baagent.v1.CountTokensStreamRequest\x1a\x1f.baagent.v1.CountTokensResponse(\x01B8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3"
 
 var (
 	file_baagent_v1_tokens_proto_rawDescOnce sync.Once
@@ -1600,40 +1673,41 @@ func file_baagent_v1_tokens_proto_rawDescGZIP() []byte {
 }
 
 var file_baagent_v1_tokens_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_baagent_v1_tokens_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_baagent_v1_tokens_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_baagent_v1_tokens_proto_goTypes = []any{
-	(ModelFamily)(0),              // 0: baagent.v1.ModelFamily
-	(ModelMatch)(0),               // 1: baagent.v1.ModelMatch
-	(CountSource)(0),              // 2: baagent.v1.CountSource
-	(*EncoderConfig)(nil),         // 3: baagent.v1.EncoderConfig
-	(*ModelMetadata)(nil),         // 4: baagent.v1.ModelMetadata
-	(*ModelInfo)(nil),             // 5: baagent.v1.ModelInfo
-	(*CountTokensRequest)(nil),    // 6: baagent.v1.CountTokensRequest
-	(*CountTokensResponse)(nil),   // 7: baagent.v1.CountTokensResponse
-	(*CountMessagesRequest)(nil),  // 8: baagent.v1.CountMessagesRequest
-	(*CountMessagesResponse)(nil), // 9: baagent.v1.CountMessagesResponse
-	(*EncodeRequest)(nil),         // 10: baagent.v1.EncodeRequest
-	(*EncodeResponse)(nil),        // 11: baagent.v1.EncodeResponse
-	(*DecodeRequest)(nil),         // 12: baagent.v1.DecodeRequest
-	(*DecodeResponse)(nil),        // 13: baagent.v1.DecodeResponse
-	(*GetModelInfoRequest)(nil),   // 14: baagent.v1.GetModelInfoRequest
-	(*GetModelInfoResponse)(nil),  // 15: baagent.v1.GetModelInfoResponse
-	(*ListModelsRequest)(nil),     // 16: baagent.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),    // 17: baagent.v1.ListModelsResponse
-	nil,                           // 18: baagent.v1.EncoderConfig.EncoderParamsEntry
-	(*ChatMessage)(nil),           // 19: baagent.v1.ChatMessage
-	(*ToolSchema)(nil),            // 20: baagent.v1.ToolSchema
+	(ModelFamily)(0),                 // 0: baagent.v1.ModelFamily
+	(ModelMatch)(0),                  // 1: baagent.v1.ModelMatch
+	(CountSource)(0),                 // 2: baagent.v1.CountSource
+	(*EncoderConfig)(nil),            // 3: baagent.v1.EncoderConfig
+	(*ModelMetadata)(nil),            // 4: baagent.v1.ModelMetadata
+	(*ModelInfo)(nil),                // 5: baagent.v1.ModelInfo
+	(*CountTokensRequest)(nil),       // 6: baagent.v1.CountTokensRequest
+	(*CountTokensResponse)(nil),      // 7: baagent.v1.CountTokensResponse
+	(*CountMessagesRequest)(nil),     // 8: baagent.v1.CountMessagesRequest
+	(*CountMessagesResponse)(nil),    // 9: baagent.v1.CountMessagesResponse
+	(*EncodeRequest)(nil),            // 10: baagent.v1.EncodeRequest
+	(*EncodeResponse)(nil),           // 11: baagent.v1.EncodeResponse
+	(*DecodeRequest)(nil),            // 12: baagent.v1.DecodeRequest
+	(*DecodeResponse)(nil),           // 13: baagent.v1.DecodeResponse
+	(*GetModelInfoRequest)(nil),      // 14: baagent.v1.GetModelInfoRequest
+	(*GetModelInfoResponse)(nil),     // 15: baagent.v1.GetModelInfoResponse
+	(*ListModelsRequest)(nil),        // 16: baagent.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),       // 17: baagent.v1.ListModelsResponse
+	(*CountTokensStreamRequest)(nil), // 18: baagent.v1.CountTokensStreamRequest
+	nil,                              // 19: baagent.v1.EncoderConfig.EncoderParamsEntry
+	(*ChatMessage)(nil),              // 20: baagent.v1.ChatMessage
+	(*ToolSchema)(nil),               // 21: baagent.v1.ToolSchema
 }
 var file_baagent_v1_tokens_proto_depIdxs = []int32{
 	0,  // 0: baagent.v1.EncoderConfig.model_family:type_name -> baagent.v1.ModelFamily
-	18, // 1: baagent.v1.EncoderConfig.encoder_params:type_name -> baagent.v1.EncoderConfig.EncoderParamsEntry
+	19, // 1: baagent.v1.EncoderConfig.encoder_params:type_name -> baagent.v1.EncoderConfig.EncoderParamsEntry
 	0,  // 2: baagent.v1.ModelInfo.model_family:type_name -> baagent.v1.ModelFamily
 	1,  // 3: baagent.v1.ModelInfo.matched_by:type_name -> baagent.v1.ModelMatch
 	4,  // 4: baagent.v1.ModelInfo.metadata:type_name -> baagent.v1.ModelMetadata
 	0,  // 5: baagent.v1.CountTokensResponse.model_family:type_name -> baagent.v1.ModelFamily
 	2,  // 6: baagent.v1.CountTokensResponse.source:type_name -> baagent.v1.CountSource
-	19, // 7: baagent.v1.CountMessagesRequest.messages:type_name -> baagent.v1.ChatMessage
-	20, // 8: baagent.v1.CountMessagesRequest.tools:type_name -> baagent.v1.ToolSchema
+	20, // 7: baagent.v1.CountMessagesRequest.messages:type_name -> baagent.v1.ChatMessage
+	21, // 8: baagent.v1.CountMessagesRequest.tools:type_name -> baagent.v1.ToolSchema
 	5,  // 9: baagent.v1.GetModelInfoResponse.info:type_name -> baagent.v1.ModelInfo
 	5,  // 10: baagent.v1.ListModelsResponse.models:type_name -> baagent.v1.ModelInfo
 	6,  // 11: baagent.v1.TokensService.CountTokens:input_type -> baagent.v1.CountTokensRequest
@@ -1642,14 +1716,16 @@ var file_baagent_v1_tokens_proto_depIdxs = []int32{
 	12, // 14: baagent.v1.TokensService.Decode:input_type -> baagent.v1.DecodeRequest
 	14, // 15: baagent.v1.TokensService.GetModelInfo:input_type -> baagent.v1.GetModelInfoRequest
 	16, // 16: baagent.v1.TokensService.ListModels:input_type -> baagent.v1.ListModelsRequest
-	7,  // 17: baagent.v1.TokensService.CountTokens:output_type -> baagent.v1.CountTokensResponse
-	9,  // 18: baagent.v1.TokensService.CountMessages:output_type -> baagent.v1.CountMessagesResponse
-	11, // 19: baagent.v1.TokensService.Encode:output_type -> baagent.v1.EncodeResponse
-	13, // 20: baagent.v1.TokensService.Decode:output_type -> baagent.v1.DecodeResponse
-	15, // 21: baagent.v1.TokensService.GetModelInfo:output_type -> baagent.v1.GetModelInfoResponse
-	17, // 22: baagent.v1.TokensService.ListModels:output_type -> baagent.v1.ListModelsResponse
-	17, // [17:23] is the sub-list for method output_type
-	11, // [11:17] is the sub-list for method input_type
+	18, // 17: baagent.v1.TokensService.CountTokensStream:input_type -> baagent.v1.CountTokensStreamRequest
+	7,  // 18: baagent.v1.TokensService.CountTokens:output_type -> baagent.v1.CountTokensResponse
+	9,  // 19: baagent.v1.TokensService.CountMessages:output_type -> baagent.v1.CountMessagesResponse
+	11, // 20: baagent.v1.TokensService.Encode:output_type -> baagent.v1.EncodeResponse
+	13, // 21: baagent.v1.TokensService.Decode:output_type -> baagent.v1.DecodeResponse
+	15, // 22: baagent.v1.TokensService.GetModelInfo:output_type -> baagent.v1.GetModelInfoResponse
+	17, // 23: baagent.v1.TokensService.ListModels:output_type -> baagent.v1.ListModelsResponse
+	7,  // 24: baagent.v1.TokensService.CountTokensStream:output_type -> baagent.v1.CountTokensResponse
+	18, // [18:25] is the sub-list for method output_type
+	11, // [11:18] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name
@@ -1676,7 +1752,7 @@ func file_baagent_v1_tokens_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_baagent_v1_tokens_proto_rawDesc), len(file_baagent_v1_tokens_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

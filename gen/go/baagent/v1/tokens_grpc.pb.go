@@ -19,12 +19,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	TokensService_CountTokens_FullMethodName   = "/baagent.v1.TokensService/CountTokens"
-	TokensService_CountMessages_FullMethodName = "/baagent.v1.TokensService/CountMessages"
-	TokensService_Encode_FullMethodName        = "/baagent.v1.TokensService/Encode"
-	TokensService_Decode_FullMethodName        = "/baagent.v1.TokensService/Decode"
-	TokensService_GetModelInfo_FullMethodName  = "/baagent.v1.TokensService/GetModelInfo"
-	TokensService_ListModels_FullMethodName    = "/baagent.v1.TokensService/ListModels"
+	TokensService_CountTokens_FullMethodName       = "/baagent.v1.TokensService/CountTokens"
+	TokensService_CountMessages_FullMethodName     = "/baagent.v1.TokensService/CountMessages"
+	TokensService_Encode_FullMethodName            = "/baagent.v1.TokensService/Encode"
+	TokensService_Decode_FullMethodName            = "/baagent.v1.TokensService/Decode"
+	TokensService_GetModelInfo_FullMethodName      = "/baagent.v1.TokensService/GetModelInfo"
+	TokensService_ListModels_FullMethodName        = "/baagent.v1.TokensService/ListModels"
+	TokensService_CountTokensStream_FullMethodName = "/baagent.v1.TokensService/CountTokensStream"
 )
 
 // TokensServiceClient is the client API for TokensService service.
@@ -36,6 +37,7 @@ const (
 // docs/concepts/tokens.md).
 type TokensServiceClient interface {
 	// Counts the tokens of a text for a model, with the model's safety margin.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	CountTokens(ctx context.Context, in *CountTokensRequest, opts ...grpc.CallOption) (*CountTokensResponse, error)
 	// Counts a whole chat request as the OpenAI chat format counts it
 	// (per-message and reply-priming overhead, tool calls, tool schemas).
@@ -48,6 +50,15 @@ type TokensServiceClient interface {
 	GetModelInfo(ctx context.Context, in *GetModelInfoRequest, opts ...grpc.CallOption) (*GetModelInfoResponse, error)
 	// Lists every configured model and the supported encodings.
 	ListModels(ctx context.Context, in *ListModelsRequest, opts ...grpc.CallOption) (*ListModelsResponse, error)
+	// Counts the tokens of a text sent as a stream of chunks, for inputs beyond
+	// the gRPC message limit (up to 1 GiB). The first message names the model;
+	// chunks may split a UTF-8 character. The service counts as the chunks
+	// arrive, keeping only the text after the last safe cut point, and answers
+	// once the client closes its side: the same count CountTokens gives for the
+	// whole text.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	CountTokensStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[CountTokensStreamRequest, CountTokensResponse], error)
 }
 
 type tokensServiceClient struct {
@@ -118,6 +129,19 @@ func (c *tokensServiceClient) ListModels(ctx context.Context, in *ListModelsRequ
 	return out, nil
 }
 
+func (c *tokensServiceClient) CountTokensStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[CountTokensStreamRequest, CountTokensResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &TokensService_ServiceDesc.Streams[0], TokensService_CountTokensStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CountTokensStreamRequest, CountTokensResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TokensService_CountTokensStreamClient = grpc.ClientStreamingClient[CountTokensStreamRequest, CountTokensResponse]
+
 // TokensServiceServer is the server API for TokensService service.
 // All implementations must embed UnimplementedTokensServiceServer
 // for forward compatibility.
@@ -127,6 +151,7 @@ func (c *tokensServiceClient) ListModels(ctx context.Context, in *ListModelsRequ
 // docs/concepts/tokens.md).
 type TokensServiceServer interface {
 	// Counts the tokens of a text for a model, with the model's safety margin.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	CountTokens(context.Context, *CountTokensRequest) (*CountTokensResponse, error)
 	// Counts a whole chat request as the OpenAI chat format counts it
 	// (per-message and reply-priming overhead, tool calls, tool schemas).
@@ -139,6 +164,15 @@ type TokensServiceServer interface {
 	GetModelInfo(context.Context, *GetModelInfoRequest) (*GetModelInfoResponse, error)
 	// Lists every configured model and the supported encodings.
 	ListModels(context.Context, *ListModelsRequest) (*ListModelsResponse, error)
+	// Counts the tokens of a text sent as a stream of chunks, for inputs beyond
+	// the gRPC message limit (up to 1 GiB). The first message names the model;
+	// chunks may split a UTF-8 character. The service counts as the chunks
+	// arrive, keeping only the text after the last safe cut point, and answers
+	// once the client closes its side: the same count CountTokens gives for the
+	// whole text.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	CountTokensStream(grpc.ClientStreamingServer[CountTokensStreamRequest, CountTokensResponse]) error
 	mustEmbedUnimplementedTokensServiceServer()
 }
 
@@ -166,6 +200,9 @@ func (UnimplementedTokensServiceServer) GetModelInfo(context.Context, *GetModelI
 }
 func (UnimplementedTokensServiceServer) ListModels(context.Context, *ListModelsRequest) (*ListModelsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListModels not implemented")
+}
+func (UnimplementedTokensServiceServer) CountTokensStream(grpc.ClientStreamingServer[CountTokensStreamRequest, CountTokensResponse]) error {
+	return status.Error(codes.Unimplemented, "method CountTokensStream not implemented")
 }
 func (UnimplementedTokensServiceServer) mustEmbedUnimplementedTokensServiceServer() {}
 func (UnimplementedTokensServiceServer) testEmbeddedByValue()                       {}
@@ -296,6 +333,13 @@ func _TokensService_ListModels_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TokensService_CountTokensStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(TokensServiceServer).CountTokensStream(&grpc.GenericServerStream[CountTokensStreamRequest, CountTokensResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type TokensService_CountTokensStreamServer = grpc.ClientStreamingServer[CountTokensStreamRequest, CountTokensResponse]
+
 // TokensService_ServiceDesc is the grpc.ServiceDesc for TokensService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -328,6 +372,12 @@ var TokensService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _TokensService_ListModels_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "CountTokensStream",
+			Handler:       _TokensService_CountTokensStream_Handler,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "baagent/v1/tokens.proto",
 }

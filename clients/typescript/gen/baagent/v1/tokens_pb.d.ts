@@ -703,6 +703,44 @@ export declare type ListModelsResponse = Message<"baagent.v1.ListModelsResponse"
 export declare const ListModelsResponseSchema: GenMessage<ListModelsResponse>;
 
 /**
+ * CountTokensStreamRequest is one message of a CountTokensStream call.
+ *
+ * @generated from message baagent.v1.CountTokensStreamRequest
+ */
+export declare type CountTokensStreamRequest = Message<"baagent.v1.CountTokensStreamRequest"> & {
+  /**
+   * Model name; required in the first message, and in later messages either
+   * empty or the same name.
+   *
+   * @generated from field: string model = 1;
+   */
+  model: string;
+
+  /**
+   * The next chunk of the text's bytes, of any size up to the gRPC message
+   * limit; a chunk may end inside a UTF-8 character. Bytes that are not
+   * UTF-8 once joined count as U+FFFD, one per maximal invalid subsequence.
+   * All chunks together hold at most 1 GiB.
+   *
+   * @generated from field: bytes text = 2;
+   */
+  text: Uint8Array;
+
+  /**
+   * As CountTokensRequest.allow_special_tokens; read from the first message.
+   *
+   * @generated from field: bool allow_special_tokens = 3;
+   */
+  allowSpecialTokens: boolean;
+};
+
+/**
+ * Describes the message baagent.v1.CountTokensStreamRequest.
+ * Use `create(CountTokensStreamRequestSchema)` to create a new message.
+ */
+export declare const CountTokensStreamRequestSchema: GenMessage<CountTokensStreamRequest>;
+
+/**
  * ModelFamily is a family of models sharing a tokenizer.
  *
  * @generated from enum baagent.v1.ModelFamily
@@ -881,6 +919,7 @@ export declare const CountSourceSchema: GenEnum<CountSource>;
 export declare const TokensService: GenService<{
   /**
    * Counts the tokens of a text for a model, with the model's safety margin.
+   * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
    *
    * @generated from rpc baagent.v1.TokensService.CountTokens
    */
@@ -939,6 +978,23 @@ export declare const TokensService: GenService<{
     methodKind: "unary";
     input: typeof ListModelsRequestSchema;
     output: typeof ListModelsResponseSchema;
+  },
+  /**
+   * Counts the tokens of a text sent as a stream of chunks, for inputs beyond
+   * the gRPC message limit (up to 1 GiB). The first message names the model;
+   * chunks may split a UTF-8 character. The service counts as the chunks
+   * arrive, keeping only the text after the last safe cut point, and answers
+   * once the client closes its side: the same count CountTokens gives for the
+   * whole text.
+   * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+   * buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+   *
+   * @generated from rpc baagent.v1.TokensService.CountTokensStream
+   */
+  countTokensStream: {
+    methodKind: "client_streaming";
+    input: typeof CountTokensStreamRequestSchema;
+    output: typeof CountTokensResponseSchema;
   },
 }>;
 
