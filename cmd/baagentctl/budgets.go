@@ -190,87 +190,83 @@ func (c *cli) printEntry(e *baagentv1.BudgetEntry) error {
 }
 
 func runBudgetGet(ctx context.Context, c *cli, args []string) error {
-	fs := c.flagSet("budget get", "")
-	f := c.budgetFlags(fs)
-	if err := c.parse(fs, args); err != nil {
-		return err
-	}
-	if err := f.check(fs); err != nil {
-		return err
-	}
-	ctx, gw, release, err := c.gatewayCall(ctx, f.rf)
-	if err != nil {
-		return err
-	}
-	defer release()
-	resp, err := gw.GetBudget(ctx, &baagentv1.GatewayServiceGetBudgetRequest{Tenant: *f.tenant, ApiKeyId: *f.keyID})
-	if err != nil {
-		return c.rpcError("get budget", err)
-	}
-	return c.printEntry(resp.GetEntry())
+	return c.budgetCommand(ctx, "get", args, nil, func(ctx context.Context, gw baagentv1.GatewayServiceClient, tenant, keyID string) (*baagentv1.BudgetEntry, error) {
+		resp, err := gw.GetBudget(ctx, &baagentv1.GatewayServiceGetBudgetRequest{Tenant: tenant, ApiKeyId: keyID})
+		return resp.GetEntry(), err
+	})
 }
 
 func runBudgetSet(ctx context.Context, c *cli, args []string) error {
-	fs := c.flagSet("budget set", "")
-	f := c.budgetFlags(fs)
-	usdDay := fs.Float64("usd-per-day", 0, "model cost in USD per UTC day")
-	usdMonth := fs.Float64("usd-per-month", 0, "model cost in USD per UTC month")
-	tokensDay := fs.Int64("tokens-per-day", 0, "model tokens (input and output) per UTC day")
-	steps := fs.Int32("max-steps-per-run", 0, "steps one run may take")
-	usdRun := fs.Float64("max-usd-per-run", 0, "model cost in USD one run may spend")
-	if err := c.parse(fs, args); err != nil {
-		return err
+	var b *baagentv1.Budget
+	limits := func(fs *pflag.FlagSet) func() {
+		usdDay := fs.Float64("usd-per-day", 0, "model cost in USD per UTC day")
+		usdMonth := fs.Float64("usd-per-month", 0, "model cost in USD per UTC month")
+		tokensDay := fs.Int64("tokens-per-day", 0, "model tokens (input and output) per UTC day")
+		steps := fs.Int32("max-steps-per-run", 0, "steps one run may take")
+		usdRun := fs.Float64("max-usd-per-run", 0, "model cost in USD one run may spend")
+		// Only the limits given are set: an absent one is unlimited.
+		return func() {
+			b = &baagentv1.Budget{}
+			if fs.Changed("usd-per-day") {
+				b.UsdPerDay = usdDay
+			}
+			if fs.Changed("usd-per-month") {
+				b.UsdPerMonth = usdMonth
+			}
+			if fs.Changed("tokens-per-day") {
+				b.TokensPerDay = tokensDay
+			}
+			if fs.Changed("max-steps-per-run") {
+				b.MaxStepsPerRun = steps
+			}
+			if fs.Changed("max-usd-per-run") {
+				b.MaxUsdPerRun = usdRun
+			}
+		}
 	}
-	if err := f.check(fs); err != nil {
-		return err
-	}
-	b := &baagentv1.Budget{}
-	if fs.Changed("usd-per-day") {
-		b.UsdPerDay = usdDay
-	}
-	if fs.Changed("usd-per-month") {
-		b.UsdPerMonth = usdMonth
-	}
-	if fs.Changed("tokens-per-day") {
-		b.TokensPerDay = tokensDay
-	}
-	if fs.Changed("max-steps-per-run") {
-		b.MaxStepsPerRun = steps
-	}
-	if fs.Changed("max-usd-per-run") {
-		b.MaxUsdPerRun = usdRun
-	}
-	ctx, gw, release, err := c.gatewayCall(ctx, f.rf)
-	if err != nil {
-		return err
-	}
-	defer release()
-	resp, err := gw.SetBudget(ctx, &baagentv1.GatewayServiceSetBudgetRequest{Tenant: *f.tenant, ApiKeyId: *f.keyID, Budget: b})
-	if err != nil {
-		return c.rpcError("set budget", err)
-	}
-	return c.printEntry(resp.GetEntry())
+	return c.budgetCommand(ctx, "set", args, limits, func(ctx context.Context, gw baagentv1.GatewayServiceClient, tenant, keyID string) (*baagentv1.BudgetEntry, error) {
+		resp, err := gw.SetBudget(ctx, &baagentv1.GatewayServiceSetBudgetRequest{Tenant: tenant, ApiKeyId: keyID, Budget: b})
+		return resp.GetEntry(), err
+	})
 }
 
 func runBudgetClear(ctx context.Context, c *cli, args []string) error {
-	fs := c.flagSet("budget clear", "")
+	return c.budgetCommand(ctx, "clear", args, nil, func(ctx context.Context, gw baagentv1.GatewayServiceClient, tenant, keyID string) (*baagentv1.BudgetEntry, error) {
+		resp, err := gw.SetBudget(ctx, &baagentv1.GatewayServiceSetBudgetRequest{Tenant: tenant, ApiKeyId: keyID, Clear: true})
+		return resp.GetEntry(), err
+	})
+}
+
+// budgetCommand runs `budget <name>`: the common flags, any the command
+// adds (extra returns what to call once they are parsed), one admin call
+// through the gateway, and the resulting entry printed.
+func (c *cli) budgetCommand(ctx context.Context, name string, args []string, extra func(*pflag.FlagSet) func(),
+	call func(context.Context, baagentv1.GatewayServiceClient, string, string) (*baagentv1.BudgetEntry, error)) error {
+	fs := c.flagSet("budget "+name, "")
 	f := c.budgetFlags(fs)
+	var parsed func()
+	if extra != nil {
+		parsed = extra(fs)
+	}
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
 	if err := f.check(fs); err != nil {
 		return err
 	}
+	if parsed != nil {
+		parsed()
+	}
 	ctx, gw, release, err := c.gatewayCall(ctx, f.rf)
 	if err != nil {
 		return err
 	}
 	defer release()
-	resp, err := gw.SetBudget(ctx, &baagentv1.GatewayServiceSetBudgetRequest{Tenant: *f.tenant, ApiKeyId: *f.keyID, Clear: true})
+	entry, err := call(ctx, gw, *f.tenant, *f.keyID)
 	if err != nil {
-		return c.rpcError("clear budget", err)
+		return c.rpcError(name+" budget", err)
 	}
-	return c.printEntry(resp.GetEntry())
+	return c.printEntry(entry)
 }
 
 func runBudgetKeyID(_ context.Context, c *cli, args []string) error {

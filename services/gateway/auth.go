@@ -288,19 +288,24 @@ func (s *Server) authenticate(api string, remote net.Addr, key, token string) (c
 
 // grpcCaller authenticates a gRPC call from its metadata.
 func (s *Server) grpcCaller(ctx context.Context) (caller, error) {
+	key, remote := grpcCredentials(ctx)
+	return s.authenticate(apiGRPC, remote, key, "")
+}
+
+// grpcCredentials is a gRPC call's key (a bearer token in authorization,
+// else x-api-key) and the caller's address.
+func grpcCredentials(ctx context.Context) (key string, remote net.Addr) {
 	md, _ := metadata.FromIncomingContext(ctx)
-	key := ""
 	if v := md.Get("authorization"); len(v) > 0 {
 		key = bearer(v[0])
 	}
 	if v := md.Get("x-api-key"); key == "" && len(v) > 0 {
 		key = strings.TrimSpace(v[0])
 	}
-	var remote net.Addr
 	if p, ok := peer.FromContext(ctx); ok {
 		remote = p.Addr
 	}
-	return s.authenticate(apiGRPC, remote, key, "")
+	return key, remote
 }
 
 // grpcUnary authenticates a unary gRPC call and takes one of its key's

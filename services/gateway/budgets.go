@@ -11,8 +11,6 @@ import (
 	"strings"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -114,18 +112,7 @@ func (s *Server) adminAuth(api string, remote net.Addr, key string) error {
 
 // grpcAdmin authenticates an admin gRPC call from its metadata.
 func (s *Server) grpcAdmin(ctx context.Context) error {
-	md, _ := metadata.FromIncomingContext(ctx)
-	key := ""
-	if v := md.Get("authorization"); len(v) > 0 {
-		key = bearer(v[0])
-	}
-	if v := md.Get("x-api-key"); key == "" && len(v) > 0 {
-		key = strings.TrimSpace(v[0])
-	}
-	var remote net.Addr
-	if p, ok := peer.FromContext(ctx); ok {
-		remote = p.Addr
-	}
+	key, remote := grpcCredentials(ctx)
 	return s.adminAuth(apiGRPC, remote, key)
 }
 

@@ -321,14 +321,19 @@ func (g *grpcExportSink) start(contentType, filename string) error {
 	return nil
 }
 
-func (g *grpcExportSink) Write(p []byte) (int, error) {
+func (g *grpcExportSink) Write(p []byte) (int, error) { return writeChunked(&g.buf, p, g.sendBuf) }
+
+// writeChunked appends p to *buf, calling emit each time *buf holds
+// ExportChunkBytes (emit sends *buf and leaves it empty). It reports the
+// bytes of p taken before an error.
+func writeChunked(buf *[]byte, p []byte, emit func() error) (int, error) {
 	n := len(p)
 	for len(p) > 0 {
-		k := min(len(p), ExportChunkBytes-len(g.buf))
-		g.buf = append(g.buf, p[:k]...)
+		k := min(len(p), ExportChunkBytes-len(*buf))
+		*buf = append(*buf, p[:k]...)
 		p = p[k:]
-		if len(g.buf) == ExportChunkBytes {
-			if err := g.sendBuf(); err != nil {
+		if len(*buf) == ExportChunkBytes {
+			if err := emit(); err != nil {
 				return n - len(p), err
 			}
 		}
@@ -469,20 +474,7 @@ func (h *httpExportSink) start(contentType, filename string) error {
 	return nil
 }
 
-func (h *httpExportSink) Write(p []byte) (int, error) {
-	n := len(p)
-	for len(p) > 0 {
-		k := min(len(p), ExportChunkBytes-len(h.buf))
-		h.buf = append(h.buf, p[:k]...)
-		p = p[k:]
-		if len(h.buf) == ExportChunkBytes {
-			if err := h.writeBuf(); err != nil {
-				return n - len(p), err
-			}
-		}
-	}
-	return n, nil
-}
+func (h *httpExportSink) Write(p []byte) (int, error) { return writeChunked(&h.buf, p, h.writeBuf) }
 
 func (h *httpExportSink) flush() error {
 	if len(h.buf) > 0 || !h.committed {
