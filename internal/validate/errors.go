@@ -84,8 +84,21 @@ func (e *Errors) Err() error {
 	if e.Len() == 0 {
 		return nil
 	}
+	st := status.New(codes.InvalidArgument, "invalid argument: "+e.Summary())
+	detailed, err := st.WithDetails(&errdetails.BadRequest{FieldViolations: e.violations})
+	if err != nil {
+		// Cannot happen with sanitised strings; the message alone still
+		// names every field.
+		return st.Err()
+	}
+	return detailed.Err()
+}
+
+// Summary lists the violations as `field: description; field: ...`, with
+// `; and N more` for those beyond [MaxViolations]: the message of Err, and
+// of configuration files checked with the same rules.
+func (e *Errors) Summary() string {
 	var b strings.Builder
-	b.WriteString("invalid argument: ")
 	for i, v := range e.violations {
 		if i > 0 {
 			b.WriteString("; ")
@@ -97,14 +110,7 @@ func (e *Errors) Err() error {
 	if e.dropped > 0 {
 		fmt.Fprintf(&b, "; and %d more", e.dropped)
 	}
-	st := status.New(codes.InvalidArgument, b.String())
-	detailed, err := st.WithDetails(&errdetails.BadRequest{FieldViolations: e.violations})
-	if err != nil {
-		// Cannot happen with sanitised strings; the message alone still
-		// names every field.
-		return st.Err()
-	}
-	return detailed.Err()
+	return b.String()
 }
 
 // clean makes s valid UTF-8 (a protobuf string must be) and cuts it to at most

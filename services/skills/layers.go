@@ -2,6 +2,7 @@ package skills
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -55,7 +56,7 @@ func (l *layer) addInvalid(e *baagentv1.SkillLoadError) {
 // seal orders the layer once loading is done.
 func (l *layer) seal() {
 	l.sorted = make([]*skill, 0, len(l.skills))
-	for _, n := range sortedKeys(l.skills) {
+	for _, n := range slices.Sorted(maps.Keys(l.skills)) {
 		l.sorted = append(l.sorted, l.skills[n])
 	}
 	slices.SortFunc(l.invalidList, func(a, b *baagentv1.SkillLoadError) int {
@@ -244,7 +245,7 @@ func (s *snapshot) sealTenant(t *tenantLayer) {
 		hidden, _ := t.rules.hides(n)
 		return hidden
 	})
-	for _, n := range sortedKeys(t.rules.overridden) {
+	for _, n := range slices.Sorted(maps.Keys(t.rules.overridden)) {
 		if t.skills[n] == nil {
 			t.invalidList = append(t.invalidList, &baagentv1.SkillLoadError{
 				Folder: n,

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 
 	"go.yaml.in/yaml/v3"
 
@@ -95,7 +94,7 @@ func parseTenantConfig(data []byte) (*tenantRules, error) {
 		}
 	}
 	if e.Len() > 0 {
-		return nil, errors.New(violations(&e))
+		return nil, errors.New(e.Summary())
 	}
 	return rules, nil
 }
@@ -111,26 +110,4 @@ func names(e *validate.Errors, field string, list []string) map[string]bool {
 		m[n] = true
 	}
 	return m
-}
-
-// violations renders collected violations as `field: what; field: what`.
-func violations(e *validate.Errors) string {
-	var b bytes.Buffer
-	for i, v := range e.Violations() {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		fmt.Fprintf(&b, "%s: %s", v.GetField(), v.GetDescription())
-	}
-	return b.String()
-}
-
-// sortedKeys returns the keys of m in order, for deterministic reports.
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }

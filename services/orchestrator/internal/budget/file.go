@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 
@@ -155,7 +156,7 @@ func ParseFile(data []byte) (*File, error) {
 	}
 	f := &File{entries: map[Scope]*baagentv1.Budget{}}
 	var e validate.Errors
-	for _, tenant := range sortedKeys(doc.Tenants) {
+	for _, tenant := range slices.Sorted(maps.Keys(doc.Tenants)) {
 		t := doc.Tenants[tenant]
 		path := "tenants." + tenant
 		if err := CheckScope(Scope{Tenant: tenant}); err != nil {
@@ -174,7 +175,7 @@ func ParseFile(data []byte) (*File, error) {
 			e.Addf(path+".keys", "at most %d keys, got %d", MaxKeysPerTenant, len(t.Keys))
 			continue
 		}
-		for _, id := range sortedKeys(t.Keys) {
+		for _, id := range slices.Sorted(maps.Keys(t.Keys)) {
 			kp := path + ".keys." + id
 			if err := CheckKeyID(id); err != nil {
 				e.Add(kp, err.Error())
@@ -188,33 +189,9 @@ func ParseFile(data []byte) (*File, error) {
 		}
 	}
 	if e.Len() > 0 {
-		return nil, fmt.Errorf("budgets file: %s", violations(&e))
+		return nil, fmt.Errorf("budgets file: %s", e.Summary())
 	}
 	return f, nil
-}
-
-// violations joins the recorded violations as "field: description; ...".
-func violations(e *validate.Errors) string {
-	var b bytes.Buffer
-	for i, v := range e.Violations() {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		fmt.Fprintf(&b, "%s: %s", v.GetField(), v.GetDescription())
-	}
-	if n := e.Len() - len(e.Violations()); n > 0 {
-		fmt.Fprintf(&b, "; and %d more", n)
-	}
-	return b.String()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // clone copies a budget (nil stays nil).
