@@ -11,6 +11,7 @@ from google.protobuf import symbol_database as _symbol_database
 _sym_db = _symbol_database.Default()
 
 
+from baagent.v1 import conversations_pb2 as baagent_dot_v1_dot_conversations__pb2
 from baagent.v1 import events_pb2 as baagent_dot_v1_dot_events__pb2
 from baagent.v1 import orchestrator_pb2 as baagent_dot_v1_dot_orchestrator__pb2
 from baagent.v1 import run_pb2 as baagent_dot_v1_dot_run__pb2
@@ -20,7 +21,7 @@ from baagent.v1 import toolrunner_pb2 as baagent_dot_v1_dot_toolrunner__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x62\x61\x61gent/v1/gateway.proto\x12\nbaagent.v1\x1a\x17\x62\x61\x61gent/v1/events.proto\x1a\x1d\x62\x61\x61gent/v1/orchestrator.proto\x1a\x14\x62\x61\x61gent/v1/run.proto\x1a\x17\x62\x61\x61gent/v1/skills.proto\x1a\x17\x62\x61\x61gent/v1/tokens.proto\x1a\x1b\x62\x61\x61gent/v1/toolrunner.proto\x1a\x1cgoogle/protobuf/struct.proto\":\n\x0fStartRunRequest\x12\'\n\x04spec\x18\x01 \x01(\x0b\x32\x13.baagent.v1.RunSpecR\x04spec\"5\n\x10StartRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run\"@\n\x15StartRunStreamRequest\x12\'\n\x04spec\x18\x01 \x01(\x0b\x32\x13.baagent.v1.RunSpecR\x04spec\"s\n\x16StartRunStreamResponse\x12#\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunH\x00R\x03run\x12)\n\x05\x65vent\x18\x02 \x01(\x0b\x32\x11.baagent.v1.EventH\x00R\x05\x65ventB\t\n\x07payload\"&\n\rGetRunRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\"3\n\x0eGetRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run\"\xa4\x01\n\x0fListRunsRequest\x12\'\n\x0f\x63onversation_id\x18\x01 \x01(\tR\x0e\x63onversationId\x12,\n\x06states\x18\x02 \x03(\x0e\x32\x14.baagent.v1.RunStateR\x06states\x12\x1b\n\tpage_size\x18\x03 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x04 \x01(\tR\tpageToken\"_\n\x10ListRunsResponse\x12#\n\x04runs\x18\x01 \x03(\x0b\x32\x0f.baagent.v1.RunR\x04runs\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"A\n\x10\x43\x61ncelRunRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\"6\n\x11\x43\x61ncelRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run\"W\n\x12SubmitInputRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12*\n\x05input\x18\x02 \x01(\x0b\x32\x14.baagent.v1.RunInputR\x05input\"8\n\x13SubmitInputResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run\"E\n\x16StreamRunEventsRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x14\n\x05\x61\x66ter\x18\x02 \x01(\tR\x05\x61\x66ter\"B\n\x17StreamRunEventsResponse\x12\'\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x11.baagent.v1.EventR\x05\x65vent\"\x98\x01\n\x1fGatewayServiceListSkillsRequest\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12\'\n\x0finclude_invalid\x18\x02 \x01(\x08R\x0eincludeInvalid\x12\x32\n\x05scope\x18\x03 \x01(\x0e\x32\x1c.baagent.v1.SkillScopeFilterR\x05scope\"\x8b\x01\n GatewayServiceListSkillsResponse\x12\x31\n\x06skills\x18\x01 \x03(\x0b\x32\x19.baagent.v1.SkillMetadataR\x06skills\x12\x34\n\x07invalid\x18\x02 \x03(\x0b\x32\x1a.baagent.v1.SkillLoadErrorR\x07invalid\"\x7f\n\x1dGatewayServiceGetSkillRequest\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x30\n\x05level\x18\x03 \x01(\x0e\x32\x1a.baagent.v1.SkillLoadLevelR\x05level\"\xa4\x01\n\x1eGatewayServiceGetSkillResponse\x12\x35\n\x08metadata\x18\x01 \x01(\x0b\x32\x19.baagent.v1.SkillMetadataR\x08metadata\x12\x12\n\x04\x62ody\x18\x02 \x01(\tR\x04\x62ody\x12\x37\n\tresources\x18\x03 \x03(\x0b\x32\x19.baagent.v1.SkillResourceR\tresources\" \n\x1eGatewayServiceListToolsRequest\"S\n\x1fGatewayServiceListToolsResponse\x12\x30\n\x05tools\x18\x01 \x03(\x0b\x32\x1a.baagent.v1.ToolDefinitionR\x05tools\"\xf0\x01\n\x11InvokeToolRequest\x12\x1b\n\ttool_name\x18\x01 \x01(\tR\x08toolName\x12\x37\n\nparameters\x18\x02 \x01(\x0b\x32\x17.google.protobuf.StructR\nparameters\x12\'\n\x0f\x63onversation_id\x18\x03 \x01(\tR\x0e\x63onversationId\x12:\n\x0coutput_level\x18\x04 \x01(\x0e\x32\x17.baagent.v1.OutputLevelR\x0boutputLevel\x12 \n\x0ctool_call_id\x18\x05 \x01(\tR\ntoolCallId\"M\n\x12InvokeToolResponse\x12\x37\n\x06result\x18\x01 \x01(\x0b\x32\x1f.baagent.v1.ToolExecutionResultR\x06result\"~\n GatewayServiceCountTokensRequest\x12\x14\n\x05model\x18\x01 \x01(\tR\x05model\x12\x12\n\x04text\x18\x02 \x01(\tR\x04text\x12\x30\n\x14\x61llow_special_tokens\x18\x03 \x01(\x08R\x12\x61llowSpecialTokens\"Z\n!GatewayServiceCountTokensResponse\x12\x35\n\x05\x63ount\x18\x01 \x01(\x0b\x32\x1f.baagent.v1.CountTokensResponseR\x05\x63ount\"\xde\x01\n\x1dGatewayServicePutSkillRequest\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n\x07\x63ontent\x18\x03 \x01(\x0cR\x07\x63ontent\x12\x36\n\x06\x66ormat\x18\x04 \x01(\x0e\x32\x1e.baagent.v1.SkillArchiveFormatR\x06\x66ormat\x12\x19\n\x08if_match\x18\x05 \x01(\tR\x07ifMatch\x12\"\n\rif_none_match\x18\x06 \x01(\x08R\x0bifNoneMatch\"m\n\x1eGatewayServicePutSkillResponse\x12/\n\x05skill\x18\x01 \x01(\x0b\x32\x19.baagent.v1.SkillMetadataR\x05skill\x12\x1a\n\x08replaced\x18\x02 \x01(\x08R\x08replaced\"k\n GatewayServiceDeleteSkillRequest\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x19\n\x08if_match\x18\x03 \x01(\tR\x07ifMatch\"?\n!GatewayServiceDeleteSkillResponse\x12\x1a\n\x08revision\x18\x01 \x01(\tR\x08revision\"t\n(GatewayServiceSetSystemSkillStateRequest\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x1a\n\x08\x64isabled\x18\x03 \x01(\x08R\x08\x64isabled\"\\\n)GatewayServiceSetSystemSkillStateResponse\x12/\n\x05skill\x18\x01 \x01(\x0b\x32\x19.baagent.v1.SkillMetadataR\x05skill2\xf1\n\n\x0eGatewayService\x12\x45\n\x08StartRun\x12\x1b.baagent.v1.StartRunRequest\x1a\x1c.baagent.v1.StartRunResponse\x12Y\n\x0eStartRunStream\x12!.baagent.v1.StartRunStreamRequest\x1a\".baagent.v1.StartRunStreamResponse0\x01\x12?\n\x06GetRun\x12\x19.baagent.v1.GetRunRequest\x1a\x1a.baagent.v1.GetRunResponse\x12\x45\n\x08ListRuns\x12\x1b.baagent.v1.ListRunsRequest\x1a\x1c.baagent.v1.ListRunsResponse\x12H\n\tCancelRun\x12\x1c.baagent.v1.CancelRunRequest\x1a\x1d.baagent.v1.CancelRunResponse\x12N\n\x0bSubmitInput\x12\x1e.baagent.v1.SubmitInputRequest\x1a\x1f.baagent.v1.SubmitInputResponse\x12\\\n\x0fStreamRunEvents\x12\".baagent.v1.StreamRunEventsRequest\x1a#.baagent.v1.StreamRunEventsResponse0\x01\x12g\n\nListSkills\x12+.baagent.v1.GatewayServiceListSkillsRequest\x1a,.baagent.v1.GatewayServiceListSkillsResponse\x12\x61\n\x08GetSkill\x12).baagent.v1.GatewayServiceGetSkillRequest\x1a*.baagent.v1.GatewayServiceGetSkillResponse\x12\x61\n\x08PutSkill\x12).baagent.v1.GatewayServicePutSkillRequest\x1a*.baagent.v1.GatewayServicePutSkillResponse\x12j\n\x0b\x44\x65leteSkill\x12,.baagent.v1.GatewayServiceDeleteSkillRequest\x1a-.baagent.v1.GatewayServiceDeleteSkillResponse\x12\x82\x01\n\x13SetSystemSkillState\x12\x34.baagent.v1.GatewayServiceSetSystemSkillStateRequest\x1a\x35.baagent.v1.GatewayServiceSetSystemSkillStateResponse\x12\x64\n\tListTools\x12*.baagent.v1.GatewayServiceListToolsRequest\x1a+.baagent.v1.GatewayServiceListToolsResponse\x12K\n\nInvokeTool\x12\x1d.baagent.v1.InvokeToolRequest\x1a\x1e.baagent.v1.InvokeToolResponse\x12j\n\x0b\x43ountTokens\x12,.baagent.v1.GatewayServiceCountTokensRequest\x1a-.baagent.v1.GatewayServiceCountTokensResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x62\x61\x61gent/v1/gateway.proto\x12\nbaagent.v1\x1a\x1e\x62\x61\x61gent/v1/conversations.proto\x1a\x17\x62\x61\x61gent/v1/events.proto\x1a\x1d\x62\x61\x61gent/v1/orchestrator.proto\x1a\x14\x62\x61\x61gent/v1/run.proto\x1a\x17\x62\x61\x61gent/v1/skills.proto\x1a\x17\x62\x61\x61gent/v1/tokens.proto\x1a\x1b\x62\x61\x61gent/v1/toolrunner.proto\x1a\x1cgoogle/protobuf/struct.proto\":\n\x0fStartRunRequest\x12\'\n\x04spec\x18\x01 \x01(\x0b\x32\x13.baagent.v1.RunSpecR\x04spec\"5\n\x10StartRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run\"@\n\x15StartRunStreamRequest\x12\'\n\x04spec\x18\x01 \x01(\x0b\x32\x13.baagent.v1.RunSpecR\x04spec\"s\n\x16StartRunStreamResponse\x12#\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunH\x00R\x03run\x12)\n\x05\x65vent\x18\x02 \x01(\x0b\x32\x11.baagent.v1.EventH\x00R\x05\x65ventB\t\n\x07payload\"&\n\rGetRunRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\"3\n\x0eGetRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run\"\xa4\x01\n\x0fListRunsRequest\x12\'\n\x0f\x63onversation_id\x18\x01 \x01(\tR\x0e\x63onversationId\x12,\n\x06states\x18\x02 \x03(\x0e\x32\x14.baagent.v1.RunStateR\x06states\x12\x1b\n\tpage_size\x18\x03 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x04 \x01(\tR\tpageToken\"_\n\x10ListRunsResponse\x12#\n\x04runs\x18\x01 \x03(\x0b\x32\x0f.baagent.v1.RunR\x04runs\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"A\n\x10\x43\x61ncelRunRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\"6\n\x11\x43\x61ncelRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run\"W\n\x12SubmitInputRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12*\n\x05input\x18\x02 \x01(\x0b\x32\x14.baagent.v1.RunInputR\x05input\"8\n\x13SubmitInputResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run\"E\n\x16StreamRunEventsRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x14\n\x05\x61\x66ter\x18\x02 \x01(\tR\x05\x61\x66ter\"B\n\x17StreamRunEventsResponse\x12\'\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x11.baagent.v1.EventR\x05\x65vent\"\x98\x01\n\x1fGatewayServiceListSkillsRequest\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12\'\n\x0finclude_invalid\x18\x02 \x01(\x08R\x0eincludeInvalid\x12\x32\n\x05scope\x18\x03 \x01(\x0e\x32\x1c.baagent.v1.SkillScopeFilterR\x05scope\"\x8b\x01\n GatewayServiceListSkillsResponse\x12\x31\n\x06skills\x18\x01 \x03(\x0b\x32\x19.baagent.v1.SkillMetadataR\x06skills\x12\x34\n\x07invalid\x18\x02 \x03(\x0b\x32\x1a.baagent.v1.SkillLoadErrorR\x07invalid\"\x7f\n\x1dGatewayServiceGetSkillRequest\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x30\n\x05level\x18\x03 \x01(\x0e\x32\x1a.baagent.v1.SkillLoadLevelR\x05level\"\xa4\x01\n\x1eGatewayServiceGetSkillResponse\x12\x35\n\x08metadata\x18\x01 \x01(\x0b\x32\x19.baagent.v1.SkillMetadataR\x08metadata\x12\x12\n\x04\x62ody\x18\x02 \x01(\tR\x04\x62ody\x12\x37\n\tresources\x18\x03 \x03(\x0b\x32\x19.baagent.v1.SkillResourceR\tresources\" \n\x1eGatewayServiceListToolsRequest\"S\n\x1fGatewayServiceListToolsResponse\x12\x30\n\x05tools\x18\x01 \x03(\x0b\x32\x1a.baagent.v1.ToolDefinitionR\x05tools\"\xf0\x01\n\x11InvokeToolRequest\x12\x1b\n\ttool_name\x18\x01 \x01(\tR\x08toolName\x12\x37\n\nparameters\x18\x02 \x01(\x0b\x32\x17.google.protobuf.StructR\nparameters\x12\'\n\x0f\x63onversation_id\x18\x03 \x01(\tR\x0e\x63onversationId\x12:\n\x0coutput_level\x18\x04 \x01(\x0e\x32\x17.baagent.v1.OutputLevelR\x0boutputLevel\x12 \n\x0ctool_call_id\x18\x05 \x01(\tR\ntoolCallId\"M\n\x12InvokeToolResponse\x12\x37\n\x06result\x18\x01 \x01(\x0b\x32\x1f.baagent.v1.ToolExecutionResultR\x06result\"~\n GatewayServiceCountTokensRequest\x12\x14\n\x05model\x18\x01 \x01(\tR\x05model\x12\x12\n\x04text\x18\x02 \x01(\tR\x04text\x12\x30\n\x14\x61llow_special_tokens\x18\x03 \x01(\x08R\x12\x61llowSpecialTokens\"Z\n!GatewayServiceCountTokensResponse\x12\x35\n\x05\x63ount\x18\x01 \x01(\x0b\x32\x1f.baagent.v1.CountTokensResponseR\x05\x63ount\"\xde\x01\n\x1dGatewayServicePutSkillRequest\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n\x07\x63ontent\x18\x03 \x01(\x0cR\x07\x63ontent\x12\x36\n\x06\x66ormat\x18\x04 \x01(\x0e\x32\x1e.baagent.v1.SkillArchiveFormatR\x06\x66ormat\x12\x19\n\x08if_match\x18\x05 \x01(\tR\x07ifMatch\x12\"\n\rif_none_match\x18\x06 \x01(\x08R\x0bifNoneMatch\"m\n\x1eGatewayServicePutSkillResponse\x12/\n\x05skill\x18\x01 \x01(\x0b\x32\x19.baagent.v1.SkillMetadataR\x05skill\x12\x1a\n\x08replaced\x18\x02 \x01(\x08R\x08replaced\"k\n GatewayServiceDeleteSkillRequest\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x19\n\x08if_match\x18\x03 \x01(\tR\x07ifMatch\"?\n!GatewayServiceDeleteSkillResponse\x12\x1a\n\x08revision\x18\x01 \x01(\tR\x08revision\"t\n(GatewayServiceSetSystemSkillStateRequest\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x1a\n\x08\x64isabled\x18\x03 \x01(\x08R\x08\x64isabled\"\\\n)GatewayServiceSetSystemSkillStateResponse\x12/\n\x05skill\x18\x01 \x01(\x0b\x32\x19.baagent.v1.SkillMetadataR\x05skill2\xf1\x0f\n\x0eGatewayService\x12\x45\n\x08StartRun\x12\x1b.baagent.v1.StartRunRequest\x1a\x1c.baagent.v1.StartRunResponse\x12Y\n\x0eStartRunStream\x12!.baagent.v1.StartRunStreamRequest\x1a\".baagent.v1.StartRunStreamResponse0\x01\x12?\n\x06GetRun\x12\x19.baagent.v1.GetRunRequest\x1a\x1a.baagent.v1.GetRunResponse\x12\x45\n\x08ListRuns\x12\x1b.baagent.v1.ListRunsRequest\x1a\x1c.baagent.v1.ListRunsResponse\x12H\n\tCancelRun\x12\x1c.baagent.v1.CancelRunRequest\x1a\x1d.baagent.v1.CancelRunResponse\x12N\n\x0bSubmitInput\x12\x1e.baagent.v1.SubmitInputRequest\x1a\x1f.baagent.v1.SubmitInputResponse\x12\\\n\x0fStreamRunEvents\x12\".baagent.v1.StreamRunEventsRequest\x1a#.baagent.v1.StreamRunEventsResponse0\x01\x12g\n\nListSkills\x12+.baagent.v1.GatewayServiceListSkillsRequest\x1a,.baagent.v1.GatewayServiceListSkillsResponse\x12\x61\n\x08GetSkill\x12).baagent.v1.GatewayServiceGetSkillRequest\x1a*.baagent.v1.GatewayServiceGetSkillResponse\x12\x61\n\x08PutSkill\x12).baagent.v1.GatewayServicePutSkillRequest\x1a*.baagent.v1.GatewayServicePutSkillResponse\x12j\n\x0b\x44\x65leteSkill\x12,.baagent.v1.GatewayServiceDeleteSkillRequest\x1a-.baagent.v1.GatewayServiceDeleteSkillResponse\x12\x82\x01\n\x13SetSystemSkillState\x12\x34.baagent.v1.GatewayServiceSetSystemSkillStateRequest\x1a\x35.baagent.v1.GatewayServiceSetSystemSkillStateResponse\x12\x64\n\tListTools\x12*.baagent.v1.GatewayServiceListToolsRequest\x1a+.baagent.v1.GatewayServiceListToolsResponse\x12K\n\nInvokeTool\x12\x1d.baagent.v1.InvokeToolRequest\x1a\x1e.baagent.v1.InvokeToolResponse\x12j\n\x0b\x43ountTokens\x12,.baagent.v1.GatewayServiceCountTokensRequest\x1a-.baagent.v1.GatewayServiceCountTokensResponse\x12|\n\x11ListConversations\x12\x32.baagent.v1.GatewayServiceListConversationsRequest\x1a\x33.baagent.v1.GatewayServiceListConversationsResponse\x12v\n\x0fGetConversation\x12\x30.baagent.v1.GatewayServiceGetConversationRequest\x1a\x31.baagent.v1.GatewayServiceGetConversationResponse\x12\x8e\x01\n\x17GetConversationMessages\x12\x38.baagent.v1.GatewayServiceGetConversationMessagesRequest\x1a\x39.baagent.v1.GatewayServiceGetConversationMessagesResponse\x12v\n\x0f\x45ndConversation\x12\x30.baagent.v1.GatewayServiceEndConversationRequest\x1a\x31.baagent.v1.GatewayServiceEndConversationResponse\x12\x7f\n\x12\x44\x65leteConversation\x12\x33.baagent.v1.GatewayServiceDeleteConversationRequest\x1a\x34.baagent.v1.GatewayServiceDeleteConversationResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'baagent.v1.gateway_pb2', globals())
@@ -28,66 +29,66 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1'
-  _STARTRUNREQUEST._serialized_start=227
-  _STARTRUNREQUEST._serialized_end=285
-  _STARTRUNRESPONSE._serialized_start=287
-  _STARTRUNRESPONSE._serialized_end=340
-  _STARTRUNSTREAMREQUEST._serialized_start=342
-  _STARTRUNSTREAMREQUEST._serialized_end=406
-  _STARTRUNSTREAMRESPONSE._serialized_start=408
-  _STARTRUNSTREAMRESPONSE._serialized_end=523
-  _GETRUNREQUEST._serialized_start=525
-  _GETRUNREQUEST._serialized_end=563
-  _GETRUNRESPONSE._serialized_start=565
-  _GETRUNRESPONSE._serialized_end=616
-  _LISTRUNSREQUEST._serialized_start=619
-  _LISTRUNSREQUEST._serialized_end=783
-  _LISTRUNSRESPONSE._serialized_start=785
-  _LISTRUNSRESPONSE._serialized_end=880
-  _CANCELRUNREQUEST._serialized_start=882
-  _CANCELRUNREQUEST._serialized_end=947
-  _CANCELRUNRESPONSE._serialized_start=949
-  _CANCELRUNRESPONSE._serialized_end=1003
-  _SUBMITINPUTREQUEST._serialized_start=1005
-  _SUBMITINPUTREQUEST._serialized_end=1092
-  _SUBMITINPUTRESPONSE._serialized_start=1094
-  _SUBMITINPUTRESPONSE._serialized_end=1150
-  _STREAMRUNEVENTSREQUEST._serialized_start=1152
-  _STREAMRUNEVENTSREQUEST._serialized_end=1221
-  _STREAMRUNEVENTSRESPONSE._serialized_start=1223
-  _STREAMRUNEVENTSRESPONSE._serialized_end=1289
-  _GATEWAYSERVICELISTSKILLSREQUEST._serialized_start=1292
-  _GATEWAYSERVICELISTSKILLSREQUEST._serialized_end=1444
-  _GATEWAYSERVICELISTSKILLSRESPONSE._serialized_start=1447
-  _GATEWAYSERVICELISTSKILLSRESPONSE._serialized_end=1586
-  _GATEWAYSERVICEGETSKILLREQUEST._serialized_start=1588
-  _GATEWAYSERVICEGETSKILLREQUEST._serialized_end=1715
-  _GATEWAYSERVICEGETSKILLRESPONSE._serialized_start=1718
-  _GATEWAYSERVICEGETSKILLRESPONSE._serialized_end=1882
-  _GATEWAYSERVICELISTTOOLSREQUEST._serialized_start=1884
-  _GATEWAYSERVICELISTTOOLSREQUEST._serialized_end=1916
-  _GATEWAYSERVICELISTTOOLSRESPONSE._serialized_start=1918
-  _GATEWAYSERVICELISTTOOLSRESPONSE._serialized_end=2001
-  _INVOKETOOLREQUEST._serialized_start=2004
-  _INVOKETOOLREQUEST._serialized_end=2244
-  _INVOKETOOLRESPONSE._serialized_start=2246
-  _INVOKETOOLRESPONSE._serialized_end=2323
-  _GATEWAYSERVICECOUNTTOKENSREQUEST._serialized_start=2325
-  _GATEWAYSERVICECOUNTTOKENSREQUEST._serialized_end=2451
-  _GATEWAYSERVICECOUNTTOKENSRESPONSE._serialized_start=2453
-  _GATEWAYSERVICECOUNTTOKENSRESPONSE._serialized_end=2543
-  _GATEWAYSERVICEPUTSKILLREQUEST._serialized_start=2546
-  _GATEWAYSERVICEPUTSKILLREQUEST._serialized_end=2768
-  _GATEWAYSERVICEPUTSKILLRESPONSE._serialized_start=2770
-  _GATEWAYSERVICEPUTSKILLRESPONSE._serialized_end=2879
-  _GATEWAYSERVICEDELETESKILLREQUEST._serialized_start=2881
-  _GATEWAYSERVICEDELETESKILLREQUEST._serialized_end=2988
-  _GATEWAYSERVICEDELETESKILLRESPONSE._serialized_start=2990
-  _GATEWAYSERVICEDELETESKILLRESPONSE._serialized_end=3053
-  _GATEWAYSERVICESETSYSTEMSKILLSTATEREQUEST._serialized_start=3055
-  _GATEWAYSERVICESETSYSTEMSKILLSTATEREQUEST._serialized_end=3171
-  _GATEWAYSERVICESETSYSTEMSKILLSTATERESPONSE._serialized_start=3173
-  _GATEWAYSERVICESETSYSTEMSKILLSTATERESPONSE._serialized_end=3265
-  _GATEWAYSERVICE._serialized_start=3268
-  _GATEWAYSERVICE._serialized_end=4661
+  _STARTRUNREQUEST._serialized_start=259
+  _STARTRUNREQUEST._serialized_end=317
+  _STARTRUNRESPONSE._serialized_start=319
+  _STARTRUNRESPONSE._serialized_end=372
+  _STARTRUNSTREAMREQUEST._serialized_start=374
+  _STARTRUNSTREAMREQUEST._serialized_end=438
+  _STARTRUNSTREAMRESPONSE._serialized_start=440
+  _STARTRUNSTREAMRESPONSE._serialized_end=555
+  _GETRUNREQUEST._serialized_start=557
+  _GETRUNREQUEST._serialized_end=595
+  _GETRUNRESPONSE._serialized_start=597
+  _GETRUNRESPONSE._serialized_end=648
+  _LISTRUNSREQUEST._serialized_start=651
+  _LISTRUNSREQUEST._serialized_end=815
+  _LISTRUNSRESPONSE._serialized_start=817
+  _LISTRUNSRESPONSE._serialized_end=912
+  _CANCELRUNREQUEST._serialized_start=914
+  _CANCELRUNREQUEST._serialized_end=979
+  _CANCELRUNRESPONSE._serialized_start=981
+  _CANCELRUNRESPONSE._serialized_end=1035
+  _SUBMITINPUTREQUEST._serialized_start=1037
+  _SUBMITINPUTREQUEST._serialized_end=1124
+  _SUBMITINPUTRESPONSE._serialized_start=1126
+  _SUBMITINPUTRESPONSE._serialized_end=1182
+  _STREAMRUNEVENTSREQUEST._serialized_start=1184
+  _STREAMRUNEVENTSREQUEST._serialized_end=1253
+  _STREAMRUNEVENTSRESPONSE._serialized_start=1255
+  _STREAMRUNEVENTSRESPONSE._serialized_end=1321
+  _GATEWAYSERVICELISTSKILLSREQUEST._serialized_start=1324
+  _GATEWAYSERVICELISTSKILLSREQUEST._serialized_end=1476
+  _GATEWAYSERVICELISTSKILLSRESPONSE._serialized_start=1479
+  _GATEWAYSERVICELISTSKILLSRESPONSE._serialized_end=1618
+  _GATEWAYSERVICEGETSKILLREQUEST._serialized_start=1620
+  _GATEWAYSERVICEGETSKILLREQUEST._serialized_end=1747
+  _GATEWAYSERVICEGETSKILLRESPONSE._serialized_start=1750
+  _GATEWAYSERVICEGETSKILLRESPONSE._serialized_end=1914
+  _GATEWAYSERVICELISTTOOLSREQUEST._serialized_start=1916
+  _GATEWAYSERVICELISTTOOLSREQUEST._serialized_end=1948
+  _GATEWAYSERVICELISTTOOLSRESPONSE._serialized_start=1950
+  _GATEWAYSERVICELISTTOOLSRESPONSE._serialized_end=2033
+  _INVOKETOOLREQUEST._serialized_start=2036
+  _INVOKETOOLREQUEST._serialized_end=2276
+  _INVOKETOOLRESPONSE._serialized_start=2278
+  _INVOKETOOLRESPONSE._serialized_end=2355
+  _GATEWAYSERVICECOUNTTOKENSREQUEST._serialized_start=2357
+  _GATEWAYSERVICECOUNTTOKENSREQUEST._serialized_end=2483
+  _GATEWAYSERVICECOUNTTOKENSRESPONSE._serialized_start=2485
+  _GATEWAYSERVICECOUNTTOKENSRESPONSE._serialized_end=2575
+  _GATEWAYSERVICEPUTSKILLREQUEST._serialized_start=2578
+  _GATEWAYSERVICEPUTSKILLREQUEST._serialized_end=2800
+  _GATEWAYSERVICEPUTSKILLRESPONSE._serialized_start=2802
+  _GATEWAYSERVICEPUTSKILLRESPONSE._serialized_end=2911
+  _GATEWAYSERVICEDELETESKILLREQUEST._serialized_start=2913
+  _GATEWAYSERVICEDELETESKILLREQUEST._serialized_end=3020
+  _GATEWAYSERVICEDELETESKILLRESPONSE._serialized_start=3022
+  _GATEWAYSERVICEDELETESKILLRESPONSE._serialized_end=3085
+  _GATEWAYSERVICESETSYSTEMSKILLSTATEREQUEST._serialized_start=3087
+  _GATEWAYSERVICESETSYSTEMSKILLSTATEREQUEST._serialized_end=3203
+  _GATEWAYSERVICESETSYSTEMSKILLSTATERESPONSE._serialized_start=3205
+  _GATEWAYSERVICESETSYSTEMSKILLSTATERESPONSE._serialized_end=3297
+  _GATEWAYSERVICE._serialized_start=3300
+  _GATEWAYSERVICE._serialized_end=5333
 # @@protoc_insertion_point(module_scope)

@@ -11,10 +11,11 @@ from google.protobuf import symbol_database as _symbol_database
 _sym_db = _symbol_database.Default()
 
 
+from baagent.v1 import conversations_pb2 as baagent_dot_v1_dot_conversations__pb2
 from baagent.v1 import run_pb2 as baagent_dot_v1_dot_run__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x62\x61\x61gent/v1/orchestrator.proto\x12\nbaagent.v1\x1a\x14\x62\x61\x61gent/v1/run.proto\"\xae\x01\n\x08RunInput\x12\x19\n\x08input_id\x18\x01 \x01(\tR\x07inputId\x12\x16\n\x06\x61nswer\x18\x02 \x01(\tR\x06\x61nswer\x12)\n\x10selected_options\x18\x03 \x03(\tR\x0fselectedOptions\x12\x44\n\x0cintervention\x18\x04 \x01(\x0e\x32 .baagent.v1.DoomLoopInterventionR\x0cintervention\"\x89\x01\n\"OrchestratorServiceStartRunRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\'\n\x04spec\x18\x02 \x01(\x0b\x32\x13.baagent.v1.RunSpecR\x04spec\x12\"\n\rparent_run_id\x18\x03 \x01(\tR\x0bparentRunId\"H\n#OrchestratorServiceStartRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run\"Q\n OrchestratorServiceGetRunRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\"F\n!OrchestratorServiceGetRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run\"\xcf\x01\n\"OrchestratorServiceListRunsRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\'\n\x0f\x63onversation_id\x18\x02 \x01(\tR\x0e\x63onversationId\x12,\n\x06states\x18\x03 \x03(\x0e\x32\x14.baagent.v1.RunStateR\x06states\x12\x1b\n\tpage_size\x18\x04 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x05 \x01(\tR\tpageToken\"r\n#OrchestratorServiceListRunsResponse\x12#\n\x04runs\x18\x01 \x03(\x0b\x32\x0f.baagent.v1.RunR\x04runs\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"l\n#OrchestratorServiceCancelRunRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x16\n\x06reason\x18\x03 \x01(\tR\x06reason\"I\n$OrchestratorServiceCancelRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run\"\x82\x01\n%OrchestratorServiceSubmitInputRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\x12*\n\x05input\x18\x03 \x01(\x0b\x32\x14.baagent.v1.RunInputR\x05input\"K\n&OrchestratorServiceSubmitInputResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run2\xbc\x04\n\x13OrchestratorService\x12k\n\x08StartRun\x12..baagent.v1.OrchestratorServiceStartRunRequest\x1a/.baagent.v1.OrchestratorServiceStartRunResponse\x12\x65\n\x06GetRun\x12,.baagent.v1.OrchestratorServiceGetRunRequest\x1a-.baagent.v1.OrchestratorServiceGetRunResponse\x12k\n\x08ListRuns\x12..baagent.v1.OrchestratorServiceListRunsRequest\x1a/.baagent.v1.OrchestratorServiceListRunsResponse\x12n\n\tCancelRun\x12/.baagent.v1.OrchestratorServiceCancelRunRequest\x1a\x30.baagent.v1.OrchestratorServiceCancelRunResponse\x12t\n\x0bSubmitInput\x12\x31.baagent.v1.OrchestratorServiceSubmitInputRequest\x1a\x32.baagent.v1.OrchestratorServiceSubmitInputResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x62\x61\x61gent/v1/orchestrator.proto\x12\nbaagent.v1\x1a\x1e\x62\x61\x61gent/v1/conversations.proto\x1a\x14\x62\x61\x61gent/v1/run.proto\"\xae\x01\n\x08RunInput\x12\x19\n\x08input_id\x18\x01 \x01(\tR\x07inputId\x12\x16\n\x06\x61nswer\x18\x02 \x01(\tR\x06\x61nswer\x12)\n\x10selected_options\x18\x03 \x03(\tR\x0fselectedOptions\x12\x44\n\x0cintervention\x18\x04 \x01(\x0e\x32 .baagent.v1.DoomLoopInterventionR\x0cintervention\"\x89\x01\n\"OrchestratorServiceStartRunRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\'\n\x04spec\x18\x02 \x01(\x0b\x32\x13.baagent.v1.RunSpecR\x04spec\x12\"\n\rparent_run_id\x18\x03 \x01(\tR\x0bparentRunId\"H\n#OrchestratorServiceStartRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run\"Q\n OrchestratorServiceGetRunRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\"F\n!OrchestratorServiceGetRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run\"\xcf\x01\n\"OrchestratorServiceListRunsRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\'\n\x0f\x63onversation_id\x18\x02 \x01(\tR\x0e\x63onversationId\x12,\n\x06states\x18\x03 \x03(\x0e\x32\x14.baagent.v1.RunStateR\x06states\x12\x1b\n\tpage_size\x18\x04 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x05 \x01(\tR\tpageToken\"r\n#OrchestratorServiceListRunsResponse\x12#\n\x04runs\x18\x01 \x03(\x0b\x32\x0f.baagent.v1.RunR\x04runs\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"l\n#OrchestratorServiceCancelRunRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x16\n\x06reason\x18\x03 \x01(\tR\x06reason\"I\n$OrchestratorServiceCancelRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run\"\x82\x01\n%OrchestratorServiceSubmitInputRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\x12*\n\x05input\x18\x03 \x01(\x0b\x32\x14.baagent.v1.RunInputR\x05input\"K\n&OrchestratorServiceSubmitInputResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run2\xd6\x08\n\x13OrchestratorService\x12k\n\x08StartRun\x12..baagent.v1.OrchestratorServiceStartRunRequest\x1a/.baagent.v1.OrchestratorServiceStartRunResponse\x12\x65\n\x06GetRun\x12,.baagent.v1.OrchestratorServiceGetRunRequest\x1a-.baagent.v1.OrchestratorServiceGetRunResponse\x12k\n\x08ListRuns\x12..baagent.v1.OrchestratorServiceListRunsRequest\x1a/.baagent.v1.OrchestratorServiceListRunsResponse\x12n\n\tCancelRun\x12/.baagent.v1.OrchestratorServiceCancelRunRequest\x1a\x30.baagent.v1.OrchestratorServiceCancelRunResponse\x12t\n\x0bSubmitInput\x12\x31.baagent.v1.OrchestratorServiceSubmitInputRequest\x1a\x32.baagent.v1.OrchestratorServiceSubmitInputResponse\x12`\n\x11ListConversations\x12$.baagent.v1.ListConversationsRequest\x1a%.baagent.v1.ListConversationsResponse\x12Z\n\x0fGetConversation\x12\".baagent.v1.GetConversationRequest\x1a#.baagent.v1.GetConversationResponse\x12r\n\x17GetConversationMessages\x12*.baagent.v1.GetConversationMessagesRequest\x1a+.baagent.v1.GetConversationMessagesResponse\x12Z\n\x0f\x45ndConversation\x12\".baagent.v1.EndConversationRequest\x1a#.baagent.v1.EndConversationResponse\x12\x89\x01\n\x12\x44\x65leteConversation\x12\x38.baagent.v1.OrchestratorServiceDeleteConversationRequest\x1a\x39.baagent.v1.OrchestratorServiceDeleteConversationResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'baagent.v1.orchestrator_pb2', globals())
@@ -22,28 +23,28 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1'
-  _RUNINPUT._serialized_start=68
-  _RUNINPUT._serialized_end=242
-  _ORCHESTRATORSERVICESTARTRUNREQUEST._serialized_start=245
-  _ORCHESTRATORSERVICESTARTRUNREQUEST._serialized_end=382
-  _ORCHESTRATORSERVICESTARTRUNRESPONSE._serialized_start=384
-  _ORCHESTRATORSERVICESTARTRUNRESPONSE._serialized_end=456
-  _ORCHESTRATORSERVICEGETRUNREQUEST._serialized_start=458
-  _ORCHESTRATORSERVICEGETRUNREQUEST._serialized_end=539
-  _ORCHESTRATORSERVICEGETRUNRESPONSE._serialized_start=541
-  _ORCHESTRATORSERVICEGETRUNRESPONSE._serialized_end=611
-  _ORCHESTRATORSERVICELISTRUNSREQUEST._serialized_start=614
-  _ORCHESTRATORSERVICELISTRUNSREQUEST._serialized_end=821
-  _ORCHESTRATORSERVICELISTRUNSRESPONSE._serialized_start=823
-  _ORCHESTRATORSERVICELISTRUNSRESPONSE._serialized_end=937
-  _ORCHESTRATORSERVICECANCELRUNREQUEST._serialized_start=939
-  _ORCHESTRATORSERVICECANCELRUNREQUEST._serialized_end=1047
-  _ORCHESTRATORSERVICECANCELRUNRESPONSE._serialized_start=1049
-  _ORCHESTRATORSERVICECANCELRUNRESPONSE._serialized_end=1122
-  _ORCHESTRATORSERVICESUBMITINPUTREQUEST._serialized_start=1125
-  _ORCHESTRATORSERVICESUBMITINPUTREQUEST._serialized_end=1255
-  _ORCHESTRATORSERVICESUBMITINPUTRESPONSE._serialized_start=1257
-  _ORCHESTRATORSERVICESUBMITINPUTRESPONSE._serialized_end=1332
-  _ORCHESTRATORSERVICE._serialized_start=1335
-  _ORCHESTRATORSERVICE._serialized_end=1907
+  _RUNINPUT._serialized_start=100
+  _RUNINPUT._serialized_end=274
+  _ORCHESTRATORSERVICESTARTRUNREQUEST._serialized_start=277
+  _ORCHESTRATORSERVICESTARTRUNREQUEST._serialized_end=414
+  _ORCHESTRATORSERVICESTARTRUNRESPONSE._serialized_start=416
+  _ORCHESTRATORSERVICESTARTRUNRESPONSE._serialized_end=488
+  _ORCHESTRATORSERVICEGETRUNREQUEST._serialized_start=490
+  _ORCHESTRATORSERVICEGETRUNREQUEST._serialized_end=571
+  _ORCHESTRATORSERVICEGETRUNRESPONSE._serialized_start=573
+  _ORCHESTRATORSERVICEGETRUNRESPONSE._serialized_end=643
+  _ORCHESTRATORSERVICELISTRUNSREQUEST._serialized_start=646
+  _ORCHESTRATORSERVICELISTRUNSREQUEST._serialized_end=853
+  _ORCHESTRATORSERVICELISTRUNSRESPONSE._serialized_start=855
+  _ORCHESTRATORSERVICELISTRUNSRESPONSE._serialized_end=969
+  _ORCHESTRATORSERVICECANCELRUNREQUEST._serialized_start=971
+  _ORCHESTRATORSERVICECANCELRUNREQUEST._serialized_end=1079
+  _ORCHESTRATORSERVICECANCELRUNRESPONSE._serialized_start=1081
+  _ORCHESTRATORSERVICECANCELRUNRESPONSE._serialized_end=1154
+  _ORCHESTRATORSERVICESUBMITINPUTREQUEST._serialized_start=1157
+  _ORCHESTRATORSERVICESUBMITINPUTREQUEST._serialized_end=1287
+  _ORCHESTRATORSERVICESUBMITINPUTRESPONSE._serialized_start=1289
+  _ORCHESTRATORSERVICESUBMITINPUTRESPONSE._serialized_end=1364
+  _ORCHESTRATORSERVICE._serialized_start=1367
+  _ORCHESTRATORSERVICE._serialized_end=2477
 # @@protoc_insertion_point(module_scope)

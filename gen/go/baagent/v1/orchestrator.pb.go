@@ -674,7 +674,7 @@ var File_baagent_v1_orchestrator_proto protoreflect.FileDescriptor
 const file_baagent_v1_orchestrator_proto_rawDesc = "" +
 	"\n" +
 	"\x1dbaagent/v1/orchestrator.proto\x12\n" +
-	"baagent.v1\x1a\x14baagent/v1/run.proto\"\xae\x01\n" +
+	"baagent.v1\x1a\x1ebaagent/v1/conversations.proto\x1a\x14baagent/v1/run.proto\"\xae\x01\n" +
 	"\bRunInput\x12\x19\n" +
 	"\binput_id\x18\x01 \x01(\tR\ainputId\x12\x16\n" +
 	"\x06answer\x18\x02 \x01(\tR\x06answer\x12)\n" +
@@ -712,13 +712,18 @@ const file_baagent_v1_orchestrator_proto_rawDesc = "" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12*\n" +
 	"\x05input\x18\x03 \x01(\v2\x14.baagent.v1.RunInputR\x05input\"K\n" +
 	"&OrchestratorServiceSubmitInputResponse\x12!\n" +
-	"\x03run\x18\x01 \x01(\v2\x0f.baagent.v1.RunR\x03run2\xbc\x04\n" +
+	"\x03run\x18\x01 \x01(\v2\x0f.baagent.v1.RunR\x03run2\xd6\b\n" +
 	"\x13OrchestratorService\x12k\n" +
 	"\bStartRun\x12..baagent.v1.OrchestratorServiceStartRunRequest\x1a/.baagent.v1.OrchestratorServiceStartRunResponse\x12e\n" +
 	"\x06GetRun\x12,.baagent.v1.OrchestratorServiceGetRunRequest\x1a-.baagent.v1.OrchestratorServiceGetRunResponse\x12k\n" +
 	"\bListRuns\x12..baagent.v1.OrchestratorServiceListRunsRequest\x1a/.baagent.v1.OrchestratorServiceListRunsResponse\x12n\n" +
 	"\tCancelRun\x12/.baagent.v1.OrchestratorServiceCancelRunRequest\x1a0.baagent.v1.OrchestratorServiceCancelRunResponse\x12t\n" +
-	"\vSubmitInput\x121.baagent.v1.OrchestratorServiceSubmitInputRequest\x1a2.baagent.v1.OrchestratorServiceSubmitInputResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3"
+	"\vSubmitInput\x121.baagent.v1.OrchestratorServiceSubmitInputRequest\x1a2.baagent.v1.OrchestratorServiceSubmitInputResponse\x12`\n" +
+	"\x11ListConversations\x12$.baagent.v1.ListConversationsRequest\x1a%.baagent.v1.ListConversationsResponse\x12Z\n" +
+	"\x0fGetConversation\x12\".baagent.v1.GetConversationRequest\x1a#.baagent.v1.GetConversationResponse\x12r\n" +
+	"\x17GetConversationMessages\x12*.baagent.v1.GetConversationMessagesRequest\x1a+.baagent.v1.GetConversationMessagesResponse\x12Z\n" +
+	"\x0fEndConversation\x12\".baagent.v1.EndConversationRequest\x1a#.baagent.v1.EndConversationResponse\x12\x89\x01\n" +
+	"\x12DeleteConversation\x128.baagent.v1.OrchestratorServiceDeleteConversationRequest\x1a9.baagent.v1.OrchestratorServiceDeleteConversationResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3"
 
 var (
 	file_baagent_v1_orchestrator_proto_rawDescOnce sync.Once
@@ -735,20 +740,30 @@ func file_baagent_v1_orchestrator_proto_rawDescGZIP() []byte {
 var file_baagent_v1_orchestrator_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_baagent_v1_orchestrator_proto_goTypes = []any{
 	(*RunInput)(nil), // 0: baagent.v1.RunInput
-	(*OrchestratorServiceStartRunRequest)(nil),     // 1: baagent.v1.OrchestratorServiceStartRunRequest
-	(*OrchestratorServiceStartRunResponse)(nil),    // 2: baagent.v1.OrchestratorServiceStartRunResponse
-	(*OrchestratorServiceGetRunRequest)(nil),       // 3: baagent.v1.OrchestratorServiceGetRunRequest
-	(*OrchestratorServiceGetRunResponse)(nil),      // 4: baagent.v1.OrchestratorServiceGetRunResponse
-	(*OrchestratorServiceListRunsRequest)(nil),     // 5: baagent.v1.OrchestratorServiceListRunsRequest
-	(*OrchestratorServiceListRunsResponse)(nil),    // 6: baagent.v1.OrchestratorServiceListRunsResponse
-	(*OrchestratorServiceCancelRunRequest)(nil),    // 7: baagent.v1.OrchestratorServiceCancelRunRequest
-	(*OrchestratorServiceCancelRunResponse)(nil),   // 8: baagent.v1.OrchestratorServiceCancelRunResponse
-	(*OrchestratorServiceSubmitInputRequest)(nil),  // 9: baagent.v1.OrchestratorServiceSubmitInputRequest
-	(*OrchestratorServiceSubmitInputResponse)(nil), // 10: baagent.v1.OrchestratorServiceSubmitInputResponse
-	(DoomLoopIntervention)(0),                      // 11: baagent.v1.DoomLoopIntervention
-	(*RunSpec)(nil),                                // 12: baagent.v1.RunSpec
-	(*Run)(nil),                                    // 13: baagent.v1.Run
-	(RunState)(0),                                  // 14: baagent.v1.RunState
+	(*OrchestratorServiceStartRunRequest)(nil),            // 1: baagent.v1.OrchestratorServiceStartRunRequest
+	(*OrchestratorServiceStartRunResponse)(nil),           // 2: baagent.v1.OrchestratorServiceStartRunResponse
+	(*OrchestratorServiceGetRunRequest)(nil),              // 3: baagent.v1.OrchestratorServiceGetRunRequest
+	(*OrchestratorServiceGetRunResponse)(nil),             // 4: baagent.v1.OrchestratorServiceGetRunResponse
+	(*OrchestratorServiceListRunsRequest)(nil),            // 5: baagent.v1.OrchestratorServiceListRunsRequest
+	(*OrchestratorServiceListRunsResponse)(nil),           // 6: baagent.v1.OrchestratorServiceListRunsResponse
+	(*OrchestratorServiceCancelRunRequest)(nil),           // 7: baagent.v1.OrchestratorServiceCancelRunRequest
+	(*OrchestratorServiceCancelRunResponse)(nil),          // 8: baagent.v1.OrchestratorServiceCancelRunResponse
+	(*OrchestratorServiceSubmitInputRequest)(nil),         // 9: baagent.v1.OrchestratorServiceSubmitInputRequest
+	(*OrchestratorServiceSubmitInputResponse)(nil),        // 10: baagent.v1.OrchestratorServiceSubmitInputResponse
+	(DoomLoopIntervention)(0),                             // 11: baagent.v1.DoomLoopIntervention
+	(*RunSpec)(nil),                                       // 12: baagent.v1.RunSpec
+	(*Run)(nil),                                           // 13: baagent.v1.Run
+	(RunState)(0),                                         // 14: baagent.v1.RunState
+	(*ListConversationsRequest)(nil),                      // 15: baagent.v1.ListConversationsRequest
+	(*GetConversationRequest)(nil),                        // 16: baagent.v1.GetConversationRequest
+	(*GetConversationMessagesRequest)(nil),                // 17: baagent.v1.GetConversationMessagesRequest
+	(*EndConversationRequest)(nil),                        // 18: baagent.v1.EndConversationRequest
+	(*OrchestratorServiceDeleteConversationRequest)(nil),  // 19: baagent.v1.OrchestratorServiceDeleteConversationRequest
+	(*ListConversationsResponse)(nil),                     // 20: baagent.v1.ListConversationsResponse
+	(*GetConversationResponse)(nil),                       // 21: baagent.v1.GetConversationResponse
+	(*GetConversationMessagesResponse)(nil),               // 22: baagent.v1.GetConversationMessagesResponse
+	(*EndConversationResponse)(nil),                       // 23: baagent.v1.EndConversationResponse
+	(*OrchestratorServiceDeleteConversationResponse)(nil), // 24: baagent.v1.OrchestratorServiceDeleteConversationResponse
 }
 var file_baagent_v1_orchestrator_proto_depIdxs = []int32{
 	11, // 0: baagent.v1.RunInput.intervention:type_name -> baagent.v1.DoomLoopIntervention
@@ -765,13 +780,23 @@ var file_baagent_v1_orchestrator_proto_depIdxs = []int32{
 	5,  // 11: baagent.v1.OrchestratorService.ListRuns:input_type -> baagent.v1.OrchestratorServiceListRunsRequest
 	7,  // 12: baagent.v1.OrchestratorService.CancelRun:input_type -> baagent.v1.OrchestratorServiceCancelRunRequest
 	9,  // 13: baagent.v1.OrchestratorService.SubmitInput:input_type -> baagent.v1.OrchestratorServiceSubmitInputRequest
-	2,  // 14: baagent.v1.OrchestratorService.StartRun:output_type -> baagent.v1.OrchestratorServiceStartRunResponse
-	4,  // 15: baagent.v1.OrchestratorService.GetRun:output_type -> baagent.v1.OrchestratorServiceGetRunResponse
-	6,  // 16: baagent.v1.OrchestratorService.ListRuns:output_type -> baagent.v1.OrchestratorServiceListRunsResponse
-	8,  // 17: baagent.v1.OrchestratorService.CancelRun:output_type -> baagent.v1.OrchestratorServiceCancelRunResponse
-	10, // 18: baagent.v1.OrchestratorService.SubmitInput:output_type -> baagent.v1.OrchestratorServiceSubmitInputResponse
-	14, // [14:19] is the sub-list for method output_type
-	9,  // [9:14] is the sub-list for method input_type
+	15, // 14: baagent.v1.OrchestratorService.ListConversations:input_type -> baagent.v1.ListConversationsRequest
+	16, // 15: baagent.v1.OrchestratorService.GetConversation:input_type -> baagent.v1.GetConversationRequest
+	17, // 16: baagent.v1.OrchestratorService.GetConversationMessages:input_type -> baagent.v1.GetConversationMessagesRequest
+	18, // 17: baagent.v1.OrchestratorService.EndConversation:input_type -> baagent.v1.EndConversationRequest
+	19, // 18: baagent.v1.OrchestratorService.DeleteConversation:input_type -> baagent.v1.OrchestratorServiceDeleteConversationRequest
+	2,  // 19: baagent.v1.OrchestratorService.StartRun:output_type -> baagent.v1.OrchestratorServiceStartRunResponse
+	4,  // 20: baagent.v1.OrchestratorService.GetRun:output_type -> baagent.v1.OrchestratorServiceGetRunResponse
+	6,  // 21: baagent.v1.OrchestratorService.ListRuns:output_type -> baagent.v1.OrchestratorServiceListRunsResponse
+	8,  // 22: baagent.v1.OrchestratorService.CancelRun:output_type -> baagent.v1.OrchestratorServiceCancelRunResponse
+	10, // 23: baagent.v1.OrchestratorService.SubmitInput:output_type -> baagent.v1.OrchestratorServiceSubmitInputResponse
+	20, // 24: baagent.v1.OrchestratorService.ListConversations:output_type -> baagent.v1.ListConversationsResponse
+	21, // 25: baagent.v1.OrchestratorService.GetConversation:output_type -> baagent.v1.GetConversationResponse
+	22, // 26: baagent.v1.OrchestratorService.GetConversationMessages:output_type -> baagent.v1.GetConversationMessagesResponse
+	23, // 27: baagent.v1.OrchestratorService.EndConversation:output_type -> baagent.v1.EndConversationResponse
+	24, // 28: baagent.v1.OrchestratorService.DeleteConversation:output_type -> baagent.v1.OrchestratorServiceDeleteConversationResponse
+	19, // [19:29] is the sub-list for method output_type
+	9,  // [9:19] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -782,6 +807,7 @@ func file_baagent_v1_orchestrator_proto_init() {
 	if File_baagent_v1_orchestrator_proto != nil {
 		return
 	}
+	file_baagent_v1_conversations_proto_init()
 	file_baagent_v1_run_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -19,11 +19,16 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	OrchestratorService_StartRun_FullMethodName    = "/baagent.v1.OrchestratorService/StartRun"
-	OrchestratorService_GetRun_FullMethodName      = "/baagent.v1.OrchestratorService/GetRun"
-	OrchestratorService_ListRuns_FullMethodName    = "/baagent.v1.OrchestratorService/ListRuns"
-	OrchestratorService_CancelRun_FullMethodName   = "/baagent.v1.OrchestratorService/CancelRun"
-	OrchestratorService_SubmitInput_FullMethodName = "/baagent.v1.OrchestratorService/SubmitInput"
+	OrchestratorService_StartRun_FullMethodName                = "/baagent.v1.OrchestratorService/StartRun"
+	OrchestratorService_GetRun_FullMethodName                  = "/baagent.v1.OrchestratorService/GetRun"
+	OrchestratorService_ListRuns_FullMethodName                = "/baagent.v1.OrchestratorService/ListRuns"
+	OrchestratorService_CancelRun_FullMethodName               = "/baagent.v1.OrchestratorService/CancelRun"
+	OrchestratorService_SubmitInput_FullMethodName             = "/baagent.v1.OrchestratorService/SubmitInput"
+	OrchestratorService_ListConversations_FullMethodName       = "/baagent.v1.OrchestratorService/ListConversations"
+	OrchestratorService_GetConversation_FullMethodName         = "/baagent.v1.OrchestratorService/GetConversation"
+	OrchestratorService_GetConversationMessages_FullMethodName = "/baagent.v1.OrchestratorService/GetConversationMessages"
+	OrchestratorService_EndConversation_FullMethodName         = "/baagent.v1.OrchestratorService/EndConversation"
+	OrchestratorService_DeleteConversation_FullMethodName      = "/baagent.v1.OrchestratorService/DeleteConversation"
 )
 
 // OrchestratorServiceClient is the client API for OrchestratorService service.
@@ -44,6 +49,21 @@ type OrchestratorServiceClient interface {
 	CancelRun(ctx context.Context, in *OrchestratorServiceCancelRunRequest, opts ...grpc.CallOption) (*OrchestratorServiceCancelRunResponse, error)
 	// Answers the question a WAITING_INPUT run waits on.
 	SubmitInput(ctx context.Context, in *OrchestratorServiceSubmitInputRequest, opts ...grpc.CallOption) (*OrchestratorServiceSubmitInputResponse, error)
+	// Lists a tenant's conversations, newest activity first.
+	ListConversations(ctx context.Context, in *ListConversationsRequest, opts ...grpc.CallOption) (*ListConversationsResponse, error)
+	// Returns a conversation.
+	GetConversation(ctx context.Context, in *GetConversationRequest, opts ...grpc.CallOption) (*GetConversationResponse, error)
+	// Returns a page of a conversation's history (from the context service).
+	GetConversationMessages(ctx context.Context, in *GetConversationMessagesRequest, opts ...grpc.CallOption) (*GetConversationMessagesResponse, error)
+	// Ends a conversation: frees its workspace and artifacts, keeps its
+	// history; later runs into it are refused. FailedPrecondition while a run
+	// of it is active.
+	EndConversation(ctx context.Context, in *EndConversationRequest, opts ...grpc.CallOption) (*EndConversationResponse, error)
+	// Deletes a conversation and everything stored for it: history, runs and
+	// sub-agent runs with their events, checkpoints and queue items, skill
+	// stacks, tool idempotency records, workspace and artifacts, and its index
+	// entry. FailedPrecondition while a run of it is active; idempotent.
+	DeleteConversation(ctx context.Context, in *OrchestratorServiceDeleteConversationRequest, opts ...grpc.CallOption) (*OrchestratorServiceDeleteConversationResponse, error)
 }
 
 type orchestratorServiceClient struct {
@@ -104,6 +124,56 @@ func (c *orchestratorServiceClient) SubmitInput(ctx context.Context, in *Orchest
 	return out, nil
 }
 
+func (c *orchestratorServiceClient) ListConversations(ctx context.Context, in *ListConversationsRequest, opts ...grpc.CallOption) (*ListConversationsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListConversationsResponse)
+	err := c.cc.Invoke(ctx, OrchestratorService_ListConversations_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *orchestratorServiceClient) GetConversation(ctx context.Context, in *GetConversationRequest, opts ...grpc.CallOption) (*GetConversationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetConversationResponse)
+	err := c.cc.Invoke(ctx, OrchestratorService_GetConversation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *orchestratorServiceClient) GetConversationMessages(ctx context.Context, in *GetConversationMessagesRequest, opts ...grpc.CallOption) (*GetConversationMessagesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetConversationMessagesResponse)
+	err := c.cc.Invoke(ctx, OrchestratorService_GetConversationMessages_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *orchestratorServiceClient) EndConversation(ctx context.Context, in *EndConversationRequest, opts ...grpc.CallOption) (*EndConversationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EndConversationResponse)
+	err := c.cc.Invoke(ctx, OrchestratorService_EndConversation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *orchestratorServiceClient) DeleteConversation(ctx context.Context, in *OrchestratorServiceDeleteConversationRequest, opts ...grpc.CallOption) (*OrchestratorServiceDeleteConversationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OrchestratorServiceDeleteConversationResponse)
+	err := c.cc.Invoke(ctx, OrchestratorService_DeleteConversation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // OrchestratorServiceServer is the server API for OrchestratorService service.
 // All implementations must embed UnimplementedOrchestratorServiceServer
 // for forward compatibility.
@@ -122,6 +192,21 @@ type OrchestratorServiceServer interface {
 	CancelRun(context.Context, *OrchestratorServiceCancelRunRequest) (*OrchestratorServiceCancelRunResponse, error)
 	// Answers the question a WAITING_INPUT run waits on.
 	SubmitInput(context.Context, *OrchestratorServiceSubmitInputRequest) (*OrchestratorServiceSubmitInputResponse, error)
+	// Lists a tenant's conversations, newest activity first.
+	ListConversations(context.Context, *ListConversationsRequest) (*ListConversationsResponse, error)
+	// Returns a conversation.
+	GetConversation(context.Context, *GetConversationRequest) (*GetConversationResponse, error)
+	// Returns a page of a conversation's history (from the context service).
+	GetConversationMessages(context.Context, *GetConversationMessagesRequest) (*GetConversationMessagesResponse, error)
+	// Ends a conversation: frees its workspace and artifacts, keeps its
+	// history; later runs into it are refused. FailedPrecondition while a run
+	// of it is active.
+	EndConversation(context.Context, *EndConversationRequest) (*EndConversationResponse, error)
+	// Deletes a conversation and everything stored for it: history, runs and
+	// sub-agent runs with their events, checkpoints and queue items, skill
+	// stacks, tool idempotency records, workspace and artifacts, and its index
+	// entry. FailedPrecondition while a run of it is active; idempotent.
+	DeleteConversation(context.Context, *OrchestratorServiceDeleteConversationRequest) (*OrchestratorServiceDeleteConversationResponse, error)
 	mustEmbedUnimplementedOrchestratorServiceServer()
 }
 
@@ -146,6 +231,21 @@ func (UnimplementedOrchestratorServiceServer) CancelRun(context.Context, *Orches
 }
 func (UnimplementedOrchestratorServiceServer) SubmitInput(context.Context, *OrchestratorServiceSubmitInputRequest) (*OrchestratorServiceSubmitInputResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SubmitInput not implemented")
+}
+func (UnimplementedOrchestratorServiceServer) ListConversations(context.Context, *ListConversationsRequest) (*ListConversationsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListConversations not implemented")
+}
+func (UnimplementedOrchestratorServiceServer) GetConversation(context.Context, *GetConversationRequest) (*GetConversationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetConversation not implemented")
+}
+func (UnimplementedOrchestratorServiceServer) GetConversationMessages(context.Context, *GetConversationMessagesRequest) (*GetConversationMessagesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetConversationMessages not implemented")
+}
+func (UnimplementedOrchestratorServiceServer) EndConversation(context.Context, *EndConversationRequest) (*EndConversationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EndConversation not implemented")
+}
+func (UnimplementedOrchestratorServiceServer) DeleteConversation(context.Context, *OrchestratorServiceDeleteConversationRequest) (*OrchestratorServiceDeleteConversationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteConversation not implemented")
 }
 func (UnimplementedOrchestratorServiceServer) mustEmbedUnimplementedOrchestratorServiceServer() {}
 func (UnimplementedOrchestratorServiceServer) testEmbeddedByValue()                             {}
@@ -258,6 +358,96 @@ func _OrchestratorService_SubmitInput_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OrchestratorService_ListConversations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListConversationsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OrchestratorServiceServer).ListConversations(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OrchestratorService_ListConversations_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OrchestratorServiceServer).ListConversations(ctx, req.(*ListConversationsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OrchestratorService_GetConversation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetConversationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OrchestratorServiceServer).GetConversation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OrchestratorService_GetConversation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OrchestratorServiceServer).GetConversation(ctx, req.(*GetConversationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OrchestratorService_GetConversationMessages_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetConversationMessagesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OrchestratorServiceServer).GetConversationMessages(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OrchestratorService_GetConversationMessages_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OrchestratorServiceServer).GetConversationMessages(ctx, req.(*GetConversationMessagesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OrchestratorService_EndConversation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EndConversationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OrchestratorServiceServer).EndConversation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OrchestratorService_EndConversation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OrchestratorServiceServer).EndConversation(ctx, req.(*EndConversationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OrchestratorService_DeleteConversation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OrchestratorServiceDeleteConversationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OrchestratorServiceServer).DeleteConversation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OrchestratorService_DeleteConversation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OrchestratorServiceServer).DeleteConversation(ctx, req.(*OrchestratorServiceDeleteConversationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // OrchestratorService_ServiceDesc is the grpc.ServiceDesc for OrchestratorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -284,6 +474,26 @@ var OrchestratorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SubmitInput",
 			Handler:    _OrchestratorService_SubmitInput_Handler,
+		},
+		{
+			MethodName: "ListConversations",
+			Handler:    _OrchestratorService_ListConversations_Handler,
+		},
+		{
+			MethodName: "GetConversation",
+			Handler:    _OrchestratorService_GetConversation_Handler,
+		},
+		{
+			MethodName: "GetConversationMessages",
+			Handler:    _OrchestratorService_GetConversationMessages_Handler,
+		},
+		{
+			MethodName: "EndConversation",
+			Handler:    _OrchestratorService_EndConversation_Handler,
+		},
+		{
+			MethodName: "DeleteConversation",
+			Handler:    _OrchestratorService_DeleteConversation_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
