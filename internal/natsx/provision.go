@@ -24,6 +24,9 @@ const (
 	// BucketToolIdempotency holds the toolrunner's idempotency records
 	// (a call started, then its result), shared by every replica.
 	BucketToolIdempotency = "baagent_tool_idempotency"
+	// BucketConversations is the orchestrator's index of each tenant's
+	// conversations (title, activity, state), key <tenant>.<conversation_id>.
+	BucketConversations = "baagent_conversations"
 )
 
 // Subject patterns captured by the streams. They must not overlap (JetStream
@@ -52,6 +55,8 @@ const (
 	// re-sends its calls minutes later, seldom hours); a day covers it.
 	DefaultToolIdempotencyTTL      = 24 * time.Hour
 	DefaultToolIdempotencyMaxBytes = 1 << 30 // 1 GiB
+	// Conversation index entries live until the conversation is deleted.
+	DefaultConversationsMaxBytes = 256 << 20 // 256 MiB
 )
 
 // ProvisionConfig holds the limits of what Provision creates. Zero fields
@@ -92,6 +97,10 @@ type ProvisionConfig struct {
 	// a record.
 	ToolIdempotencyTTL      time.Duration
 	ToolIdempotencyMaxBytes int64
+
+	// ConversationsMaxBytes bounds the conversation index (no TTL: an
+	// entry lives until its conversation is deleted).
+	ConversationsMaxBytes int64
 }
 
 func (c ProvisionConfig) withDefaults() (ProvisionConfig, error) {
@@ -115,6 +124,7 @@ func (c ProvisionConfig) withDefaults() (ProvisionConfig, error) {
 		{name: "RunRecordsMaxBytes", n: &c.RunRecordsMaxBytes, def: DefaultRunRecordsMaxBytes},
 		{name: "ToolIdempotencyTTL", dur: &c.ToolIdempotencyTTL, def: int64(DefaultToolIdempotencyTTL)},
 		{name: "ToolIdempotencyMaxBytes", n: &c.ToolIdempotencyMaxBytes, def: DefaultToolIdempotencyMaxBytes},
+		{name: "ConversationsMaxBytes", n: &c.ConversationsMaxBytes, def: DefaultConversationsMaxBytes},
 	}
 	for _, f := range fields {
 		switch {
@@ -222,6 +232,14 @@ func (c ProvisionConfig) Buckets() ([]jetstream.KeyValueConfig, error) {
 			History:     1,
 			TTL:         c.ToolIdempotencyTTL,
 			MaxBytes:    c.ToolIdempotencyMaxBytes,
+			Storage:     jetstream.FileStorage,
+			Replicas:    c.Replicas,
+		},
+		{
+			Bucket:      BucketConversations,
+			Description: "BA-Agent conversation index, key <tenant>.<conversation_id>",
+			History:     1,
+			MaxBytes:    c.ConversationsMaxBytes,
 			Storage:     jetstream.FileStorage,
 			Replicas:    c.Replicas,
 		},
