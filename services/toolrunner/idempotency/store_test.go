@@ -128,9 +128,9 @@ func TestPurgeConversation(t *testing.T) {
 	ctx := t.Context()
 	rec := Record{State: Started, Fingerprint: "f", Holder: "h", Tool: "t", StartedAt: time.Now(), HeartbeatAt: time.Now()}
 	keys := map[string]bool{
-		ConversationKey("acme", "conv-1", "a"): false,
-		ConversationKey("acme", "conv-1", "b"): false,
-		ConversationKey("acme", "conv-2", "a"): true,
+		ConversationKey("acme", "conv-1", "a"):  false,
+		ConversationKey("acme", "conv-1", "b"):  false,
+		ConversationKey("acme", "conv-2", "a"):  true,
 		ConversationKey("other", "conv-1", "a"): true,
 		Key("acme", "a"):                        true,
 	}
