@@ -65,6 +65,7 @@ func (s *Server) routes() http.Handler {
 	api("POST /v1/auth/stream-token", s.httpStreamToken)
 	api("GET /v1/whoami", s.httpWhoAmI)
 	s.chatRoutes(api)
+	s.conversationRoutes(api)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")
