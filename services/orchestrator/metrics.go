@@ -21,6 +21,9 @@ type metrics struct {
 	toolCalls     *prometheus.CounterVec // by outcome
 	toolDuration  prometheus.Histogram
 	eventFailures prometheus.Counter
+
+	convOps           *prometheus.CounterVec // by op and outcome
+	convIndexFailures prometheus.Counter
 }
 
 // Outcomes of a tool call, the label of tool_calls_total.
@@ -81,6 +84,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: ns, Subsystem: sub, Name: "event_publish_failures_total",
 			Help: "Run events that could not be published to JetStream after retries.",
 		}),
+		convOps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "conversation_ops_total",
+			Help: "Conversation API calls, by op (list, get, messages, end, delete) and outcome (ok, refused, error).",
+		}, []string{"op", "outcome"}),
+		convIndexFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "conversation_index_failures_total",
+			Help: "Conversation index updates that failed after a run was accepted, ended or refused (the entry's activity or counts may lag).",
+		}),
 	}
 	for _, o := range []string{"completed", "failed", "cancelled"} {
 		m.runs.WithLabelValues(o)
@@ -98,5 +109,5 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.runs, m.runsActive, m.waits, m.resumed, m.steps, m.stepOverhead, m.modelLatency, m.modelTokens, m.toolCalls, m.toolDuration, m.eventFailures}
+	return []prometheus.Collector{m.runs, m.runsActive, m.waits, m.resumed, m.steps, m.stepOverhead, m.modelLatency, m.modelTokens, m.toolCalls, m.toolDuration, m.eventFailures, m.convOps, m.convIndexFailures}
 }
