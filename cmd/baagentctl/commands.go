@@ -80,6 +80,18 @@ func commandSpecs() []spec {
 			{use: "decode ID...", short: "Print the text of token ids", run: runTokensDecode,
 				example: "  baagentctl tokens decode --model gpt-4o 24912 2375"},
 		}},
+		{use: "conversations", short: "List, show, read, end or delete conversations", subs: []spec{
+			{use: "list", short: "List conversations, newest activity first", run: conversationsList,
+				example: "  baagentctl conversations list\n  baagentctl conversations list --page-size 100 -o yaml"},
+			{use: "show CONVERSATION_ID", short: "Show one conversation: title, state, runs, activity", run: conversationsShow,
+				example: "  baagentctl conversations show conv-1 --json"},
+			{use: "history CONVERSATION_ID", short: "Print a conversation's messages, oldest first", run: conversationsHistory,
+				example: "  baagentctl conversations history conv-1\n  baagentctl conversations history conv-1 --page-size 1000 --json"},
+			{use: "end CONVERSATION_ID", short: "End a conversation: free its workspace and artifacts, keep its history", run: conversationsEnd,
+				example: "  baagentctl conversations end conv-1"},
+			{use: "rm CONVERSATION_ID", short: "Delete a conversation and everything stored for it (needs --yes)", run: conversationsRm,
+				example: "  baagentctl conversations rm conv-1 --yes"},
+		}},
 	}
 }
 

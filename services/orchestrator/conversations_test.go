@@ -671,4 +671,3 @@ func BenchmarkConversationIndex(b *testing.B) {
 		}
 	})
 }
-
