@@ -315,12 +315,35 @@ func TestEndWaitsForTheFinalRecord(t *testing.T) {
 	if err := store.Put(ctx, running); err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		time.Sleep(200 * time.Millisecond) // the executor's finish, a moment later
-		_ = store.Put(context.Background(), final)
-	}()
+	// Never finished: the wait is bounded and the answer says to retry.
+	runs, err := h.srv.conversationRuns(ctx, store, testTenant, run.GetConversationId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if err := h.srv.refuseActive(short, store, run.GetConversationId(), runs); status.Code(err) != codes.Unavailable {
+		t.Fatalf("a run whose final record never comes: %v, want Unavailable", err)
+	}
+	// The executor's finish, a moment later: End waits for it.
+	done := make(chan error, 1)
+	time.AfterFunc(200*time.Millisecond, func() { done <- store.Put(context.Background(), final) })
 	if _, err := h.client.EndConversation(ctx, &baagentv1.EndConversationRequest{Tenant: testTenant, ConversationId: run.GetConversationId()}); err != nil {
 		t.Fatalf("End of a conversation whose run is finishing: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// A run with no terminal event is active: refused.
+	if err := store.Put(ctx, &baagentv1.Run{RunId: "run_never_started", Tenant: testTenant, ConversationId: run.GetConversationId(), State: baagentv1.RunState_RUN_STATE_QUEUED, CreatedAt: timestamppb.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	runs, err = h.srv.conversationRuns(ctx, store, testTenant, run.GetConversationId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.srv.refuseActive(ctx, store, run.GetConversationId(), runs); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "run run_never_started of conversation") {
+		t.Fatalf("a queued run: %v, want FailedPrecondition naming it", err)
 	}
 }
 
