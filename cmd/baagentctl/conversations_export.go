@@ -18,15 +18,6 @@ import (
 // conversation's export (docs/concepts/export.md) to standard output or a
 // file, as the gateway streams it.
 
-// conversationsExportGroupSpec is the `conversations` command group with
-// its export subcommand; the conversation commands that list, show and end
-// conversations belong in the same group.
-func conversationsExportGroupSpec() spec {
-	return spec{use: "conversations", short: "Work with conversations (the runs that share a conversation id)", subs: []spec{
-		conversationsExportSpec(),
-	}}
-}
-
 // conversationsExportSpec is `conversations export`.
 func conversationsExportSpec() spec {
 	return spec{use: "export CONVERSATION_ID", short: "Export a conversation's runs, oldest first, as a Claude or OpenAI transcript or JSON Lines of events", run: conversationsExport,

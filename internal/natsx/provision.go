@@ -31,6 +31,9 @@ const (
 	// (and API key) and UTC day or month, with the reservations of model
 	// calls in progress.
 	BucketUsage = "baagent_usage"
+	// BucketConversations is the orchestrator's index of each tenant's
+	// conversations (title, activity, state), key <tenant>.<conversation_id>.
+	BucketConversations = "baagent_conversations"
 )
 
 // Subject patterns captured by the streams. They must not overlap (JetStream
@@ -65,6 +68,8 @@ const (
 	// months, the previous month stays readable.
 	DefaultUsageTTL      = 62 * 24 * time.Hour
 	DefaultUsageMaxBytes = 256 << 20 // 256 MiB
+	// Conversation index entries live until the conversation is deleted.
+	DefaultConversationsMaxBytes = 256 << 20 // 256 MiB
 )
 
 // ProvisionConfig holds the limits of what Provision creates. Zero fields
@@ -105,6 +110,10 @@ type ProvisionConfig struct {
 	// a record.
 	ToolIdempotencyTTL      time.Duration
 	ToolIdempotencyMaxBytes int64
+
+	// ConversationsMaxBytes bounds the conversation index (no TTL: an
+	// entry lives until its conversation is deleted).
+	ConversationsMaxBytes int64
 }
 
 func (c ProvisionConfig) withDefaults() (ProvisionConfig, error) {
@@ -128,6 +137,7 @@ func (c ProvisionConfig) withDefaults() (ProvisionConfig, error) {
 		{name: "RunRecordsMaxBytes", n: &c.RunRecordsMaxBytes, def: DefaultRunRecordsMaxBytes},
 		{name: "ToolIdempotencyTTL", dur: &c.ToolIdempotencyTTL, def: int64(DefaultToolIdempotencyTTL)},
 		{name: "ToolIdempotencyMaxBytes", n: &c.ToolIdempotencyMaxBytes, def: DefaultToolIdempotencyMaxBytes},
+		{name: "ConversationsMaxBytes", n: &c.ConversationsMaxBytes, def: DefaultConversationsMaxBytes},
 	}
 	for _, f := range fields {
 		switch {
@@ -252,6 +262,14 @@ func (c ProvisionConfig) Buckets() ([]jetstream.KeyValueConfig, error) {
 			History:     1,
 			TTL:         DefaultUsageTTL,
 			MaxBytes:    DefaultUsageMaxBytes,
+			Storage:     jetstream.FileStorage,
+			Replicas:    c.Replicas,
+		},
+		{
+			Bucket:      BucketConversations,
+			Description: "BA-Agent conversation index, key <tenant>.<conversation_id>",
+			History:     1,
+			MaxBytes:    c.ConversationsMaxBytes,
 			Storage:     jetstream.FileStorage,
 			Replicas:    c.Replicas,
 		},

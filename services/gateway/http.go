@@ -71,6 +71,7 @@ func (s *Server) routes() http.Handler {
 	api("PUT /v1/admin/tenants/{tenant}/budget", s.httpPutBudget)
 	api("DELETE /v1/admin/tenants/{tenant}/budget", s.httpDeleteBudget)
 	s.chatRoutes(api)
+	s.conversationRoutes(api)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")

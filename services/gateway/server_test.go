@@ -33,6 +33,9 @@ type (
 	delReq    = baagentv1.GatewayServiceDeleteSkillRequest
 	stateReq  = baagentv1.GatewayServiceSetSystemSkillStateRequest
 	lsReq     = baagentv1.GatewayServiceListSkillsRequest
+
+	convListReq = baagentv1.GatewayServiceListConversationsRequest
+	convMsgReq  = baagentv1.GatewayServiceGetConversationMessagesRequest
 )
 
 var (
@@ -233,6 +236,20 @@ func TestRPCs(t *testing.T) {
 		{Name: "CountTokens/valid", Call: vt.Call(c.CountTokens, validCount)},
 		{Name: "CountTokens/no model", Call: vt.Call(c.CountTokens, &countReq{Text: "hi"}), Field: "model"},
 		{Name: "CountTokens/text too long", Call: vt.Call(c.CountTokens, vt.With(validCount, func(r *countReq) { r.Text = strings.Repeat("x", 17) })), Field: "text"},
+
+		{Name: "ListConversations/valid", Call: vt.Call(c.ListConversations, &convListReq{PageSize: 500})},
+		{Name: "ListConversations/page_size too large", Call: vt.Call(c.ListConversations, &convListReq{PageSize: 501}), Field: "page_size"},
+		{Name: "ListConversations/negative page_size", Call: vt.Call(c.ListConversations, &convListReq{PageSize: -1}), Field: "page_size"},
+		{Name: "ListConversations/page_token too long", Call: vt.Call(c.ListConversations, &convListReq{PageToken: strings.Repeat("t", 1025)}), Field: "page_token"},
+		{Name: "GetConversation/valid", Call: vt.Call(c.GetConversation, &baagentv1.GatewayServiceGetConversationRequest{ConversationId: "conv-1"})},
+		{Name: "GetConversation/no id", Call: vt.Call(c.GetConversation, &baagentv1.GatewayServiceGetConversationRequest{}), Field: "conversation_id"},
+		{Name: "GetConversationMessages/valid", Call: vt.Call(c.GetConversationMessages, &convMsgReq{ConversationId: "conv-1", PageSize: 1000})},
+		{Name: "GetConversationMessages/bad id", Call: vt.Call(c.GetConversationMessages, &convMsgReq{ConversationId: "../x"}), Field: "conversation_id"},
+		{Name: "GetConversationMessages/page_size too large", Call: vt.Call(c.GetConversationMessages, &convMsgReq{ConversationId: "conv-1", PageSize: 1001}), Field: "page_size"},
+		{Name: "EndConversation/valid", Call: vt.Call(c.EndConversation, &baagentv1.GatewayServiceEndConversationRequest{ConversationId: "conv-1"})},
+		{Name: "EndConversation/no id", Call: vt.Call(c.EndConversation, &baagentv1.GatewayServiceEndConversationRequest{}), Field: "conversation_id"},
+		{Name: "DeleteConversation/valid", Call: vt.Call(c.DeleteConversation, &baagentv1.GatewayServiceDeleteConversationRequest{ConversationId: "conv-1"})},
+		{Name: "DeleteConversation/bad id", Call: vt.Call(c.DeleteConversation, &baagentv1.GatewayServiceDeleteConversationRequest{ConversationId: ".hidden"}), Field: "conversation_id"},
 	})
 }
 
@@ -267,6 +284,16 @@ func TestNilRequests(t *testing.T) {
 	vt.WantInvalid(t, err, "name")
 	_, err = s.SetSystemSkillState(ctx, nil)
 	vt.WantInvalid(t, err, "name")
+	_, err = s.ListConversations(ctx, nil)
+	vt.WantUnimplemented(t, err)
+	_, err = s.GetConversation(ctx, nil)
+	vt.WantInvalid(t, err, "conversation_id")
+	_, err = s.GetConversationMessages(ctx, nil)
+	vt.WantInvalid(t, err, "conversation_id")
+	_, err = s.EndConversation(ctx, nil)
+	vt.WantInvalid(t, err, "conversation_id")
+	_, err = s.DeleteConversation(ctx, nil)
+	vt.WantInvalid(t, err, "conversation_id")
 }
 
 // FuzzHandlers feeds arbitrary bytes, decoded as each request type, to the
@@ -291,10 +318,17 @@ func FuzzHandlers(f *testing.F) {
 		vt.Handler(s.PutSkill),
 		vt.Handler(s.DeleteSkill),
 		vt.Handler(s.SetSystemSkillState),
+		vt.Handler(s.ListConversations),
+		vt.Handler(s.GetConversation),
+		vt.Handler(s.GetConversationMessages),
+		vt.Handler(s.EndConversation),
+		vt.Handler(s.DeleteConversation),
 	}
 	seeds := []proto.Message{validStart, validGet, validList, validCancel, validSubmit, validStream,
 		validSkills, validSkill, &baagentv1.GatewayServiceListToolsRequest{}, validInvoke, validCount,
-		validPut, validDel, validState}
+		validPut, validDel, validState,
+		&convListReq{PageSize: 10}, &baagentv1.GatewayServiceGetConversationRequest{ConversationId: "c"}, &convMsgReq{ConversationId: "c"},
+		&baagentv1.GatewayServiceEndConversationRequest{ConversationId: "c"}, &baagentv1.GatewayServiceDeleteConversationRequest{ConversationId: "c"}}
 	for i, m := range seeds {
 		f.Add(uint8(i), vt.Marshal(f, m))
 	}

@@ -23,6 +23,9 @@ type metrics struct {
 	toolDuration  prometheus.Histogram
 	eventFailures prometheus.Counter
 	cost          *costMetrics // baagent_model_*: bounded tenant and model labels
+
+	convOps           *prometheus.CounterVec // by op and outcome
+	convIndexFailures prometheus.Counter
 }
 
 // Outcomes of a tool call, the label of tool_calls_total.
@@ -84,6 +87,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Run events that could not be published to JetStream after retries.",
 		}),
 		cost: newCostMetrics(),
+		convOps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "conversation_ops_total",
+			Help: "Conversation API calls, by op (list, get, messages, end, delete) and outcome (ok, refused, error).",
+		}, []string{"op", "outcome"}),
+		convIndexFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "conversation_index_failures_total",
+			Help: "Conversation index updates that failed after a run was accepted, ended or refused (the entry's activity or counts may lag).",
+		}),
 	}
 	for _, o := range []string{"completed", "failed", "cancelled"} {
 		m.runs.WithLabelValues(o)
@@ -101,6 +112,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return append([]prometheus.Collector{m.runs, m.runsActive, m.waits, m.resumed, m.steps, m.stepOverhead, m.modelLatency, m.modelTokens, m.toolCalls, m.toolDuration, m.eventFailures},
+	return append([]prometheus.Collector{m.runs, m.runsActive, m.waits, m.resumed, m.steps, m.stepOverhead, m.modelLatency, m.modelTokens, m.toolCalls, m.toolDuration, m.eventFailures, m.convOps, m.convIndexFailures},
 		m.cost.collectors()...)
 }

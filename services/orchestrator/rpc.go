@@ -71,7 +71,22 @@ func (s *Server) StartRun(ctx context.Context, req *baagentv1.OrchestratorServic
 		}
 	}
 
+	// The conversation's index entry is reserved before the run is
+	// stored: a conversation being ended or deleted then either refuses
+	// the run or finds it (see closeConversation).
+	undo, err := s.reserveConversation(ctx, rec)
+	if err != nil {
+		if key := spec.GetIdempotencyKey(); key != "" {
+			if rerr := store.ReleaseIdempotencyKey(context.WithoutCancel(ctx), rec.Tenant, key, rec.RunId); rerr != nil {
+				s.log.WarnContext(ctx, "idempotency key of a refused run not released", "run_id", rec.RunId, "error", rerr)
+			}
+		}
+		return nil, s.rejected(ctx, "StartRun", err)
+	}
 	if err := s.accept(ctx, store, rec, spec); err != nil {
+		if _, _, gerr := store.Get(context.WithoutCancel(ctx), rec.Tenant, rec.RunId); errors.Is(gerr, runstore.ErrNotFound) {
+			undo() // nothing was stored: the run never existed
+		}
 		return nil, err
 	}
 	s.log.InfoContext(ctx, "run accepted", "tenant", rec.Tenant, "run_id", rec.RunId, "conversation_id", rec.ConversationId, "model", rec.Model)
@@ -290,6 +305,7 @@ func (s *Server) cancelOrphan(ctx context.Context, store *runstore.Store, tenant
 		return status.Errorf(codes.Aborted, "run %s changed while being cancelled; retry: %v", runID, err)
 	}
 	s.metrics.runs.WithLabelValues("cancelled").Inc()
+	s.conversationActivity(ctx, rec)
 	s.subAgentEnded(ctx, rec) // a parent waiting for this run goes on
 	if cps, err := s.checkpoints(ctx); err == nil {
 		if err := cps.Delete(ctx, tenant, runID); err != nil {

@@ -68,6 +68,7 @@ func (r *run) record(ev *baagentv1.Event) {
 	// A parent that finds this run ended finds all its events mirrored.
 	r.drainMirror(ctx)
 	r.save(ctx)
+	r.s.conversationActivity(ctx, r.rec)
 	r.s.subAgentEnded(ctx, r.rec) // a parent waiting for this run goes on
 	if err := r.cps.Delete(ctx, r.rec.GetTenant(), r.rec.GetRunId()); err != nil {
 		r.log.Warn("checkpoint of a finished run not deleted (it expires with the bucket's TTL)", "error", err)

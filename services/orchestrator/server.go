@@ -31,10 +31,12 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/grpcserver"
+	"github.com/baagent/baagent/internal/lru"
 	"github.com/baagent/baagent/internal/natsx"
 	"github.com/baagent/baagent/internal/retry"
 	"github.com/baagent/baagent/internal/tracing"
 	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
+	"github.com/baagent/baagent/services/orchestrator/internal/convindex"
 	"github.com/baagent/baagent/services/orchestrator/internal/runstore"
 	"github.com/baagent/baagent/services/orchestrator/internal/skillstack"
 	"github.com/baagent/baagent/services/orchestrator/internal/subagent"
@@ -276,6 +278,11 @@ type Server struct {
 	store   *runstore.Store   // opened on first use
 	cps     *checkpoint.Store // opened on first use
 	stacks  *skillstack.Store // opened on first use
+	convs   *convindex.Store  // opened on first use
+
+	// backfilled remembers the tenants whose conversation index was
+	// backfilled from their run records.
+	backfilled *lru.Cache[string, struct{}]
 
 	// noTriggers records that the skills service answered MatchTriggers
 	// Unimplemented, which is logged once.
@@ -308,6 +315,8 @@ func New(opts Options) *Server {
 		opts: opts,
 		log:  opts.Logger.With("service", ServiceName),
 		runs: map[string]*run{},
+
+		backfilled: lru.New[string, struct{}](lru.Options{MaxEntries: backfillCacheSize}),
 	}
 	s.base, s.stopRuns = context.WithCancelCause(context.Background())
 	if tracing.Enabled(opts.TracerProvider) {

@@ -111,7 +111,7 @@ func TestKeyedCallOnAnotherReplicaWaitsForTheOutcome(t *testing.T) {
 	go func() { second <- mustInvoke(t, b, keyed("append", "k", "call_1")) }()
 	// Replica b waits through several heartbeats of a's execution.
 	testkit.Eventually(t, 10*time.Second, "heartbeats", func() bool {
-		e, err := records.Get(context.Background(), idempotency.Key("acme", "k"))
+		e, err := records.Get(context.Background(), idempotency.ConversationKey("acme", "conv-1", "k"))
 		return err == nil && e.HeartbeatAt.Sub(e.StartedAt) > 100*time.Millisecond
 	})
 	close(w.release)
@@ -136,7 +136,7 @@ func TestKeyedCallOfADeadReplicaIsUnknown(t *testing.T) {
 	r := keyed("append", "k", "call_1")
 	spec := w.Spec()
 	now := time.Now()
-	if _, err := records.Create(context.Background(), idempotency.Key("acme", "k"), idempotency.Record{
+	if _, err := records.Create(context.Background(), idempotency.ConversationKey("acme", "conv-1", "k"), idempotency.Record{
 		State: idempotency.Started, Fingerprint: derivedKey(r, spec, r.GetParameters().AsMap()), Holder: "dead/1", Tool: "append", StartedAt: now, HeartbeatAt: now,
 	}); err != nil {
 		t.Fatal(err)
@@ -150,7 +150,7 @@ func TestKeyedCallOfADeadReplicaIsUnknown(t *testing.T) {
 	if w.calls.Load() != 0 {
 		t.Fatalf("the tool ran %d times after its first execution died", w.calls.Load())
 	}
-	e, err := records.Get(context.Background(), idempotency.Key("acme", "k"))
+	e, err := records.Get(context.Background(), idempotency.ConversationKey("acme", "conv-1", "k"))
 	if err != nil || e.State != idempotency.Done {
 		t.Fatalf("record after the lease: %+v, %v; want done", e, err)
 	}
@@ -223,12 +223,49 @@ func TestShutdownRecordsCallsCutShort(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	e, err := records.Get(context.Background(), idempotency.Key("acme", "k"))
+	e, err := records.Get(context.Background(), idempotency.ConversationKey("acme", "conv-1", "k"))
 	if err != nil || e.State != idempotency.Done {
 		t.Fatalf("record after shutdown: %+v, %v", e, err)
 	}
 	s2, _ := newTestServer(t, func(o *Options) { o.Records = records; o.Sources = []tool.Source{env.source} })
 	if res := mustInvoke(t, s2, keyed("append", "k", "call_1")); res.ErrorCode != codeOutcomeUnknown || w.calls.Load() != 1 {
 		t.Fatalf("retry after a shutdown cut the call short: %v (executions %d)", res, w.calls.Load())
+	}
+}
+
+// ReleaseConversation removes the idempotency records of the calls made in
+// the conversation (their keys carry its tag) and no other's; a call sent
+// again after the release runs again.
+func TestReleaseConversationPurgesIdempotencyRecords(t *testing.T) {
+	t.Parallel()
+
+	records := idempotency.NewMemory(nil, time.Hour, 100)
+	s, env := newTestServer(t, func(o *Options) { o.Records = records })
+	w := newGatedWrite("append")
+	close(w.release)
+	env.source.set(w)
+
+	mine := keyed("append", "k", "call_1")
+	other := keyed("append", "k", "call_1")
+	other.ConversationId = "conv-2"
+	for _, r := range []*baagentv1.ToolInvocationRequest{mine, other} {
+		if res := mustInvoke(t, s, r); !res.Success {
+			t.Fatalf("%s: %v", r.GetConversationId(), res)
+		}
+	}
+	if records.Len() != 2 {
+		t.Fatalf("%d records, want one per conversation", records.Len())
+	}
+	if _, err := s.ReleaseConversation(context.Background(), &baagentv1.ReleaseConversationRequest{Tenant: "acme", ConversationId: "conv-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := records.Get(context.Background(), idempotency.ConversationKey("acme", "conv-1", "k")); !errors.Is(err, idempotency.ErrNotFound) {
+		t.Fatalf("the released conversation's record: %v, want not found", err)
+	}
+	if _, err := records.Get(context.Background(), idempotency.ConversationKey("acme", "conv-2", "k")); err != nil {
+		t.Fatalf("another conversation's record: %v", err)
+	}
+	if res := mustInvoke(t, s, mine); !res.Success || res.Replayed || w.calls.Load() != 3 {
+		t.Fatalf("after the release: %v, executions %d; want a fresh execution", res, w.calls.Load())
 	}
 }

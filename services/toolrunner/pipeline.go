@@ -193,7 +193,7 @@ func cachedResult(e *cacheEntry, req *baagentv1.ToolInvocationRequest, key strin
 // that the execution died mid-call. The tool never runs twice for a key.
 func (s *Server) invokeKeyed(ctx context.Context, x execution, res *baagentv1.ToolExecutionResult, fingerprint string, start time.Time) (*baagentv1.ToolExecutionResult, error) {
 	name := x.t.Spec().Name
-	key := idempotency.Key(x.req.GetTenant(), x.req.GetIdempotencyKey())
+	key := idempotency.ConversationKey(x.req.GetTenant(), x.req.GetConversationId(), x.req.GetIdempotencyKey())
 	c, err := s.ledger.claim(ctx, key, fingerprint, name)
 	if err != nil {
 		if ctx.Err() != nil {

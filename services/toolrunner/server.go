@@ -415,6 +415,12 @@ func (s *Server) ReleaseConversation(ctx context.Context, req *baagentv1.Release
 		s.log.ErrorContext(ctx, "workspace not removed", "tenant", req.GetTenant(), "conversation_id", req.GetConversationId(), "error", scrubPath(err))
 		return nil, status.Errorf(codes.Internal, "the workspace of conversation %s could not be removed", req.GetConversationId())
 	}
+	if p, ok := s.ledger.store.(idempotency.ConversationPurger); ok {
+		if _, err := p.PurgeConversation(ctx, req.GetTenant(), req.GetConversationId()); err != nil {
+			s.log.ErrorContext(ctx, "idempotency records not removed", "tenant", req.GetTenant(), "conversation_id", req.GetConversationId(), "error", err)
+			return nil, status.Errorf(codes.Unavailable, "the idempotency records of conversation %s could not be removed; retry", req.GetConversationId())
+		}
+	}
 	s.log.InfoContext(ctx, "conversation released", "tenant", req.GetTenant(), "conversation_id", req.GetConversationId(), "artifacts", n, "bytes", freed+wsBytes)
 	return &baagentv1.ReleaseConversationResponse{ArtifactsDeleted: int32(n), BytesFreed: freed + wsBytes}, nil
 }

@@ -16,10 +16,14 @@ import (
 // retried write whose first attempt was stored reports ErrExists or
 // ErrRevision: callers recognise their own record by its Holder.
 type KV struct {
+	js jetstream.JetStream
 	kv jetstream.KeyValue
 }
 
-var _ Store = (*KV)(nil)
+var (
+	_ Store              = (*KV)(nil)
+	_ ConversationPurger = (*KV)(nil)
+)
 
 // OpenKV opens the records bucket, which natsx.Provision creates.
 func OpenKV(ctx context.Context, js jetstream.JetStream) (*KV, error) {
@@ -29,7 +33,7 @@ func OpenKV(ctx context.Context, js jetstream.JetStream) (*KV, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open KV bucket %s: %w", natsx.BucketToolIdempotency, err)
 	}
-	return &KV{kv: kv}, nil
+	return &KV{js: js, kv: kv}, nil
 }
 
 // Get implements Store.
@@ -85,4 +89,15 @@ func (s *KV) Update(ctx context.Context, key string, rec Record, revision uint64
 		return 0, fmt.Errorf("update idempotency record: %w", err)
 	}
 	return rev, nil
+}
+
+// PurgeConversation implements ConversationPurger: it purges the
+// subjects of the conversation's keys from the bucket's stream, so no
+// delete marker is left either.
+func (s *KV) PurgeConversation(ctx context.Context, tenant, conversationID string) (int, error) {
+	n, err := natsx.PurgeKeys(ctx, s.js, natsx.BucketToolIdempotency, ConversationTag(tenant, conversationID)+".*")
+	if err != nil {
+		return 0, fmt.Errorf("purge idempotency records: %w", err)
+	}
+	return int(n), nil //nolint:gosec // a message count
 }

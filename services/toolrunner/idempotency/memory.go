@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,7 +21,10 @@ type Memory struct {
 	entries *lru.Cache[string, Entry]
 }
 
-var _ Store = (*Memory)(nil)
+var (
+	_ Store              = (*Memory)(nil)
+	_ ConversationPurger = (*Memory)(nil)
+)
 
 // NewMemory returns a Memory store; now nil is time.Now, ttl ≤ 0 one hour,
 // maxEntries ≤ 0 ten thousand.
@@ -62,6 +66,14 @@ func (m *Memory) Update(_ context.Context, key string, rec Record, revision uint
 		return 0, ErrRevision
 	}
 	return m.put(key, rec), nil
+}
+
+// PurgeConversation implements ConversationPurger.
+func (m *Memory) PurgeConversation(_ context.Context, tenant, conversationID string) (int, error) {
+	prefix := ConversationTag(tenant, conversationID) + "."
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.entries.RemoveIf(func(k string, _ Entry) bool { return strings.HasPrefix(k, prefix) }), nil
 }
 
 // Len is the number of records held, expired ones included until evicted.

@@ -88,6 +88,29 @@ func Key(tenant, idempotencyKey string) string {
 	return hex.EncodeToString(sum[:20])
 }
 
+// ConversationKey is Key tagged with the conversation the call was made
+// in: "<conversation tag>.<key>", where the tag is a hash of the tenant and
+// the conversation id. A conversation's records can then be found, and
+// removed with it (ConversationPurger), without the store naming the
+// conversation.
+func ConversationKey(tenant, conversationID, idempotencyKey string) string {
+	return ConversationTag(tenant, conversationID) + "." + Key(tenant, idempotencyKey)
+}
+
+// ConversationTag is the prefix of a conversation's keys.
+func ConversationTag(tenant, conversationID string) string {
+	sum := sha256.Sum256([]byte("conversation\x00" + tenant + "\x00" + conversationID))
+	return "c" + hex.EncodeToString(sum[:12])
+}
+
+// ConversationPurger is a Store that can remove every record of a
+// conversation (those stored under its ConversationKey).
+type ConversationPurger interface {
+	// PurgeConversation removes the conversation's records, leaving
+	// nothing that names them, and returns how many there were.
+	PurgeConversation(ctx context.Context, tenant, conversationID string) (int, error)
+}
+
 func encode(rec Record) ([]byte, error) {
 	b, err := json.Marshal(rec)
 	if err != nil {

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/baagent/baagent/internal/natsx"
 	"github.com/baagent/baagent/internal/testkit/natstest"
 )
 
@@ -116,4 +119,51 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("re-encoded record does not decode: %v", err)
 		}
 	})
+}
+
+// PurgeConversation removes the conversation's records, every revision
+// and marker included, and keeps other conversations' and untagged ones.
+func TestPurgeConversation(t *testing.T) {
+	kv := openKV(t)
+	ctx := t.Context()
+	rec := Record{State: Started, Fingerprint: "f", Holder: "h", Tool: "t", StartedAt: time.Now(), HeartbeatAt: time.Now()}
+	keys := map[string]bool{
+		ConversationKey("acme", "conv-1", "a"):  false,
+		ConversationKey("acme", "conv-1", "b"):  false,
+		ConversationKey("acme", "conv-2", "a"):  true,
+		ConversationKey("other", "conv-1", "a"): true,
+		Key("acme", "a"):                        true,
+	}
+	for k := range keys {
+		rev, err := kv.Create(ctx, k, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kv.Update(ctx, k, rec, rev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []Store{kv, NewMemory(nil, time.Hour, 100)} {
+		if _, ok := s.(ConversationPurger); !ok {
+			t.Fatalf("%T is not a ConversationPurger", s)
+		}
+	}
+	n, err := kv.PurgeConversation(ctx, "acme", "conv-1")
+	if err != nil || n != 2 {
+		t.Fatalf("PurgeConversation = %d, %v; want 2 records", n, err)
+	}
+	for k, kept := range keys {
+		_, err := kv.Get(ctx, k)
+		if kept != (err == nil) {
+			t.Errorf("key %s: kept %v, Get error %v", k, kept, err)
+		}
+	}
+	st, err := kv.js.Stream(ctx, "KV_"+natsx.BucketToolIdempotency)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter("$KV."+natsx.BucketToolIdempotency+"."+ConversationTag("acme", "conv-1")+".>"))
+	if err != nil || len(info.State.Subjects) != 0 {
+		t.Fatalf("subjects left for the purged conversation: %v, %v", info.State.Subjects, err)
+	}
 }

@@ -3,6 +3,7 @@
 import grpc
 
 from baagent.v1 import budgets_pb2 as baagent_dot_v1_dot_budgets__pb2
+from baagent.v1 import conversations_pb2 as baagent_dot_v1_dot_conversations__pb2
 from baagent.v1 import export_pb2 as baagent_dot_v1_dot_export__pb2
 from baagent.v1 import gateway_pb2 as baagent_dot_v1_dot_gateway__pb2
 
@@ -119,6 +120,31 @@ class GatewayServiceStub(object):
                 '/baagent.v1.GatewayService/SetBudget',
                 request_serializer=baagent_dot_v1_dot_budgets__pb2.GatewayServiceSetBudgetRequest.SerializeToString,
                 response_deserializer=baagent_dot_v1_dot_budgets__pb2.GatewayServiceSetBudgetResponse.FromString,
+                )
+        self.ListConversations = channel.unary_unary(
+                '/baagent.v1.GatewayService/ListConversations',
+                request_serializer=baagent_dot_v1_dot_conversations__pb2.GatewayServiceListConversationsRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_conversations__pb2.GatewayServiceListConversationsResponse.FromString,
+                )
+        self.GetConversation = channel.unary_unary(
+                '/baagent.v1.GatewayService/GetConversation',
+                request_serializer=baagent_dot_v1_dot_conversations__pb2.GatewayServiceGetConversationRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_conversations__pb2.GatewayServiceGetConversationResponse.FromString,
+                )
+        self.GetConversationMessages = channel.unary_unary(
+                '/baagent.v1.GatewayService/GetConversationMessages',
+                request_serializer=baagent_dot_v1_dot_conversations__pb2.GatewayServiceGetConversationMessagesRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_conversations__pb2.GatewayServiceGetConversationMessagesResponse.FromString,
+                )
+        self.EndConversation = channel.unary_unary(
+                '/baagent.v1.GatewayService/EndConversation',
+                request_serializer=baagent_dot_v1_dot_conversations__pb2.GatewayServiceEndConversationRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_conversations__pb2.GatewayServiceEndConversationResponse.FromString,
+                )
+        self.DeleteConversation = channel.unary_unary(
+                '/baagent.v1.GatewayService/DeleteConversation',
+                request_serializer=baagent_dot_v1_dot_conversations__pb2.GatewayServiceDeleteConversationRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_conversations__pb2.GatewayServiceDeleteConversationResponse.FromString,
                 )
 
 
@@ -278,6 +304,44 @@ class GatewayServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListConversations(self, request, context):
+        """Lists the caller's conversations, newest activity first
+        (GET /v1/conversations).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetConversation(self, request, context):
+        """Reads a conversation (GET /v1/conversations/{conversation_id}).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetConversationMessages(self, request, context):
+        """Reads a conversation's history, paged
+        (GET /v1/conversations/{conversation_id}/messages).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EndConversation(self, request, context):
+        """Ends a conversation (POST /v1/conversations/{conversation_id}/end).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteConversation(self, request, context):
+        """Deletes a conversation and everything stored for it
+        (DELETE /v1/conversations/{conversation_id}).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -380,6 +444,31 @@ def add_GatewayServiceServicer_to_server(servicer, server):
                     servicer.SetBudget,
                     request_deserializer=baagent_dot_v1_dot_budgets__pb2.GatewayServiceSetBudgetRequest.FromString,
                     response_serializer=baagent_dot_v1_dot_budgets__pb2.GatewayServiceSetBudgetResponse.SerializeToString,
+            ),
+            'ListConversations': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListConversations,
+                    request_deserializer=baagent_dot_v1_dot_conversations__pb2.GatewayServiceListConversationsRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_conversations__pb2.GatewayServiceListConversationsResponse.SerializeToString,
+            ),
+            'GetConversation': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetConversation,
+                    request_deserializer=baagent_dot_v1_dot_conversations__pb2.GatewayServiceGetConversationRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_conversations__pb2.GatewayServiceGetConversationResponse.SerializeToString,
+            ),
+            'GetConversationMessages': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetConversationMessages,
+                    request_deserializer=baagent_dot_v1_dot_conversations__pb2.GatewayServiceGetConversationMessagesRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_conversations__pb2.GatewayServiceGetConversationMessagesResponse.SerializeToString,
+            ),
+            'EndConversation': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndConversation,
+                    request_deserializer=baagent_dot_v1_dot_conversations__pb2.GatewayServiceEndConversationRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_conversations__pb2.GatewayServiceEndConversationResponse.SerializeToString,
+            ),
+            'DeleteConversation': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteConversation,
+                    request_deserializer=baagent_dot_v1_dot_conversations__pb2.GatewayServiceDeleteConversationRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_conversations__pb2.GatewayServiceDeleteConversationResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -732,5 +821,90 @@ class GatewayService(object):
         return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/SetBudget',
             baagent_dot_v1_dot_budgets__pb2.GatewayServiceSetBudgetRequest.SerializeToString,
             baagent_dot_v1_dot_budgets__pb2.GatewayServiceSetBudgetResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListConversations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/ListConversations',
+            baagent_dot_v1_dot_conversations__pb2.GatewayServiceListConversationsRequest.SerializeToString,
+            baagent_dot_v1_dot_conversations__pb2.GatewayServiceListConversationsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetConversation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/GetConversation',
+            baagent_dot_v1_dot_conversations__pb2.GatewayServiceGetConversationRequest.SerializeToString,
+            baagent_dot_v1_dot_conversations__pb2.GatewayServiceGetConversationResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetConversationMessages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/GetConversationMessages',
+            baagent_dot_v1_dot_conversations__pb2.GatewayServiceGetConversationMessagesRequest.SerializeToString,
+            baagent_dot_v1_dot_conversations__pb2.GatewayServiceGetConversationMessagesResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def EndConversation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/EndConversation',
+            baagent_dot_v1_dot_conversations__pb2.GatewayServiceEndConversationRequest.SerializeToString,
+            baagent_dot_v1_dot_conversations__pb2.GatewayServiceEndConversationResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DeleteConversation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/DeleteConversation',
+            baagent_dot_v1_dot_conversations__pb2.GatewayServiceDeleteConversationRequest.SerializeToString,
+            baagent_dot_v1_dot_conversations__pb2.GatewayServiceDeleteConversationResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

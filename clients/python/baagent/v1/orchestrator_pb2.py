@@ -12,10 +12,11 @@ _sym_db = _symbol_database.Default()
 
 
 from baagent.v1 import budgets_pb2 as baagent_dot_v1_dot_budgets__pb2
+from baagent.v1 import conversations_pb2 as baagent_dot_v1_dot_conversations__pb2
 from baagent.v1 import run_pb2 as baagent_dot_v1_dot_run__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x62\x61\x61gent/v1/orchestrator.proto\x12\nbaagent.v1\x1a\x18\x62\x61\x61gent/v1/budgets.proto\x1a\x14\x62\x61\x61gent/v1/run.proto\"\xae\x01\n\x08RunInput\x12\x19\n\x08input_id\x18\x01 \x01(\tR\x07inputId\x12\x16\n\x06\x61nswer\x18\x02 \x01(\tR\x06\x61nswer\x12)\n\x10selected_options\x18\x03 \x03(\tR\x0fselectedOptions\x12\x44\n\x0cintervention\x18\x04 \x01(\x0e\x32 .baagent.v1.DoomLoopInterventionR\x0cintervention\"\xa7\x01\n\"OrchestratorServiceStartRunRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\'\n\x04spec\x18\x02 \x01(\x0b\x32\x13.baagent.v1.RunSpecR\x04spec\x12\"\n\rparent_run_id\x18\x03 \x01(\tR\x0bparentRunId\x12\x1c\n\napi_key_id\x18\x04 \x01(\tR\x08\x61piKeyId\"H\n#OrchestratorServiceStartRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run\"Q\n OrchestratorServiceGetRunRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\"F\n!OrchestratorServiceGetRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run\"\xcf\x01\n\"OrchestratorServiceListRunsRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\'\n\x0f\x63onversation_id\x18\x02 \x01(\tR\x0e\x63onversationId\x12,\n\x06states\x18\x03 \x03(\x0e\x32\x14.baagent.v1.RunStateR\x06states\x12\x1b\n\tpage_size\x18\x04 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x05 \x01(\tR\tpageToken\"r\n#OrchestratorServiceListRunsResponse\x12#\n\x04runs\x18\x01 \x03(\x0b\x32\x0f.baagent.v1.RunR\x04runs\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"l\n#OrchestratorServiceCancelRunRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x16\n\x06reason\x18\x03 \x01(\tR\x06reason\"I\n$OrchestratorServiceCancelRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run\"\x82\x01\n%OrchestratorServiceSubmitInputRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\x12*\n\x05input\x18\x03 \x01(\x0b\x32\x14.baagent.v1.RunInputR\x05input\"K\n&OrchestratorServiceSubmitInputResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run2\x89\x07\n\x13OrchestratorService\x12k\n\x08StartRun\x12..baagent.v1.OrchestratorServiceStartRunRequest\x1a/.baagent.v1.OrchestratorServiceStartRunResponse\x12\x65\n\x06GetRun\x12,.baagent.v1.OrchestratorServiceGetRunRequest\x1a-.baagent.v1.OrchestratorServiceGetRunResponse\x12k\n\x08ListRuns\x12..baagent.v1.OrchestratorServiceListRunsRequest\x1a/.baagent.v1.OrchestratorServiceListRunsResponse\x12n\n\tCancelRun\x12/.baagent.v1.OrchestratorServiceCancelRunRequest\x1a\x30.baagent.v1.OrchestratorServiceCancelRunResponse\x12t\n\x0bSubmitInput\x12\x31.baagent.v1.OrchestratorServiceSubmitInputRequest\x1a\x32.baagent.v1.OrchestratorServiceSubmitInputResponse\x12k\n\x08GetUsage\x12..baagent.v1.OrchestratorServiceGetUsageRequest\x1a/.baagent.v1.OrchestratorServiceGetUsageResponse\x12n\n\tGetBudget\x12/.baagent.v1.OrchestratorServiceGetBudgetRequest\x1a\x30.baagent.v1.OrchestratorServiceGetBudgetResponse\x12n\n\tSetBudget\x12/.baagent.v1.OrchestratorServiceSetBudgetRequest\x1a\x30.baagent.v1.OrchestratorServiceSetBudgetResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x62\x61\x61gent/v1/orchestrator.proto\x12\nbaagent.v1\x1a\x18\x62\x61\x61gent/v1/budgets.proto\x1a\x1e\x62\x61\x61gent/v1/conversations.proto\x1a\x14\x62\x61\x61gent/v1/run.proto\"\xae\x01\n\x08RunInput\x12\x19\n\x08input_id\x18\x01 \x01(\tR\x07inputId\x12\x16\n\x06\x61nswer\x18\x02 \x01(\tR\x06\x61nswer\x12)\n\x10selected_options\x18\x03 \x03(\tR\x0fselectedOptions\x12\x44\n\x0cintervention\x18\x04 \x01(\x0e\x32 .baagent.v1.DoomLoopInterventionR\x0cintervention\"\xa7\x01\n\"OrchestratorServiceStartRunRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\'\n\x04spec\x18\x02 \x01(\x0b\x32\x13.baagent.v1.RunSpecR\x04spec\x12\"\n\rparent_run_id\x18\x03 \x01(\tR\x0bparentRunId\x12\x1c\n\napi_key_id\x18\x04 \x01(\tR\x08\x61piKeyId\"H\n#OrchestratorServiceStartRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run\"Q\n OrchestratorServiceGetRunRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\"F\n!OrchestratorServiceGetRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run\"\xcf\x01\n\"OrchestratorServiceListRunsRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\'\n\x0f\x63onversation_id\x18\x02 \x01(\tR\x0e\x63onversationId\x12,\n\x06states\x18\x03 \x03(\x0e\x32\x14.baagent.v1.RunStateR\x06states\x12\x1b\n\tpage_size\x18\x04 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x05 \x01(\tR\tpageToken\"r\n#OrchestratorServiceListRunsResponse\x12#\n\x04runs\x18\x01 \x03(\x0b\x32\x0f.baagent.v1.RunR\x04runs\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"l\n#OrchestratorServiceCancelRunRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x16\n\x06reason\x18\x03 \x01(\tR\x06reason\"I\n$OrchestratorServiceCancelRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run\"\x82\x01\n%OrchestratorServiceSubmitInputRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\x12*\n\x05input\x18\x03 \x01(\x0b\x32\x14.baagent.v1.RunInputR\x05input\"K\n&OrchestratorServiceSubmitInputResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run2\xa3\x0b\n\x13OrchestratorService\x12k\n\x08StartRun\x12..baagent.v1.OrchestratorServiceStartRunRequest\x1a/.baagent.v1.OrchestratorServiceStartRunResponse\x12\x65\n\x06GetRun\x12,.baagent.v1.OrchestratorServiceGetRunRequest\x1a-.baagent.v1.OrchestratorServiceGetRunResponse\x12k\n\x08ListRuns\x12..baagent.v1.OrchestratorServiceListRunsRequest\x1a/.baagent.v1.OrchestratorServiceListRunsResponse\x12n\n\tCancelRun\x12/.baagent.v1.OrchestratorServiceCancelRunRequest\x1a\x30.baagent.v1.OrchestratorServiceCancelRunResponse\x12t\n\x0bSubmitInput\x12\x31.baagent.v1.OrchestratorServiceSubmitInputRequest\x1a\x32.baagent.v1.OrchestratorServiceSubmitInputResponse\x12k\n\x08GetUsage\x12..baagent.v1.OrchestratorServiceGetUsageRequest\x1a/.baagent.v1.OrchestratorServiceGetUsageResponse\x12n\n\tGetBudget\x12/.baagent.v1.OrchestratorServiceGetBudgetRequest\x1a\x30.baagent.v1.OrchestratorServiceGetBudgetResponse\x12n\n\tSetBudget\x12/.baagent.v1.OrchestratorServiceSetBudgetRequest\x1a\x30.baagent.v1.OrchestratorServiceSetBudgetResponse\x12`\n\x11ListConversations\x12$.baagent.v1.ListConversationsRequest\x1a%.baagent.v1.ListConversationsResponse\x12Z\n\x0fGetConversation\x12\".baagent.v1.GetConversationRequest\x1a#.baagent.v1.GetConversationResponse\x12r\n\x17GetConversationMessages\x12*.baagent.v1.GetConversationMessagesRequest\x1a+.baagent.v1.GetConversationMessagesResponse\x12Z\n\x0f\x45ndConversation\x12\".baagent.v1.EndConversationRequest\x1a#.baagent.v1.EndConversationResponse\x12\x89\x01\n\x12\x44\x65leteConversation\x12\x38.baagent.v1.OrchestratorServiceDeleteConversationRequest\x1a\x39.baagent.v1.OrchestratorServiceDeleteConversationResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'baagent.v1.orchestrator_pb2', globals())
@@ -23,28 +24,28 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1'
-  _RUNINPUT._serialized_start=94
-  _RUNINPUT._serialized_end=268
-  _ORCHESTRATORSERVICESTARTRUNREQUEST._serialized_start=271
-  _ORCHESTRATORSERVICESTARTRUNREQUEST._serialized_end=438
-  _ORCHESTRATORSERVICESTARTRUNRESPONSE._serialized_start=440
-  _ORCHESTRATORSERVICESTARTRUNRESPONSE._serialized_end=512
-  _ORCHESTRATORSERVICEGETRUNREQUEST._serialized_start=514
-  _ORCHESTRATORSERVICEGETRUNREQUEST._serialized_end=595
-  _ORCHESTRATORSERVICEGETRUNRESPONSE._serialized_start=597
-  _ORCHESTRATORSERVICEGETRUNRESPONSE._serialized_end=667
-  _ORCHESTRATORSERVICELISTRUNSREQUEST._serialized_start=670
-  _ORCHESTRATORSERVICELISTRUNSREQUEST._serialized_end=877
-  _ORCHESTRATORSERVICELISTRUNSRESPONSE._serialized_start=879
-  _ORCHESTRATORSERVICELISTRUNSRESPONSE._serialized_end=993
-  _ORCHESTRATORSERVICECANCELRUNREQUEST._serialized_start=995
-  _ORCHESTRATORSERVICECANCELRUNREQUEST._serialized_end=1103
-  _ORCHESTRATORSERVICECANCELRUNRESPONSE._serialized_start=1105
-  _ORCHESTRATORSERVICECANCELRUNRESPONSE._serialized_end=1178
-  _ORCHESTRATORSERVICESUBMITINPUTREQUEST._serialized_start=1181
-  _ORCHESTRATORSERVICESUBMITINPUTREQUEST._serialized_end=1311
-  _ORCHESTRATORSERVICESUBMITINPUTRESPONSE._serialized_start=1313
-  _ORCHESTRATORSERVICESUBMITINPUTRESPONSE._serialized_end=1388
-  _ORCHESTRATORSERVICE._serialized_start=1391
-  _ORCHESTRATORSERVICE._serialized_end=2296
+  _RUNINPUT._serialized_start=126
+  _RUNINPUT._serialized_end=300
+  _ORCHESTRATORSERVICESTARTRUNREQUEST._serialized_start=303
+  _ORCHESTRATORSERVICESTARTRUNREQUEST._serialized_end=470
+  _ORCHESTRATORSERVICESTARTRUNRESPONSE._serialized_start=472
+  _ORCHESTRATORSERVICESTARTRUNRESPONSE._serialized_end=544
+  _ORCHESTRATORSERVICEGETRUNREQUEST._serialized_start=546
+  _ORCHESTRATORSERVICEGETRUNREQUEST._serialized_end=627
+  _ORCHESTRATORSERVICEGETRUNRESPONSE._serialized_start=629
+  _ORCHESTRATORSERVICEGETRUNRESPONSE._serialized_end=699
+  _ORCHESTRATORSERVICELISTRUNSREQUEST._serialized_start=702
+  _ORCHESTRATORSERVICELISTRUNSREQUEST._serialized_end=909
+  _ORCHESTRATORSERVICELISTRUNSRESPONSE._serialized_start=911
+  _ORCHESTRATORSERVICELISTRUNSRESPONSE._serialized_end=1025
+  _ORCHESTRATORSERVICECANCELRUNREQUEST._serialized_start=1027
+  _ORCHESTRATORSERVICECANCELRUNREQUEST._serialized_end=1135
+  _ORCHESTRATORSERVICECANCELRUNRESPONSE._serialized_start=1137
+  _ORCHESTRATORSERVICECANCELRUNRESPONSE._serialized_end=1210
+  _ORCHESTRATORSERVICESUBMITINPUTREQUEST._serialized_start=1213
+  _ORCHESTRATORSERVICESUBMITINPUTREQUEST._serialized_end=1343
+  _ORCHESTRATORSERVICESUBMITINPUTRESPONSE._serialized_start=1345
+  _ORCHESTRATORSERVICESUBMITINPUTRESPONSE._serialized_end=1420
+  _ORCHESTRATORSERVICE._serialized_start=1423
+  _ORCHESTRATORSERVICE._serialized_end=2866
 # @@protoc_insertion_point(module_scope)

@@ -3,6 +3,7 @@
 import grpc
 
 from baagent.v1 import budgets_pb2 as baagent_dot_v1_dot_budgets__pb2
+from baagent.v1 import conversations_pb2 as baagent_dot_v1_dot_conversations__pb2
 from baagent.v1 import orchestrator_pb2 as baagent_dot_v1_dot_orchestrator__pb2
 
 
@@ -57,6 +58,31 @@ class OrchestratorServiceStub(object):
                 '/baagent.v1.OrchestratorService/SetBudget',
                 request_serializer=baagent_dot_v1_dot_budgets__pb2.OrchestratorServiceSetBudgetRequest.SerializeToString,
                 response_deserializer=baagent_dot_v1_dot_budgets__pb2.OrchestratorServiceSetBudgetResponse.FromString,
+                )
+        self.ListConversations = channel.unary_unary(
+                '/baagent.v1.OrchestratorService/ListConversations',
+                request_serializer=baagent_dot_v1_dot_conversations__pb2.ListConversationsRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_conversations__pb2.ListConversationsResponse.FromString,
+                )
+        self.GetConversation = channel.unary_unary(
+                '/baagent.v1.OrchestratorService/GetConversation',
+                request_serializer=baagent_dot_v1_dot_conversations__pb2.GetConversationRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_conversations__pb2.GetConversationResponse.FromString,
+                )
+        self.GetConversationMessages = channel.unary_unary(
+                '/baagent.v1.OrchestratorService/GetConversationMessages',
+                request_serializer=baagent_dot_v1_dot_conversations__pb2.GetConversationMessagesRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_conversations__pb2.GetConversationMessagesResponse.FromString,
+                )
+        self.EndConversation = channel.unary_unary(
+                '/baagent.v1.OrchestratorService/EndConversation',
+                request_serializer=baagent_dot_v1_dot_conversations__pb2.EndConversationRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_conversations__pb2.EndConversationResponse.FromString,
+                )
+        self.DeleteConversation = channel.unary_unary(
+                '/baagent.v1.OrchestratorService/DeleteConversation',
+                request_serializer=baagent_dot_v1_dot_conversations__pb2.OrchestratorServiceDeleteConversationRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_conversations__pb2.OrchestratorServiceDeleteConversationResponse.FromString,
                 )
 
 
@@ -122,6 +148,46 @@ class OrchestratorServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListConversations(self, request, context):
+        """Lists a tenant's conversations, newest activity first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetConversation(self, request, context):
+        """Returns a conversation.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetConversationMessages(self, request, context):
+        """Returns a page of a conversation's history (from the context service).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EndConversation(self, request, context):
+        """Ends a conversation: frees its workspace and artifacts, keeps its
+        history; later runs into it are refused. FailedPrecondition while a run
+        of it is active.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteConversation(self, request, context):
+        """Deletes a conversation and everything stored for it: history, runs and
+        sub-agent runs with their events, checkpoints and queue items, skill
+        stacks, tool idempotency records, workspace and artifacts, and its index
+        entry. FailedPrecondition while a run of it is active; idempotent.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_OrchestratorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -164,6 +230,31 @@ def add_OrchestratorServiceServicer_to_server(servicer, server):
                     servicer.SetBudget,
                     request_deserializer=baagent_dot_v1_dot_budgets__pb2.OrchestratorServiceSetBudgetRequest.FromString,
                     response_serializer=baagent_dot_v1_dot_budgets__pb2.OrchestratorServiceSetBudgetResponse.SerializeToString,
+            ),
+            'ListConversations': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListConversations,
+                    request_deserializer=baagent_dot_v1_dot_conversations__pb2.ListConversationsRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_conversations__pb2.ListConversationsResponse.SerializeToString,
+            ),
+            'GetConversation': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetConversation,
+                    request_deserializer=baagent_dot_v1_dot_conversations__pb2.GetConversationRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_conversations__pb2.GetConversationResponse.SerializeToString,
+            ),
+            'GetConversationMessages': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetConversationMessages,
+                    request_deserializer=baagent_dot_v1_dot_conversations__pb2.GetConversationMessagesRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_conversations__pb2.GetConversationMessagesResponse.SerializeToString,
+            ),
+            'EndConversation': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndConversation,
+                    request_deserializer=baagent_dot_v1_dot_conversations__pb2.EndConversationRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_conversations__pb2.EndConversationResponse.SerializeToString,
+            ),
+            'DeleteConversation': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteConversation,
+                    request_deserializer=baagent_dot_v1_dot_conversations__pb2.OrchestratorServiceDeleteConversationRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_conversations__pb2.OrchestratorServiceDeleteConversationResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -311,5 +402,90 @@ class OrchestratorService(object):
         return grpc.experimental.unary_unary(request, target, '/baagent.v1.OrchestratorService/SetBudget',
             baagent_dot_v1_dot_budgets__pb2.OrchestratorServiceSetBudgetRequest.SerializeToString,
             baagent_dot_v1_dot_budgets__pb2.OrchestratorServiceSetBudgetResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListConversations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.OrchestratorService/ListConversations',
+            baagent_dot_v1_dot_conversations__pb2.ListConversationsRequest.SerializeToString,
+            baagent_dot_v1_dot_conversations__pb2.ListConversationsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetConversation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.OrchestratorService/GetConversation',
+            baagent_dot_v1_dot_conversations__pb2.GetConversationRequest.SerializeToString,
+            baagent_dot_v1_dot_conversations__pb2.GetConversationResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetConversationMessages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.OrchestratorService/GetConversationMessages',
+            baagent_dot_v1_dot_conversations__pb2.GetConversationMessagesRequest.SerializeToString,
+            baagent_dot_v1_dot_conversations__pb2.GetConversationMessagesResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def EndConversation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.OrchestratorService/EndConversation',
+            baagent_dot_v1_dot_conversations__pb2.EndConversationRequest.SerializeToString,
+            baagent_dot_v1_dot_conversations__pb2.EndConversationResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DeleteConversation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.OrchestratorService/DeleteConversation',
+            baagent_dot_v1_dot_conversations__pb2.OrchestratorServiceDeleteConversationRequest.SerializeToString,
+            baagent_dot_v1_dot_conversations__pb2.OrchestratorServiceDeleteConversationResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -1719,7 +1719,7 @@ var File_baagent_v1_gateway_proto protoreflect.FileDescriptor
 const file_baagent_v1_gateway_proto_rawDesc = "" +
 	"\n" +
 	"\x18baagent/v1/gateway.proto\x12\n" +
-	"baagent.v1\x1a\x18baagent/v1/budgets.proto\x1a\x17baagent/v1/events.proto\x1a\x17baagent/v1/export.proto\x1a\x1dbaagent/v1/orchestrator.proto\x1a\x14baagent/v1/run.proto\x1a\x17baagent/v1/skills.proto\x1a\x17baagent/v1/tokens.proto\x1a\x1bbaagent/v1/toolrunner.proto\x1a\x1cgoogle/protobuf/struct.proto\":\n" +
+	"baagent.v1\x1a\x18baagent/v1/budgets.proto\x1a\x1ebaagent/v1/conversations.proto\x1a\x17baagent/v1/events.proto\x1a\x17baagent/v1/export.proto\x1a\x1dbaagent/v1/orchestrator.proto\x1a\x14baagent/v1/run.proto\x1a\x17baagent/v1/skills.proto\x1a\x17baagent/v1/tokens.proto\x1a\x1bbaagent/v1/toolrunner.proto\x1a\x1cgoogle/protobuf/struct.proto\":\n" +
 	"\x0fStartRunRequest\x12'\n" +
 	"\x04spec\x18\x01 \x01(\v2\x13.baagent.v1.RunSpecR\x04spec\"5\n" +
 	"\x10StartRunResponse\x12!\n" +
@@ -1814,7 +1814,7 @@ const file_baagent_v1_gateway_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1a\n" +
 	"\bdisabled\x18\x03 \x01(\bR\bdisabled\"\\\n" +
 	")GatewayServiceSetSystemSkillStateResponse\x12/\n" +
-	"\x05skill\x18\x01 \x01(\v2\x19.baagent.v1.SkillMetadataR\x05skill2\xd3\x0e\n" +
+	"\x05skill\x18\x01 \x01(\v2\x19.baagent.v1.SkillMetadataR\x05skill2\xd3\x13\n" +
 	"\x0eGatewayService\x12E\n" +
 	"\bStartRun\x12\x1b.baagent.v1.StartRunRequest\x1a\x1c.baagent.v1.StartRunResponse\x12Y\n" +
 	"\x0eStartRunStream\x12!.baagent.v1.StartRunStreamRequest\x1a\".baagent.v1.StartRunStreamResponse0\x01\x12?\n" +
@@ -1837,7 +1837,12 @@ const file_baagent_v1_gateway_proto_rawDesc = "" +
 	"\x12ExportConversation\x12%.baagent.v1.ExportConversationRequest\x1a&.baagent.v1.ExportConversationResponse0\x01\x12a\n" +
 	"\bGetUsage\x12).baagent.v1.GatewayServiceGetUsageRequest\x1a*.baagent.v1.GatewayServiceGetUsageResponse\x12d\n" +
 	"\tGetBudget\x12*.baagent.v1.GatewayServiceGetBudgetRequest\x1a+.baagent.v1.GatewayServiceGetBudgetResponse\x12d\n" +
-	"\tSetBudget\x12*.baagent.v1.GatewayServiceSetBudgetRequest\x1a+.baagent.v1.GatewayServiceSetBudgetResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3"
+	"\tSetBudget\x12*.baagent.v1.GatewayServiceSetBudgetRequest\x1a+.baagent.v1.GatewayServiceSetBudgetResponse\x12|\n" +
+	"\x11ListConversations\x122.baagent.v1.GatewayServiceListConversationsRequest\x1a3.baagent.v1.GatewayServiceListConversationsResponse\x12v\n" +
+	"\x0fGetConversation\x120.baagent.v1.GatewayServiceGetConversationRequest\x1a1.baagent.v1.GatewayServiceGetConversationResponse\x12\x8e\x01\n" +
+	"\x17GetConversationMessages\x128.baagent.v1.GatewayServiceGetConversationMessagesRequest\x1a9.baagent.v1.GatewayServiceGetConversationMessagesResponse\x12v\n" +
+	"\x0fEndConversation\x120.baagent.v1.GatewayServiceEndConversationRequest\x1a1.baagent.v1.GatewayServiceEndConversationResponse\x12\x7f\n" +
+	"\x12DeleteConversation\x123.baagent.v1.GatewayServiceDeleteConversationRequest\x1a4.baagent.v1.GatewayServiceDeleteConversationResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3"
 
 var (
 	file_baagent_v1_gateway_proto_rawDescOnce sync.Once
@@ -1853,62 +1858,72 @@ func file_baagent_v1_gateway_proto_rawDescGZIP() []byte {
 
 var file_baagent_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_baagent_v1_gateway_proto_goTypes = []any{
-	(*StartRunRequest)(nil),                           // 0: baagent.v1.StartRunRequest
-	(*StartRunResponse)(nil),                          // 1: baagent.v1.StartRunResponse
-	(*StartRunStreamRequest)(nil),                     // 2: baagent.v1.StartRunStreamRequest
-	(*StartRunStreamResponse)(nil),                    // 3: baagent.v1.StartRunStreamResponse
-	(*GetRunRequest)(nil),                             // 4: baagent.v1.GetRunRequest
-	(*GetRunResponse)(nil),                            // 5: baagent.v1.GetRunResponse
-	(*ListRunsRequest)(nil),                           // 6: baagent.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),                          // 7: baagent.v1.ListRunsResponse
-	(*CancelRunRequest)(nil),                          // 8: baagent.v1.CancelRunRequest
-	(*CancelRunResponse)(nil),                         // 9: baagent.v1.CancelRunResponse
-	(*SubmitInputRequest)(nil),                        // 10: baagent.v1.SubmitInputRequest
-	(*SubmitInputResponse)(nil),                       // 11: baagent.v1.SubmitInputResponse
-	(*StreamRunEventsRequest)(nil),                    // 12: baagent.v1.StreamRunEventsRequest
-	(*StreamRunEventsResponse)(nil),                   // 13: baagent.v1.StreamRunEventsResponse
-	(*GatewayServiceListSkillsRequest)(nil),           // 14: baagent.v1.GatewayServiceListSkillsRequest
-	(*GatewayServiceListSkillsResponse)(nil),          // 15: baagent.v1.GatewayServiceListSkillsResponse
-	(*GatewayServiceGetSkillRequest)(nil),             // 16: baagent.v1.GatewayServiceGetSkillRequest
-	(*GatewayServiceGetSkillResponse)(nil),            // 17: baagent.v1.GatewayServiceGetSkillResponse
-	(*GatewayServiceListToolsRequest)(nil),            // 18: baagent.v1.GatewayServiceListToolsRequest
-	(*GatewayServiceListToolsResponse)(nil),           // 19: baagent.v1.GatewayServiceListToolsResponse
-	(*InvokeToolRequest)(nil),                         // 20: baagent.v1.InvokeToolRequest
-	(*InvokeToolResponse)(nil),                        // 21: baagent.v1.InvokeToolResponse
-	(*GatewayServiceCountTokensRequest)(nil),          // 22: baagent.v1.GatewayServiceCountTokensRequest
-	(*GatewayServiceCountTokensResponse)(nil),         // 23: baagent.v1.GatewayServiceCountTokensResponse
-	(*GatewayServicePutSkillRequest)(nil),             // 24: baagent.v1.GatewayServicePutSkillRequest
-	(*GatewayServicePutSkillResponse)(nil),            // 25: baagent.v1.GatewayServicePutSkillResponse
-	(*GatewayServiceDeleteSkillRequest)(nil),          // 26: baagent.v1.GatewayServiceDeleteSkillRequest
-	(*GatewayServiceDeleteSkillResponse)(nil),         // 27: baagent.v1.GatewayServiceDeleteSkillResponse
-	(*GatewayServiceSetSystemSkillStateRequest)(nil),  // 28: baagent.v1.GatewayServiceSetSystemSkillStateRequest
-	(*GatewayServiceSetSystemSkillStateResponse)(nil), // 29: baagent.v1.GatewayServiceSetSystemSkillStateResponse
-	(*RunSpec)(nil),                                   // 30: baagent.v1.RunSpec
-	(*Run)(nil),                                       // 31: baagent.v1.Run
-	(*Event)(nil),                                     // 32: baagent.v1.Event
-	(RunState)(0),                                     // 33: baagent.v1.RunState
-	(*RunInput)(nil),                                  // 34: baagent.v1.RunInput
-	(SkillScopeFilter)(0),                             // 35: baagent.v1.SkillScopeFilter
-	(*SkillMetadata)(nil),                             // 36: baagent.v1.SkillMetadata
-	(*SkillLoadError)(nil),                            // 37: baagent.v1.SkillLoadError
-	(SkillLoadLevel)(0),                               // 38: baagent.v1.SkillLoadLevel
-	(*SkillResource)(nil),                             // 39: baagent.v1.SkillResource
-	(*ToolDefinition)(nil),                            // 40: baagent.v1.ToolDefinition
-	(*structpb.Struct)(nil),                           // 41: google.protobuf.Struct
-	(OutputLevel)(0),                                  // 42: baagent.v1.OutputLevel
-	(*ToolExecutionResult)(nil),                       // 43: baagent.v1.ToolExecutionResult
-	(*CountTokensResponse)(nil),                       // 44: baagent.v1.CountTokensResponse
-	(SkillArchiveFormat)(0),                           // 45: baagent.v1.SkillArchiveFormat
-	(*ExportRunRequest)(nil),                          // 46: baagent.v1.ExportRunRequest
-	(*ExportConversationRequest)(nil),                 // 47: baagent.v1.ExportConversationRequest
-	(*GatewayServiceGetUsageRequest)(nil),             // 48: baagent.v1.GatewayServiceGetUsageRequest
-	(*GatewayServiceGetBudgetRequest)(nil),            // 49: baagent.v1.GatewayServiceGetBudgetRequest
-	(*GatewayServiceSetBudgetRequest)(nil),            // 50: baagent.v1.GatewayServiceSetBudgetRequest
-	(*ExportRunResponse)(nil),                         // 51: baagent.v1.ExportRunResponse
-	(*ExportConversationResponse)(nil),                // 52: baagent.v1.ExportConversationResponse
-	(*GatewayServiceGetUsageResponse)(nil),            // 53: baagent.v1.GatewayServiceGetUsageResponse
-	(*GatewayServiceGetBudgetResponse)(nil),           // 54: baagent.v1.GatewayServiceGetBudgetResponse
-	(*GatewayServiceSetBudgetResponse)(nil),           // 55: baagent.v1.GatewayServiceSetBudgetResponse
+	(*StartRunRequest)(nil),                               // 0: baagent.v1.StartRunRequest
+	(*StartRunResponse)(nil),                              // 1: baagent.v1.StartRunResponse
+	(*StartRunStreamRequest)(nil),                         // 2: baagent.v1.StartRunStreamRequest
+	(*StartRunStreamResponse)(nil),                        // 3: baagent.v1.StartRunStreamResponse
+	(*GetRunRequest)(nil),                                 // 4: baagent.v1.GetRunRequest
+	(*GetRunResponse)(nil),                                // 5: baagent.v1.GetRunResponse
+	(*ListRunsRequest)(nil),                               // 6: baagent.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),                              // 7: baagent.v1.ListRunsResponse
+	(*CancelRunRequest)(nil),                              // 8: baagent.v1.CancelRunRequest
+	(*CancelRunResponse)(nil),                             // 9: baagent.v1.CancelRunResponse
+	(*SubmitInputRequest)(nil),                            // 10: baagent.v1.SubmitInputRequest
+	(*SubmitInputResponse)(nil),                           // 11: baagent.v1.SubmitInputResponse
+	(*StreamRunEventsRequest)(nil),                        // 12: baagent.v1.StreamRunEventsRequest
+	(*StreamRunEventsResponse)(nil),                       // 13: baagent.v1.StreamRunEventsResponse
+	(*GatewayServiceListSkillsRequest)(nil),               // 14: baagent.v1.GatewayServiceListSkillsRequest
+	(*GatewayServiceListSkillsResponse)(nil),              // 15: baagent.v1.GatewayServiceListSkillsResponse
+	(*GatewayServiceGetSkillRequest)(nil),                 // 16: baagent.v1.GatewayServiceGetSkillRequest
+	(*GatewayServiceGetSkillResponse)(nil),                // 17: baagent.v1.GatewayServiceGetSkillResponse
+	(*GatewayServiceListToolsRequest)(nil),                // 18: baagent.v1.GatewayServiceListToolsRequest
+	(*GatewayServiceListToolsResponse)(nil),               // 19: baagent.v1.GatewayServiceListToolsResponse
+	(*InvokeToolRequest)(nil),                             // 20: baagent.v1.InvokeToolRequest
+	(*InvokeToolResponse)(nil),                            // 21: baagent.v1.InvokeToolResponse
+	(*GatewayServiceCountTokensRequest)(nil),              // 22: baagent.v1.GatewayServiceCountTokensRequest
+	(*GatewayServiceCountTokensResponse)(nil),             // 23: baagent.v1.GatewayServiceCountTokensResponse
+	(*GatewayServicePutSkillRequest)(nil),                 // 24: baagent.v1.GatewayServicePutSkillRequest
+	(*GatewayServicePutSkillResponse)(nil),                // 25: baagent.v1.GatewayServicePutSkillResponse
+	(*GatewayServiceDeleteSkillRequest)(nil),              // 26: baagent.v1.GatewayServiceDeleteSkillRequest
+	(*GatewayServiceDeleteSkillResponse)(nil),             // 27: baagent.v1.GatewayServiceDeleteSkillResponse
+	(*GatewayServiceSetSystemSkillStateRequest)(nil),      // 28: baagent.v1.GatewayServiceSetSystemSkillStateRequest
+	(*GatewayServiceSetSystemSkillStateResponse)(nil),     // 29: baagent.v1.GatewayServiceSetSystemSkillStateResponse
+	(*RunSpec)(nil),                                       // 30: baagent.v1.RunSpec
+	(*Run)(nil),                                           // 31: baagent.v1.Run
+	(*Event)(nil),                                         // 32: baagent.v1.Event
+	(RunState)(0),                                         // 33: baagent.v1.RunState
+	(*RunInput)(nil),                                      // 34: baagent.v1.RunInput
+	(SkillScopeFilter)(0),                                 // 35: baagent.v1.SkillScopeFilter
+	(*SkillMetadata)(nil),                                 // 36: baagent.v1.SkillMetadata
+	(*SkillLoadError)(nil),                                // 37: baagent.v1.SkillLoadError
+	(SkillLoadLevel)(0),                                   // 38: baagent.v1.SkillLoadLevel
+	(*SkillResource)(nil),                                 // 39: baagent.v1.SkillResource
+	(*ToolDefinition)(nil),                                // 40: baagent.v1.ToolDefinition
+	(*structpb.Struct)(nil),                               // 41: google.protobuf.Struct
+	(OutputLevel)(0),                                      // 42: baagent.v1.OutputLevel
+	(*ToolExecutionResult)(nil),                           // 43: baagent.v1.ToolExecutionResult
+	(*CountTokensResponse)(nil),                           // 44: baagent.v1.CountTokensResponse
+	(SkillArchiveFormat)(0),                               // 45: baagent.v1.SkillArchiveFormat
+	(*ExportRunRequest)(nil),                              // 46: baagent.v1.ExportRunRequest
+	(*ExportConversationRequest)(nil),                     // 47: baagent.v1.ExportConversationRequest
+	(*GatewayServiceGetUsageRequest)(nil),                 // 48: baagent.v1.GatewayServiceGetUsageRequest
+	(*GatewayServiceGetBudgetRequest)(nil),                // 49: baagent.v1.GatewayServiceGetBudgetRequest
+	(*GatewayServiceSetBudgetRequest)(nil),                // 50: baagent.v1.GatewayServiceSetBudgetRequest
+	(*GatewayServiceListConversationsRequest)(nil),        // 51: baagent.v1.GatewayServiceListConversationsRequest
+	(*GatewayServiceGetConversationRequest)(nil),          // 52: baagent.v1.GatewayServiceGetConversationRequest
+	(*GatewayServiceGetConversationMessagesRequest)(nil),  // 53: baagent.v1.GatewayServiceGetConversationMessagesRequest
+	(*GatewayServiceEndConversationRequest)(nil),          // 54: baagent.v1.GatewayServiceEndConversationRequest
+	(*GatewayServiceDeleteConversationRequest)(nil),       // 55: baagent.v1.GatewayServiceDeleteConversationRequest
+	(*ExportRunResponse)(nil),                             // 56: baagent.v1.ExportRunResponse
+	(*ExportConversationResponse)(nil),                    // 57: baagent.v1.ExportConversationResponse
+	(*GatewayServiceGetUsageResponse)(nil),                // 58: baagent.v1.GatewayServiceGetUsageResponse
+	(*GatewayServiceGetBudgetResponse)(nil),               // 59: baagent.v1.GatewayServiceGetBudgetResponse
+	(*GatewayServiceSetBudgetResponse)(nil),               // 60: baagent.v1.GatewayServiceSetBudgetResponse
+	(*GatewayServiceListConversationsResponse)(nil),       // 61: baagent.v1.GatewayServiceListConversationsResponse
+	(*GatewayServiceGetConversationResponse)(nil),         // 62: baagent.v1.GatewayServiceGetConversationResponse
+	(*GatewayServiceGetConversationMessagesResponse)(nil), // 63: baagent.v1.GatewayServiceGetConversationMessagesResponse
+	(*GatewayServiceEndConversationResponse)(nil),         // 64: baagent.v1.GatewayServiceEndConversationResponse
+	(*GatewayServiceDeleteConversationResponse)(nil),      // 65: baagent.v1.GatewayServiceDeleteConversationResponse
 }
 var file_baagent_v1_gateway_proto_depIdxs = []int32{
 	30, // 0: baagent.v1.StartRunRequest.spec:type_name -> baagent.v1.RunSpec
@@ -1957,28 +1972,38 @@ var file_baagent_v1_gateway_proto_depIdxs = []int32{
 	48, // 43: baagent.v1.GatewayService.GetUsage:input_type -> baagent.v1.GatewayServiceGetUsageRequest
 	49, // 44: baagent.v1.GatewayService.GetBudget:input_type -> baagent.v1.GatewayServiceGetBudgetRequest
 	50, // 45: baagent.v1.GatewayService.SetBudget:input_type -> baagent.v1.GatewayServiceSetBudgetRequest
-	1,  // 46: baagent.v1.GatewayService.StartRun:output_type -> baagent.v1.StartRunResponse
-	3,  // 47: baagent.v1.GatewayService.StartRunStream:output_type -> baagent.v1.StartRunStreamResponse
-	5,  // 48: baagent.v1.GatewayService.GetRun:output_type -> baagent.v1.GetRunResponse
-	7,  // 49: baagent.v1.GatewayService.ListRuns:output_type -> baagent.v1.ListRunsResponse
-	9,  // 50: baagent.v1.GatewayService.CancelRun:output_type -> baagent.v1.CancelRunResponse
-	11, // 51: baagent.v1.GatewayService.SubmitInput:output_type -> baagent.v1.SubmitInputResponse
-	13, // 52: baagent.v1.GatewayService.StreamRunEvents:output_type -> baagent.v1.StreamRunEventsResponse
-	15, // 53: baagent.v1.GatewayService.ListSkills:output_type -> baagent.v1.GatewayServiceListSkillsResponse
-	17, // 54: baagent.v1.GatewayService.GetSkill:output_type -> baagent.v1.GatewayServiceGetSkillResponse
-	25, // 55: baagent.v1.GatewayService.PutSkill:output_type -> baagent.v1.GatewayServicePutSkillResponse
-	27, // 56: baagent.v1.GatewayService.DeleteSkill:output_type -> baagent.v1.GatewayServiceDeleteSkillResponse
-	29, // 57: baagent.v1.GatewayService.SetSystemSkillState:output_type -> baagent.v1.GatewayServiceSetSystemSkillStateResponse
-	19, // 58: baagent.v1.GatewayService.ListTools:output_type -> baagent.v1.GatewayServiceListToolsResponse
-	21, // 59: baagent.v1.GatewayService.InvokeTool:output_type -> baagent.v1.InvokeToolResponse
-	23, // 60: baagent.v1.GatewayService.CountTokens:output_type -> baagent.v1.GatewayServiceCountTokensResponse
-	51, // 61: baagent.v1.GatewayService.ExportRun:output_type -> baagent.v1.ExportRunResponse
-	52, // 62: baagent.v1.GatewayService.ExportConversation:output_type -> baagent.v1.ExportConversationResponse
-	53, // 63: baagent.v1.GatewayService.GetUsage:output_type -> baagent.v1.GatewayServiceGetUsageResponse
-	54, // 64: baagent.v1.GatewayService.GetBudget:output_type -> baagent.v1.GatewayServiceGetBudgetResponse
-	55, // 65: baagent.v1.GatewayService.SetBudget:output_type -> baagent.v1.GatewayServiceSetBudgetResponse
-	46, // [46:66] is the sub-list for method output_type
-	26, // [26:46] is the sub-list for method input_type
+	51, // 46: baagent.v1.GatewayService.ListConversations:input_type -> baagent.v1.GatewayServiceListConversationsRequest
+	52, // 47: baagent.v1.GatewayService.GetConversation:input_type -> baagent.v1.GatewayServiceGetConversationRequest
+	53, // 48: baagent.v1.GatewayService.GetConversationMessages:input_type -> baagent.v1.GatewayServiceGetConversationMessagesRequest
+	54, // 49: baagent.v1.GatewayService.EndConversation:input_type -> baagent.v1.GatewayServiceEndConversationRequest
+	55, // 50: baagent.v1.GatewayService.DeleteConversation:input_type -> baagent.v1.GatewayServiceDeleteConversationRequest
+	1,  // 51: baagent.v1.GatewayService.StartRun:output_type -> baagent.v1.StartRunResponse
+	3,  // 52: baagent.v1.GatewayService.StartRunStream:output_type -> baagent.v1.StartRunStreamResponse
+	5,  // 53: baagent.v1.GatewayService.GetRun:output_type -> baagent.v1.GetRunResponse
+	7,  // 54: baagent.v1.GatewayService.ListRuns:output_type -> baagent.v1.ListRunsResponse
+	9,  // 55: baagent.v1.GatewayService.CancelRun:output_type -> baagent.v1.CancelRunResponse
+	11, // 56: baagent.v1.GatewayService.SubmitInput:output_type -> baagent.v1.SubmitInputResponse
+	13, // 57: baagent.v1.GatewayService.StreamRunEvents:output_type -> baagent.v1.StreamRunEventsResponse
+	15, // 58: baagent.v1.GatewayService.ListSkills:output_type -> baagent.v1.GatewayServiceListSkillsResponse
+	17, // 59: baagent.v1.GatewayService.GetSkill:output_type -> baagent.v1.GatewayServiceGetSkillResponse
+	25, // 60: baagent.v1.GatewayService.PutSkill:output_type -> baagent.v1.GatewayServicePutSkillResponse
+	27, // 61: baagent.v1.GatewayService.DeleteSkill:output_type -> baagent.v1.GatewayServiceDeleteSkillResponse
+	29, // 62: baagent.v1.GatewayService.SetSystemSkillState:output_type -> baagent.v1.GatewayServiceSetSystemSkillStateResponse
+	19, // 63: baagent.v1.GatewayService.ListTools:output_type -> baagent.v1.GatewayServiceListToolsResponse
+	21, // 64: baagent.v1.GatewayService.InvokeTool:output_type -> baagent.v1.InvokeToolResponse
+	23, // 65: baagent.v1.GatewayService.CountTokens:output_type -> baagent.v1.GatewayServiceCountTokensResponse
+	56, // 66: baagent.v1.GatewayService.ExportRun:output_type -> baagent.v1.ExportRunResponse
+	57, // 67: baagent.v1.GatewayService.ExportConversation:output_type -> baagent.v1.ExportConversationResponse
+	58, // 68: baagent.v1.GatewayService.GetUsage:output_type -> baagent.v1.GatewayServiceGetUsageResponse
+	59, // 69: baagent.v1.GatewayService.GetBudget:output_type -> baagent.v1.GatewayServiceGetBudgetResponse
+	60, // 70: baagent.v1.GatewayService.SetBudget:output_type -> baagent.v1.GatewayServiceSetBudgetResponse
+	61, // 71: baagent.v1.GatewayService.ListConversations:output_type -> baagent.v1.GatewayServiceListConversationsResponse
+	62, // 72: baagent.v1.GatewayService.GetConversation:output_type -> baagent.v1.GatewayServiceGetConversationResponse
+	63, // 73: baagent.v1.GatewayService.GetConversationMessages:output_type -> baagent.v1.GatewayServiceGetConversationMessagesResponse
+	64, // 74: baagent.v1.GatewayService.EndConversation:output_type -> baagent.v1.GatewayServiceEndConversationResponse
+	65, // 75: baagent.v1.GatewayService.DeleteConversation:output_type -> baagent.v1.GatewayServiceDeleteConversationResponse
+	51, // [51:76] is the sub-list for method output_type
+	26, // [26:51] is the sub-list for method input_type
 	26, // [26:26] is the sub-list for extension type_name
 	26, // [26:26] is the sub-list for extension extendee
 	0,  // [0:26] is the sub-list for field type_name
@@ -1990,6 +2015,7 @@ func file_baagent_v1_gateway_proto_init() {
 		return
 	}
 	file_baagent_v1_budgets_proto_init()
+	file_baagent_v1_conversations_proto_init()
 	file_baagent_v1_events_proto_init()
 	file_baagent_v1_export_proto_init()
 	file_baagent_v1_orchestrator_proto_init()

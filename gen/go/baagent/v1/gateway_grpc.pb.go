@@ -19,26 +19,31 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	GatewayService_StartRun_FullMethodName            = "/baagent.v1.GatewayService/StartRun"
-	GatewayService_StartRunStream_FullMethodName      = "/baagent.v1.GatewayService/StartRunStream"
-	GatewayService_GetRun_FullMethodName              = "/baagent.v1.GatewayService/GetRun"
-	GatewayService_ListRuns_FullMethodName            = "/baagent.v1.GatewayService/ListRuns"
-	GatewayService_CancelRun_FullMethodName           = "/baagent.v1.GatewayService/CancelRun"
-	GatewayService_SubmitInput_FullMethodName         = "/baagent.v1.GatewayService/SubmitInput"
-	GatewayService_StreamRunEvents_FullMethodName     = "/baagent.v1.GatewayService/StreamRunEvents"
-	GatewayService_ListSkills_FullMethodName          = "/baagent.v1.GatewayService/ListSkills"
-	GatewayService_GetSkill_FullMethodName            = "/baagent.v1.GatewayService/GetSkill"
-	GatewayService_PutSkill_FullMethodName            = "/baagent.v1.GatewayService/PutSkill"
-	GatewayService_DeleteSkill_FullMethodName         = "/baagent.v1.GatewayService/DeleteSkill"
-	GatewayService_SetSystemSkillState_FullMethodName = "/baagent.v1.GatewayService/SetSystemSkillState"
-	GatewayService_ListTools_FullMethodName           = "/baagent.v1.GatewayService/ListTools"
-	GatewayService_InvokeTool_FullMethodName          = "/baagent.v1.GatewayService/InvokeTool"
-	GatewayService_CountTokens_FullMethodName         = "/baagent.v1.GatewayService/CountTokens"
-	GatewayService_ExportRun_FullMethodName           = "/baagent.v1.GatewayService/ExportRun"
-	GatewayService_ExportConversation_FullMethodName  = "/baagent.v1.GatewayService/ExportConversation"
-	GatewayService_GetUsage_FullMethodName            = "/baagent.v1.GatewayService/GetUsage"
-	GatewayService_GetBudget_FullMethodName           = "/baagent.v1.GatewayService/GetBudget"
-	GatewayService_SetBudget_FullMethodName           = "/baagent.v1.GatewayService/SetBudget"
+	GatewayService_StartRun_FullMethodName                = "/baagent.v1.GatewayService/StartRun"
+	GatewayService_StartRunStream_FullMethodName          = "/baagent.v1.GatewayService/StartRunStream"
+	GatewayService_GetRun_FullMethodName                  = "/baagent.v1.GatewayService/GetRun"
+	GatewayService_ListRuns_FullMethodName                = "/baagent.v1.GatewayService/ListRuns"
+	GatewayService_CancelRun_FullMethodName               = "/baagent.v1.GatewayService/CancelRun"
+	GatewayService_SubmitInput_FullMethodName             = "/baagent.v1.GatewayService/SubmitInput"
+	GatewayService_StreamRunEvents_FullMethodName         = "/baagent.v1.GatewayService/StreamRunEvents"
+	GatewayService_ListSkills_FullMethodName              = "/baagent.v1.GatewayService/ListSkills"
+	GatewayService_GetSkill_FullMethodName                = "/baagent.v1.GatewayService/GetSkill"
+	GatewayService_PutSkill_FullMethodName                = "/baagent.v1.GatewayService/PutSkill"
+	GatewayService_DeleteSkill_FullMethodName             = "/baagent.v1.GatewayService/DeleteSkill"
+	GatewayService_SetSystemSkillState_FullMethodName     = "/baagent.v1.GatewayService/SetSystemSkillState"
+	GatewayService_ListTools_FullMethodName               = "/baagent.v1.GatewayService/ListTools"
+	GatewayService_InvokeTool_FullMethodName              = "/baagent.v1.GatewayService/InvokeTool"
+	GatewayService_CountTokens_FullMethodName             = "/baagent.v1.GatewayService/CountTokens"
+	GatewayService_ExportRun_FullMethodName               = "/baagent.v1.GatewayService/ExportRun"
+	GatewayService_ExportConversation_FullMethodName      = "/baagent.v1.GatewayService/ExportConversation"
+	GatewayService_GetUsage_FullMethodName                = "/baagent.v1.GatewayService/GetUsage"
+	GatewayService_GetBudget_FullMethodName               = "/baagent.v1.GatewayService/GetBudget"
+	GatewayService_SetBudget_FullMethodName               = "/baagent.v1.GatewayService/SetBudget"
+	GatewayService_ListConversations_FullMethodName       = "/baagent.v1.GatewayService/ListConversations"
+	GatewayService_GetConversation_FullMethodName         = "/baagent.v1.GatewayService/GetConversation"
+	GatewayService_GetConversationMessages_FullMethodName = "/baagent.v1.GatewayService/GetConversationMessages"
+	GatewayService_EndConversation_FullMethodName         = "/baagent.v1.GatewayService/EndConversation"
+	GatewayService_DeleteConversation_FullMethodName      = "/baagent.v1.GatewayService/DeleteConversation"
 )
 
 // GatewayServiceClient is the client API for GatewayService service.
@@ -99,6 +104,19 @@ type GatewayServiceClient interface {
 	GetBudget(ctx context.Context, in *GatewayServiceGetBudgetRequest, opts ...grpc.CallOption) (*GatewayServiceGetBudgetResponse, error)
 	// Writes or clears any tenant's budget; admin API key only.
 	SetBudget(ctx context.Context, in *GatewayServiceSetBudgetRequest, opts ...grpc.CallOption) (*GatewayServiceSetBudgetResponse, error)
+	// Lists the caller's conversations, newest activity first
+	// (GET /v1/conversations).
+	ListConversations(ctx context.Context, in *GatewayServiceListConversationsRequest, opts ...grpc.CallOption) (*GatewayServiceListConversationsResponse, error)
+	// Reads a conversation (GET /v1/conversations/{conversation_id}).
+	GetConversation(ctx context.Context, in *GatewayServiceGetConversationRequest, opts ...grpc.CallOption) (*GatewayServiceGetConversationResponse, error)
+	// Reads a conversation's history, paged
+	// (GET /v1/conversations/{conversation_id}/messages).
+	GetConversationMessages(ctx context.Context, in *GatewayServiceGetConversationMessagesRequest, opts ...grpc.CallOption) (*GatewayServiceGetConversationMessagesResponse, error)
+	// Ends a conversation (POST /v1/conversations/{conversation_id}/end).
+	EndConversation(ctx context.Context, in *GatewayServiceEndConversationRequest, opts ...grpc.CallOption) (*GatewayServiceEndConversationResponse, error)
+	// Deletes a conversation and everything stored for it
+	// (DELETE /v1/conversations/{conversation_id}).
+	DeleteConversation(ctx context.Context, in *GatewayServiceDeleteConversationRequest, opts ...grpc.CallOption) (*GatewayServiceDeleteConversationResponse, error)
 }
 
 type gatewayServiceClient struct {
@@ -345,6 +363,56 @@ func (c *gatewayServiceClient) SetBudget(ctx context.Context, in *GatewayService
 	return out, nil
 }
 
+func (c *gatewayServiceClient) ListConversations(ctx context.Context, in *GatewayServiceListConversationsRequest, opts ...grpc.CallOption) (*GatewayServiceListConversationsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceListConversationsResponse)
+	err := c.cc.Invoke(ctx, GatewayService_ListConversations_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayServiceClient) GetConversation(ctx context.Context, in *GatewayServiceGetConversationRequest, opts ...grpc.CallOption) (*GatewayServiceGetConversationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceGetConversationResponse)
+	err := c.cc.Invoke(ctx, GatewayService_GetConversation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayServiceClient) GetConversationMessages(ctx context.Context, in *GatewayServiceGetConversationMessagesRequest, opts ...grpc.CallOption) (*GatewayServiceGetConversationMessagesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceGetConversationMessagesResponse)
+	err := c.cc.Invoke(ctx, GatewayService_GetConversationMessages_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayServiceClient) EndConversation(ctx context.Context, in *GatewayServiceEndConversationRequest, opts ...grpc.CallOption) (*GatewayServiceEndConversationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceEndConversationResponse)
+	err := c.cc.Invoke(ctx, GatewayService_EndConversation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayServiceClient) DeleteConversation(ctx context.Context, in *GatewayServiceDeleteConversationRequest, opts ...grpc.CallOption) (*GatewayServiceDeleteConversationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceDeleteConversationResponse)
+	err := c.cc.Invoke(ctx, GatewayService_DeleteConversation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GatewayServiceServer is the server API for GatewayService service.
 // All implementations must embed UnimplementedGatewayServiceServer
 // for forward compatibility.
@@ -403,6 +471,19 @@ type GatewayServiceServer interface {
 	GetBudget(context.Context, *GatewayServiceGetBudgetRequest) (*GatewayServiceGetBudgetResponse, error)
 	// Writes or clears any tenant's budget; admin API key only.
 	SetBudget(context.Context, *GatewayServiceSetBudgetRequest) (*GatewayServiceSetBudgetResponse, error)
+	// Lists the caller's conversations, newest activity first
+	// (GET /v1/conversations).
+	ListConversations(context.Context, *GatewayServiceListConversationsRequest) (*GatewayServiceListConversationsResponse, error)
+	// Reads a conversation (GET /v1/conversations/{conversation_id}).
+	GetConversation(context.Context, *GatewayServiceGetConversationRequest) (*GatewayServiceGetConversationResponse, error)
+	// Reads a conversation's history, paged
+	// (GET /v1/conversations/{conversation_id}/messages).
+	GetConversationMessages(context.Context, *GatewayServiceGetConversationMessagesRequest) (*GatewayServiceGetConversationMessagesResponse, error)
+	// Ends a conversation (POST /v1/conversations/{conversation_id}/end).
+	EndConversation(context.Context, *GatewayServiceEndConversationRequest) (*GatewayServiceEndConversationResponse, error)
+	// Deletes a conversation and everything stored for it
+	// (DELETE /v1/conversations/{conversation_id}).
+	DeleteConversation(context.Context, *GatewayServiceDeleteConversationRequest) (*GatewayServiceDeleteConversationResponse, error)
 	mustEmbedUnimplementedGatewayServiceServer()
 }
 
@@ -472,6 +553,21 @@ func (UnimplementedGatewayServiceServer) GetBudget(context.Context, *GatewayServ
 }
 func (UnimplementedGatewayServiceServer) SetBudget(context.Context, *GatewayServiceSetBudgetRequest) (*GatewayServiceSetBudgetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetBudget not implemented")
+}
+func (UnimplementedGatewayServiceServer) ListConversations(context.Context, *GatewayServiceListConversationsRequest) (*GatewayServiceListConversationsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListConversations not implemented")
+}
+func (UnimplementedGatewayServiceServer) GetConversation(context.Context, *GatewayServiceGetConversationRequest) (*GatewayServiceGetConversationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetConversation not implemented")
+}
+func (UnimplementedGatewayServiceServer) GetConversationMessages(context.Context, *GatewayServiceGetConversationMessagesRequest) (*GatewayServiceGetConversationMessagesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetConversationMessages not implemented")
+}
+func (UnimplementedGatewayServiceServer) EndConversation(context.Context, *GatewayServiceEndConversationRequest) (*GatewayServiceEndConversationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EndConversation not implemented")
+}
+func (UnimplementedGatewayServiceServer) DeleteConversation(context.Context, *GatewayServiceDeleteConversationRequest) (*GatewayServiceDeleteConversationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteConversation not implemented")
 }
 func (UnimplementedGatewayServiceServer) mustEmbedUnimplementedGatewayServiceServer() {}
 func (UnimplementedGatewayServiceServer) testEmbeddedByValue()                        {}
@@ -826,6 +922,96 @@ func _GatewayService_SetBudget_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _GatewayService_ListConversations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceListConversationsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).ListConversations(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_ListConversations_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).ListConversations(ctx, req.(*GatewayServiceListConversationsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GatewayService_GetConversation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceGetConversationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).GetConversation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_GetConversation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).GetConversation(ctx, req.(*GatewayServiceGetConversationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GatewayService_GetConversationMessages_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceGetConversationMessagesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).GetConversationMessages(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_GetConversationMessages_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).GetConversationMessages(ctx, req.(*GatewayServiceGetConversationMessagesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GatewayService_EndConversation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceEndConversationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).EndConversation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_EndConversation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).EndConversation(ctx, req.(*GatewayServiceEndConversationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GatewayService_DeleteConversation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceDeleteConversationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).DeleteConversation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_DeleteConversation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).DeleteConversation(ctx, req.(*GatewayServiceDeleteConversationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // GatewayService_ServiceDesc is the grpc.ServiceDesc for GatewayService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -896,6 +1082,26 @@ var GatewayService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetBudget",
 			Handler:    _GatewayService_SetBudget_Handler,
+		},
+		{
+			MethodName: "ListConversations",
+			Handler:    _GatewayService_ListConversations_Handler,
+		},
+		{
+			MethodName: "GetConversation",
+			Handler:    _GatewayService_GetConversation_Handler,
+		},
+		{
+			MethodName: "GetConversationMessages",
+			Handler:    _GatewayService_GetConversationMessages_Handler,
+		},
+		{
+			MethodName: "EndConversation",
+			Handler:    _GatewayService_EndConversation_Handler,
+		},
+		{
+			MethodName: "DeleteConversation",
+			Handler:    _GatewayService_DeleteConversation_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

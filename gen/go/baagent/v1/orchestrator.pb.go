@@ -684,7 +684,7 @@ var File_baagent_v1_orchestrator_proto protoreflect.FileDescriptor
 const file_baagent_v1_orchestrator_proto_rawDesc = "" +
 	"\n" +
 	"\x1dbaagent/v1/orchestrator.proto\x12\n" +
-	"baagent.v1\x1a\x18baagent/v1/budgets.proto\x1a\x14baagent/v1/run.proto\"\xae\x01\n" +
+	"baagent.v1\x1a\x18baagent/v1/budgets.proto\x1a\x1ebaagent/v1/conversations.proto\x1a\x14baagent/v1/run.proto\"\xae\x01\n" +
 	"\bRunInput\x12\x19\n" +
 	"\binput_id\x18\x01 \x01(\tR\ainputId\x12\x16\n" +
 	"\x06answer\x18\x02 \x01(\tR\x06answer\x12)\n" +
@@ -724,7 +724,7 @@ const file_baagent_v1_orchestrator_proto_rawDesc = "" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12*\n" +
 	"\x05input\x18\x03 \x01(\v2\x14.baagent.v1.RunInputR\x05input\"K\n" +
 	"&OrchestratorServiceSubmitInputResponse\x12!\n" +
-	"\x03run\x18\x01 \x01(\v2\x0f.baagent.v1.RunR\x03run2\x89\a\n" +
+	"\x03run\x18\x01 \x01(\v2\x0f.baagent.v1.RunR\x03run2\xa3\v\n" +
 	"\x13OrchestratorService\x12k\n" +
 	"\bStartRun\x12..baagent.v1.OrchestratorServiceStartRunRequest\x1a/.baagent.v1.OrchestratorServiceStartRunResponse\x12e\n" +
 	"\x06GetRun\x12,.baagent.v1.OrchestratorServiceGetRunRequest\x1a-.baagent.v1.OrchestratorServiceGetRunResponse\x12k\n" +
@@ -733,7 +733,12 @@ const file_baagent_v1_orchestrator_proto_rawDesc = "" +
 	"\vSubmitInput\x121.baagent.v1.OrchestratorServiceSubmitInputRequest\x1a2.baagent.v1.OrchestratorServiceSubmitInputResponse\x12k\n" +
 	"\bGetUsage\x12..baagent.v1.OrchestratorServiceGetUsageRequest\x1a/.baagent.v1.OrchestratorServiceGetUsageResponse\x12n\n" +
 	"\tGetBudget\x12/.baagent.v1.OrchestratorServiceGetBudgetRequest\x1a0.baagent.v1.OrchestratorServiceGetBudgetResponse\x12n\n" +
-	"\tSetBudget\x12/.baagent.v1.OrchestratorServiceSetBudgetRequest\x1a0.baagent.v1.OrchestratorServiceSetBudgetResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3"
+	"\tSetBudget\x12/.baagent.v1.OrchestratorServiceSetBudgetRequest\x1a0.baagent.v1.OrchestratorServiceSetBudgetResponse\x12`\n" +
+	"\x11ListConversations\x12$.baagent.v1.ListConversationsRequest\x1a%.baagent.v1.ListConversationsResponse\x12Z\n" +
+	"\x0fGetConversation\x12\".baagent.v1.GetConversationRequest\x1a#.baagent.v1.GetConversationResponse\x12r\n" +
+	"\x17GetConversationMessages\x12*.baagent.v1.GetConversationMessagesRequest\x1a+.baagent.v1.GetConversationMessagesResponse\x12Z\n" +
+	"\x0fEndConversation\x12\".baagent.v1.EndConversationRequest\x1a#.baagent.v1.EndConversationResponse\x12\x89\x01\n" +
+	"\x12DeleteConversation\x128.baagent.v1.OrchestratorServiceDeleteConversationRequest\x1a9.baagent.v1.OrchestratorServiceDeleteConversationResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3"
 
 var (
 	file_baagent_v1_orchestrator_proto_rawDescOnce sync.Once
@@ -750,26 +755,36 @@ func file_baagent_v1_orchestrator_proto_rawDescGZIP() []byte {
 var file_baagent_v1_orchestrator_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_baagent_v1_orchestrator_proto_goTypes = []any{
 	(*RunInput)(nil), // 0: baagent.v1.RunInput
-	(*OrchestratorServiceStartRunRequest)(nil),     // 1: baagent.v1.OrchestratorServiceStartRunRequest
-	(*OrchestratorServiceStartRunResponse)(nil),    // 2: baagent.v1.OrchestratorServiceStartRunResponse
-	(*OrchestratorServiceGetRunRequest)(nil),       // 3: baagent.v1.OrchestratorServiceGetRunRequest
-	(*OrchestratorServiceGetRunResponse)(nil),      // 4: baagent.v1.OrchestratorServiceGetRunResponse
-	(*OrchestratorServiceListRunsRequest)(nil),     // 5: baagent.v1.OrchestratorServiceListRunsRequest
-	(*OrchestratorServiceListRunsResponse)(nil),    // 6: baagent.v1.OrchestratorServiceListRunsResponse
-	(*OrchestratorServiceCancelRunRequest)(nil),    // 7: baagent.v1.OrchestratorServiceCancelRunRequest
-	(*OrchestratorServiceCancelRunResponse)(nil),   // 8: baagent.v1.OrchestratorServiceCancelRunResponse
-	(*OrchestratorServiceSubmitInputRequest)(nil),  // 9: baagent.v1.OrchestratorServiceSubmitInputRequest
-	(*OrchestratorServiceSubmitInputResponse)(nil), // 10: baagent.v1.OrchestratorServiceSubmitInputResponse
-	(DoomLoopIntervention)(0),                      // 11: baagent.v1.DoomLoopIntervention
-	(*RunSpec)(nil),                                // 12: baagent.v1.RunSpec
-	(*Run)(nil),                                    // 13: baagent.v1.Run
-	(RunState)(0),                                  // 14: baagent.v1.RunState
-	(*OrchestratorServiceGetUsageRequest)(nil),     // 15: baagent.v1.OrchestratorServiceGetUsageRequest
-	(*OrchestratorServiceGetBudgetRequest)(nil),    // 16: baagent.v1.OrchestratorServiceGetBudgetRequest
-	(*OrchestratorServiceSetBudgetRequest)(nil),    // 17: baagent.v1.OrchestratorServiceSetBudgetRequest
-	(*OrchestratorServiceGetUsageResponse)(nil),    // 18: baagent.v1.OrchestratorServiceGetUsageResponse
-	(*OrchestratorServiceGetBudgetResponse)(nil),   // 19: baagent.v1.OrchestratorServiceGetBudgetResponse
-	(*OrchestratorServiceSetBudgetResponse)(nil),   // 20: baagent.v1.OrchestratorServiceSetBudgetResponse
+	(*OrchestratorServiceStartRunRequest)(nil),            // 1: baagent.v1.OrchestratorServiceStartRunRequest
+	(*OrchestratorServiceStartRunResponse)(nil),           // 2: baagent.v1.OrchestratorServiceStartRunResponse
+	(*OrchestratorServiceGetRunRequest)(nil),              // 3: baagent.v1.OrchestratorServiceGetRunRequest
+	(*OrchestratorServiceGetRunResponse)(nil),             // 4: baagent.v1.OrchestratorServiceGetRunResponse
+	(*OrchestratorServiceListRunsRequest)(nil),            // 5: baagent.v1.OrchestratorServiceListRunsRequest
+	(*OrchestratorServiceListRunsResponse)(nil),           // 6: baagent.v1.OrchestratorServiceListRunsResponse
+	(*OrchestratorServiceCancelRunRequest)(nil),           // 7: baagent.v1.OrchestratorServiceCancelRunRequest
+	(*OrchestratorServiceCancelRunResponse)(nil),          // 8: baagent.v1.OrchestratorServiceCancelRunResponse
+	(*OrchestratorServiceSubmitInputRequest)(nil),         // 9: baagent.v1.OrchestratorServiceSubmitInputRequest
+	(*OrchestratorServiceSubmitInputResponse)(nil),        // 10: baagent.v1.OrchestratorServiceSubmitInputResponse
+	(DoomLoopIntervention)(0),                             // 11: baagent.v1.DoomLoopIntervention
+	(*RunSpec)(nil),                                       // 12: baagent.v1.RunSpec
+	(*Run)(nil),                                           // 13: baagent.v1.Run
+	(RunState)(0),                                         // 14: baagent.v1.RunState
+	(*OrchestratorServiceGetUsageRequest)(nil),            // 15: baagent.v1.OrchestratorServiceGetUsageRequest
+	(*OrchestratorServiceGetBudgetRequest)(nil),           // 16: baagent.v1.OrchestratorServiceGetBudgetRequest
+	(*OrchestratorServiceSetBudgetRequest)(nil),           // 17: baagent.v1.OrchestratorServiceSetBudgetRequest
+	(*ListConversationsRequest)(nil),                      // 18: baagent.v1.ListConversationsRequest
+	(*GetConversationRequest)(nil),                        // 19: baagent.v1.GetConversationRequest
+	(*GetConversationMessagesRequest)(nil),                // 20: baagent.v1.GetConversationMessagesRequest
+	(*EndConversationRequest)(nil),                        // 21: baagent.v1.EndConversationRequest
+	(*OrchestratorServiceDeleteConversationRequest)(nil),  // 22: baagent.v1.OrchestratorServiceDeleteConversationRequest
+	(*OrchestratorServiceGetUsageResponse)(nil),           // 23: baagent.v1.OrchestratorServiceGetUsageResponse
+	(*OrchestratorServiceGetBudgetResponse)(nil),          // 24: baagent.v1.OrchestratorServiceGetBudgetResponse
+	(*OrchestratorServiceSetBudgetResponse)(nil),          // 25: baagent.v1.OrchestratorServiceSetBudgetResponse
+	(*ListConversationsResponse)(nil),                     // 26: baagent.v1.ListConversationsResponse
+	(*GetConversationResponse)(nil),                       // 27: baagent.v1.GetConversationResponse
+	(*GetConversationMessagesResponse)(nil),               // 28: baagent.v1.GetConversationMessagesResponse
+	(*EndConversationResponse)(nil),                       // 29: baagent.v1.EndConversationResponse
+	(*OrchestratorServiceDeleteConversationResponse)(nil), // 30: baagent.v1.OrchestratorServiceDeleteConversationResponse
 }
 var file_baagent_v1_orchestrator_proto_depIdxs = []int32{
 	11, // 0: baagent.v1.RunInput.intervention:type_name -> baagent.v1.DoomLoopIntervention
@@ -789,16 +804,26 @@ var file_baagent_v1_orchestrator_proto_depIdxs = []int32{
 	15, // 14: baagent.v1.OrchestratorService.GetUsage:input_type -> baagent.v1.OrchestratorServiceGetUsageRequest
 	16, // 15: baagent.v1.OrchestratorService.GetBudget:input_type -> baagent.v1.OrchestratorServiceGetBudgetRequest
 	17, // 16: baagent.v1.OrchestratorService.SetBudget:input_type -> baagent.v1.OrchestratorServiceSetBudgetRequest
-	2,  // 17: baagent.v1.OrchestratorService.StartRun:output_type -> baagent.v1.OrchestratorServiceStartRunResponse
-	4,  // 18: baagent.v1.OrchestratorService.GetRun:output_type -> baagent.v1.OrchestratorServiceGetRunResponse
-	6,  // 19: baagent.v1.OrchestratorService.ListRuns:output_type -> baagent.v1.OrchestratorServiceListRunsResponse
-	8,  // 20: baagent.v1.OrchestratorService.CancelRun:output_type -> baagent.v1.OrchestratorServiceCancelRunResponse
-	10, // 21: baagent.v1.OrchestratorService.SubmitInput:output_type -> baagent.v1.OrchestratorServiceSubmitInputResponse
-	18, // 22: baagent.v1.OrchestratorService.GetUsage:output_type -> baagent.v1.OrchestratorServiceGetUsageResponse
-	19, // 23: baagent.v1.OrchestratorService.GetBudget:output_type -> baagent.v1.OrchestratorServiceGetBudgetResponse
-	20, // 24: baagent.v1.OrchestratorService.SetBudget:output_type -> baagent.v1.OrchestratorServiceSetBudgetResponse
-	17, // [17:25] is the sub-list for method output_type
-	9,  // [9:17] is the sub-list for method input_type
+	18, // 17: baagent.v1.OrchestratorService.ListConversations:input_type -> baagent.v1.ListConversationsRequest
+	19, // 18: baagent.v1.OrchestratorService.GetConversation:input_type -> baagent.v1.GetConversationRequest
+	20, // 19: baagent.v1.OrchestratorService.GetConversationMessages:input_type -> baagent.v1.GetConversationMessagesRequest
+	21, // 20: baagent.v1.OrchestratorService.EndConversation:input_type -> baagent.v1.EndConversationRequest
+	22, // 21: baagent.v1.OrchestratorService.DeleteConversation:input_type -> baagent.v1.OrchestratorServiceDeleteConversationRequest
+	2,  // 22: baagent.v1.OrchestratorService.StartRun:output_type -> baagent.v1.OrchestratorServiceStartRunResponse
+	4,  // 23: baagent.v1.OrchestratorService.GetRun:output_type -> baagent.v1.OrchestratorServiceGetRunResponse
+	6,  // 24: baagent.v1.OrchestratorService.ListRuns:output_type -> baagent.v1.OrchestratorServiceListRunsResponse
+	8,  // 25: baagent.v1.OrchestratorService.CancelRun:output_type -> baagent.v1.OrchestratorServiceCancelRunResponse
+	10, // 26: baagent.v1.OrchestratorService.SubmitInput:output_type -> baagent.v1.OrchestratorServiceSubmitInputResponse
+	23, // 27: baagent.v1.OrchestratorService.GetUsage:output_type -> baagent.v1.OrchestratorServiceGetUsageResponse
+	24, // 28: baagent.v1.OrchestratorService.GetBudget:output_type -> baagent.v1.OrchestratorServiceGetBudgetResponse
+	25, // 29: baagent.v1.OrchestratorService.SetBudget:output_type -> baagent.v1.OrchestratorServiceSetBudgetResponse
+	26, // 30: baagent.v1.OrchestratorService.ListConversations:output_type -> baagent.v1.ListConversationsResponse
+	27, // 31: baagent.v1.OrchestratorService.GetConversation:output_type -> baagent.v1.GetConversationResponse
+	28, // 32: baagent.v1.OrchestratorService.GetConversationMessages:output_type -> baagent.v1.GetConversationMessagesResponse
+	29, // 33: baagent.v1.OrchestratorService.EndConversation:output_type -> baagent.v1.EndConversationResponse
+	30, // 34: baagent.v1.OrchestratorService.DeleteConversation:output_type -> baagent.v1.OrchestratorServiceDeleteConversationResponse
+	22, // [22:35] is the sub-list for method output_type
+	9,  // [9:22] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -810,6 +835,7 @@ func file_baagent_v1_orchestrator_proto_init() {
 		return
 	}
 	file_baagent_v1_budgets_proto_init()
+	file_baagent_v1_conversations_proto_init()
 	file_baagent_v1_run_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{

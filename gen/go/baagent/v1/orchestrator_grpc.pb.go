@@ -19,14 +19,19 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	OrchestratorService_StartRun_FullMethodName    = "/baagent.v1.OrchestratorService/StartRun"
-	OrchestratorService_GetRun_FullMethodName      = "/baagent.v1.OrchestratorService/GetRun"
-	OrchestratorService_ListRuns_FullMethodName    = "/baagent.v1.OrchestratorService/ListRuns"
-	OrchestratorService_CancelRun_FullMethodName   = "/baagent.v1.OrchestratorService/CancelRun"
-	OrchestratorService_SubmitInput_FullMethodName = "/baagent.v1.OrchestratorService/SubmitInput"
-	OrchestratorService_GetUsage_FullMethodName    = "/baagent.v1.OrchestratorService/GetUsage"
-	OrchestratorService_GetBudget_FullMethodName   = "/baagent.v1.OrchestratorService/GetBudget"
-	OrchestratorService_SetBudget_FullMethodName   = "/baagent.v1.OrchestratorService/SetBudget"
+	OrchestratorService_StartRun_FullMethodName                = "/baagent.v1.OrchestratorService/StartRun"
+	OrchestratorService_GetRun_FullMethodName                  = "/baagent.v1.OrchestratorService/GetRun"
+	OrchestratorService_ListRuns_FullMethodName                = "/baagent.v1.OrchestratorService/ListRuns"
+	OrchestratorService_CancelRun_FullMethodName               = "/baagent.v1.OrchestratorService/CancelRun"
+	OrchestratorService_SubmitInput_FullMethodName             = "/baagent.v1.OrchestratorService/SubmitInput"
+	OrchestratorService_GetUsage_FullMethodName                = "/baagent.v1.OrchestratorService/GetUsage"
+	OrchestratorService_GetBudget_FullMethodName               = "/baagent.v1.OrchestratorService/GetBudget"
+	OrchestratorService_SetBudget_FullMethodName               = "/baagent.v1.OrchestratorService/SetBudget"
+	OrchestratorService_ListConversations_FullMethodName       = "/baagent.v1.OrchestratorService/ListConversations"
+	OrchestratorService_GetConversation_FullMethodName         = "/baagent.v1.OrchestratorService/GetConversation"
+	OrchestratorService_GetConversationMessages_FullMethodName = "/baagent.v1.OrchestratorService/GetConversationMessages"
+	OrchestratorService_EndConversation_FullMethodName         = "/baagent.v1.OrchestratorService/EndConversation"
+	OrchestratorService_DeleteConversation_FullMethodName      = "/baagent.v1.OrchestratorService/DeleteConversation"
 )
 
 // OrchestratorServiceClient is the client API for OrchestratorService service.
@@ -53,6 +58,21 @@ type OrchestratorServiceClient interface {
 	GetBudget(ctx context.Context, in *OrchestratorServiceGetBudgetRequest, opts ...grpc.CallOption) (*OrchestratorServiceGetBudgetResponse, error)
 	// Writes or clears the admin API's budget of a tenant (or API key).
 	SetBudget(ctx context.Context, in *OrchestratorServiceSetBudgetRequest, opts ...grpc.CallOption) (*OrchestratorServiceSetBudgetResponse, error)
+	// Lists a tenant's conversations, newest activity first.
+	ListConversations(ctx context.Context, in *ListConversationsRequest, opts ...grpc.CallOption) (*ListConversationsResponse, error)
+	// Returns a conversation.
+	GetConversation(ctx context.Context, in *GetConversationRequest, opts ...grpc.CallOption) (*GetConversationResponse, error)
+	// Returns a page of a conversation's history (from the context service).
+	GetConversationMessages(ctx context.Context, in *GetConversationMessagesRequest, opts ...grpc.CallOption) (*GetConversationMessagesResponse, error)
+	// Ends a conversation: frees its workspace and artifacts, keeps its
+	// history; later runs into it are refused. FailedPrecondition while a run
+	// of it is active.
+	EndConversation(ctx context.Context, in *EndConversationRequest, opts ...grpc.CallOption) (*EndConversationResponse, error)
+	// Deletes a conversation and everything stored for it: history, runs and
+	// sub-agent runs with their events, checkpoints and queue items, skill
+	// stacks, tool idempotency records, workspace and artifacts, and its index
+	// entry. FailedPrecondition while a run of it is active; idempotent.
+	DeleteConversation(ctx context.Context, in *OrchestratorServiceDeleteConversationRequest, opts ...grpc.CallOption) (*OrchestratorServiceDeleteConversationResponse, error)
 }
 
 type orchestratorServiceClient struct {
@@ -143,6 +163,56 @@ func (c *orchestratorServiceClient) SetBudget(ctx context.Context, in *Orchestra
 	return out, nil
 }
 
+func (c *orchestratorServiceClient) ListConversations(ctx context.Context, in *ListConversationsRequest, opts ...grpc.CallOption) (*ListConversationsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListConversationsResponse)
+	err := c.cc.Invoke(ctx, OrchestratorService_ListConversations_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *orchestratorServiceClient) GetConversation(ctx context.Context, in *GetConversationRequest, opts ...grpc.CallOption) (*GetConversationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetConversationResponse)
+	err := c.cc.Invoke(ctx, OrchestratorService_GetConversation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *orchestratorServiceClient) GetConversationMessages(ctx context.Context, in *GetConversationMessagesRequest, opts ...grpc.CallOption) (*GetConversationMessagesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetConversationMessagesResponse)
+	err := c.cc.Invoke(ctx, OrchestratorService_GetConversationMessages_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *orchestratorServiceClient) EndConversation(ctx context.Context, in *EndConversationRequest, opts ...grpc.CallOption) (*EndConversationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EndConversationResponse)
+	err := c.cc.Invoke(ctx, OrchestratorService_EndConversation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *orchestratorServiceClient) DeleteConversation(ctx context.Context, in *OrchestratorServiceDeleteConversationRequest, opts ...grpc.CallOption) (*OrchestratorServiceDeleteConversationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OrchestratorServiceDeleteConversationResponse)
+	err := c.cc.Invoke(ctx, OrchestratorService_DeleteConversation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // OrchestratorServiceServer is the server API for OrchestratorService service.
 // All implementations must embed UnimplementedOrchestratorServiceServer
 // for forward compatibility.
@@ -167,6 +237,21 @@ type OrchestratorServiceServer interface {
 	GetBudget(context.Context, *OrchestratorServiceGetBudgetRequest) (*OrchestratorServiceGetBudgetResponse, error)
 	// Writes or clears the admin API's budget of a tenant (or API key).
 	SetBudget(context.Context, *OrchestratorServiceSetBudgetRequest) (*OrchestratorServiceSetBudgetResponse, error)
+	// Lists a tenant's conversations, newest activity first.
+	ListConversations(context.Context, *ListConversationsRequest) (*ListConversationsResponse, error)
+	// Returns a conversation.
+	GetConversation(context.Context, *GetConversationRequest) (*GetConversationResponse, error)
+	// Returns a page of a conversation's history (from the context service).
+	GetConversationMessages(context.Context, *GetConversationMessagesRequest) (*GetConversationMessagesResponse, error)
+	// Ends a conversation: frees its workspace and artifacts, keeps its
+	// history; later runs into it are refused. FailedPrecondition while a run
+	// of it is active.
+	EndConversation(context.Context, *EndConversationRequest) (*EndConversationResponse, error)
+	// Deletes a conversation and everything stored for it: history, runs and
+	// sub-agent runs with their events, checkpoints and queue items, skill
+	// stacks, tool idempotency records, workspace and artifacts, and its index
+	// entry. FailedPrecondition while a run of it is active; idempotent.
+	DeleteConversation(context.Context, *OrchestratorServiceDeleteConversationRequest) (*OrchestratorServiceDeleteConversationResponse, error)
 	mustEmbedUnimplementedOrchestratorServiceServer()
 }
 
@@ -200,6 +285,21 @@ func (UnimplementedOrchestratorServiceServer) GetBudget(context.Context, *Orches
 }
 func (UnimplementedOrchestratorServiceServer) SetBudget(context.Context, *OrchestratorServiceSetBudgetRequest) (*OrchestratorServiceSetBudgetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetBudget not implemented")
+}
+func (UnimplementedOrchestratorServiceServer) ListConversations(context.Context, *ListConversationsRequest) (*ListConversationsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListConversations not implemented")
+}
+func (UnimplementedOrchestratorServiceServer) GetConversation(context.Context, *GetConversationRequest) (*GetConversationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetConversation not implemented")
+}
+func (UnimplementedOrchestratorServiceServer) GetConversationMessages(context.Context, *GetConversationMessagesRequest) (*GetConversationMessagesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetConversationMessages not implemented")
+}
+func (UnimplementedOrchestratorServiceServer) EndConversation(context.Context, *EndConversationRequest) (*EndConversationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EndConversation not implemented")
+}
+func (UnimplementedOrchestratorServiceServer) DeleteConversation(context.Context, *OrchestratorServiceDeleteConversationRequest) (*OrchestratorServiceDeleteConversationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteConversation not implemented")
 }
 func (UnimplementedOrchestratorServiceServer) mustEmbedUnimplementedOrchestratorServiceServer() {}
 func (UnimplementedOrchestratorServiceServer) testEmbeddedByValue()                             {}
@@ -366,6 +466,96 @@ func _OrchestratorService_SetBudget_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OrchestratorService_ListConversations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListConversationsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OrchestratorServiceServer).ListConversations(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OrchestratorService_ListConversations_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OrchestratorServiceServer).ListConversations(ctx, req.(*ListConversationsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OrchestratorService_GetConversation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetConversationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OrchestratorServiceServer).GetConversation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OrchestratorService_GetConversation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OrchestratorServiceServer).GetConversation(ctx, req.(*GetConversationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OrchestratorService_GetConversationMessages_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetConversationMessagesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OrchestratorServiceServer).GetConversationMessages(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OrchestratorService_GetConversationMessages_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OrchestratorServiceServer).GetConversationMessages(ctx, req.(*GetConversationMessagesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OrchestratorService_EndConversation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EndConversationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OrchestratorServiceServer).EndConversation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OrchestratorService_EndConversation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OrchestratorServiceServer).EndConversation(ctx, req.(*EndConversationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OrchestratorService_DeleteConversation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OrchestratorServiceDeleteConversationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OrchestratorServiceServer).DeleteConversation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OrchestratorService_DeleteConversation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OrchestratorServiceServer).DeleteConversation(ctx, req.(*OrchestratorServiceDeleteConversationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // OrchestratorService_ServiceDesc is the grpc.ServiceDesc for OrchestratorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -404,6 +594,26 @@ var OrchestratorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetBudget",
 			Handler:    _OrchestratorService_SetBudget_Handler,
+		},
+		{
+			MethodName: "ListConversations",
+			Handler:    _OrchestratorService_ListConversations_Handler,
+		},
+		{
+			MethodName: "GetConversation",
+			Handler:    _OrchestratorService_GetConversation_Handler,
+		},
+		{
+			MethodName: "GetConversationMessages",
+			Handler:    _OrchestratorService_GetConversationMessages_Handler,
+		},
+		{
+			MethodName: "EndConversation",
+			Handler:    _OrchestratorService_EndConversation_Handler,
+		},
+		{
+			MethodName: "DeleteConversation",
+			Handler:    _OrchestratorService_DeleteConversation_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

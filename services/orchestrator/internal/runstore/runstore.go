@@ -195,3 +195,58 @@ func (h *newestRuns) Pop() any {
 	*h = old[:len(old)-1]
 	return x
 }
+
+// Scan calls run for every run record of tenant and idem for every
+// idempotency key (its KV key and the run id it holds), streaming them.
+// Undecodable records are skipped.
+func (s *Store) Scan(ctx context.Context, tenant string, run func(*baagentv1.Run), idem func(key, runID string)) error {
+	if err := natsx.ValidateToken("tenant", tenant); err != nil {
+		return err
+	}
+	w, err := s.kv.WatchFiltered(ctx, []string{tenant + ".*"}, jetstream.IgnoreDeletes())
+	if err != nil {
+		return fmt.Errorf("scan runs: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		var e jetstream.KeyValueEntry
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case e = <-w.Updates():
+		}
+		if e == nil {
+			return nil
+		}
+		if strings.HasPrefix(strings.TrimPrefix(e.Key(), tenant+"."), idemKeyPrefix) {
+			if idem != nil {
+				idem(e.Key(), string(e.Value()))
+			}
+			continue
+		}
+		r := &baagentv1.Run{}
+		if err := proto.Unmarshal(e.Value(), r); err == nil && run != nil {
+			run(r)
+		}
+	}
+}
+
+// ReleaseIdempotencyKey removes the claim of clientKey when runID holds
+// it (a run refused after claiming it never existed).
+func (s *Store) ReleaseIdempotencyKey(ctx context.Context, tenant, clientKey, runID string) error {
+	key := idemKey(tenant, clientKey)
+	e, err := s.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read idempotency key: %w", err)
+	}
+	if string(e.Value()) != runID {
+		return nil
+	}
+	if err := s.kv.Purge(ctx, key, jetstream.LastRevision(e.Revision())); err != nil {
+		return fmt.Errorf("release idempotency key: %w", err)
+	}
+	return nil
+}

@@ -12,6 +12,7 @@ import type { OutputLevel, ToolDefinition, ToolExecutionResult } from "./toolrun
 import type { CountTokensResponse } from "./tokens_pb.js";
 import type { ExportConversationRequestSchema, ExportConversationResponseSchema, ExportRunRequestSchema, ExportRunResponseSchema } from "./export_pb.js";
 import type { GatewayServiceGetBudgetRequestSchema, GatewayServiceGetBudgetResponseSchema, GatewayServiceGetUsageRequestSchema, GatewayServiceGetUsageResponseSchema, GatewayServiceSetBudgetRequestSchema, GatewayServiceSetBudgetResponseSchema } from "./budgets_pb.js";
+import type { GatewayServiceDeleteConversationRequestSchema, GatewayServiceDeleteConversationResponseSchema, GatewayServiceEndConversationRequestSchema, GatewayServiceEndConversationResponseSchema, GatewayServiceGetConversationMessagesRequestSchema, GatewayServiceGetConversationMessagesResponseSchema, GatewayServiceGetConversationRequestSchema, GatewayServiceGetConversationResponseSchema, GatewayServiceListConversationsRequestSchema, GatewayServiceListConversationsResponseSchema } from "./conversations_pb.js";
 
 /**
  * Describes the file baagent/v1/gateway.proto.
@@ -1065,6 +1066,59 @@ export declare const GatewayService: GenService<{
     methodKind: "unary";
     input: typeof GatewayServiceSetBudgetRequestSchema;
     output: typeof GatewayServiceSetBudgetResponseSchema;
+  },
+  /**
+   * Lists the caller's conversations, newest activity first
+   * (GET /v1/conversations).
+   *
+   * @generated from rpc baagent.v1.GatewayService.ListConversations
+   */
+  listConversations: {
+    methodKind: "unary";
+    input: typeof GatewayServiceListConversationsRequestSchema;
+    output: typeof GatewayServiceListConversationsResponseSchema;
+  },
+  /**
+   * Reads a conversation (GET /v1/conversations/{conversation_id}).
+   *
+   * @generated from rpc baagent.v1.GatewayService.GetConversation
+   */
+  getConversation: {
+    methodKind: "unary";
+    input: typeof GatewayServiceGetConversationRequestSchema;
+    output: typeof GatewayServiceGetConversationResponseSchema;
+  },
+  /**
+   * Reads a conversation's history, paged
+   * (GET /v1/conversations/{conversation_id}/messages).
+   *
+   * @generated from rpc baagent.v1.GatewayService.GetConversationMessages
+   */
+  getConversationMessages: {
+    methodKind: "unary";
+    input: typeof GatewayServiceGetConversationMessagesRequestSchema;
+    output: typeof GatewayServiceGetConversationMessagesResponseSchema;
+  },
+  /**
+   * Ends a conversation (POST /v1/conversations/{conversation_id}/end).
+   *
+   * @generated from rpc baagent.v1.GatewayService.EndConversation
+   */
+  endConversation: {
+    methodKind: "unary";
+    input: typeof GatewayServiceEndConversationRequestSchema;
+    output: typeof GatewayServiceEndConversationResponseSchema;
+  },
+  /**
+   * Deletes a conversation and everything stored for it
+   * (DELETE /v1/conversations/{conversation_id}).
+   *
+   * @generated from rpc baagent.v1.GatewayService.DeleteConversation
+   */
+  deleteConversation: {
+    methodKind: "unary";
+    input: typeof GatewayServiceDeleteConversationRequestSchema;
+    output: typeof GatewayServiceDeleteConversationResponseSchema;
   },
 }>;
 

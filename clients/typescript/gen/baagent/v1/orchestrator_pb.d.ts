@@ -6,6 +6,7 @@ import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegen
 import type { Message } from "@bufbuild/protobuf";
 import type { DoomLoopIntervention, Run, RunSpec, RunState } from "./run_pb.js";
 import type { OrchestratorServiceGetBudgetRequestSchema, OrchestratorServiceGetBudgetResponseSchema, OrchestratorServiceGetUsageRequestSchema, OrchestratorServiceGetUsageResponseSchema, OrchestratorServiceSetBudgetRequestSchema, OrchestratorServiceSetBudgetResponseSchema } from "./budgets_pb.js";
+import type { EndConversationRequestSchema, EndConversationResponseSchema, GetConversationMessagesRequestSchema, GetConversationMessagesResponseSchema, GetConversationRequestSchema, GetConversationResponseSchema, ListConversationsRequestSchema, ListConversationsResponseSchema, OrchestratorServiceDeleteConversationRequestSchema, OrchestratorServiceDeleteConversationResponseSchema } from "./conversations_pb.js";
 
 /**
  * Describes the file baagent/v1/orchestrator.proto.
@@ -439,6 +440,61 @@ export declare const OrchestratorService: GenService<{
     methodKind: "unary";
     input: typeof OrchestratorServiceSetBudgetRequestSchema;
     output: typeof OrchestratorServiceSetBudgetResponseSchema;
+  },
+  /**
+   * Lists a tenant's conversations, newest activity first.
+   *
+   * @generated from rpc baagent.v1.OrchestratorService.ListConversations
+   */
+  listConversations: {
+    methodKind: "unary";
+    input: typeof ListConversationsRequestSchema;
+    output: typeof ListConversationsResponseSchema;
+  },
+  /**
+   * Returns a conversation.
+   *
+   * @generated from rpc baagent.v1.OrchestratorService.GetConversation
+   */
+  getConversation: {
+    methodKind: "unary";
+    input: typeof GetConversationRequestSchema;
+    output: typeof GetConversationResponseSchema;
+  },
+  /**
+   * Returns a page of a conversation's history (from the context service).
+   *
+   * @generated from rpc baagent.v1.OrchestratorService.GetConversationMessages
+   */
+  getConversationMessages: {
+    methodKind: "unary";
+    input: typeof GetConversationMessagesRequestSchema;
+    output: typeof GetConversationMessagesResponseSchema;
+  },
+  /**
+   * Ends a conversation: frees its workspace and artifacts, keeps its
+   * history; later runs into it are refused. FailedPrecondition while a run
+   * of it is active.
+   *
+   * @generated from rpc baagent.v1.OrchestratorService.EndConversation
+   */
+  endConversation: {
+    methodKind: "unary";
+    input: typeof EndConversationRequestSchema;
+    output: typeof EndConversationResponseSchema;
+  },
+  /**
+   * Deletes a conversation and everything stored for it: history, runs and
+   * sub-agent runs with their events, checkpoints and queue items, skill
+   * stacks, tool idempotency records, workspace and artifacts, and its index
+   * entry. FailedPrecondition while a run of it is active; idempotent.
+   *
+   * @generated from rpc baagent.v1.OrchestratorService.DeleteConversation
+   */
+  deleteConversation: {
+    methodKind: "unary";
+    input: typeof OrchestratorServiceDeleteConversationRequestSchema;
+    output: typeof OrchestratorServiceDeleteConversationResponseSchema;
   },
 }>;
 
