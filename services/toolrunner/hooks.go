@@ -2,6 +2,7 @@ package toolrunner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -269,7 +270,47 @@ func hookData(data any) any {
 	if d, ok := data.(tool.Document); ok {
 		return d.Text
 	}
-	return tool.Generic(data)
+	return deepGeneric(data)
+}
+
+// deepGeneric is data in the generic JSON shapes all the way down (a map
+// of typed rows becomes maps), so that every string in it can be shown
+// to a hook and redacted; generic data is returned as it is.
+func deepGeneric(data any) any {
+	if isGeneric(data) {
+		return data
+	}
+	b, err := json.Marshal(data)
+	if err != nil {
+		return fmt.Sprint(data)
+	}
+	var out any
+	if json.Unmarshal(b, &out) != nil {
+		return string(b)
+	}
+	return out
+}
+
+func isGeneric(v any) bool {
+	switch x := v.(type) {
+	case nil, string, bool, float64:
+		return true
+	case []any:
+		for _, e := range x {
+			if !isGeneric(e) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		for _, e := range x {
+			if !isGeneric(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // redact replaces every occurrence of the non-empty strings of rs in the
@@ -309,7 +350,7 @@ func redact(data any, rs []string) any {
 		}
 		return v
 	}
-	return walk(tool.Generic(data))
+	return walk(deepGeneric(data))
 }
 
 // boundText makes s valid UTF-8 of at most n bytes.

@@ -471,6 +471,17 @@ func TestRedactAndAnnotate(t *testing.T) {
 	if want := `{"a":["key=[REDACTED]",1,{"b":"[REDACTED][REDACTED]"}]}`; string(b) != want {
 		t.Fatalf("redact: %s, want %s", b, want)
 	}
+	type row struct {
+		Name string `json:"name"`
+		N    int    `json:"n"`
+	}
+	got = redact(map[string]any{"rows": []row{{"abc", 1}}}, []string{"abc"})
+	if b, _ = json.Marshal(got); string(b) != `{"rows":[{"n":1,"name":"[REDACTED]"}]}` {
+		t.Fatalf("typed rows not redacted: %s", b)
+	}
+	if _, err := structpb.NewValue(hookData(map[string]any{"rows": []row{{"a", 1}}})); err != nil {
+		t.Fatalf("typed data not shown to a gRPC hook: %v", err)
+	}
 	d := redact(tool.Document{Text: "pw hunter2", Brief: "hunter2"}, []string{"hunter2"}).(tool.Document)
 	if d.Text != "pw [REDACTED]" || d.Brief != redactedText {
 		t.Fatalf("document: %+v", d)
