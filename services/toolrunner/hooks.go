@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os/exec"
 	"path"
 	"strings"
 	"sync"
@@ -104,6 +105,10 @@ func newHookSet(cfgs []HookConfig, log *slog.Logger, m *metrics) (*hookSet, erro
 			}
 			tr = &grpcHook{conn: conn, client: baagentv1.NewToolHookServiceClient(conn)}
 		} else {
+			if _, err := exec.LookPath(c.Command[0]); err != nil {
+				hs.close()
+				return nil, fmt.Errorf("hook %q: command: %w", c.Name, err)
+			}
 			tr = newCommandHook(c.Command)
 		}
 		h := &hook{cfg: c, tr: tr}

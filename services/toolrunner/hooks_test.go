@@ -434,6 +434,15 @@ hooks:
 			t.Errorf("%s\n: error %v, want one naming %q", tc.yaml, err, tc.want)
 		}
 	}
+	// A command that is not there stops the server from starting.
+	missing := filepath.Join(t.TempDir(), "tools.yaml")
+	if err := os.WriteFile(missing, []byte("hooks:\n  - {name: gone, phase: pre, tools: [a], command: [/nonexistent/hook]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wd := t.TempDir()
+	if _, err := New(Options{WorkspaceDir: filepath.Join(wd, "w"), ArtifactDir: filepath.Join(wd, "a"), ConfigFile: missing}); err == nil || !strings.Contains(err.Error(), `hook "gone"`) {
+		t.Fatalf("New with a missing hook command: %v", err)
+	}
 	// A bad hook entry stops the server from starting.
 	file := filepath.Join(t.TempDir(), "tools.yaml")
 	if err := os.WriteFile(file, []byte("hooks:\n  - {name: a, phase: pre, tools: [a]}\n"), 0o600); err != nil {
@@ -520,4 +529,50 @@ func FuzzParseCommandHookOutput(f *testing.F) {
 			_ = boundText(v.annotation, maxHookAnnotationBytes)
 		}
 	})
+}
+
+// TestHookCacheAndIdempotency: post hooks run before the cache (a hit is
+// the redacted result, and the hook is not asked again), and a keyed
+// write is fingerprinted by its rewritten arguments.
+func TestHookCacheAndIdempotency(t *testing.T) {
+	h := &hookServer{
+		preFn: func(_ context.Context, r *baagentv1.PreToolCallRequest) (*baagentv1.PreToolCallResponse, error) {
+			p, _ := structpb.NewStruct(map[string]any{"x": strings.ToLower(r.GetParameters().AsMap()["x"].(string))})
+			return &baagentv1.PreToolCallResponse{Decision: baagentv1.ToolHookDecision_TOOL_HOOK_DECISION_REWRITE, Parameters: p}, nil
+		},
+		postFn: func(context.Context, *baagentv1.PostToolCallRequest) (*baagentv1.PostToolCallResponse, error) {
+			return &baagentv1.PostToolCallResponse{Redactions: []string{"s3cr3t"}}, nil
+		},
+	}
+	addr := startHookServer(t, h)
+	s, env, _ := hookedServer(t, "hooks:\n"+grpcHookYAML("lower", "pre", `["*"]`, addr, "")+grpcHookYAML("dlp", "post", `["*"]`, addr, ""))
+	fn := func(_ context.Context, c tool.Call) (tool.Result, error) {
+		return tool.Result{Data: map[string]any{"x": c.Args["x"], "note": "s3cr3t"}}, nil
+	}
+	readSpec := echoSpec("read")
+	readSpec.CachePolicy = baagentv1.ToolCachePolicy_TOOL_CACHE_POLICY_TTL_SHORT
+	read := &funcTool{spec: readSpec, fn: fn}
+	writeSpec := echoSpec("write")
+	writeSpec.ReadOnly = false
+	write := &funcTool{spec: writeSpec, fn: fn}
+	env.source.set(read, write)
+
+	a := mustInvoke(t, s, req("read", map[string]any{"x": "Q"}))
+	b := mustInvoke(t, s, req("read", map[string]any{"x": "q"})) // rewritten to the same arguments
+	if read.calls.Load() != 1 || !b.GetCached() || strings.Contains(b.GetObservation(), "s3cr3t") || !strings.Contains(a.GetObservation(), redactedText) {
+		t.Fatalf("cache: calls %d, cached %v, observations %q / %q", read.calls.Load(), b.GetCached(), a.GetObservation(), b.GetObservation())
+	}
+	if got := testutil.ToFloat64(s.metrics.hookCalls.WithLabelValues("dlp", "post", "modified")); got != 1 {
+		t.Fatalf("post hook ran %v times, want 1 (the hit is served from the cache)", got)
+	}
+
+	w := req("write", map[string]any{"x": "A"})
+	w.IdempotencyKey = "order-1"
+	first := mustInvoke(t, s, w)
+	w2 := req("write", map[string]any{"x": "a"}) // another spelling, the same call after the rewrite
+	w2.IdempotencyKey, w2.ToolCallId = "order-1", "call_2"
+	second := mustInvoke(t, s, w2)
+	if write.calls.Load() != 1 || !second.GetReplayed() || second.GetObservation() != first.GetObservation() || strings.Contains(first.GetObservation(), "s3cr3t") {
+		t.Fatalf("keyed write: calls %d, replayed %v, %q", write.calls.Load(), second.GetReplayed(), second.GetObservation())
+	}
 }
