@@ -160,7 +160,7 @@ func (hs *hookSet) runPre(ctx context.Context, req *baagentv1.ToolInvocationRequ
 		start := time.Now()
 		hctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 		v, err := h.tr.pre(hctx, hookCall{call: hookCallOf(req, h.cfg.Name, toolName), args: args})
-		timedOut := hctx.Err() != nil
+		timedOut := hctx.Err() != nil || errors.Is(err, errHookDeadline)
 		cancel()
 		promx.Observe(ctx, hs.m.hookDuration.WithLabelValues(h.cfg.Name, string(HookPre)), time.Since(start).Seconds())
 		if ctx.Err() != nil {
@@ -215,7 +215,7 @@ func (hs *hookSet) runPost(ctx context.Context, req *baagentv1.ToolInvocationReq
 		start := time.Now()
 		hctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 		v, err := h.tr.post(hctx, hookCall{call: hookCallOf(req, h.cfg.Name, toolName), args: args, data: hookData(data)})
-		timedOut := hctx.Err() != nil
+		timedOut := hctx.Err() != nil || errors.Is(err, errHookDeadline)
 		cancel()
 		promx.Observe(ctx, hs.m.hookDuration.WithLabelValues(h.cfg.Name, string(HookPost)), time.Since(start).Seconds())
 		if ctx.Err() != nil {
@@ -444,10 +444,18 @@ func (g *grpcHook) post(ctx context.Context, c hookCall) (postVerdict, error) {
 
 func (g *grpcHook) close() error { return g.conn.Close() }
 
+// errHookDeadline is a hook call ended by its deadline as the hook saw
+// it: a gRPC server may give up (its copy of the deadline) a moment before
+// the client's own context ends.
+var errHookDeadline = errors.New("deadline exceeded")
+
 // rpcError is a hook server's error without gRPC's prefix noise.
 func rpcError(err error) error {
 	st := status.Convert(err)
-	if st.Code() == codes.DeadlineExceeded || st.Code() == codes.Canceled {
+	switch st.Code() {
+	case codes.DeadlineExceeded:
+		return errHookDeadline
+	case codes.Canceled:
 		return errors.New(st.Code().String())
 	}
 	return fmt.Errorf("%s: %s", st.Code(), st.Message())

@@ -157,11 +157,21 @@ func helperCommand(mode string) string {
 	return string(b)
 }
 
+// testHookTimeout keeps hooks that should answer from timing out on a
+// busy machine (a command hook starts the race-built test binary).
+const testHookTimeout = "    timeout: 25s\n"
+
 func grpcHookYAML(name, phase, tools, addr, extra string) string {
+	if !strings.Contains(extra, "timeout:") {
+		extra += testHookTimeout
+	}
 	return fmt.Sprintf("  - name: %s\n    phase: %s\n    tools: %s\n    grpc: {address: %q}\n%s", name, phase, tools, addr, extra)
 }
 
 func cmdHookYAML(name, phase, tools, mode, extra string) string {
+	if !strings.Contains(extra, "timeout:") {
+		extra += testHookTimeout
+	}
 	return fmt.Sprintf("  - name: %s\n    phase: %s\n    tools: %s\n    command: %s\n%s", name, phase, tools, helperCommand(mode), extra)
 }
 
