@@ -54,6 +54,8 @@ type HookConfig struct {
 	FailOpen bool
 	// Address is the ToolHookService gRPC target of a gRPC hook.
 	Address string
+	// TLS secures a gRPC hook's connection (off: plaintext).
+	TLS HookTLS
 	// Command is the argv of a command hook (no shell).
 	Command []string
 }
@@ -69,7 +71,8 @@ type hookYAML struct {
 }
 
 type hookGRPCYAML struct {
-	Address string `yaml:"address"`
+	Address string  `yaml:"address"`
+	TLS     HookTLS `yaml:"tls"`
 }
 
 // LoadHooks reads the `hooks:` section of a tools file; a missing section
@@ -143,7 +146,13 @@ func ParseHooks(b []byte) ([]HookConfig, error) {
 		case h.GRPC == nil && len(h.Command) == 0:
 			e.Add(field, "set grpc: {address} or command: [argv...]")
 		case h.GRPC != nil:
-			c.Address = h.GRPC.Address
+			c.Address, c.TLS = h.GRPC.Address, h.GRPC.TLS
+			if t := h.GRPC.TLS; !t.Enabled && (t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != "") {
+				e.Add(field+".grpc.tls.enabled", "must be true when other tls keys are set")
+			}
+			if t := h.GRPC.TLS; (t.CertFile == "") != (t.KeyFile == "") {
+				e.Add(field+".grpc.tls", "set both cert_file and key_file, or neither")
+			}
 			if c.Address == "" {
 				e.Add(field+".grpc.address", "required")
 			} else if conn, err := grpc.NewClient(c.Address, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {

@@ -14,7 +14,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -96,8 +95,13 @@ func newHookSet(cfgs []HookConfig, log *slog.Logger, m *metrics) (*hookSet, erro
 	for _, c := range cfgs {
 		var tr hookTransport
 		if c.Address != "" {
+			creds, err := c.TLS.credentials()
+			if err != nil {
+				hs.close()
+				return nil, fmt.Errorf("hook %q: grpc.tls: %w", c.Name, err)
+			}
 			conn, err := grpc.NewClient(c.Address,
-				grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithTransportCredentials(creds),
 				grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(hookMaxMsgBytes), grpc.MaxCallSendMsgSize(hookMaxMsgBytes)))
 			if err != nil {
 				hs.close()
