@@ -25,6 +25,10 @@ type metrics struct {
 	// tenant usage is logged with each refusal, never a label: tenants
 	// are not a bounded label set.
 	quotaExceeded *prometheus.CounterVec
+	// Hooks (the tools file's `hooks:`; names bounded by the file).
+	hookCalls    *prometheus.CounterVec   // hook, phase, outcome
+	hookFailures *prometheus.CounterVec   // hook, reason
+	hookDuration *prometheus.HistogramVec // hook, phase
 }
 
 func newMetrics(reg prometheus.Registerer, storeStats func() (int, int64), workspaceBytes func() int64) (*metrics, error) {
@@ -67,6 +71,19 @@ func newMetrics(reg prometheus.Registerer, storeStats func() (int, int64), works
 			Help: "Writes refused by a tenant's disk quota, by kind: workspace (file writes, new workspaces) or artifact (a tool result that could not be stored).",
 		}, []string{"kind"}),
 	}
+	m.hookCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "baagent", Subsystem: "toolrunner", Name: "hook_calls_total",
+		Help: "Tool hook calls by hook, phase and outcome: allow, deny, rewrite (pre), unchanged, modified (post), failed.",
+	}, []string{"hook", "phase", "outcome"})
+	m.hookFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "baagent", Subsystem: "toolrunner", Name: "hook_failures_total",
+		Help: "Tool hook failures by hook and reason: timeout, or error (unreachable, bad answer, schema-invalid rewrite).",
+	}, []string{"hook", "reason"})
+	m.hookDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "baagent", Subsystem: "toolrunner", Name: "hook_duration_seconds",
+		Help:    "Latency of tool hook calls by hook and phase.",
+		Buckets: []float64{.0001, .0005, .001, .005, .01, .05, .1, .5, 1, 5, 30},
+	}, []string{"hook", "phase"})
 	for _, kind := range []string{quota.Workspace, quota.Artifact} {
 		m.quotaExceeded.WithLabelValues(kind) // export zeros, so that rate() sees the first refusal
 	}
@@ -82,7 +99,7 @@ func newMetrics(reg prometheus.Registerer, storeStats func() (int, int64), works
 		Namespace: "baagent", Subsystem: "toolrunner", Name: "workspace_bytes",
 		Help: "Workspace bytes charged to tenants' quotas (files in 4 KiB blocks, directories one block), summed over the tenants used since the process started: a tenant is counted on first use.",
 	}, func() float64 { return float64(workspaceBytes()) })
-	if err := basemetrics.RegisterExclusive(reg, "toolrunner", m.calls, m.duration, m.errors, m.retries, m.cacheHits, m.keyed, m.artifactBytes, m.artifactsGone, m.quotaExceeded, stored, count, wsBytes); err != nil {
+	if err := basemetrics.RegisterExclusive(reg, "toolrunner", m.calls, m.duration, m.errors, m.retries, m.cacheHits, m.keyed, m.artifactBytes, m.artifactsGone, m.quotaExceeded, stored, count, wsBytes, m.hookCalls, m.hookFailures, m.hookDuration); err != nil {
 		return nil, err
 	}
 	return m, nil

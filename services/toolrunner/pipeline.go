@@ -31,9 +31,9 @@ const DefaultLargeDataBytes = 1 << 20
 const defaultPermissionLevel = "default"
 
 // invoke is the pipeline: find the tool → validate the arguments →
-// permission (allowed tools, allow/deny/ask) → idempotency cache → execute
-// with timeout and retries → format at the output level → store large data
-// as an artifact → truncate → metrics. Tool failures are results; an error
+// permission (allowed tools, allow/deny/ask) → pre hooks → idempotency
+// cache → execute with timeout and retries → post hooks → format at the
+// output level → store large data as an artifact → truncate → metrics. Tool failures are results; an error
 // return means the caller went away.
 func (s *Server) invoke(ctx context.Context, req *baagentv1.ToolInvocationRequest) (*baagentv1.ToolExecutionResult, error) {
 	start := time.Now()
@@ -57,6 +57,7 @@ func (s *Server) invoke(ctx context.Context, req *baagentv1.ToolInvocationReques
 	res.OutputLevel = level
 
 	args := req.GetParameters().AsMap()
+	checkArgs := func(map[string]any) error { return nil }
 	if schema, err := s.tools.schemas.get(spec.Parameters); err != nil {
 		s.log.DebugContext(ctx, "tool schema unusable; arguments not validated", "tool", spec.Name, "error", err)
 	} else if schema != nil {
@@ -64,6 +65,7 @@ func (s *Server) invoke(ctx context.Context, req *baagentv1.ToolInvocationReques
 			fail(res, tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_INVALID_PARAMETERS, "INVALID_ARGUMENTS", "%s: %v", spec.Name, err))
 			return finish()
 		}
+		checkArgs = func(a map[string]any) error { return schema.Validate(a) }
 	}
 
 	if !allowedBy(req.GetAllowedTools(), spec.Name) {
@@ -83,6 +85,17 @@ func (s *Server) invoke(ctx context.Context, req *baagentv1.ToolInvocationReques
 				"%s needs the user's approval before it runs; nothing was executed", spec.Name))
 			return finish()
 		}
+	}
+
+	// Pre hooks (docs/concepts/tool-hooks.md) may deny the call or rewrite
+	// its arguments; the fingerprint below covers the arguments that run.
+	args, te, err := s.hooks.runPre(ctx, req, spec.Name, args, checkArgs)
+	if err != nil {
+		return nil, status.FromContextError(err).Err()
+	}
+	if te != nil {
+		fail(res, te)
+		return finish()
 	}
 
 	owner := artifact.Owner{Tenant: req.GetTenant(), ConversationID: req.GetConversationId()}
@@ -168,7 +181,17 @@ func (s *Server) run(ctx context.Context, x execution, res *baagentv1.ToolExecut
 		fail(res, tool.Classify(err))
 		return nil
 	}
+	// Post hooks see the data before it is formatted, stored or cached.
+	data, notes, te, err := s.hooks.runPost(ctx, req, x.t.Spec().Name, x.args, data)
+	if err != nil {
+		return err
+	}
+	if te != nil {
+		fail(res, te)
+		return nil
+	}
 	s.present(ctx, res, x.t.Spec().Name, data, x.level, x.owner, req)
+	annotate(res, notes, truncate.MaxOutputBytes)
 	return nil
 }
 

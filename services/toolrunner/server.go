@@ -129,6 +129,7 @@ type Server struct {
 	artifacts      *artifact.Store
 	cache          *resultCache
 	metrics        *metrics
+	hooks          *hookSet
 	largeDataBytes int
 	cleanupEvery   time.Duration
 	wsMaxIdle      time.Duration
@@ -242,6 +243,17 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.cache = newResultCache(opts.Clock.Now, opts.CacheEntries, opts.CacheBytes)
+	var hookCfgs []HookConfig
+	if opts.ConfigFile != "" {
+		if hookCfgs, err = LoadHooks(opts.ConfigFile); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("setting tools-file: %w", err)
+		}
+	}
+	if s.hooks, err = newHookSet(hookCfgs, s.log, s.metrics); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("setting tools-file: %w", err)
+	}
 	return s, nil
 }
 
@@ -255,6 +267,9 @@ func (s *Server) Close() error {
 	}
 	if s.workspaces != nil {
 		errs = append(errs, s.workspaces.close())
+	}
+	if s.hooks != nil {
+		errs = append(errs, s.hooks.close())
 	}
 	return errors.Join(errs...)
 }

@@ -18,7 +18,7 @@ import (
 // core (per-tool permissions and retry policies) and is skipped here.
 var (
 	ownKeys     = []string{"providers", "mcp_servers"}
-	foreignKeys = []string{"policies"}
+	foreignKeys = []string{"policies", "hooks"}
 )
 
 // LoadFile reads the tools file at path with the process environment for

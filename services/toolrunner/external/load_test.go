@@ -19,6 +19,8 @@ func TestParseFull(t *testing.T) {
 	const doc = `
 policies:            # owned by the core; skipped here
   file_write: {permission: ask}
+hooks:               # owned by the core; skipped here
+  - {name: guard, phase: pre, tools: ["*"], command: [/bin/true]}
 providers:
   - name: finance
     address: 127.0.0.1:7790

@@ -652,9 +652,11 @@ type ToolExecutionResult struct {
 	ApprovalRequired bool `protobuf:"varint,18,opt,name=approval_required,json=approvalRequired,proto3" json:"approval_required,omitempty"`
 	// True when the result is the outcome recorded under the idempotency key
 	// by an earlier delivery of the same call: the tool did not run again.
-	Replayed      bool `protobuf:"varint,19,opt,name=replayed,proto3" json:"replayed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Replayed bool `protobuf:"varint,19,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	// Notes added by post hooks (the tools file's `hooks:`), in hook order.
+	HookAnnotations []string `protobuf:"bytes,21,rep,name=hook_annotations,json=hookAnnotations,proto3" json:"hook_annotations,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ToolExecutionResult) Reset() {
@@ -818,6 +820,13 @@ func (x *ToolExecutionResult) GetReplayed() bool {
 		return x.Replayed
 	}
 	return false
+}
+
+func (x *ToolExecutionResult) GetHookAnnotations() []string {
+	if x != nil {
+		return x.HookAnnotations
+	}
+	return nil
 }
 
 // ToolDefinition describes a tool the toolrunner can run.
@@ -1448,7 +1457,7 @@ const file_baagent_v1_toolrunner_proto_rawDesc = "" +
 	"\rallowed_tools\x18\x11 \x01(\v2\x19.baagent.v1.ToolAllowListR\fallowedTools\x12>\n" +
 	"\fretry_policy\x18\x12 \x01(\v2\x1b.baagent.v1.ToolRetryPolicyR\vretryPolicy\x12\x1a\n" +
 	"\bapproved\x18\x13 \x01(\bR\bapprovedB\x13\n" +
-	"\x11_retry_on_timeout\"\xbf\x05\n" +
+	"\x11_retry_on_timeout\"\xea\x05\n" +
 	"\x13ToolExecutionResult\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
 	"toolCallId\x12 \n" +
@@ -1476,7 +1485,8 @@ const file_baagent_v1_toolrunner_proto_rawDesc = "" +
 	"\ttruncated\x18\x10 \x01(\bR\ttruncated\x12'\n" +
 	"\x0fidempotency_key\x18\x11 \x01(\tR\x0eidempotencyKey\x12+\n" +
 	"\x11approval_required\x18\x12 \x01(\bR\x10approvalRequired\x12\x1a\n" +
-	"\breplayed\x18\x13 \x01(\bR\breplayed\"\xc4\x03\n" +
+	"\breplayed\x18\x13 \x01(\bR\breplayed\x12)\n" +
+	"\x10hook_annotations\x18\x15 \x03(\tR\x0fhookAnnotations\"\xc4\x03\n" +
 	"\x0eToolDefinition\x12.\n" +
 	"\x06schema\x18\x01 \x01(\v2\x16.baagent.v1.ToolSchemaR\x06schema\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12I\n" +

@@ -367,6 +367,13 @@ export declare type ToolExecutionResult = Message<"baagent.v1.ToolExecutionResul
    * @generated from field: bool replayed = 19;
    */
   replayed: boolean;
+
+  /**
+   * Notes added by post hooks (the tools file's `hooks:`), in hook order.
+   *
+   * @generated from field: repeated string hook_annotations = 21;
+   */
+  hookAnnotations: string[];
 };
 
 /**
