@@ -95,7 +95,7 @@ func newHookSet(cfgs []HookConfig, log *slog.Logger, m *metrics) (*hookSet, erro
 	for _, c := range cfgs {
 		var tr hookTransport
 		if c.Address != "" {
-			creds, err := c.TLS.credentials()
+			creds, err := c.TLS.Credentials()
 			if err != nil {
 				hs.close()
 				return nil, fmt.Errorf("hook %q: grpc.tls: %w", c.Name, err)

@@ -14,6 +14,8 @@ package external
 import (
 	"errors"
 	"time"
+
+	"github.com/baagent/baagent/internal/grpcclient"
 )
 
 // Config is the external-tools part of the tools file.
@@ -44,19 +46,7 @@ type ProviderConfig struct {
 }
 
 // TLSConfig secures a provider connection.
-type TLSConfig struct {
-	// Enabled turns TLS on; the system roots verify the server unless CAFile
-	// is set.
-	Enabled bool `yaml:"enabled"`
-	// CAFile is a PEM bundle of roots that verify the server.
-	CAFile string `yaml:"ca_file"`
-	// CertFile and KeyFile are the client certificate for mutual TLS; both or
-	// neither.
-	CertFile string `yaml:"cert_file"`
-	KeyFile  string `yaml:"key_file"`
-	// ServerName overrides the name verified in the server certificate.
-	ServerName string `yaml:"server_name"`
-}
+type TLSConfig = grpcclient.TLSFiles
 
 // MCPServerConfig registers one MCP server (`mcp_servers:` entry); exactly
 // one of Stdio and HTTP is set.

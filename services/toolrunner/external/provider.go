@@ -2,12 +2,9 @@ package external
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"sync"
 	"time"
@@ -15,8 +12,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/retry"
@@ -49,7 +44,7 @@ type providerSource struct {
 // providerDialOptions builds the gRPC options of a provider entry and checks
 // its target, so that New fails on a bad entry before starting anything.
 func providerDialOptions(cfg ProviderConfig, b retry.Backoff) ([]grpc.DialOption, error) {
-	creds, err := providerCredentials(cfg.TLS)
+	creds, err := cfg.TLS.Credentials()
 	if err != nil {
 		return nil, fmt.Errorf("provider %q: tls: %w", cfg.Name, err)
 	}
@@ -86,32 +81,6 @@ func newProviderSource(cfg ProviderConfig, dialOpts []grpc.DialOption, b retry.B
 		backoff:     reconnectBackoff(b),
 		dialOpts:    dialOpts,
 	}
-}
-
-func providerCredentials(c TLSConfig) (credentials.TransportCredentials, error) {
-	if !c.Enabled {
-		return insecure.NewCredentials(), nil
-	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName}
-	if c.CAFile != "" {
-		pem, err := os.ReadFile(c.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("ca_file %s: no PEM certificate found", c.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if c.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("cert_file/key_file: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return credentials.NewTLS(tc), nil
 }
 
 // run keeps the tool list current until ctx ends, then closes the
