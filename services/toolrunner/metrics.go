@@ -25,6 +25,10 @@ type metrics struct {
 	// tenant usage is logged with each refusal, never a label: tenants
 	// are not a bounded label set.
 	quotaExceeded *prometheus.CounterVec
+	// compositions counts composition runs by composition and outcome
+	// (success, error, approval_required); compositions come from the
+	// tools file, a bounded set.
+	compositions *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, storeStats func() (int, int64), workspaceBytes func() int64) (*metrics, error) {
@@ -66,6 +70,10 @@ func newMetrics(reg prometheus.Registerer, storeStats func() (int, int64), works
 			Namespace: "baagent", Subsystem: "toolrunner", Name: "quota_exceeded_total",
 			Help: "Writes refused by a tenant's disk quota, by kind: workspace (file writes, new workspaces) or artifact (a tool result that could not be stored).",
 		}, []string{"kind"}),
+		compositions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "baagent", Subsystem: "toolrunner", Name: "composition_runs_total",
+			Help: "Tool composition runs by composition and outcome (success, error, approval_required).",
+		}, []string{"composition", "outcome"}),
 	}
 	for _, kind := range []string{quota.Workspace, quota.Artifact} {
 		m.quotaExceeded.WithLabelValues(kind) // export zeros, so that rate() sees the first refusal
@@ -82,7 +90,7 @@ func newMetrics(reg prometheus.Registerer, storeStats func() (int, int64), works
 		Namespace: "baagent", Subsystem: "toolrunner", Name: "workspace_bytes",
 		Help: "Workspace bytes charged to tenants' quotas (files in 4 KiB blocks, directories one block), summed over the tenants used since the process started: a tenant is counted on first use.",
 	}, func() float64 { return float64(workspaceBytes()) })
-	if err := basemetrics.RegisterExclusive(reg, "toolrunner", m.calls, m.duration, m.errors, m.retries, m.cacheHits, m.keyed, m.artifactBytes, m.artifactsGone, m.quotaExceeded, stored, count, wsBytes); err != nil {
+	if err := basemetrics.RegisterExclusive(reg, "toolrunner", m.calls, m.duration, m.errors, m.retries, m.cacheHits, m.keyed, m.artifactBytes, m.artifactsGone, m.quotaExceeded, m.compositions, stored, count, wsBytes); err != nil {
 		return nil, err
 	}
 	return m, nil
