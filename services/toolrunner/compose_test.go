@@ -24,7 +24,7 @@ func objSpec(name string) tool.Spec {
 
 // composeServer writes yaml as the tools file and starts a server whose
 // source offers tools.
-func composeServer(t *testing.T, yaml string, tools ...tool.Tool) (*Server, *testEnv) {
+func composeServer(t testing.TB, yaml string, tools ...tool.Tool) (*Server, *testEnv) {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "tools.yaml")
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
