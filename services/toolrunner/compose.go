@@ -253,7 +253,10 @@ func jsonValue(v any) (any, error) {
 		return nil, err
 	}
 	var out any
-	return out, json.Unmarshal(b, &out)
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // compositions holds the configured compositions by name.
