@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/toolrunner/external"
 	"github.com/baagent/baagent/services/toolrunner/tool"
 )
 
@@ -392,5 +393,30 @@ func TestCompositionCallerLeaves(t *testing.T) {
 	defer cancel()
 	if _, err := s.Invoke(ctx, &baagentv1.InvokeRequest{Request: req("c", nil)}); err == nil {
 		t.Fatal("a caller that left got a result")
+	}
+}
+
+// TestExampleToolsFileCompositions: the example tools file's compositions
+// load, and the external tool loader accepts the section.
+func TestExampleToolsFileCompositions(t *testing.T) {
+	file := filepath.Join("..", "..", "examples", "config", "tools.yaml")
+	cs, err := LoadCompositions(file)
+	if err != nil || len(cs) == 0 {
+		t.Fatalf("compositions %v: %v", cs, err)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := external.Parse(b, nil); err != nil {
+		t.Fatalf("external loader: %v", err)
+	}
+	// And it runs over the sample data.
+	s, _ := newTestServer(t, func(o *Options) {
+		o.ConfigFile, o.WorkspaceSeedDir = file, filepath.Join("..", "..", "examples", "data")
+	})
+	res := mustInvoke(t, s, req("products_overview", nil))
+	if !res.GetSuccess() || len(res.GetInnerCalls()) != 2 || !strings.Contains(res.GetObservation(), "| category | products |") {
+		t.Fatalf("products_overview: %s", res.GetObservation())
 	}
 }
