@@ -420,3 +420,90 @@ func TestExampleToolsFileCompositions(t *testing.T) {
 		t.Fatalf("products_overview: %s", res.GetObservation())
 	}
 }
+
+func TestCompositionApprovalAndDeny(t *testing.T) {
+	yaml := `
+policies:
+  tools:
+    risky: {permission: ask}
+    hidden: {permission: deny}
+compositions:
+  - name: guarded
+    description: Needs approval for its second step.
+    kind: sequential
+    steps:
+      - {tool: open}
+      - {tool: risky, fallback: [open]}
+  - name: hidden
+    description: Denied by policy.
+    kind: sequential
+    steps:
+      - {tool: open}
+`
+	open := &funcTool{spec: objSpec("open"), fn: ok("fine")}
+	risky := &funcTool{spec: objSpec("risky"), fn: ok("did it")}
+	s, _ := composeServer(t, yaml, open, risky)
+
+	res := mustInvoke(t, s, req("guarded", nil))
+	if res.GetSuccess() || !res.GetApprovalRequired() || risky.calls.Load() != 0 {
+		t.Fatalf("unapproved: success %v approval %v risky ran %d", res.GetSuccess(), res.GetApprovalRequired(), risky.calls.Load())
+	}
+	if n := strings.Join(innerNames(res), ","); n != "open=call_1/s0,risky=call_1/s1" {
+		t.Errorf("a step awaiting approval tried its fallback: %s", n)
+	}
+	if n := testutil.ToFloat64(s.metrics.compositions.WithLabelValues("guarded", "approval_required")); n != 1 {
+		t.Errorf("approval_required count %v", n)
+	}
+	r := req("guarded", nil)
+	r.Approved = true
+	if res = mustInvoke(t, s, r); !res.GetSuccess() || risky.calls.Load() != 1 {
+		t.Fatalf("approved: %s", res.GetObservation())
+	}
+
+	if res = mustInvoke(t, s, req("hidden", nil)); res.GetErrorCode() != "TOOL_DENIED" || open.calls.Load() != 2 {
+		t.Fatalf("denied composition: %v, open ran %d", res.GetErrorCode(), open.calls.Load())
+	}
+	lt, err := s.ListTools(context.Background(), &baagentv1.ListToolsRequest{Tenant: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range lt.GetTools() {
+		names = append(names, d.GetSchema().GetName())
+	}
+	if got := strings.Join(names, ","); !strings.Contains(got, "guarded") || strings.Contains(got, "hidden") {
+		t.Errorf("listed %s", got)
+	}
+}
+
+func TestCompositionParallelPartialFailureAndNumericPredicate(t *testing.T) {
+	count := &funcTool{spec: objSpec("count"), fn: ok(map[string]any{"n": 3})}
+	broken := &funcTool{spec: objSpec("broken"), fn: failing("BROKEN")}
+	three := &funcTool{spec: objSpec("three"), fn: ok("was three")}
+	s, _ := composeServer(t, `
+compositions:
+  - name: both
+    description: d
+    kind: parallel
+    steps: [{tool: count}, {tool: broken}]
+  - name: by_count
+    description: d
+    kind: conditional
+    steps:
+      - {tool: count}
+      - {tool: three, when: {path: "$.data.n", equals: 3}}
+`, count, broken, three)
+	res := mustInvoke(t, s, req("both", nil))
+	if res.GetSuccess() || !strings.Contains(res.GetErrorMessage(), "step 2 (broken) failed with BROKEN") {
+		t.Fatalf("parallel with a failure: %v %q", res.GetSuccess(), res.GetErrorMessage())
+	}
+	for _, want := range []string{"Step 1 of 2: count (ok)", "Step 2 of 2: broken (failed)"} {
+		if !strings.Contains(res.GetObservation(), want) {
+			t.Errorf("observation lacks %q:\n%s", want, res.GetObservation())
+		}
+	}
+	// An int in the tool's data equals the YAML's 3.
+	if res = mustInvoke(t, s, req("by_count", nil)); !res.GetSuccess() || three.calls.Load() != 1 {
+		t.Fatalf("numeric predicate: %v", innerNames(res))
+	}
+}
