@@ -92,3 +92,31 @@ func FuzzSelector(f *testing.F) {
 		_, _ = mapArgs(map[string]any{"a": s, "b": []any{s}}, func(x selector) (any, error) { return x.eval(doc) })
 	})
 }
+
+// FuzzParseCompositions: any tools file is accepted or refused without
+// panicking; an accepted composition respects the limits.
+func FuzzParseCompositions(f *testing.F) {
+	f.Add(seqYAML)
+	f.Add("compositions:\n  - {name: c, description: d, kind: conditional, steps: [{tool: a}, {tool: b, when: {path: \"$.data.n\", equals: 3}, args: {x: [\"$steps[0].data\", {y: \"$$z\"}]}}]}")
+	f.Add("compositions:\n  - {name: c, description: d, kind: parallel, steps: [{tool: a, fallback: [b]}], input_schema: {type: object}}")
+	f.Fuzz(func(t *testing.T, doc string) {
+		cs, err := ParseCompositions([]byte(doc))
+		if err != nil {
+			return
+		}
+		for _, c := range cs {
+			if len(c.Steps) == 0 || len(c.Steps) > MaxCompositionSteps {
+				t.Fatalf("%s has %d steps", c.Name, len(c.Steps))
+			}
+			for _, st := range c.Steps {
+				if len(st.Fallback) > MaxStepFallbacks {
+					t.Fatalf("%s: %d fallbacks", c.Name, len(st.Fallback))
+				}
+				_, _ = mapArgs(st.Args, func(sel selector) (any, error) { return sel.eval(map[string]any{}) })
+				if st.When != nil {
+					st.When.holds(map[string]any{"success": true})
+				}
+			}
+		}
+	})
+}
