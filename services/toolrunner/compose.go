@@ -266,7 +266,7 @@ func (c *Composition) spec(readOnly bool) tool.Spec {
 	return tool.Spec{Name: c.Name, Description: c.Description, Parameters: c.InputSchema, ReadOnly: readOnly, Source: compositionSource}
 }
 
-// readOnly reports whether every tool a composition may call is read-only
+// compositionReadOnly reports whether every tool a composition may call is read-only
 // now (a missing tool counts as not read-only).
 func (s *Server) compositionReadOnly(c *Composition) bool {
 	for _, st := range c.Steps {
@@ -323,6 +323,8 @@ func (s *Server) invokeComposition(ctx context.Context, req *baagentv1.ToolInvoc
 			outcome = "error"
 		}
 		s.metrics.compositions.WithLabelValues(c.Name, outcome).Inc()
+		s.log.DebugContext(ctx, "composition run", "composition", c.Name, "kind", string(c.Kind), "tool_call_id", req.GetToolCallId(),
+			"outcome", outcome, "inner_calls", len(res.GetInnerCalls()), "error_code", res.GetErrorCode())
 		return res, nil
 	}
 	input := req.GetParameters().AsMap()
