@@ -409,6 +409,14 @@ func (v *liveView) printf(format string, args ...any) {
 	fmt.Fprintf(v.w, format, args...)
 }
 
+// innerIndent indents the calls a tool composition made under it.
+func innerIndent(parentToolCallID string) string {
+	if parentToolCallID == "" {
+		return ""
+	}
+	return "    ┆ "
+}
+
 func (v *liveView) show(ev *baagentv1.Event) error {
 	if child := ev.GetSubagentRunId(); child != "" {
 		return v.showMirrored(ev, child)
@@ -460,7 +468,7 @@ func (v *liveView) show(ev *baagentv1.Event) error {
 			b, _ := protojson.Marshal(a.GetToolInput())
 			args = string(b)
 		}
-		v.printf("→ %s %s  [%s]\n", a.GetToolName(), shorten(args, observationPreview), a.GetToolCallId())
+		v.printf("%s→ %s %s  [%s]\n", innerIndent(a.GetParentToolCallId()), a.GetToolName(), shorten(args, observationPreview), a.GetToolCallId())
 	case *baagentv1.Event_Observe:
 		o := p.Observe
 		mark := "ok"
@@ -483,7 +491,8 @@ func (v *liveView) show(ev *baagentv1.Event) error {
 		if o.GetCached() {
 			extra += ", cached"
 		}
-		v.printf("← %s %s in %.1f ms%s  [%s]\n  %s\n", o.GetToolName(), mark, o.GetDurationMs(), extra, o.GetToolCallId(), shorten(o.GetObservation(), observationPreview))
+		in := innerIndent(o.GetParentToolCallId())
+		v.printf("%s← %s %s in %.1f ms%s  [%s]\n%s  %s\n", in, o.GetToolName(), mark, o.GetDurationMs(), extra, o.GetToolCallId(), in, shorten(o.GetObservation(), observationPreview))
 	case *baagentv1.Event_SkillActivated:
 		s := p.SkillActivated
 		v.printf("skill %s activated (chain %s)\n", s.GetSkillName(), strings.Join(s.GetActivationChain(), " → "))

@@ -316,6 +316,11 @@ func (a *aisdkStreamer) mapped(e *hub.Entry, ask *pendingQuestion) error {
 			return err
 		}
 		act := ev.GetAct()
+		if act.GetParentToolCallId() != "" {
+			// A tool composition's inner call: not a call of the model's
+			// message, so no tool part (its observe is skipped as unseen).
+			return nil
+		}
 		if a.tools == nil {
 			a.tools = map[string]bool{}
 		}

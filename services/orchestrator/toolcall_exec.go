@@ -28,6 +28,9 @@ type callResult struct {
 	// approval: the toolrunner refused to run the call until the user
 	// approves it (permission ASK); nothing ran.
 	approval bool
+	// inner are the act/observe events of the calls a tool composition
+	// made, emitted between the composition's act and its observe.
+	inner []*baagentv1.Event
 }
 
 // observed publishes a result's observe event and records its metrics.
@@ -45,7 +48,33 @@ func (r *run) observed(res *callResult) error {
 	}
 	r.s.metrics.toolCalls.WithLabelValues(outcome).Inc()
 	promx.Observe(r.ctx, r.s.metrics.toolDuration, res.observe.GetDurationMs()/1000)
+	for _, ev := range res.inner {
+		if err := r.emit(ev); err != nil {
+			return err
+		}
+	}
 	return r.emit(&baagentv1.Event{Payload: &baagentv1.Event_Observe{Observe: res.observe}})
+}
+
+// innerEvents are the act and observe events of the calls a tool
+// composition made (docs/concepts/events.md), each carrying the
+// composition's call id as parent_tool_call_id.
+func innerEvents(parent string, calls []*baagentv1.InnerToolCall) []*baagentv1.Event {
+	var out []*baagentv1.Event
+	for _, ic := range calls {
+		res := ic.GetResult()
+		out = append(out,
+			&baagentv1.Event{Payload: &baagentv1.Event_Act{Act: &baagentv1.ActPayload{
+				ToolCallId: ic.GetToolCallId(), ToolName: ic.GetToolName(), ToolInput: ic.GetArguments(), ParentToolCallId: parent,
+			}}},
+			&baagentv1.Event{Payload: &baagentv1.Event_Observe{Observe: &baagentv1.ObservePayload{
+				ToolCallId: ic.GetToolCallId(), ToolName: ic.GetToolName(), Observation: res.GetObservation(),
+				Success: res.GetSuccess(), ErrorType: res.GetErrorType(), ErrorCode: res.GetErrorCode(),
+				DurationMs: res.GetDurationMs(), ArtifactId: res.GetArtifactId(), RetryCount: res.GetRetryCount(),
+				OutputLevel: res.GetOutputLevel(), Cached: res.GetCached(), ParentToolCallId: parent,
+			}}})
+	}
+	return out
 }
 
 // Error codes of observations the orchestrator produces itself.
@@ -133,7 +162,7 @@ func (r *run) invokeTool(ctx context.Context, c *baagentv1.ToolCall, ts *toolset
 	if dur == 0 {
 		dur = float64(time.Since(began).Microseconds()) / 1000
 	}
-	return r.result(c, began, &baagentv1.ObservePayload{
+	cr := r.result(c, began, &baagentv1.ObservePayload{
 		ToolCallId:  c.GetId(),
 		ToolName:    c.GetName(),
 		Observation: obs,
@@ -145,7 +174,9 @@ func (r *run) invokeTool(ctx context.Context, c *baagentv1.ToolCall, ts *toolset
 		RetryCount:  res.GetRetryCount(),
 		OutputLevel: res.GetOutputLevel(),
 		Cached:      res.GetCached(),
-	}), nil
+	})
+	cr.inner = innerEvents(c.GetId(), res.GetInnerCalls())
+	return cr, nil
 }
 
 // failedCall is a call answered by the orchestrator with an error

@@ -16,14 +16,15 @@ import (
 )
 
 // toolsFile is the tools file (-tools-file). The toolrunner core reads
-// `policies:` and `hooks:`; `providers:` and `mcp_servers:` belong to the external tool
-// managers and are accepted here without being interpreted. Any other key
-// is an error.
+// `policies:`, `hooks:` and `compositions:` (compose.go); `providers:` and
+// `mcp_servers:` belong to the external tool managers and are accepted here
+// without being interpreted. Any other key is an error.
 type toolsFile struct {
-	Policies   *policiesYAML `yaml:"policies"`
-	Providers  yaml.Node     `yaml:"providers"`
-	MCPServers yaml.Node     `yaml:"mcp_servers"`
-	Hooks      []hookYAML    `yaml:"hooks"`
+	Policies     *policiesYAML     `yaml:"policies"`
+	Compositions []compositionYAML `yaml:"compositions"`
+	Providers    yaml.Node         `yaml:"providers"`
+	MCPServers   yaml.Node         `yaml:"mcp_servers"`
+	Hooks        []hookYAML        `yaml:"hooks"`
 }
 
 type policiesYAML struct {

@@ -62,3 +62,61 @@ func FuzzToolArguments(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSelector: any text parses or is refused without panicking; a parsed
+// selector evaluates on any document without panicking, and its prefix
+// rendering parses back to the same path.
+func FuzzSelector(f *testing.F) {
+	for _, s := range []string{"$input.path", "$steps[0].data.rows[2]", `$["a b"][0]`, "$", "$steps[", "$input..x", `$input["\u00e9"]`, "$$lit", "$stepsx", "$input[999999]"} {
+		f.Add(s)
+	}
+	doc := map[string]any{"path": "p", "data": map[string]any{"rows": []any{1.0, "x", nil}}, "a b": []any{true}}
+	f.Fuzz(func(t *testing.T, s string) {
+		sel, err := parseSelector(s)
+		if err != nil {
+			return
+		}
+		_, _ = sel.eval(doc)
+		again, err := parseSelector(sel.prefix(len(sel.path)))
+		if err != nil {
+			t.Fatalf("%q rendered as %q, which does not parse: %v", s, sel.prefix(len(sel.path)), err)
+		}
+		if again.root != sel.root || again.step != sel.step || len(again.path) != len(sel.path) {
+			t.Fatalf("%q round trip: %+v != %+v", s, again, sel)
+		}
+		for i := range sel.path {
+			if again.path[i] != sel.path[i] {
+				t.Fatalf("%q round trip at %d: %+v != %+v", s, i, again.path[i], sel.path[i])
+			}
+		}
+		_, _ = mapArgs(map[string]any{"a": s, "b": []any{s}}, func(x selector) (any, error) { return x.eval(doc) })
+	})
+}
+
+// FuzzParseCompositions: any tools file is accepted or refused without
+// panicking; an accepted composition respects the limits.
+func FuzzParseCompositions(f *testing.F) {
+	f.Add(seqYAML)
+	f.Add("compositions:\n  - {name: c, description: d, kind: conditional, steps: [{tool: a}, {tool: b, when: {path: \"$.data.n\", equals: 3}, args: {x: [\"$steps[0].data\", {y: \"$$z\"}]}}]}")
+	f.Add("compositions:\n  - {name: c, description: d, kind: parallel, steps: [{tool: a, fallback: [b]}], input_schema: {type: object}}")
+	f.Fuzz(func(t *testing.T, doc string) {
+		cs, err := ParseCompositions([]byte(doc))
+		if err != nil {
+			return
+		}
+		for _, c := range cs {
+			if len(c.Steps) == 0 || len(c.Steps) > MaxCompositionSteps {
+				t.Fatalf("%s has %d steps", c.Name, len(c.Steps))
+			}
+			for _, st := range c.Steps {
+				if len(st.Fallback) > MaxStepFallbacks {
+					t.Fatalf("%s: %d fallbacks", c.Name, len(st.Fallback))
+				}
+				_, _ = mapArgs(st.Args, func(sel selector) (any, error) { return sel.eval(map[string]any{}) })
+				if st.When != nil {
+					st.When.holds(map[string]any{"success": true})
+				}
+			}
+		}
+	})
+}

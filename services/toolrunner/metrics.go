@@ -29,6 +29,10 @@ type metrics struct {
 	hookCalls    *prometheus.CounterVec   // hook, phase, outcome
 	hookFailures *prometheus.CounterVec   // hook, reason
 	hookDuration *prometheus.HistogramVec // hook, phase
+	// compositions counts composition runs by composition and outcome
+	// (success, error, approval_required); compositions come from the
+	// tools file, a bounded set.
+	compositions *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, storeStats func() (int, int64), workspaceBytes func() int64) (*metrics, error) {
@@ -70,6 +74,10 @@ func newMetrics(reg prometheus.Registerer, storeStats func() (int, int64), works
 			Namespace: "baagent", Subsystem: "toolrunner", Name: "quota_exceeded_total",
 			Help: "Writes refused by a tenant's disk quota, by kind: workspace (file writes, new workspaces) or artifact (a tool result that could not be stored).",
 		}, []string{"kind"}),
+		compositions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "baagent", Subsystem: "toolrunner", Name: "composition_runs_total",
+			Help: "Tool composition runs by composition and outcome (success, error, approval_required).",
+		}, []string{"composition", "outcome"}),
 	}
 	m.hookCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "baagent", Subsystem: "toolrunner", Name: "hook_calls_total",
@@ -99,7 +107,7 @@ func newMetrics(reg prometheus.Registerer, storeStats func() (int, int64), works
 		Namespace: "baagent", Subsystem: "toolrunner", Name: "workspace_bytes",
 		Help: "Workspace bytes charged to tenants' quotas (files in 4 KiB blocks, directories one block), summed over the tenants used since the process started: a tenant is counted on first use.",
 	}, func() float64 { return float64(workspaceBytes()) })
-	if err := basemetrics.RegisterExclusive(reg, "toolrunner", m.calls, m.duration, m.errors, m.retries, m.cacheHits, m.keyed, m.artifactBytes, m.artifactsGone, m.quotaExceeded, stored, count, wsBytes, m.hookCalls, m.hookFailures, m.hookDuration); err != nil {
+	if err := basemetrics.RegisterExclusive(reg, "toolrunner", m.calls, m.duration, m.errors, m.retries, m.cacheHits, m.keyed, m.artifactBytes, m.artifactsGone, m.quotaExceeded, m.compositions, stored, count, wsBytes, m.hookCalls, m.hookFailures, m.hookDuration); err != nil {
 		return nil, err
 	}
 	return m, nil

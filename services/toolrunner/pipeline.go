@@ -44,6 +44,9 @@ func (s *Server) invoke(ctx context.Context, req *baagentv1.ToolInvocationReques
 		return res, nil
 	}
 
+	if c, ok := s.compositions[req.GetToolName()]; ok {
+		return s.invokeComposition(ctx, req, c)
+	}
 	t, ok := s.tools.lookup(req.GetToolName())
 	if !ok {
 		fail(res, tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_NOT_FOUND, "TOOL_NOT_FOUND",
@@ -192,6 +195,7 @@ func (s *Server) run(ctx context.Context, x execution, res *baagentv1.ToolExecut
 	}
 	s.present(ctx, res, x.t.Spec().Name, data, x.level, x.owner, req)
 	annotate(res, notes, truncate.MaxOutputBytes)
+	captured(ctx, data)
 	return nil
 }
 

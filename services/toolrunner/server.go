@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -134,6 +135,9 @@ type Server struct {
 	cleanupEvery   time.Duration
 	wsMaxIdle      time.Duration
 
+	// compositions are the tools file's compositions, by name.
+	compositions compositions
+
 	ledger *ledger
 	// Calls with side effects run detached from their callers until they
 	// end; life bounds them (cancelled at shutdown after drainTimeout).
@@ -200,6 +204,14 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("setting tools-file: %w", err)
 		}
 		s.policies = &ps
+		cs, err := LoadCompositions(opts.ConfigFile)
+		if err != nil {
+			return nil, fmt.Errorf("setting tools-file: %w", err)
+		}
+		s.compositions = compositions{}
+		for i := range cs {
+			s.compositions[cs[i].Name] = &cs[i]
+		}
 	}
 	var err error
 	if s.metrics, err = newMetrics(opts.Registerer, func() (int, int64) {
@@ -241,6 +253,12 @@ func New(opts Options) (*Server, error) {
 	if s.tools, err = newRegistry(s.log, builtins, opts.Sources); err != nil {
 		s.Close()
 		return nil, err
+	}
+	for name := range s.compositions {
+		if _, ok := s.tools.builtins[name]; ok {
+			s.Close()
+			return nil, fmt.Errorf("setting tools-file: composition %s: the name is a built-in tool's", name)
+		}
 	}
 	s.cache = newResultCache(opts.Clock.Now, opts.CacheEntries, opts.CacheBytes)
 	var hookCfgs []HookConfig
@@ -344,8 +362,17 @@ func (s *Server) ListTools(ctx context.Context, req *baagentv1.ListToolsRequest)
 		return nil, s.rejected(ctx, "ListTools", err)
 	}
 	resp := &baagentv1.ListToolsResponse{}
+	var specs []tool.Spec
 	for _, t := range s.tools.all() {
-		spec := t.Spec()
+		if _, ok := s.compositions[t.Spec().Name]; !ok { // a composition shadows a source's tool
+			specs = append(specs, t.Spec())
+		}
+	}
+	for _, c := range s.compositions {
+		specs = append(specs, c.spec(s.compositionReadOnly(c)))
+	}
+	slices.SortFunc(specs, func(a, b tool.Spec) int { return strings.Compare(a.Name, b.Name) })
+	for _, spec := range specs {
 		pol := s.policies.resolve(spec)
 		if !allowedBy(req.GetAllowedTools(), spec.Name) || pol.permission == baagentv1.ToolPermission_TOOL_PERMISSION_DENY {
 			continue

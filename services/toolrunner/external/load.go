@@ -14,11 +14,12 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Top-level keys of the tools file. `policies` belongs to the toolrunner's
-// core (per-tool permissions and retry policies) and is skipped here.
+// Top-level keys of the tools file. `policies` and `compositions` belong to
+// the toolrunner's core (per-tool permissions and retry policies, tool
+// compositions) and are skipped here.
 var (
 	ownKeys     = []string{"providers", "mcp_servers"}
-	foreignKeys = []string{"policies", "hooks"}
+	foreignKeys = []string{"policies", "hooks", "compositions"}
 )
 
 // LoadFile reads the tools file at path with the process environment for

@@ -1141,9 +1141,12 @@ type ActPayload struct {
 	// Arguments, when they parse as a JSON object.
 	ToolInput *structpb.Struct `protobuf:"bytes,3,opt,name=tool_input,json=toolInput,proto3" json:"tool_input,omitempty"`
 	// Arguments verbatim, set when they do not parse.
-	RawArguments  string `protobuf:"bytes,4,opt,name=raw_arguments,json=rawArguments,proto3" json:"raw_arguments,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RawArguments string `protobuf:"bytes,4,opt,name=raw_arguments,json=rawArguments,proto3" json:"raw_arguments,omitempty"`
+	// Set on the act of a call a tool composition made: the composition's
+	// tool call id.
+	ParentToolCallId string `protobuf:"bytes,5,opt,name=parent_tool_call_id,json=parentToolCallId,proto3" json:"parent_tool_call_id,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ActPayload) Reset() {
@@ -1204,6 +1207,13 @@ func (x *ActPayload) GetRawArguments() string {
 	return ""
 }
 
+func (x *ActPayload) GetParentToolCallId() string {
+	if x != nil {
+		return x.ParentToolCallId
+	}
+	return ""
+}
+
 // ObservePayload is the `observe` event.
 type ObservePayload struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1228,9 +1238,12 @@ type ObservePayload struct {
 	// Output level used.
 	OutputLevel OutputLevel `protobuf:"varint,10,opt,name=output_level,json=outputLevel,proto3,enum=baagent.v1.OutputLevel" json:"output_level,omitempty"`
 	// Whether it came from the idempotency cache.
-	Cached        bool `protobuf:"varint,11,opt,name=cached,proto3" json:"cached,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Cached bool `protobuf:"varint,11,opt,name=cached,proto3" json:"cached,omitempty"`
+	// Set on the observe of a call a tool composition made: the
+	// composition's tool call id.
+	ParentToolCallId string `protobuf:"bytes,12,opt,name=parent_tool_call_id,json=parentToolCallId,proto3" json:"parent_tool_call_id,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ObservePayload) Reset() {
@@ -1338,6 +1351,13 @@ func (x *ObservePayload) GetCached() bool {
 		return x.Cached
 	}
 	return false
+}
+
+func (x *ObservePayload) GetParentToolCallId() string {
+	if x != nil {
+		return x.ParentToolCallId
+	}
+	return ""
 }
 
 // SkillActivatedPayload is the `skill_activated` event.
@@ -2780,7 +2800,7 @@ const file_baagent_v1_events_proto_rawDesc = "" +
 	"\x13ThoughtDeltaPayload\x12\x14\n" +
 	"\x05delta\x18\x01 \x01(\tR\x05delta\"(\n" +
 	"\x10TextDeltaPayload\x12\x14\n" +
-	"\x05delta\x18\x01 \x01(\tR\x05delta\"\xa8\x01\n" +
+	"\x05delta\x18\x01 \x01(\tR\x05delta\"\xd7\x01\n" +
 	"\n" +
 	"ActPayload\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
@@ -2788,7 +2808,8 @@ const file_baagent_v1_events_proto_rawDesc = "" +
 	"\ttool_name\x18\x02 \x01(\tR\btoolName\x126\n" +
 	"\n" +
 	"tool_input\x18\x03 \x01(\v2\x17.google.protobuf.StructR\ttoolInput\x12#\n" +
-	"\rraw_arguments\x18\x04 \x01(\tR\frawArguments\"\x9b\x03\n" +
+	"\rraw_arguments\x18\x04 \x01(\tR\frawArguments\x12-\n" +
+	"\x13parent_tool_call_id\x18\x05 \x01(\tR\x10parentToolCallId\"\xca\x03\n" +
 	"\x0eObservePayload\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
 	"toolCallId\x12\x1b\n" +
@@ -2807,7 +2828,8 @@ const file_baagent_v1_events_proto_rawDesc = "" +
 	"retryCount\x12:\n" +
 	"\foutput_level\x18\n" +
 	" \x01(\x0e2\x17.baagent.v1.OutputLevelR\voutputLevel\x12\x16\n" +
-	"\x06cached\x18\v \x01(\bR\x06cached\"\x81\x03\n" +
+	"\x06cached\x18\v \x01(\bR\x06cached\x12-\n" +
+	"\x13parent_tool_call_id\x18\f \x01(\tR\x10parentToolCallId\"\x81\x03\n" +
 	"\x15SkillActivatedPayload\x12\x1d\n" +
 	"\n" +
 	"skill_name\x18\x01 \x01(\tR\tskillName\x12#\n" +

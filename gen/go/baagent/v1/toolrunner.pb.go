@@ -655,8 +655,12 @@ type ToolExecutionResult struct {
 	Replayed bool `protobuf:"varint,19,opt,name=replayed,proto3" json:"replayed,omitempty"`
 	// Notes added by post hooks (the tools file's `hooks:`), in hook order.
 	HookAnnotations []string `protobuf:"bytes,21,rep,name=hook_annotations,json=hookAnnotations,proto3" json:"hook_annotations,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The calls a tool composition made, in the order they ran (fallbacks
+	// included); empty for an ordinary tool. The orchestrator reports each as
+	// its own act/observe pair nested under the composition's call.
+	InnerCalls    []*InnerToolCall `protobuf:"bytes,20,rep,name=inner_calls,json=innerCalls,proto3" json:"inner_calls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ToolExecutionResult) Reset() {
@@ -829,6 +833,87 @@ func (x *ToolExecutionResult) GetHookAnnotations() []string {
 	return nil
 }
 
+func (x *ToolExecutionResult) GetInnerCalls() []*InnerToolCall {
+	if x != nil {
+		return x.InnerCalls
+	}
+	return nil
+}
+
+// InnerToolCall is one call a tool composition made through the pipeline.
+type InnerToolCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The inner call's id: the composition's id, `/s<step>` and, for a
+	// fallback, `/f<n>` (`call_1/s0`, `call_1/s1/f1`).
+	ToolCallId string `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// The tool the step called.
+	ToolName string `protobuf:"bytes,2,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	// The arguments after mapping.
+	Arguments *structpb.Struct `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// Its result (without inner calls of its own).
+	Result        *ToolExecutionResult `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InnerToolCall) Reset() {
+	*x = InnerToolCall{}
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InnerToolCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InnerToolCall) ProtoMessage() {}
+
+func (x *InnerToolCall) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InnerToolCall.ProtoReflect.Descriptor instead.
+func (*InnerToolCall) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *InnerToolCall) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *InnerToolCall) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *InnerToolCall) GetArguments() *structpb.Struct {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+func (x *InnerToolCall) GetResult() *ToolExecutionResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
 // ToolDefinition describes a tool the toolrunner can run.
 type ToolDefinition struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -856,7 +941,7 @@ type ToolDefinition struct {
 
 func (x *ToolDefinition) Reset() {
 	*x = ToolDefinition{}
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[3]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -868,7 +953,7 @@ func (x *ToolDefinition) String() string {
 func (*ToolDefinition) ProtoMessage() {}
 
 func (x *ToolDefinition) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[3]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -881,7 +966,7 @@ func (x *ToolDefinition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolDefinition.ProtoReflect.Descriptor instead.
 func (*ToolDefinition) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{3}
+	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ToolDefinition) GetSchema() *ToolSchema {
@@ -958,7 +1043,7 @@ type InvokeRequest struct {
 
 func (x *InvokeRequest) Reset() {
 	*x = InvokeRequest{}
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[4]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +1055,7 @@ func (x *InvokeRequest) String() string {
 func (*InvokeRequest) ProtoMessage() {}
 
 func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[4]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +1068,7 @@ func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeRequest.ProtoReflect.Descriptor instead.
 func (*InvokeRequest) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{4}
+	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *InvokeRequest) GetRequest() *ToolInvocationRequest {
@@ -1004,7 +1089,7 @@ type InvokeResponse struct {
 
 func (x *InvokeResponse) Reset() {
 	*x = InvokeResponse{}
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[5]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1101,7 @@ func (x *InvokeResponse) String() string {
 func (*InvokeResponse) ProtoMessage() {}
 
 func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[5]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1114,7 @@ func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeResponse.ProtoReflect.Descriptor instead.
 func (*InvokeResponse) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{5}
+	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *InvokeResponse) GetResult() *ToolExecutionResult {
@@ -1052,7 +1137,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[6]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1064,7 +1149,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[6]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1077,7 +1162,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{6}
+	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListToolsRequest) GetTenant() string {
@@ -1105,7 +1190,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[7]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1202,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[7]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1215,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{7}
+	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListToolsResponse) GetTools() []*ToolDefinition {
@@ -1161,7 +1246,7 @@ type ReadArtifactRequest struct {
 
 func (x *ReadArtifactRequest) Reset() {
 	*x = ReadArtifactRequest{}
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[8]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1173,7 +1258,7 @@ func (x *ReadArtifactRequest) String() string {
 func (*ReadArtifactRequest) ProtoMessage() {}
 
 func (x *ReadArtifactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[8]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1186,7 +1271,7 @@ func (x *ReadArtifactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadArtifactRequest.ProtoReflect.Descriptor instead.
 func (*ReadArtifactRequest) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{8}
+	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReadArtifactRequest) GetTenant() string {
@@ -1248,7 +1333,7 @@ type ReadArtifactResponse struct {
 
 func (x *ReadArtifactResponse) Reset() {
 	*x = ReadArtifactResponse{}
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[9]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1260,7 +1345,7 @@ func (x *ReadArtifactResponse) String() string {
 func (*ReadArtifactResponse) ProtoMessage() {}
 
 func (x *ReadArtifactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[9]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1273,7 +1358,7 @@ func (x *ReadArtifactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadArtifactResponse.ProtoReflect.Descriptor instead.
 func (*ReadArtifactResponse) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{9}
+	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReadArtifactResponse) GetContent() string {
@@ -1317,7 +1402,7 @@ type ReleaseConversationRequest struct {
 
 func (x *ReleaseConversationRequest) Reset() {
 	*x = ReleaseConversationRequest{}
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[10]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1329,7 +1414,7 @@ func (x *ReleaseConversationRequest) String() string {
 func (*ReleaseConversationRequest) ProtoMessage() {}
 
 func (x *ReleaseConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[10]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1342,7 +1427,7 @@ func (x *ReleaseConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseConversationRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseConversationRequest) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{10}
+	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReleaseConversationRequest) GetTenant() string {
@@ -1372,7 +1457,7 @@ type ReleaseConversationResponse struct {
 
 func (x *ReleaseConversationResponse) Reset() {
 	*x = ReleaseConversationResponse{}
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[11]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1384,7 +1469,7 @@ func (x *ReleaseConversationResponse) String() string {
 func (*ReleaseConversationResponse) ProtoMessage() {}
 
 func (x *ReleaseConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[11]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1397,7 +1482,7 @@ func (x *ReleaseConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseConversationResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseConversationResponse) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{11}
+	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReleaseConversationResponse) GetArtifactsDeleted() int32 {
@@ -1457,7 +1542,7 @@ const file_baagent_v1_toolrunner_proto_rawDesc = "" +
 	"\rallowed_tools\x18\x11 \x01(\v2\x19.baagent.v1.ToolAllowListR\fallowedTools\x12>\n" +
 	"\fretry_policy\x18\x12 \x01(\v2\x1b.baagent.v1.ToolRetryPolicyR\vretryPolicy\x12\x1a\n" +
 	"\bapproved\x18\x13 \x01(\bR\bapprovedB\x13\n" +
-	"\x11_retry_on_timeout\"\xea\x05\n" +
+	"\x11_retry_on_timeout\"\xa6\x06\n" +
 	"\x13ToolExecutionResult\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
 	"toolCallId\x12 \n" +
@@ -1486,7 +1571,15 @@ const file_baagent_v1_toolrunner_proto_rawDesc = "" +
 	"\x0fidempotency_key\x18\x11 \x01(\tR\x0eidempotencyKey\x12+\n" +
 	"\x11approval_required\x18\x12 \x01(\bR\x10approvalRequired\x12\x1a\n" +
 	"\breplayed\x18\x13 \x01(\bR\breplayed\x12)\n" +
-	"\x10hook_annotations\x18\x15 \x03(\tR\x0fhookAnnotations\"\xc4\x03\n" +
+	"\x10hook_annotations\x18\x15 \x03(\tR\x0fhookAnnotations\x12:\n" +
+	"\vinner_calls\x18\x14 \x03(\v2\x19.baagent.v1.InnerToolCallR\n" +
+	"innerCalls\"\xbe\x01\n" +
+	"\rInnerToolCall\x12 \n" +
+	"\ftool_call_id\x18\x01 \x01(\tR\n" +
+	"toolCallId\x12\x1b\n" +
+	"\ttool_name\x18\x02 \x01(\tR\btoolName\x125\n" +
+	"\targuments\x18\x03 \x01(\v2\x17.google.protobuf.StructR\targuments\x127\n" +
+	"\x06result\x18\x04 \x01(\v2\x1f.baagent.v1.ToolExecutionResultR\x06result\"\xc4\x03\n" +
 	"\x0eToolDefinition\x12.\n" +
 	"\x06schema\x18\x01 \x01(\v2\x16.baagent.v1.ToolSchemaR\x06schema\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12I\n" +
@@ -1581,7 +1674,7 @@ func file_baagent_v1_toolrunner_proto_rawDescGZIP() []byte {
 }
 
 var file_baagent_v1_toolrunner_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_baagent_v1_toolrunner_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_baagent_v1_toolrunner_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_baagent_v1_toolrunner_proto_goTypes = []any{
 	(OutputLevel)(0),                    // 0: baagent.v1.OutputLevel
 	(ToolCachePolicy)(0),                // 1: baagent.v1.ToolCachePolicy
@@ -1590,50 +1683,54 @@ var file_baagent_v1_toolrunner_proto_goTypes = []any{
 	(*ToolRetryPolicy)(nil),             // 4: baagent.v1.ToolRetryPolicy
 	(*ToolInvocationRequest)(nil),       // 5: baagent.v1.ToolInvocationRequest
 	(*ToolExecutionResult)(nil),         // 6: baagent.v1.ToolExecutionResult
-	(*ToolDefinition)(nil),              // 7: baagent.v1.ToolDefinition
-	(*InvokeRequest)(nil),               // 8: baagent.v1.InvokeRequest
-	(*InvokeResponse)(nil),              // 9: baagent.v1.InvokeResponse
-	(*ListToolsRequest)(nil),            // 10: baagent.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),           // 11: baagent.v1.ListToolsResponse
-	(*ReadArtifactRequest)(nil),         // 12: baagent.v1.ReadArtifactRequest
-	(*ReadArtifactResponse)(nil),        // 13: baagent.v1.ReadArtifactResponse
-	(*ReleaseConversationRequest)(nil),  // 14: baagent.v1.ReleaseConversationRequest
-	(*ReleaseConversationResponse)(nil), // 15: baagent.v1.ReleaseConversationResponse
-	(*structpb.Struct)(nil),             // 16: google.protobuf.Struct
-	(*ToolAllowList)(nil),               // 17: baagent.v1.ToolAllowList
-	(*ToolSchema)(nil),                  // 18: baagent.v1.ToolSchema
+	(*InnerToolCall)(nil),               // 7: baagent.v1.InnerToolCall
+	(*ToolDefinition)(nil),              // 8: baagent.v1.ToolDefinition
+	(*InvokeRequest)(nil),               // 9: baagent.v1.InvokeRequest
+	(*InvokeResponse)(nil),              // 10: baagent.v1.InvokeResponse
+	(*ListToolsRequest)(nil),            // 11: baagent.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),           // 12: baagent.v1.ListToolsResponse
+	(*ReadArtifactRequest)(nil),         // 13: baagent.v1.ReadArtifactRequest
+	(*ReadArtifactResponse)(nil),        // 14: baagent.v1.ReadArtifactResponse
+	(*ReleaseConversationRequest)(nil),  // 15: baagent.v1.ReleaseConversationRequest
+	(*ReleaseConversationResponse)(nil), // 16: baagent.v1.ReleaseConversationResponse
+	(*structpb.Struct)(nil),             // 17: google.protobuf.Struct
+	(*ToolAllowList)(nil),               // 18: baagent.v1.ToolAllowList
+	(*ToolSchema)(nil),                  // 19: baagent.v1.ToolSchema
 }
 var file_baagent_v1_toolrunner_proto_depIdxs = []int32{
 	2,  // 0: baagent.v1.ToolRetryPolicy.retry_on:type_name -> baagent.v1.ToolErrorType
-	16, // 1: baagent.v1.ToolInvocationRequest.parameters:type_name -> google.protobuf.Struct
+	17, // 1: baagent.v1.ToolInvocationRequest.parameters:type_name -> google.protobuf.Struct
 	0,  // 2: baagent.v1.ToolInvocationRequest.output_level:type_name -> baagent.v1.OutputLevel
 	1,  // 3: baagent.v1.ToolInvocationRequest.cache_policy:type_name -> baagent.v1.ToolCachePolicy
-	17, // 4: baagent.v1.ToolInvocationRequest.allowed_tools:type_name -> baagent.v1.ToolAllowList
+	18, // 4: baagent.v1.ToolInvocationRequest.allowed_tools:type_name -> baagent.v1.ToolAllowList
 	4,  // 5: baagent.v1.ToolInvocationRequest.retry_policy:type_name -> baagent.v1.ToolRetryPolicy
 	0,  // 6: baagent.v1.ToolExecutionResult.output_level:type_name -> baagent.v1.OutputLevel
 	2,  // 7: baagent.v1.ToolExecutionResult.error_type:type_name -> baagent.v1.ToolErrorType
-	18, // 8: baagent.v1.ToolDefinition.schema:type_name -> baagent.v1.ToolSchema
-	0,  // 9: baagent.v1.ToolDefinition.default_output_level:type_name -> baagent.v1.OutputLevel
-	1,  // 10: baagent.v1.ToolDefinition.cache_policy:type_name -> baagent.v1.ToolCachePolicy
-	4,  // 11: baagent.v1.ToolDefinition.retry_policy:type_name -> baagent.v1.ToolRetryPolicy
-	3,  // 12: baagent.v1.ToolDefinition.permission:type_name -> baagent.v1.ToolPermission
-	5,  // 13: baagent.v1.InvokeRequest.request:type_name -> baagent.v1.ToolInvocationRequest
-	6,  // 14: baagent.v1.InvokeResponse.result:type_name -> baagent.v1.ToolExecutionResult
-	17, // 15: baagent.v1.ListToolsRequest.allowed_tools:type_name -> baagent.v1.ToolAllowList
-	7,  // 16: baagent.v1.ListToolsResponse.tools:type_name -> baagent.v1.ToolDefinition
-	8,  // 17: baagent.v1.ToolRunnerService.Invoke:input_type -> baagent.v1.InvokeRequest
-	10, // 18: baagent.v1.ToolRunnerService.ListTools:input_type -> baagent.v1.ListToolsRequest
-	12, // 19: baagent.v1.ToolRunnerService.ReadArtifact:input_type -> baagent.v1.ReadArtifactRequest
-	14, // 20: baagent.v1.ToolRunnerService.ReleaseConversation:input_type -> baagent.v1.ReleaseConversationRequest
-	9,  // 21: baagent.v1.ToolRunnerService.Invoke:output_type -> baagent.v1.InvokeResponse
-	11, // 22: baagent.v1.ToolRunnerService.ListTools:output_type -> baagent.v1.ListToolsResponse
-	13, // 23: baagent.v1.ToolRunnerService.ReadArtifact:output_type -> baagent.v1.ReadArtifactResponse
-	15, // 24: baagent.v1.ToolRunnerService.ReleaseConversation:output_type -> baagent.v1.ReleaseConversationResponse
-	21, // [21:25] is the sub-list for method output_type
-	17, // [17:21] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	7,  // 8: baagent.v1.ToolExecutionResult.inner_calls:type_name -> baagent.v1.InnerToolCall
+	17, // 9: baagent.v1.InnerToolCall.arguments:type_name -> google.protobuf.Struct
+	6,  // 10: baagent.v1.InnerToolCall.result:type_name -> baagent.v1.ToolExecutionResult
+	19, // 11: baagent.v1.ToolDefinition.schema:type_name -> baagent.v1.ToolSchema
+	0,  // 12: baagent.v1.ToolDefinition.default_output_level:type_name -> baagent.v1.OutputLevel
+	1,  // 13: baagent.v1.ToolDefinition.cache_policy:type_name -> baagent.v1.ToolCachePolicy
+	4,  // 14: baagent.v1.ToolDefinition.retry_policy:type_name -> baagent.v1.ToolRetryPolicy
+	3,  // 15: baagent.v1.ToolDefinition.permission:type_name -> baagent.v1.ToolPermission
+	5,  // 16: baagent.v1.InvokeRequest.request:type_name -> baagent.v1.ToolInvocationRequest
+	6,  // 17: baagent.v1.InvokeResponse.result:type_name -> baagent.v1.ToolExecutionResult
+	18, // 18: baagent.v1.ListToolsRequest.allowed_tools:type_name -> baagent.v1.ToolAllowList
+	8,  // 19: baagent.v1.ListToolsResponse.tools:type_name -> baagent.v1.ToolDefinition
+	9,  // 20: baagent.v1.ToolRunnerService.Invoke:input_type -> baagent.v1.InvokeRequest
+	11, // 21: baagent.v1.ToolRunnerService.ListTools:input_type -> baagent.v1.ListToolsRequest
+	13, // 22: baagent.v1.ToolRunnerService.ReadArtifact:input_type -> baagent.v1.ReadArtifactRequest
+	15, // 23: baagent.v1.ToolRunnerService.ReleaseConversation:input_type -> baagent.v1.ReleaseConversationRequest
+	10, // 24: baagent.v1.ToolRunnerService.Invoke:output_type -> baagent.v1.InvokeResponse
+	12, // 25: baagent.v1.ToolRunnerService.ListTools:output_type -> baagent.v1.ListToolsResponse
+	14, // 26: baagent.v1.ToolRunnerService.ReadArtifact:output_type -> baagent.v1.ReadArtifactResponse
+	16, // 27: baagent.v1.ToolRunnerService.ReleaseConversation:output_type -> baagent.v1.ReleaseConversationResponse
+	24, // [24:28] is the sub-list for method output_type
+	20, // [20:24] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_baagent_v1_toolrunner_proto_init() }
@@ -1650,7 +1747,7 @@ func file_baagent_v1_toolrunner_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_baagent_v1_toolrunner_proto_rawDesc), len(file_baagent_v1_toolrunner_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

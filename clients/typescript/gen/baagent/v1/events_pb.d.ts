@@ -651,6 +651,14 @@ export declare type ActPayload = Message<"baagent.v1.ActPayload"> & {
    * @generated from field: string raw_arguments = 4;
    */
   rawArguments: string;
+
+  /**
+   * Set on the act of a call a tool composition made: the composition's
+   * tool call id.
+   *
+   * @generated from field: string parent_tool_call_id = 5;
+   */
+  parentToolCallId: string;
 };
 
 /**
@@ -741,6 +749,14 @@ export declare type ObservePayload = Message<"baagent.v1.ObservePayload"> & {
    * @generated from field: bool cached = 11;
    */
   cached: boolean;
+
+  /**
+   * Set on the observe of a call a tool composition made: the
+   * composition's tool call id.
+   *
+   * @generated from field: string parent_tool_call_id = 12;
+   */
+  parentToolCallId: string;
 };
 
 /**

@@ -374,6 +374,15 @@ export declare type ToolExecutionResult = Message<"baagent.v1.ToolExecutionResul
    * @generated from field: repeated string hook_annotations = 21;
    */
   hookAnnotations: string[];
+
+  /**
+   * The calls a tool composition made, in the order they ran (fallbacks
+   * included); empty for an ordinary tool. The orchestrator reports each as
+   * its own act/observe pair nested under the composition's call.
+   *
+   * @generated from field: repeated baagent.v1.InnerToolCall inner_calls = 20;
+   */
+  innerCalls: InnerToolCall[];
 };
 
 /**
@@ -381,6 +390,48 @@ export declare type ToolExecutionResult = Message<"baagent.v1.ToolExecutionResul
  * Use `create(ToolExecutionResultSchema)` to create a new message.
  */
 export declare const ToolExecutionResultSchema: GenMessage<ToolExecutionResult>;
+
+/**
+ * InnerToolCall is one call a tool composition made through the pipeline.
+ *
+ * @generated from message baagent.v1.InnerToolCall
+ */
+export declare type InnerToolCall = Message<"baagent.v1.InnerToolCall"> & {
+  /**
+   * The inner call's id: the composition's id, `/s<step>` and, for a
+   * fallback, `/f<n>` (`call_1/s0`, `call_1/s1/f1`).
+   *
+   * @generated from field: string tool_call_id = 1;
+   */
+  toolCallId: string;
+
+  /**
+   * The tool the step called.
+   *
+   * @generated from field: string tool_name = 2;
+   */
+  toolName: string;
+
+  /**
+   * The arguments after mapping.
+   *
+   * @generated from field: google.protobuf.Struct arguments = 3;
+   */
+  arguments?: JsonObject | undefined;
+
+  /**
+   * Its result (without inner calls of its own).
+   *
+   * @generated from field: baagent.v1.ToolExecutionResult result = 4;
+   */
+  result?: ToolExecutionResult | undefined;
+};
+
+/**
+ * Describes the message baagent.v1.InnerToolCall.
+ * Use `create(InnerToolCallSchema)` to create a new message.
+ */
+export declare const InnerToolCallSchema: GenMessage<InnerToolCall>;
 
 /**
  * ToolDefinition describes a tool the toolrunner can run.
