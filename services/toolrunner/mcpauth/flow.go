@@ -337,6 +337,25 @@ func (f *Flow) expiry(tok *oauth2.Token) time.Time {
 	return tok.Expiry
 }
 
+// Abort consumes state after the authorization server redirected with an
+// error (the user denied consent), so the state cannot be used later.
+func (f *Flow) Abort(ctx context.Context, state string) (*Completed, error) {
+	if _, err := ParseState(state); err != nil {
+		f.Metrics.completed("bad_state")
+		return nil, err
+	}
+	p, err := f.Store.takePending(ctx, state)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		f.Metrics.completed("bad_state")
+		return nil, ErrBadState
+	}
+	if err != nil {
+		return nil, err
+	}
+	f.Metrics.completed("denied")
+	return &Completed{Tenant: p.Tenant, Server: p.Server}, nil
+}
+
 // Status is what GetAuthorization reports.
 type Status struct {
 	Authorized  bool

@@ -21,7 +21,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"result"}),
 		completedC: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "baagent", Subsystem: "toolrunner", Name: "mcp_oauth_completed_total",
-			Help: "MCP OAuth callbacks, by result (ok, bad_state, exchange_failed).",
+			Help: "MCP OAuth callbacks, by result (ok, bad_state, exchange_failed, denied).",
 		}, []string{"result"}),
 		refreshesC: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "baagent", Subsystem: "toolrunner", Name: "mcp_oauth_refreshes_total",
