@@ -3,8 +3,12 @@ package app
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/grpc"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
@@ -12,6 +16,7 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/config"
 	"github.com/baagent/baagent/internal/llm"
+	"github.com/baagent/baagent/internal/natsx"
 	"github.com/baagent/baagent/internal/scripted"
 	"github.com/baagent/baagent/internal/tracing"
 	contextsvc "github.com/baagent/baagent/services/context"
@@ -24,6 +29,7 @@ import (
 	"github.com/baagent/baagent/services/toolrunner"
 	"github.com/baagent/baagent/services/toolrunner/external"
 	"github.com/baagent/baagent/services/toolrunner/idempotency"
+	"github.com/baagent/baagent/services/toolrunner/mcpauth"
 	"github.com/baagent/baagent/services/toolrunner/tool"
 )
 
@@ -123,7 +129,11 @@ func (a *App) buildService(ctx context.Context, svc string, dial map[string]stri
 		}
 		a.cleanup = append(a.cleanup, func() { _ = s.Close() })
 		a.background = append(a.background, s.Run)
-		return s, nil
+		auth, err := a.mcpAuth(ctx, js, log)
+		if err != nil || auth == nil {
+			return s, err
+		}
+		return registrars{s, auth}, nil
 	case config.TargetOrchestrator:
 		return a.buildOrchestrator()
 	case config.TargetGateway:
@@ -277,4 +287,56 @@ func (a *App) externalTools() ([]tool.Source, error) {
 	}
 	a.background = append(a.background, mgr.Run)
 	return mgr.Sources(), nil
+}
+
+// mcpAuth builds McpAuthService when -mcp-oauth-key-file is set: grants
+// sealed in the MCP OAuth buckets, servers from the `auth: oauth` entries
+// of -tools-file.
+func (a *App) mcpAuth(ctx context.Context, js jetstream.JetStream, log *slog.Logger) (registrar, error) {
+	st := a.cfg.ToolRunner
+	if st.MCPOAuthKeyFile == "" {
+		return nil, nil
+	}
+	key, err := mcpauth.LoadKey(st.MCPOAuthKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("setting mcp-oauth-key-file: %w", err)
+	}
+	kv, err := js.KeyValue(ctx, natsx.BucketMCPOAuth)
+	if err != nil {
+		return nil, fmt.Errorf("toolrunner (setting nats-url): bucket %s: %w", natsx.BucketMCPOAuth, err)
+	}
+	states, err := js.KeyValue(ctx, natsx.BucketMCPOAuthState)
+	if err != nil {
+		return nil, fmt.Errorf("toolrunner (setting nats-url): bucket %s: %w", natsx.BucketMCPOAuthState, err)
+	}
+	store, err := mcpauth.NewStore(kv, states, key)
+	if err != nil {
+		return nil, fmt.Errorf("setting mcp-oauth-key-file: %w", err)
+	}
+	servers := map[string]mcpauth.Server{}
+	if st.ToolsFile != "" {
+		cfg, err := external.LoadFile(st.ToolsFile)
+		if err != nil {
+			return nil, fmt.Errorf("setting tools-file: %w", err)
+		}
+		servers = cfg.OAuthServers()
+	}
+	m, err := mcpauth.NewMetrics(a.reg)
+	if err != nil {
+		return nil, err
+	}
+	flow := &mcpauth.Flow{Store: store, RedirectURL: st.MCPOAuthRedirectURL, Logger: log.With("component", "mcp-oauth"), Metrics: m}
+	return &mcpauth.Service{Flow: flow, Servers: func(name string) (mcpauth.Server, bool) {
+		s, ok := servers[name]
+		return s, ok
+	}}, nil
+}
+
+// registrars registers several services on one server.
+type registrars []registrar
+
+func (rs registrars) Register(gs grpc.ServiceRegistrar) {
+	for _, r := range rs {
+		r.Register(gs)
+	}
 }

@@ -108,6 +108,14 @@ func New(cfg Config, opts Options) (*Manager, error) {
 		mgr.providers = append(mgr.providers, newProviderSource(p, dialOpts[i], opts.Backoff, opts.Logger, m, names))
 	}
 	for _, s := range cfg.MCPServers {
+		if s.Auth == AuthOAuth {
+			// Tenants authorize these through McpAuthService; tool calls
+			// with their tokens are not wired into the tool sources yet,
+			// so the server is not connected without a token (it would
+			// only fail with 401 and back off forever).
+			opts.Logger.Warn("mcp server with auth: oauth is authorized per tenant but its tools are not offered yet", "server", s.Name)
+			continue
+		}
 		ms := newMCPSource(s, opts, m, names)
 		ms.logger = opts.SDKLogger
 		mgr.mcps = append(mgr.mcps, ms)

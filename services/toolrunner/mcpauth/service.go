@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"golang.org/x/oauth2"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -144,4 +145,9 @@ func (s *Service) RevokeAuthorization(ctx context.Context, req *baagentv1.Revoke
 // authorized the server: it says how to.
 func NeedsAuthError(server string) error {
 	return fmt.Errorf("MCP server %q needs OAuth authorization for this tenant: run `baagentctl mcp authorize %s` (or POST /v1/mcp/servers/%s/authorize) and open the URL it prints", server, server, server)
+}
+
+// Register registers the service on gs.
+func (s *Service) Register(gs grpc.ServiceRegistrar) {
+	baagentv1.RegisterMcpAuthServiceServer(gs, s)
 }
