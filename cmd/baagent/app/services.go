@@ -218,6 +218,7 @@ func (a *App) buildGateway() (registrar, error) {
 	opts.Orchestrator = baagentv1.NewOrchestratorServiceClient(conns[config.TargetOrchestrator])
 	opts.Skills = baagentv1.NewSkillsServiceClient(conns[config.TargetSkills])
 	opts.ToolRunner = baagentv1.NewToolRunnerServiceClient(conns[config.TargetToolRunner])
+	opts.MCPAuth = baagentv1.NewMcpAuthServiceClient(conns[config.TargetToolRunner])
 	opts.Tokens = baagentv1.NewTokensServiceClient(conns[config.TargetTokens])
 	opts.MaxMsgBytes = a.cfg.MaxMsgBytes
 	// The chat interfaces (GET /v1/models) serve the configured default
