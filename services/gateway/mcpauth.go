@@ -47,36 +47,99 @@ func (s *Server) mcpAuth() (baagentv1.McpAuthServiceClient, error) {
 	return s.opts.MCPAuth, nil
 }
 
+func (s *Server) startMCPAuth(ctx context.Context, c caller, server string) (*baagentv1.GatewayServiceStartMcpAuthorizationResponse, error) {
+	cl, err := s.mcpAuth()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := cl.StartAuthorization(ctx, &baagentv1.StartAuthorizationRequest{Tenant: c.tenant, Server: server})
+	if err != nil {
+		return nil, peerError(ctx, "toolrunner", "StartAuthorization", err)
+	}
+	return &baagentv1.GatewayServiceStartMcpAuthorizationResponse{AuthorizationUrl: resp.GetAuthorizationUrl(), ExpiresAt: resp.GetExpiresAt()}, nil
+}
+
+func (s *Server) getMCPAuth(ctx context.Context, c caller, server string) (*baagentv1.GatewayServiceGetMcpAuthorizationResponse, error) {
+	cl, err := s.mcpAuth()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := cl.GetAuthorization(ctx, &baagentv1.GetAuthorizationRequest{Tenant: c.tenant, Server: server})
+	if err != nil {
+		return nil, peerError(ctx, "toolrunner", "GetAuthorization", err)
+	}
+	return &baagentv1.GatewayServiceGetMcpAuthorizationResponse{Authorization: resp.GetAuthorization()}, nil
+}
+
+func (s *Server) revokeMCPAuth(ctx context.Context, c caller, server string) (*baagentv1.GatewayServiceRevokeMcpAuthorizationResponse, error) {
+	cl, err := s.mcpAuth()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := cl.RevokeAuthorization(ctx, &baagentv1.RevokeAuthorizationRequest{Tenant: c.tenant, Server: server})
+	if err != nil {
+		return nil, peerError(ctx, "toolrunner", "RevokeAuthorization", err)
+	}
+	return &baagentv1.GatewayServiceRevokeMcpAuthorizationResponse{Revoked: resp.GetRevoked()}, nil
+}
+
+// StartMcpAuthorization implements GatewayService.
+func (s *Server) StartMcpAuthorization(ctx context.Context, req *baagentv1.GatewayServiceStartMcpAuthorizationRequest) (*baagentv1.GatewayServiceStartMcpAuthorizationResponse, error) {
+	if err := validateMCPServer(req.GetServer()); err != nil {
+		return nil, err
+	}
+	c, done, err := s.grpcUnaryCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return s.startMCPAuth(ctx, c, req.GetServer())
+}
+
+// GetMcpAuthorization implements GatewayService.
+func (s *Server) GetMcpAuthorization(ctx context.Context, req *baagentv1.GatewayServiceGetMcpAuthorizationRequest) (*baagentv1.GatewayServiceGetMcpAuthorizationResponse, error) {
+	if err := validateMCPServer(req.GetServer()); err != nil {
+		return nil, err
+	}
+	c, done, err := s.grpcUnaryCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return s.getMCPAuth(ctx, c, req.GetServer())
+}
+
+// RevokeMcpAuthorization implements GatewayService.
+func (s *Server) RevokeMcpAuthorization(ctx context.Context, req *baagentv1.GatewayServiceRevokeMcpAuthorizationRequest) (*baagentv1.GatewayServiceRevokeMcpAuthorizationResponse, error) {
+	if err := validateMCPServer(req.GetServer()); err != nil {
+		return nil, err
+	}
+	c, done, err := s.grpcUnaryCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return s.revokeMCPAuth(ctx, c, req.GetServer())
+}
+
 func (s *Server) httpMCPAuthorize(w http.ResponseWriter, r *http.Request) {
 	server := r.PathValue("server")
 	s.serveJSON(w, r, nil, func() error { return validateMCPServer(server) }, func(c caller) (any, error) {
-		cl, err := s.mcpAuth()
-		if err != nil {
-			return nil, err
-		}
-		return cl.StartAuthorization(r.Context(), &baagentv1.StartAuthorizationRequest{Tenant: c.tenant, Server: server})
+		return s.startMCPAuth(r.Context(), c, server)
 	})
 }
 
 func (s *Server) httpMCPAuthorization(w http.ResponseWriter, r *http.Request) {
 	server := r.PathValue("server")
 	s.serveJSON(w, r, nil, func() error { return validateMCPServer(server) }, func(c caller) (any, error) {
-		cl, err := s.mcpAuth()
-		if err != nil {
-			return nil, err
-		}
-		return cl.GetAuthorization(r.Context(), &baagentv1.GetAuthorizationRequest{Tenant: c.tenant, Server: server})
+		return s.getMCPAuth(r.Context(), c, server)
 	})
 }
 
 func (s *Server) httpMCPRevoke(w http.ResponseWriter, r *http.Request) {
 	server := r.PathValue("server")
 	s.serveJSON(w, r, nil, func() error { return validateMCPServer(server) }, func(c caller) (any, error) {
-		cl, err := s.mcpAuth()
-		if err != nil {
-			return nil, err
-		}
-		return cl.RevokeAuthorization(r.Context(), &baagentv1.RevokeAuthorizationRequest{Tenant: c.tenant, Server: server})
+		return s.revokeMCPAuth(r.Context(), c, server)
 	})
 }
 

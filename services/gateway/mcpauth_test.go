@@ -120,3 +120,38 @@ func TestMCPAuthRoutesWithoutToolrunnerOAuth(t *testing.T) {
 		t.Fatalf("callback = %d %s", r.code, r.raw)
 	}
 }
+
+func TestMCPAuthRPCs(t *testing.T) {
+	fake := &fakeMCPAuth{}
+	conn := vt.Serve(t, func(gs grpc.ServiceRegistrar) { baagentv1.RegisterMcpAuthServiceServer(gs, fake) })
+	e := newEnv(t, Options{MCPAuth: baagentv1.NewMcpAuthServiceClient(conn)})
+	ctx := withKey(testCtx(t), keyInitech)
+	if _, err := e.client.StartMcpAuthorization(ctx, &baagentv1.GatewayServiceStartMcpAuthorizationRequest{}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("empty server = %v", err)
+	}
+	st, err := e.client.StartMcpAuthorization(ctx, &baagentv1.GatewayServiceStartMcpAuthorizationRequest{Server: "linear"})
+	if err != nil || st.GetAuthorizationUrl() == "" {
+		t.Fatalf("start = %v, %v", st, err)
+	}
+	if _, err := e.client.StartMcpAuthorization(ctx, &baagentv1.GatewayServiceStartMcpAuthorizationRequest{Server: "github"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("unknown server = %v", err)
+	}
+	got, err := e.client.GetMcpAuthorization(ctx, &baagentv1.GatewayServiceGetMcpAuthorizationRequest{Server: "linear"})
+	if err != nil || !got.GetAuthorization().GetAuthorized() {
+		t.Fatalf("get = %v, %v", got, err)
+	}
+	rv, err := e.client.RevokeMcpAuthorization(ctx, &baagentv1.GatewayServiceRevokeMcpAuthorizationRequest{Server: "linear"})
+	if err != nil || !rv.GetRevoked() {
+		t.Fatalf("revoke = %v, %v", rv, err)
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	for _, tn := range fake.tenants {
+		if tn != "initech" {
+			t.Fatalf("toolrunner saw tenant %q, want the key's tenant initech", tn)
+		}
+	}
+	if _, err := e.client.GetMcpAuthorization(testCtx(t), &baagentv1.GatewayServiceGetMcpAuthorizationRequest{Server: "linear"}); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("no key = %v, want Unauthenticated", err)
+	}
+}
