@@ -46,6 +46,28 @@ func testKey(t *testing.T) []byte {
 	return k
 }
 
+// newEnvB is a store on an embedded NATS server, for benchmarks.
+func newEnvB(b *testing.B) *Store {
+	ns := natstest.StartNATS(b)
+	js, _ := natstest.Connect(b, ns.ClientURL(), b.Name())
+	ctx := context.Background()
+	kv, err := js.KeyValue(ctx, natsx.BucketMCPOAuth)
+	if err != nil {
+		b.Fatal(err)
+	}
+	states, err := js.KeyValue(ctx, natsx.BucketMCPOAuthState)
+	if err != nil {
+		b.Fatal(err)
+	}
+	k := make([]byte, KeySize)
+	_, _ = rand.Read(k)
+	st, err := NewStore(kv, states, k)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return st
+}
+
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	ns := natstest.StartNATS(t)
