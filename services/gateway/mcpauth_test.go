@@ -155,3 +155,29 @@ func TestMCPAuthRPCs(t *testing.T) {
 		t.Fatalf("no key = %v, want Unauthenticated", err)
 	}
 }
+
+type fakeToolRunner struct {
+	baagentv1.UnimplementedToolRunnerServiceServer
+}
+
+func (fakeToolRunner) ListTools(_ context.Context, r *baagentv1.ListToolsRequest) (*baagentv1.ListToolsResponse, error) {
+	return &baagentv1.ListToolsResponse{Servers: []*baagentv1.ExternalServerStatus{
+		{Name: "linear", Transport: "http", NeedsAuth: r.GetTenant() != "acme"},
+	}}, nil
+}
+
+func TestListToolsPassesServerStatus(t *testing.T) {
+	conn := vt.Serve(t, func(gs grpc.ServiceRegistrar) { baagentv1.RegisterToolRunnerServiceServer(gs, fakeToolRunner{}) })
+	e := newEnv(t, Options{ToolRunner: baagentv1.NewToolRunnerServiceClient(conn)})
+	resp, err := e.client.ListTools(withKey(testCtx(t), keyInitech), &baagentv1.GatewayServiceListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := resp.GetServers(); len(s) != 1 || s[0].GetName() != "linear" || !s[0].GetNeedsAuth() {
+		t.Fatalf("servers = %v, want linear needing initech's authorization", s)
+	}
+	r := e.do(t, keyAcme, http.MethodGet, "/v1/tools", "", nil)
+	if r.code != http.StatusOK || !strings.Contains(r.raw, `"name":"linear"`) || strings.Contains(r.raw, "needs_auth") {
+		t.Fatalf("GET /v1/tools = %d %s", r.code, r.raw)
+	}
+}

@@ -46,6 +46,14 @@ func TestToolRunnerServesMCPAuthWithAKeyFile(t *testing.T) {
 	if status.Code(err) != codes.NotFound {
 		t.Fatalf("GetAuthorization(github) = %v, want NotFound", err)
 	}
+	// ListTools reports the server as needing the tenant's authorization.
+	listed, err := baagentv1.NewToolRunnerServiceClient(conn).ListTools(ctx, &baagentv1.ListToolsRequest{Tenant: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := listed.GetServers(); len(s) != 1 || s[0].GetName() != "linear" || !s[0].GetNeedsAuth() || s[0].GetUp() {
+		t.Fatalf("servers = %v, want linear needing auth", s)
+	}
 }
 
 func TestMCPOAuthKeyFileNeedsRedirectURL(t *testing.T) {

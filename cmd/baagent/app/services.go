@@ -30,7 +30,6 @@ import (
 	"github.com/baagent/baagent/services/toolrunner/external"
 	"github.com/baagent/baagent/services/toolrunner/idempotency"
 	"github.com/baagent/baagent/services/toolrunner/mcpauth"
-	"github.com/baagent/baagent/services/toolrunner/tool"
 )
 
 // buildService constructs one service with its dependencies.
@@ -114,7 +113,11 @@ func (a *App) buildService(ctx context.Context, svc string, dial map[string]stri
 		if err != nil {
 			return nil, fmt.Errorf("toolrunner (setting nats-url): %w", err)
 		}
-		sources, err := a.externalTools()
+		mgr, err := a.externalTools()
+		if err != nil {
+			return nil, err
+		}
+		auth, err := a.mcpAuth(ctx, js, log)
 		if err != nil {
 			return nil, err
 		}
@@ -122,16 +125,27 @@ func (a *App) buildService(ctx context.Context, svc string, dial map[string]stri
 		opts.Logger = log
 		opts.Registerer = a.reg
 		opts.Records = records
-		opts.Sources = sources
+		if mgr != nil {
+			opts.Sources = mgr.Sources()
+			var authorized external.Authorized
+			if auth != nil {
+				authorized = func(ctx context.Context, tenant, server string) (bool, error) {
+					st, err := auth.Flow.Status(ctx, tenant, server)
+					return err == nil && st.Authorized, err
+				}
+			}
+			opts.ServerStatus = func(ctx context.Context, tenant string) []*baagentv1.ExternalServerStatus {
+				return mgr.ServerStatus(ctx, tenant, authorized)
+			}
+		}
 		s, err := toolrunner.New(opts)
 		if err != nil {
 			return nil, fmt.Errorf("toolrunner (settings workspace-dir, workspace-seed-dir, artifact-dir, tools-file): %w", err)
 		}
 		a.cleanup = append(a.cleanup, func() { _ = s.Close() })
 		a.background = append(a.background, s.Run)
-		auth, err := a.mcpAuth(ctx, js, log)
-		if err != nil || auth == nil {
-			return s, err
+		if auth == nil {
+			return s, nil
 		}
 		return registrars{s, auth}, nil
 	case config.TargetOrchestrator:
@@ -274,7 +288,7 @@ func (a *App) modelEndpoint() (modelEndpoint, error) {
 // externalTools starts the MCP and ToolProvider connections configured in
 // -tools-file; their manager runs as a background loop, so it stops after
 // the toolrunner's gRPC server has drained.
-func (a *App) externalTools() ([]tool.Source, error) {
+func (a *App) externalTools() (*external.Manager, error) {
 	if a.cfg.ToolRunner.ToolsFile == "" {
 		return nil, nil
 	}
@@ -287,13 +301,13 @@ func (a *App) externalTools() ([]tool.Source, error) {
 		return nil, fmt.Errorf("setting tools-file: %w", err)
 	}
 	a.background = append(a.background, mgr.Run)
-	return mgr.Sources(), nil
+	return mgr, nil
 }
 
 // mcpAuth builds McpAuthService when -mcp-oauth-key-file is set: grants
 // sealed in the MCP OAuth buckets, servers from the `auth: oauth` entries
 // of -tools-file.
-func (a *App) mcpAuth(ctx context.Context, js jetstream.JetStream, log *slog.Logger) (registrar, error) {
+func (a *App) mcpAuth(ctx context.Context, js jetstream.JetStream, log *slog.Logger) (*mcpauth.Service, error) {
 	st := a.cfg.ToolRunner
 	if st.MCPOAuthKeyFile == "" {
 		return nil, nil

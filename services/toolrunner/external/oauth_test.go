@@ -1,6 +1,9 @@
 package external
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -66,5 +69,47 @@ func TestManagerDoesNotConnectOAuthServers(t *testing.T) {
 	srcs := m.Sources()
 	if len(srcs) != 1 || srcs[0].Name() != "mcp:plain" {
 		t.Fatalf("sources = %d, want only mcp:plain", len(srcs))
+	}
+}
+
+func TestServerStatusReportsNeedsAuth(t *testing.T) {
+	cfg := Config{MCPServers: []MCPServerConfig{
+		{Name: "zeta", HTTP: &HTTPConfig{URL: "https://example.com/mcp"}},
+		{Name: "linear", HTTP: &HTTPConfig{URL: "https://mcp.linear.app/mcp"}, Auth: AuthOAuth},
+		{Name: "fs", Stdio: &StdioConfig{Command: "mcp-fs"}},
+	}}
+	m, err := New(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	authorized := func(_ context.Context, tenant, server string) (bool, error) {
+		switch tenant {
+		case "acme":
+			return server == "linear", nil
+		case "broken":
+			return true, errors.New("kv down")
+		}
+		return false, nil
+	}
+	render := func(tenant string, a Authorized) string {
+		var b strings.Builder
+		for _, s := range m.ServerStatus(context.Background(), tenant, a) {
+			fmt.Fprintf(&b, "%s/%s/up=%v/needs_auth=%v ", s.GetName(), s.GetTransport(), s.GetUp(), s.GetNeedsAuth())
+		}
+		return strings.TrimSpace(b.String())
+	}
+	for _, c := range []struct {
+		tenant string
+		a      Authorized
+		want   string
+	}{
+		{"acme", authorized, "fs/stdio/up=false/needs_auth=false linear/http/up=false/needs_auth=false zeta/http/up=false/needs_auth=false"},
+		{"globex", authorized, "fs/stdio/up=false/needs_auth=false linear/http/up=false/needs_auth=true zeta/http/up=false/needs_auth=false"},
+		{"broken", authorized, "fs/stdio/up=false/needs_auth=false linear/http/up=false/needs_auth=true zeta/http/up=false/needs_auth=false"},
+		{"acme", nil, "fs/stdio/up=false/needs_auth=false linear/http/up=false/needs_auth=true zeta/http/up=false/needs_auth=false"},
+	} {
+		if got := render(c.tenant, c.a); got != c.want {
+			t.Errorf("%s: got  %s\nwant %s", c.tenant, got, c.want)
+		}
 	}
 }

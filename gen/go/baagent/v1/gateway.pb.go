@@ -1068,7 +1068,10 @@ func (*GatewayServiceListToolsRequest) Descriptor() ([]byte, []int) {
 type GatewayServiceListToolsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Tools, sorted by name.
-	Tools         []*ToolDefinition `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	Tools []*ToolDefinition `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	// The configured MCP servers and their state for the caller's tenant
+	// (needs_auth: authorize it first, see StartMcpAuthorization).
+	Servers       []*ExternalServerStatus `protobuf:"bytes,2,rep,name=servers,proto3" json:"servers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1106,6 +1109,13 @@ func (*GatewayServiceListToolsResponse) Descriptor() ([]byte, []int) {
 func (x *GatewayServiceListToolsResponse) GetTools() []*ToolDefinition {
 	if x != nil {
 		return x.Tools
+	}
+	return nil
+}
+
+func (x *GatewayServiceListToolsResponse) GetServers() []*ExternalServerStatus {
+	if x != nil {
+		return x.Servers
 	}
 	return nil
 }
@@ -2059,9 +2069,10 @@ const file_baagent_v1_gateway_proto_rawDesc = "" +
 	"\bmetadata\x18\x01 \x01(\v2\x19.baagent.v1.SkillMetadataR\bmetadata\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\tR\x04body\x127\n" +
 	"\tresources\x18\x03 \x03(\v2\x19.baagent.v1.SkillResourceR\tresources\" \n" +
-	"\x1eGatewayServiceListToolsRequest\"S\n" +
+	"\x1eGatewayServiceListToolsRequest\"\x8f\x01\n" +
 	"\x1fGatewayServiceListToolsResponse\x120\n" +
-	"\x05tools\x18\x01 \x03(\v2\x1a.baagent.v1.ToolDefinitionR\x05tools\"\xf0\x01\n" +
+	"\x05tools\x18\x01 \x03(\v2\x1a.baagent.v1.ToolDefinitionR\x05tools\x12:\n" +
+	"\aservers\x18\x02 \x03(\v2 .baagent.v1.ExternalServerStatusR\aservers\"\xf0\x01\n" +
 	"\x11InvokeToolRequest\x12\x1b\n" +
 	"\ttool_name\x18\x01 \x01(\tR\btoolName\x127\n" +
 	"\n" +
@@ -2208,33 +2219,34 @@ var file_baagent_v1_gateway_proto_goTypes = []any{
 	(SkillLoadLevel)(0),                                   // 44: baagent.v1.SkillLoadLevel
 	(*SkillResource)(nil),                                 // 45: baagent.v1.SkillResource
 	(*ToolDefinition)(nil),                                // 46: baagent.v1.ToolDefinition
-	(*structpb.Struct)(nil),                               // 47: google.protobuf.Struct
-	(OutputLevel)(0),                                      // 48: baagent.v1.OutputLevel
-	(*ToolExecutionResult)(nil),                           // 49: baagent.v1.ToolExecutionResult
-	(*CountTokensResponse)(nil),                           // 50: baagent.v1.CountTokensResponse
-	(SkillArchiveFormat)(0),                               // 51: baagent.v1.SkillArchiveFormat
-	(*timestamppb.Timestamp)(nil),                         // 52: google.protobuf.Timestamp
-	(*McpAuthorization)(nil),                              // 53: baagent.v1.McpAuthorization
-	(*ExportRunRequest)(nil),                              // 54: baagent.v1.ExportRunRequest
-	(*ExportConversationRequest)(nil),                     // 55: baagent.v1.ExportConversationRequest
-	(*GatewayServiceGetUsageRequest)(nil),                 // 56: baagent.v1.GatewayServiceGetUsageRequest
-	(*GatewayServiceGetBudgetRequest)(nil),                // 57: baagent.v1.GatewayServiceGetBudgetRequest
-	(*GatewayServiceSetBudgetRequest)(nil),                // 58: baagent.v1.GatewayServiceSetBudgetRequest
-	(*GatewayServiceListConversationsRequest)(nil),        // 59: baagent.v1.GatewayServiceListConversationsRequest
-	(*GatewayServiceGetConversationRequest)(nil),          // 60: baagent.v1.GatewayServiceGetConversationRequest
-	(*GatewayServiceGetConversationMessagesRequest)(nil),  // 61: baagent.v1.GatewayServiceGetConversationMessagesRequest
-	(*GatewayServiceEndConversationRequest)(nil),          // 62: baagent.v1.GatewayServiceEndConversationRequest
-	(*GatewayServiceDeleteConversationRequest)(nil),       // 63: baagent.v1.GatewayServiceDeleteConversationRequest
-	(*ExportRunResponse)(nil),                             // 64: baagent.v1.ExportRunResponse
-	(*ExportConversationResponse)(nil),                    // 65: baagent.v1.ExportConversationResponse
-	(*GatewayServiceGetUsageResponse)(nil),                // 66: baagent.v1.GatewayServiceGetUsageResponse
-	(*GatewayServiceGetBudgetResponse)(nil),               // 67: baagent.v1.GatewayServiceGetBudgetResponse
-	(*GatewayServiceSetBudgetResponse)(nil),               // 68: baagent.v1.GatewayServiceSetBudgetResponse
-	(*GatewayServiceListConversationsResponse)(nil),       // 69: baagent.v1.GatewayServiceListConversationsResponse
-	(*GatewayServiceGetConversationResponse)(nil),         // 70: baagent.v1.GatewayServiceGetConversationResponse
-	(*GatewayServiceGetConversationMessagesResponse)(nil), // 71: baagent.v1.GatewayServiceGetConversationMessagesResponse
-	(*GatewayServiceEndConversationResponse)(nil),         // 72: baagent.v1.GatewayServiceEndConversationResponse
-	(*GatewayServiceDeleteConversationResponse)(nil),      // 73: baagent.v1.GatewayServiceDeleteConversationResponse
+	(*ExternalServerStatus)(nil),                          // 47: baagent.v1.ExternalServerStatus
+	(*structpb.Struct)(nil),                               // 48: google.protobuf.Struct
+	(OutputLevel)(0),                                      // 49: baagent.v1.OutputLevel
+	(*ToolExecutionResult)(nil),                           // 50: baagent.v1.ToolExecutionResult
+	(*CountTokensResponse)(nil),                           // 51: baagent.v1.CountTokensResponse
+	(SkillArchiveFormat)(0),                               // 52: baagent.v1.SkillArchiveFormat
+	(*timestamppb.Timestamp)(nil),                         // 53: google.protobuf.Timestamp
+	(*McpAuthorization)(nil),                              // 54: baagent.v1.McpAuthorization
+	(*ExportRunRequest)(nil),                              // 55: baagent.v1.ExportRunRequest
+	(*ExportConversationRequest)(nil),                     // 56: baagent.v1.ExportConversationRequest
+	(*GatewayServiceGetUsageRequest)(nil),                 // 57: baagent.v1.GatewayServiceGetUsageRequest
+	(*GatewayServiceGetBudgetRequest)(nil),                // 58: baagent.v1.GatewayServiceGetBudgetRequest
+	(*GatewayServiceSetBudgetRequest)(nil),                // 59: baagent.v1.GatewayServiceSetBudgetRequest
+	(*GatewayServiceListConversationsRequest)(nil),        // 60: baagent.v1.GatewayServiceListConversationsRequest
+	(*GatewayServiceGetConversationRequest)(nil),          // 61: baagent.v1.GatewayServiceGetConversationRequest
+	(*GatewayServiceGetConversationMessagesRequest)(nil),  // 62: baagent.v1.GatewayServiceGetConversationMessagesRequest
+	(*GatewayServiceEndConversationRequest)(nil),          // 63: baagent.v1.GatewayServiceEndConversationRequest
+	(*GatewayServiceDeleteConversationRequest)(nil),       // 64: baagent.v1.GatewayServiceDeleteConversationRequest
+	(*ExportRunResponse)(nil),                             // 65: baagent.v1.ExportRunResponse
+	(*ExportConversationResponse)(nil),                    // 66: baagent.v1.ExportConversationResponse
+	(*GatewayServiceGetUsageResponse)(nil),                // 67: baagent.v1.GatewayServiceGetUsageResponse
+	(*GatewayServiceGetBudgetResponse)(nil),               // 68: baagent.v1.GatewayServiceGetBudgetResponse
+	(*GatewayServiceSetBudgetResponse)(nil),               // 69: baagent.v1.GatewayServiceSetBudgetResponse
+	(*GatewayServiceListConversationsResponse)(nil),       // 70: baagent.v1.GatewayServiceListConversationsResponse
+	(*GatewayServiceGetConversationResponse)(nil),         // 71: baagent.v1.GatewayServiceGetConversationResponse
+	(*GatewayServiceGetConversationMessagesResponse)(nil), // 72: baagent.v1.GatewayServiceGetConversationMessagesResponse
+	(*GatewayServiceEndConversationResponse)(nil),         // 73: baagent.v1.GatewayServiceEndConversationResponse
+	(*GatewayServiceDeleteConversationResponse)(nil),      // 74: baagent.v1.GatewayServiceDeleteConversationResponse
 }
 var file_baagent_v1_gateway_proto_depIdxs = []int32{
 	36, // 0: baagent.v1.StartRunRequest.spec:type_name -> baagent.v1.RunSpec
@@ -2256,76 +2268,77 @@ var file_baagent_v1_gateway_proto_depIdxs = []int32{
 	42, // 16: baagent.v1.GatewayServiceGetSkillResponse.metadata:type_name -> baagent.v1.SkillMetadata
 	45, // 17: baagent.v1.GatewayServiceGetSkillResponse.resources:type_name -> baagent.v1.SkillResource
 	46, // 18: baagent.v1.GatewayServiceListToolsResponse.tools:type_name -> baagent.v1.ToolDefinition
-	47, // 19: baagent.v1.InvokeToolRequest.parameters:type_name -> google.protobuf.Struct
-	48, // 20: baagent.v1.InvokeToolRequest.output_level:type_name -> baagent.v1.OutputLevel
-	49, // 21: baagent.v1.InvokeToolResponse.result:type_name -> baagent.v1.ToolExecutionResult
-	50, // 22: baagent.v1.GatewayServiceCountTokensResponse.count:type_name -> baagent.v1.CountTokensResponse
-	51, // 23: baagent.v1.GatewayServicePutSkillRequest.format:type_name -> baagent.v1.SkillArchiveFormat
-	42, // 24: baagent.v1.GatewayServicePutSkillResponse.skill:type_name -> baagent.v1.SkillMetadata
-	42, // 25: baagent.v1.GatewayServiceSetSystemSkillStateResponse.skill:type_name -> baagent.v1.SkillMetadata
-	52, // 26: baagent.v1.GatewayServiceStartMcpAuthorizationResponse.expires_at:type_name -> google.protobuf.Timestamp
-	53, // 27: baagent.v1.GatewayServiceGetMcpAuthorizationResponse.authorization:type_name -> baagent.v1.McpAuthorization
-	0,  // 28: baagent.v1.GatewayService.StartRun:input_type -> baagent.v1.StartRunRequest
-	2,  // 29: baagent.v1.GatewayService.StartRunStream:input_type -> baagent.v1.StartRunStreamRequest
-	4,  // 30: baagent.v1.GatewayService.GetRun:input_type -> baagent.v1.GetRunRequest
-	6,  // 31: baagent.v1.GatewayService.ListRuns:input_type -> baagent.v1.ListRunsRequest
-	8,  // 32: baagent.v1.GatewayService.CancelRun:input_type -> baagent.v1.CancelRunRequest
-	10, // 33: baagent.v1.GatewayService.SubmitInput:input_type -> baagent.v1.SubmitInputRequest
-	12, // 34: baagent.v1.GatewayService.StreamRunEvents:input_type -> baagent.v1.StreamRunEventsRequest
-	14, // 35: baagent.v1.GatewayService.ListSkills:input_type -> baagent.v1.GatewayServiceListSkillsRequest
-	16, // 36: baagent.v1.GatewayService.GetSkill:input_type -> baagent.v1.GatewayServiceGetSkillRequest
-	24, // 37: baagent.v1.GatewayService.PutSkill:input_type -> baagent.v1.GatewayServicePutSkillRequest
-	26, // 38: baagent.v1.GatewayService.DeleteSkill:input_type -> baagent.v1.GatewayServiceDeleteSkillRequest
-	28, // 39: baagent.v1.GatewayService.SetSystemSkillState:input_type -> baagent.v1.GatewayServiceSetSystemSkillStateRequest
-	18, // 40: baagent.v1.GatewayService.ListTools:input_type -> baagent.v1.GatewayServiceListToolsRequest
-	20, // 41: baagent.v1.GatewayService.InvokeTool:input_type -> baagent.v1.InvokeToolRequest
-	22, // 42: baagent.v1.GatewayService.CountTokens:input_type -> baagent.v1.GatewayServiceCountTokensRequest
-	54, // 43: baagent.v1.GatewayService.ExportRun:input_type -> baagent.v1.ExportRunRequest
-	55, // 44: baagent.v1.GatewayService.ExportConversation:input_type -> baagent.v1.ExportConversationRequest
-	56, // 45: baagent.v1.GatewayService.GetUsage:input_type -> baagent.v1.GatewayServiceGetUsageRequest
-	57, // 46: baagent.v1.GatewayService.GetBudget:input_type -> baagent.v1.GatewayServiceGetBudgetRequest
-	58, // 47: baagent.v1.GatewayService.SetBudget:input_type -> baagent.v1.GatewayServiceSetBudgetRequest
-	59, // 48: baagent.v1.GatewayService.ListConversations:input_type -> baagent.v1.GatewayServiceListConversationsRequest
-	60, // 49: baagent.v1.GatewayService.GetConversation:input_type -> baagent.v1.GatewayServiceGetConversationRequest
-	61, // 50: baagent.v1.GatewayService.GetConversationMessages:input_type -> baagent.v1.GatewayServiceGetConversationMessagesRequest
-	62, // 51: baagent.v1.GatewayService.EndConversation:input_type -> baagent.v1.GatewayServiceEndConversationRequest
-	63, // 52: baagent.v1.GatewayService.DeleteConversation:input_type -> baagent.v1.GatewayServiceDeleteConversationRequest
-	30, // 53: baagent.v1.GatewayService.StartMcpAuthorization:input_type -> baagent.v1.GatewayServiceStartMcpAuthorizationRequest
-	32, // 54: baagent.v1.GatewayService.GetMcpAuthorization:input_type -> baagent.v1.GatewayServiceGetMcpAuthorizationRequest
-	34, // 55: baagent.v1.GatewayService.RevokeMcpAuthorization:input_type -> baagent.v1.GatewayServiceRevokeMcpAuthorizationRequest
-	1,  // 56: baagent.v1.GatewayService.StartRun:output_type -> baagent.v1.StartRunResponse
-	3,  // 57: baagent.v1.GatewayService.StartRunStream:output_type -> baagent.v1.StartRunStreamResponse
-	5,  // 58: baagent.v1.GatewayService.GetRun:output_type -> baagent.v1.GetRunResponse
-	7,  // 59: baagent.v1.GatewayService.ListRuns:output_type -> baagent.v1.ListRunsResponse
-	9,  // 60: baagent.v1.GatewayService.CancelRun:output_type -> baagent.v1.CancelRunResponse
-	11, // 61: baagent.v1.GatewayService.SubmitInput:output_type -> baagent.v1.SubmitInputResponse
-	13, // 62: baagent.v1.GatewayService.StreamRunEvents:output_type -> baagent.v1.StreamRunEventsResponse
-	15, // 63: baagent.v1.GatewayService.ListSkills:output_type -> baagent.v1.GatewayServiceListSkillsResponse
-	17, // 64: baagent.v1.GatewayService.GetSkill:output_type -> baagent.v1.GatewayServiceGetSkillResponse
-	25, // 65: baagent.v1.GatewayService.PutSkill:output_type -> baagent.v1.GatewayServicePutSkillResponse
-	27, // 66: baagent.v1.GatewayService.DeleteSkill:output_type -> baagent.v1.GatewayServiceDeleteSkillResponse
-	29, // 67: baagent.v1.GatewayService.SetSystemSkillState:output_type -> baagent.v1.GatewayServiceSetSystemSkillStateResponse
-	19, // 68: baagent.v1.GatewayService.ListTools:output_type -> baagent.v1.GatewayServiceListToolsResponse
-	21, // 69: baagent.v1.GatewayService.InvokeTool:output_type -> baagent.v1.InvokeToolResponse
-	23, // 70: baagent.v1.GatewayService.CountTokens:output_type -> baagent.v1.GatewayServiceCountTokensResponse
-	64, // 71: baagent.v1.GatewayService.ExportRun:output_type -> baagent.v1.ExportRunResponse
-	65, // 72: baagent.v1.GatewayService.ExportConversation:output_type -> baagent.v1.ExportConversationResponse
-	66, // 73: baagent.v1.GatewayService.GetUsage:output_type -> baagent.v1.GatewayServiceGetUsageResponse
-	67, // 74: baagent.v1.GatewayService.GetBudget:output_type -> baagent.v1.GatewayServiceGetBudgetResponse
-	68, // 75: baagent.v1.GatewayService.SetBudget:output_type -> baagent.v1.GatewayServiceSetBudgetResponse
-	69, // 76: baagent.v1.GatewayService.ListConversations:output_type -> baagent.v1.GatewayServiceListConversationsResponse
-	70, // 77: baagent.v1.GatewayService.GetConversation:output_type -> baagent.v1.GatewayServiceGetConversationResponse
-	71, // 78: baagent.v1.GatewayService.GetConversationMessages:output_type -> baagent.v1.GatewayServiceGetConversationMessagesResponse
-	72, // 79: baagent.v1.GatewayService.EndConversation:output_type -> baagent.v1.GatewayServiceEndConversationResponse
-	73, // 80: baagent.v1.GatewayService.DeleteConversation:output_type -> baagent.v1.GatewayServiceDeleteConversationResponse
-	31, // 81: baagent.v1.GatewayService.StartMcpAuthorization:output_type -> baagent.v1.GatewayServiceStartMcpAuthorizationResponse
-	33, // 82: baagent.v1.GatewayService.GetMcpAuthorization:output_type -> baagent.v1.GatewayServiceGetMcpAuthorizationResponse
-	35, // 83: baagent.v1.GatewayService.RevokeMcpAuthorization:output_type -> baagent.v1.GatewayServiceRevokeMcpAuthorizationResponse
-	56, // [56:84] is the sub-list for method output_type
-	28, // [28:56] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	47, // 19: baagent.v1.GatewayServiceListToolsResponse.servers:type_name -> baagent.v1.ExternalServerStatus
+	48, // 20: baagent.v1.InvokeToolRequest.parameters:type_name -> google.protobuf.Struct
+	49, // 21: baagent.v1.InvokeToolRequest.output_level:type_name -> baagent.v1.OutputLevel
+	50, // 22: baagent.v1.InvokeToolResponse.result:type_name -> baagent.v1.ToolExecutionResult
+	51, // 23: baagent.v1.GatewayServiceCountTokensResponse.count:type_name -> baagent.v1.CountTokensResponse
+	52, // 24: baagent.v1.GatewayServicePutSkillRequest.format:type_name -> baagent.v1.SkillArchiveFormat
+	42, // 25: baagent.v1.GatewayServicePutSkillResponse.skill:type_name -> baagent.v1.SkillMetadata
+	42, // 26: baagent.v1.GatewayServiceSetSystemSkillStateResponse.skill:type_name -> baagent.v1.SkillMetadata
+	53, // 27: baagent.v1.GatewayServiceStartMcpAuthorizationResponse.expires_at:type_name -> google.protobuf.Timestamp
+	54, // 28: baagent.v1.GatewayServiceGetMcpAuthorizationResponse.authorization:type_name -> baagent.v1.McpAuthorization
+	0,  // 29: baagent.v1.GatewayService.StartRun:input_type -> baagent.v1.StartRunRequest
+	2,  // 30: baagent.v1.GatewayService.StartRunStream:input_type -> baagent.v1.StartRunStreamRequest
+	4,  // 31: baagent.v1.GatewayService.GetRun:input_type -> baagent.v1.GetRunRequest
+	6,  // 32: baagent.v1.GatewayService.ListRuns:input_type -> baagent.v1.ListRunsRequest
+	8,  // 33: baagent.v1.GatewayService.CancelRun:input_type -> baagent.v1.CancelRunRequest
+	10, // 34: baagent.v1.GatewayService.SubmitInput:input_type -> baagent.v1.SubmitInputRequest
+	12, // 35: baagent.v1.GatewayService.StreamRunEvents:input_type -> baagent.v1.StreamRunEventsRequest
+	14, // 36: baagent.v1.GatewayService.ListSkills:input_type -> baagent.v1.GatewayServiceListSkillsRequest
+	16, // 37: baagent.v1.GatewayService.GetSkill:input_type -> baagent.v1.GatewayServiceGetSkillRequest
+	24, // 38: baagent.v1.GatewayService.PutSkill:input_type -> baagent.v1.GatewayServicePutSkillRequest
+	26, // 39: baagent.v1.GatewayService.DeleteSkill:input_type -> baagent.v1.GatewayServiceDeleteSkillRequest
+	28, // 40: baagent.v1.GatewayService.SetSystemSkillState:input_type -> baagent.v1.GatewayServiceSetSystemSkillStateRequest
+	18, // 41: baagent.v1.GatewayService.ListTools:input_type -> baagent.v1.GatewayServiceListToolsRequest
+	20, // 42: baagent.v1.GatewayService.InvokeTool:input_type -> baagent.v1.InvokeToolRequest
+	22, // 43: baagent.v1.GatewayService.CountTokens:input_type -> baagent.v1.GatewayServiceCountTokensRequest
+	55, // 44: baagent.v1.GatewayService.ExportRun:input_type -> baagent.v1.ExportRunRequest
+	56, // 45: baagent.v1.GatewayService.ExportConversation:input_type -> baagent.v1.ExportConversationRequest
+	57, // 46: baagent.v1.GatewayService.GetUsage:input_type -> baagent.v1.GatewayServiceGetUsageRequest
+	58, // 47: baagent.v1.GatewayService.GetBudget:input_type -> baagent.v1.GatewayServiceGetBudgetRequest
+	59, // 48: baagent.v1.GatewayService.SetBudget:input_type -> baagent.v1.GatewayServiceSetBudgetRequest
+	60, // 49: baagent.v1.GatewayService.ListConversations:input_type -> baagent.v1.GatewayServiceListConversationsRequest
+	61, // 50: baagent.v1.GatewayService.GetConversation:input_type -> baagent.v1.GatewayServiceGetConversationRequest
+	62, // 51: baagent.v1.GatewayService.GetConversationMessages:input_type -> baagent.v1.GatewayServiceGetConversationMessagesRequest
+	63, // 52: baagent.v1.GatewayService.EndConversation:input_type -> baagent.v1.GatewayServiceEndConversationRequest
+	64, // 53: baagent.v1.GatewayService.DeleteConversation:input_type -> baagent.v1.GatewayServiceDeleteConversationRequest
+	30, // 54: baagent.v1.GatewayService.StartMcpAuthorization:input_type -> baagent.v1.GatewayServiceStartMcpAuthorizationRequest
+	32, // 55: baagent.v1.GatewayService.GetMcpAuthorization:input_type -> baagent.v1.GatewayServiceGetMcpAuthorizationRequest
+	34, // 56: baagent.v1.GatewayService.RevokeMcpAuthorization:input_type -> baagent.v1.GatewayServiceRevokeMcpAuthorizationRequest
+	1,  // 57: baagent.v1.GatewayService.StartRun:output_type -> baagent.v1.StartRunResponse
+	3,  // 58: baagent.v1.GatewayService.StartRunStream:output_type -> baagent.v1.StartRunStreamResponse
+	5,  // 59: baagent.v1.GatewayService.GetRun:output_type -> baagent.v1.GetRunResponse
+	7,  // 60: baagent.v1.GatewayService.ListRuns:output_type -> baagent.v1.ListRunsResponse
+	9,  // 61: baagent.v1.GatewayService.CancelRun:output_type -> baagent.v1.CancelRunResponse
+	11, // 62: baagent.v1.GatewayService.SubmitInput:output_type -> baagent.v1.SubmitInputResponse
+	13, // 63: baagent.v1.GatewayService.StreamRunEvents:output_type -> baagent.v1.StreamRunEventsResponse
+	15, // 64: baagent.v1.GatewayService.ListSkills:output_type -> baagent.v1.GatewayServiceListSkillsResponse
+	17, // 65: baagent.v1.GatewayService.GetSkill:output_type -> baagent.v1.GatewayServiceGetSkillResponse
+	25, // 66: baagent.v1.GatewayService.PutSkill:output_type -> baagent.v1.GatewayServicePutSkillResponse
+	27, // 67: baagent.v1.GatewayService.DeleteSkill:output_type -> baagent.v1.GatewayServiceDeleteSkillResponse
+	29, // 68: baagent.v1.GatewayService.SetSystemSkillState:output_type -> baagent.v1.GatewayServiceSetSystemSkillStateResponse
+	19, // 69: baagent.v1.GatewayService.ListTools:output_type -> baagent.v1.GatewayServiceListToolsResponse
+	21, // 70: baagent.v1.GatewayService.InvokeTool:output_type -> baagent.v1.InvokeToolResponse
+	23, // 71: baagent.v1.GatewayService.CountTokens:output_type -> baagent.v1.GatewayServiceCountTokensResponse
+	65, // 72: baagent.v1.GatewayService.ExportRun:output_type -> baagent.v1.ExportRunResponse
+	66, // 73: baagent.v1.GatewayService.ExportConversation:output_type -> baagent.v1.ExportConversationResponse
+	67, // 74: baagent.v1.GatewayService.GetUsage:output_type -> baagent.v1.GatewayServiceGetUsageResponse
+	68, // 75: baagent.v1.GatewayService.GetBudget:output_type -> baagent.v1.GatewayServiceGetBudgetResponse
+	69, // 76: baagent.v1.GatewayService.SetBudget:output_type -> baagent.v1.GatewayServiceSetBudgetResponse
+	70, // 77: baagent.v1.GatewayService.ListConversations:output_type -> baagent.v1.GatewayServiceListConversationsResponse
+	71, // 78: baagent.v1.GatewayService.GetConversation:output_type -> baagent.v1.GatewayServiceGetConversationResponse
+	72, // 79: baagent.v1.GatewayService.GetConversationMessages:output_type -> baagent.v1.GatewayServiceGetConversationMessagesResponse
+	73, // 80: baagent.v1.GatewayService.EndConversation:output_type -> baagent.v1.GatewayServiceEndConversationResponse
+	74, // 81: baagent.v1.GatewayService.DeleteConversation:output_type -> baagent.v1.GatewayServiceDeleteConversationResponse
+	31, // 82: baagent.v1.GatewayService.StartMcpAuthorization:output_type -> baagent.v1.GatewayServiceStartMcpAuthorizationResponse
+	33, // 83: baagent.v1.GatewayService.GetMcpAuthorization:output_type -> baagent.v1.GatewayServiceGetMcpAuthorizationResponse
+	35, // 84: baagent.v1.GatewayService.RevokeMcpAuthorization:output_type -> baagent.v1.GatewayServiceRevokeMcpAuthorizationResponse
+	57, // [57:85] is the sub-list for method output_type
+	29, // [29:57] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_baagent_v1_gateway_proto_init() }

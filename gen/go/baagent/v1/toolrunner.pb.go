@@ -1089,7 +1089,10 @@ func (x *ListToolsRequest) GetAllowedTools() *ToolAllowList {
 type ListToolsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Tools, sorted by name.
-	Tools         []*ToolDefinition `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	Tools []*ToolDefinition `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	// The configured MCP servers and their state for the caller's tenant,
+	// sorted by name.
+	Servers       []*ExternalServerStatus `protobuf:"bytes,2,rep,name=servers,proto3" json:"servers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1131,6 +1134,87 @@ func (x *ListToolsResponse) GetTools() []*ToolDefinition {
 	return nil
 }
 
+func (x *ListToolsResponse) GetServers() []*ExternalServerStatus {
+	if x != nil {
+		return x.Servers
+	}
+	return nil
+}
+
+// ExternalServerStatus is the state of one configured MCP server.
+type ExternalServerStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The `mcp_servers:` entry's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// "stdio" or "http".
+	Transport string `protobuf:"bytes,2,opt,name=transport,proto3" json:"transport,omitempty"`
+	// True while the server is connected and its tools are offered.
+	Up bool `protobuf:"varint,3,opt,name=up,proto3" json:"up,omitempty"`
+	// True for an `auth: oauth` server the tenant has not authorized (see
+	// McpAuthService); its tools are not offered to the tenant.
+	NeedsAuth     bool `protobuf:"varint,4,opt,name=needs_auth,json=needsAuth,proto3" json:"needs_auth,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExternalServerStatus) Reset() {
+	*x = ExternalServerStatus{}
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExternalServerStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExternalServerStatus) ProtoMessage() {}
+
+func (x *ExternalServerStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExternalServerStatus.ProtoReflect.Descriptor instead.
+func (*ExternalServerStatus) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ExternalServerStatus) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ExternalServerStatus) GetTransport() string {
+	if x != nil {
+		return x.Transport
+	}
+	return ""
+}
+
+func (x *ExternalServerStatus) GetUp() bool {
+	if x != nil {
+		return x.Up
+	}
+	return false
+}
+
+func (x *ExternalServerStatus) GetNeedsAuth() bool {
+	if x != nil {
+		return x.NeedsAuth
+	}
+	return false
+}
+
 // ReadArtifactRequest reads an artifact.
 type ReadArtifactRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1152,7 +1236,7 @@ type ReadArtifactRequest struct {
 
 func (x *ReadArtifactRequest) Reset() {
 	*x = ReadArtifactRequest{}
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[8]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1164,7 +1248,7 @@ func (x *ReadArtifactRequest) String() string {
 func (*ReadArtifactRequest) ProtoMessage() {}
 
 func (x *ReadArtifactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[8]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1177,7 +1261,7 @@ func (x *ReadArtifactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadArtifactRequest.ProtoReflect.Descriptor instead.
 func (*ReadArtifactRequest) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{8}
+	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReadArtifactRequest) GetTenant() string {
@@ -1239,7 +1323,7 @@ type ReadArtifactResponse struct {
 
 func (x *ReadArtifactResponse) Reset() {
 	*x = ReadArtifactResponse{}
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[9]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1251,7 +1335,7 @@ func (x *ReadArtifactResponse) String() string {
 func (*ReadArtifactResponse) ProtoMessage() {}
 
 func (x *ReadArtifactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[9]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1264,7 +1348,7 @@ func (x *ReadArtifactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadArtifactResponse.ProtoReflect.Descriptor instead.
 func (*ReadArtifactResponse) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{9}
+	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReadArtifactResponse) GetContent() string {
@@ -1308,7 +1392,7 @@ type ReleaseConversationRequest struct {
 
 func (x *ReleaseConversationRequest) Reset() {
 	*x = ReleaseConversationRequest{}
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[10]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +1404,7 @@ func (x *ReleaseConversationRequest) String() string {
 func (*ReleaseConversationRequest) ProtoMessage() {}
 
 func (x *ReleaseConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[10]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +1417,7 @@ func (x *ReleaseConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseConversationRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseConversationRequest) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{10}
+	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReleaseConversationRequest) GetTenant() string {
@@ -1363,7 +1447,7 @@ type ReleaseConversationResponse struct {
 
 func (x *ReleaseConversationResponse) Reset() {
 	*x = ReleaseConversationResponse{}
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[11]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1375,7 +1459,7 @@ func (x *ReleaseConversationResponse) String() string {
 func (*ReleaseConversationResponse) ProtoMessage() {}
 
 func (x *ReleaseConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[11]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1388,7 +1472,7 @@ func (x *ReleaseConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseConversationResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseConversationResponse) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{11}
+	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReleaseConversationResponse) GetArtifactsDeleted() int32 {
@@ -1495,9 +1579,16 @@ const file_baagent_v1_toolrunner_proto_rawDesc = "" +
 	"\x06result\x18\x01 \x01(\v2\x1f.baagent.v1.ToolExecutionResultR\x06result\"j\n" +
 	"\x10ListToolsRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12>\n" +
-	"\rallowed_tools\x18\x02 \x01(\v2\x19.baagent.v1.ToolAllowListR\fallowedTools\"E\n" +
+	"\rallowed_tools\x18\x02 \x01(\v2\x19.baagent.v1.ToolAllowListR\fallowedTools\"\x81\x01\n" +
 	"\x11ListToolsResponse\x120\n" +
-	"\x05tools\x18\x01 \x03(\v2\x1a.baagent.v1.ToolDefinitionR\x05tools\"\xbf\x01\n" +
+	"\x05tools\x18\x01 \x03(\v2\x1a.baagent.v1.ToolDefinitionR\x05tools\x12:\n" +
+	"\aservers\x18\x02 \x03(\v2 .baagent.v1.ExternalServerStatusR\aservers\"w\n" +
+	"\x14ExternalServerStatus\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\ttransport\x18\x02 \x01(\tR\ttransport\x12\x0e\n" +
+	"\x02up\x18\x03 \x01(\bR\x02up\x12\x1d\n" +
+	"\n" +
+	"needs_auth\x18\x04 \x01(\bR\tneedsAuth\"\xbf\x01\n" +
 	"\x13ReadArtifactRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12'\n" +
 	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x1f\n" +
@@ -1571,7 +1662,7 @@ func file_baagent_v1_toolrunner_proto_rawDescGZIP() []byte {
 }
 
 var file_baagent_v1_toolrunner_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_baagent_v1_toolrunner_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_baagent_v1_toolrunner_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_baagent_v1_toolrunner_proto_goTypes = []any{
 	(OutputLevel)(0),                    // 0: baagent.v1.OutputLevel
 	(ToolCachePolicy)(0),                // 1: baagent.v1.ToolCachePolicy
@@ -1585,45 +1676,47 @@ var file_baagent_v1_toolrunner_proto_goTypes = []any{
 	(*InvokeResponse)(nil),              // 9: baagent.v1.InvokeResponse
 	(*ListToolsRequest)(nil),            // 10: baagent.v1.ListToolsRequest
 	(*ListToolsResponse)(nil),           // 11: baagent.v1.ListToolsResponse
-	(*ReadArtifactRequest)(nil),         // 12: baagent.v1.ReadArtifactRequest
-	(*ReadArtifactResponse)(nil),        // 13: baagent.v1.ReadArtifactResponse
-	(*ReleaseConversationRequest)(nil),  // 14: baagent.v1.ReleaseConversationRequest
-	(*ReleaseConversationResponse)(nil), // 15: baagent.v1.ReleaseConversationResponse
-	(*structpb.Struct)(nil),             // 16: google.protobuf.Struct
-	(*ToolAllowList)(nil),               // 17: baagent.v1.ToolAllowList
-	(*ToolSchema)(nil),                  // 18: baagent.v1.ToolSchema
+	(*ExternalServerStatus)(nil),        // 12: baagent.v1.ExternalServerStatus
+	(*ReadArtifactRequest)(nil),         // 13: baagent.v1.ReadArtifactRequest
+	(*ReadArtifactResponse)(nil),        // 14: baagent.v1.ReadArtifactResponse
+	(*ReleaseConversationRequest)(nil),  // 15: baagent.v1.ReleaseConversationRequest
+	(*ReleaseConversationResponse)(nil), // 16: baagent.v1.ReleaseConversationResponse
+	(*structpb.Struct)(nil),             // 17: google.protobuf.Struct
+	(*ToolAllowList)(nil),               // 18: baagent.v1.ToolAllowList
+	(*ToolSchema)(nil),                  // 19: baagent.v1.ToolSchema
 }
 var file_baagent_v1_toolrunner_proto_depIdxs = []int32{
 	2,  // 0: baagent.v1.ToolRetryPolicy.retry_on:type_name -> baagent.v1.ToolErrorType
-	16, // 1: baagent.v1.ToolInvocationRequest.parameters:type_name -> google.protobuf.Struct
+	17, // 1: baagent.v1.ToolInvocationRequest.parameters:type_name -> google.protobuf.Struct
 	0,  // 2: baagent.v1.ToolInvocationRequest.output_level:type_name -> baagent.v1.OutputLevel
 	1,  // 3: baagent.v1.ToolInvocationRequest.cache_policy:type_name -> baagent.v1.ToolCachePolicy
-	17, // 4: baagent.v1.ToolInvocationRequest.allowed_tools:type_name -> baagent.v1.ToolAllowList
+	18, // 4: baagent.v1.ToolInvocationRequest.allowed_tools:type_name -> baagent.v1.ToolAllowList
 	4,  // 5: baagent.v1.ToolInvocationRequest.retry_policy:type_name -> baagent.v1.ToolRetryPolicy
 	0,  // 6: baagent.v1.ToolExecutionResult.output_level:type_name -> baagent.v1.OutputLevel
 	2,  // 7: baagent.v1.ToolExecutionResult.error_type:type_name -> baagent.v1.ToolErrorType
-	18, // 8: baagent.v1.ToolDefinition.schema:type_name -> baagent.v1.ToolSchema
+	19, // 8: baagent.v1.ToolDefinition.schema:type_name -> baagent.v1.ToolSchema
 	0,  // 9: baagent.v1.ToolDefinition.default_output_level:type_name -> baagent.v1.OutputLevel
 	1,  // 10: baagent.v1.ToolDefinition.cache_policy:type_name -> baagent.v1.ToolCachePolicy
 	4,  // 11: baagent.v1.ToolDefinition.retry_policy:type_name -> baagent.v1.ToolRetryPolicy
 	3,  // 12: baagent.v1.ToolDefinition.permission:type_name -> baagent.v1.ToolPermission
 	5,  // 13: baagent.v1.InvokeRequest.request:type_name -> baagent.v1.ToolInvocationRequest
 	6,  // 14: baagent.v1.InvokeResponse.result:type_name -> baagent.v1.ToolExecutionResult
-	17, // 15: baagent.v1.ListToolsRequest.allowed_tools:type_name -> baagent.v1.ToolAllowList
+	18, // 15: baagent.v1.ListToolsRequest.allowed_tools:type_name -> baagent.v1.ToolAllowList
 	7,  // 16: baagent.v1.ListToolsResponse.tools:type_name -> baagent.v1.ToolDefinition
-	8,  // 17: baagent.v1.ToolRunnerService.Invoke:input_type -> baagent.v1.InvokeRequest
-	10, // 18: baagent.v1.ToolRunnerService.ListTools:input_type -> baagent.v1.ListToolsRequest
-	12, // 19: baagent.v1.ToolRunnerService.ReadArtifact:input_type -> baagent.v1.ReadArtifactRequest
-	14, // 20: baagent.v1.ToolRunnerService.ReleaseConversation:input_type -> baagent.v1.ReleaseConversationRequest
-	9,  // 21: baagent.v1.ToolRunnerService.Invoke:output_type -> baagent.v1.InvokeResponse
-	11, // 22: baagent.v1.ToolRunnerService.ListTools:output_type -> baagent.v1.ListToolsResponse
-	13, // 23: baagent.v1.ToolRunnerService.ReadArtifact:output_type -> baagent.v1.ReadArtifactResponse
-	15, // 24: baagent.v1.ToolRunnerService.ReleaseConversation:output_type -> baagent.v1.ReleaseConversationResponse
-	21, // [21:25] is the sub-list for method output_type
-	17, // [17:21] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	12, // 17: baagent.v1.ListToolsResponse.servers:type_name -> baagent.v1.ExternalServerStatus
+	8,  // 18: baagent.v1.ToolRunnerService.Invoke:input_type -> baagent.v1.InvokeRequest
+	10, // 19: baagent.v1.ToolRunnerService.ListTools:input_type -> baagent.v1.ListToolsRequest
+	13, // 20: baagent.v1.ToolRunnerService.ReadArtifact:input_type -> baagent.v1.ReadArtifactRequest
+	15, // 21: baagent.v1.ToolRunnerService.ReleaseConversation:input_type -> baagent.v1.ReleaseConversationRequest
+	9,  // 22: baagent.v1.ToolRunnerService.Invoke:output_type -> baagent.v1.InvokeResponse
+	11, // 23: baagent.v1.ToolRunnerService.ListTools:output_type -> baagent.v1.ListToolsResponse
+	14, // 24: baagent.v1.ToolRunnerService.ReadArtifact:output_type -> baagent.v1.ReadArtifactResponse
+	16, // 25: baagent.v1.ToolRunnerService.ReleaseConversation:output_type -> baagent.v1.ReleaseConversationResponse
+	22, // [22:26] is the sub-list for method output_type
+	18, // [18:22] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_baagent_v1_toolrunner_proto_init() }
@@ -1640,7 +1733,7 @@ func file_baagent_v1_toolrunner_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_baagent_v1_toolrunner_proto_rawDesc), len(file_baagent_v1_toolrunner_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -8,7 +8,7 @@ import type { Run, RunSpec, RunState } from "./run_pb.js";
 import type { Event } from "./events_pb.js";
 import type { RunInput } from "./orchestrator_pb.js";
 import type { SkillArchiveFormat, SkillLoadError, SkillLoadLevel, SkillMetadata, SkillResource, SkillScopeFilter } from "./skills_pb.js";
-import type { OutputLevel, ToolDefinition, ToolExecutionResult } from "./toolrunner_pb.js";
+import type { ExternalServerStatus, OutputLevel, ToolDefinition, ToolExecutionResult } from "./toolrunner_pb.js";
 import type { CountTokensResponse } from "./tokens_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import type { McpAuthorization } from "./mcpauth_pb.js";
@@ -530,6 +530,14 @@ export declare type GatewayServiceListToolsResponse = Message<"baagent.v1.Gatewa
    * @generated from field: repeated baagent.v1.ToolDefinition tools = 1;
    */
   tools: ToolDefinition[];
+
+  /**
+   * The configured MCP servers and their state for the caller's tenant
+   * (needs_auth: authorize it first, see StartMcpAuthorization).
+   *
+   * @generated from field: repeated baagent.v1.ExternalServerStatus servers = 2;
+   */
+  servers: ExternalServerStatus[];
 };
 
 /**
