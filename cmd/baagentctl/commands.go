@@ -96,6 +96,7 @@ func commandSpecs() []spec {
 		}},
 		usageSpec(),
 		budgetSpec(),
+		mcpSpec(),
 	}
 }
 

@@ -34,6 +34,18 @@ const (
 	// BucketConversations is the orchestrator's index of each tenant's
 	// conversations (title, activity, state), key <tenant>.<conversation_id>.
 	BucketConversations = "baagent_conversations"
+	// BucketMCPOAuth holds the toolrunner's OAuth grants for MCP servers
+	// (sealed), key g.<tenant>.<server> (base64url), and dynamically
+	// registered clients, key c.<server>.
+	BucketMCPOAuth = "baagent_mcp_oauth"
+	// BucketMCPOAuthState holds MCP OAuth authorizations in progress, key
+	// s.<state>; its TTL drops the abandoned ones.
+	BucketMCPOAuthState = "baagent_mcp_oauth_state"
+	// DefaultMCPOAuthStateTTL bounds how long an authorization may wait
+	// for its callback.
+	DefaultMCPOAuthStateTTL = 15 * time.Minute
+	// DefaultMCPOAuthMaxBytes bounds each MCP OAuth bucket.
+	DefaultMCPOAuthMaxBytes = 64 << 20
 )
 
 // Subject patterns captured by the streams. They must not overlap (JetStream
@@ -270,6 +282,23 @@ func (c ProvisionConfig) Buckets() ([]jetstream.KeyValueConfig, error) {
 			Description: "BA-Agent conversation index, key <tenant>.<conversation_id>",
 			History:     1,
 			MaxBytes:    c.ConversationsMaxBytes,
+			Storage:     jetstream.FileStorage,
+			Replicas:    c.Replicas,
+		},
+		{
+			Bucket:      BucketMCPOAuth,
+			Description: "BA-Agent MCP OAuth grants (sealed), key g.<tenant>.<server> or c.<server>",
+			History:     1,
+			MaxBytes:    DefaultMCPOAuthMaxBytes,
+			Storage:     jetstream.FileStorage,
+			Replicas:    c.Replicas,
+		},
+		{
+			Bucket:      BucketMCPOAuthState,
+			Description: "BA-Agent MCP OAuth authorizations in progress (sealed), key s.<state>",
+			History:     1,
+			TTL:         DefaultMCPOAuthStateTTL,
+			MaxBytes:    DefaultMCPOAuthMaxBytes,
 			Storage:     jetstream.FileStorage,
 			Replicas:    c.Replicas,
 		},

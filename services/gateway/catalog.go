@@ -75,7 +75,7 @@ func (s *Server) listTools(ctx context.Context, tenant string) (*baagentv1.Gatew
 	if err != nil {
 		return nil, peerError(ctx, "toolrunner", "ListTools", err)
 	}
-	return &baagentv1.GatewayServiceListToolsResponse{Tools: resp.GetTools()}, nil
+	return &baagentv1.GatewayServiceListToolsResponse{Tools: resp.GetTools(), Servers: resp.GetServers()}, nil
 }
 
 // InvokeTool invokes a tool directly, outside a run.

@@ -72,6 +72,7 @@ func (s *Server) routes() http.Handler {
 	api("DELETE /v1/admin/tenants/{tenant}/budget", s.httpDeleteBudget)
 	s.chatRoutes(api)
 	s.conversationRoutes(api)
+	s.mcpAuthRoutes(api)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")

@@ -106,6 +106,9 @@ type Options struct {
 	Skills       baagentv1.SkillsServiceClient
 	ToolRunner   baagentv1.ToolRunnerServiceClient
 	Tokens       baagentv1.TokensServiceClient
+	// MCPAuth is the toolrunner's McpAuthService; nil answers the MCP
+	// OAuth routes with 501.
+	MCPAuth baagentv1.McpAuthServiceClient
 
 	// APIKeys maps API keys to tenants (config api-keys / api-keys-file).
 	// Empty serves the single tenant "default" to loopback clients only.

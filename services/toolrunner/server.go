@@ -68,6 +68,9 @@ type Options struct {
 	// Sources offer tools besides the built-in ones (ToolProvider and MCP
 	// managers); their tools may come and go while the service runs.
 	Sources []tool.Source
+	// ServerStatus, when set, reports the configured MCP servers' state
+	// for a tenant in ListTools (up, needs_auth).
+	ServerStatus func(ctx context.Context, tenant string) []*baagentv1.ExternalServerStatus
 
 	// ArtifactMaxAge removes older artifacts (default 24 h).
 	ArtifactMaxAge time.Duration
@@ -126,6 +129,7 @@ type Server struct {
 	clock          Clock
 	policies       *Policies
 	tools          *registry
+	serverStatus   func(ctx context.Context, tenant string) []*baagentv1.ExternalServerStatus
 	workspaces     *workspaces
 	artifacts      *artifact.Store
 	cache          *resultCache
@@ -195,6 +199,7 @@ func New(opts Options) (*Server, error) {
 		largeDataBytes: opts.LargeDataBytes, cleanupEvery: opts.CleanupInterval, wsMaxIdle: opts.WorkspaceMaxIdle,
 		policies:     &Policies{Tools: map[string]ToolPolicy{}},
 		drainTimeout: opts.DrainTimeout,
+		serverStatus: opts.ServerStatus,
 	}
 	s.life, s.endLife = context.WithCancel(context.Background())
 	s.ledger = &ledger{store: opts.Records, replica: newReplicaID(), heartbeat: opts.Heartbeat, lease: opts.Lease, log: s.log}
@@ -388,6 +393,9 @@ func (s *Server) ListTools(ctx context.Context, req *baagentv1.ListToolsRequest)
 			Source:             spec.Source,
 			ReadOnly:           spec.ReadOnly,
 		})
+	}
+	if s.serverStatus != nil {
+		resp.Servers = s.serverStatus(ctx, req.GetTenant())
 	}
 	return resp, nil
 }

@@ -3,6 +3,7 @@ package toolrunner
 import (
 	"flag"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"time"
 
@@ -39,6 +40,13 @@ type Settings struct {
 	GrepMaxPerTenant    int
 	WorkspaceQuotaBytes int64
 	ArtifactQuotaBytes  int64
+
+	// MCPOAuthKeyFile holds the 32-byte key sealing MCP OAuth tokens at
+	// rest; empty turns McpAuthService off.
+	MCPOAuthKeyFile string
+	// MCPOAuthRedirectURL is the gateway's OAuth callback
+	// (`https://host/v1/mcp/oauth/callback`).
+	MCPOAuthRedirectURL string
 }
 
 // RegisterFlags registers the settings on fs.
@@ -57,6 +65,8 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&s.GrepMaxConcurrent, "grep-max-concurrent", 0, "grep calls searching at once per toolrunner (0: one per core)")
 	fs.IntVar(&s.GrepMaxPerTenant, "grep-max-per-tenant", 0, "grep slots one tenant may hold (0: all but one)")
 	fs.Int64Var(&s.WorkspaceQuotaBytes, "workspace-quota-bytes", 1<<30, "disk space one tenant's conversation workspaces may use, seed copies included; a write past it fails with QUOTA_EXCEEDED; 0 = no quota")
+	fs.StringVar(&s.MCPOAuthKeyFile, "mcp-oauth-key-file", "", "file holding the 32-byte key (raw, hex or base64) that seals MCP OAuth tokens at rest; empty turns MCP OAuth off")
+	fs.StringVar(&s.MCPOAuthRedirectURL, "mcp-oauth-redirect-url", "", "the gateway's MCP OAuth callback URL as users' browsers reach it (https://host/v1/mcp/oauth/callback); required with mcp-oauth-key-file")
 	fs.Int64Var(&s.ArtifactQuotaBytes, "artifact-quota-bytes", 2<<30, "disk space one tenant's stored tool results (artifacts) may use; past it the tenant's least recently used artifacts are removed; 0 = no quota")
 }
 
@@ -96,8 +106,15 @@ func (s *Settings) Validate() error {
 		return fmt.Errorf("setting workspace-quota-bytes: want >= 0 (0 = no quota), got %d", s.WorkspaceQuotaBytes)
 	case s.ArtifactQuotaBytes < 0:
 		return fmt.Errorf("setting artifact-quota-bytes: want >= 0 (0 = no quota), got %d", s.ArtifactQuotaBytes)
+	case s.MCPOAuthKeyFile != "" && !validRedirect(s.MCPOAuthRedirectURL):
+		return fmt.Errorf("setting mcp-oauth-redirect-url: want an absolute http(s) URL with mcp-oauth-key-file, got %q", s.MCPOAuthRedirectURL)
 	}
 	return nil
+}
+
+func validRedirect(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != "" && u.Fragment == ""
 }
 
 // Options returns the service options the settings select; the caller

@@ -3,8 +3,12 @@ package app
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/grpc"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
@@ -12,6 +16,7 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/config"
 	"github.com/baagent/baagent/internal/llm"
+	"github.com/baagent/baagent/internal/natsx"
 	"github.com/baagent/baagent/internal/scripted"
 	"github.com/baagent/baagent/internal/tracing"
 	contextsvc "github.com/baagent/baagent/services/context"
@@ -24,7 +29,7 @@ import (
 	"github.com/baagent/baagent/services/toolrunner"
 	"github.com/baagent/baagent/services/toolrunner/external"
 	"github.com/baagent/baagent/services/toolrunner/idempotency"
-	"github.com/baagent/baagent/services/toolrunner/tool"
+	"github.com/baagent/baagent/services/toolrunner/mcpauth"
 )
 
 // buildService constructs one service with its dependencies.
@@ -108,7 +113,11 @@ func (a *App) buildService(ctx context.Context, svc string, dial map[string]stri
 		if err != nil {
 			return nil, fmt.Errorf("toolrunner (setting nats-url): %w", err)
 		}
-		sources, err := a.externalTools()
+		mgr, err := a.externalTools()
+		if err != nil {
+			return nil, err
+		}
+		auth, err := a.mcpAuth(ctx, js, log)
 		if err != nil {
 			return nil, err
 		}
@@ -116,14 +125,29 @@ func (a *App) buildService(ctx context.Context, svc string, dial map[string]stri
 		opts.Logger = log
 		opts.Registerer = a.reg
 		opts.Records = records
-		opts.Sources = sources
+		if mgr != nil {
+			opts.Sources = mgr.Sources()
+			var authorized external.Authorized
+			if auth != nil {
+				authorized = func(ctx context.Context, tenant, server string) (bool, error) {
+					st, err := auth.Flow.Status(ctx, tenant, server)
+					return err == nil && st.Authorized, err
+				}
+			}
+			opts.ServerStatus = func(ctx context.Context, tenant string) []*baagentv1.ExternalServerStatus {
+				return mgr.ServerStatus(ctx, tenant, authorized)
+			}
+		}
 		s, err := toolrunner.New(opts)
 		if err != nil {
 			return nil, fmt.Errorf("toolrunner (settings workspace-dir, workspace-seed-dir, artifact-dir, tools-file): %w", err)
 		}
 		a.cleanup = append(a.cleanup, func() { _ = s.Close() })
 		a.background = append(a.background, s.Run)
-		return s, nil
+		if auth == nil {
+			return s, nil
+		}
+		return registrars{s, auth}, nil
 	case config.TargetOrchestrator:
 		return a.buildOrchestrator()
 	case config.TargetGateway:
@@ -208,6 +232,7 @@ func (a *App) buildGateway() (registrar, error) {
 	opts.Orchestrator = baagentv1.NewOrchestratorServiceClient(conns[config.TargetOrchestrator])
 	opts.Skills = baagentv1.NewSkillsServiceClient(conns[config.TargetSkills])
 	opts.ToolRunner = baagentv1.NewToolRunnerServiceClient(conns[config.TargetToolRunner])
+	opts.MCPAuth = baagentv1.NewMcpAuthServiceClient(conns[config.TargetToolRunner])
 	opts.Tokens = baagentv1.NewTokensServiceClient(conns[config.TargetTokens])
 	opts.MaxMsgBytes = a.cfg.MaxMsgBytes
 	// The chat interfaces (GET /v1/models) serve the configured default
@@ -263,7 +288,7 @@ func (a *App) modelEndpoint() (modelEndpoint, error) {
 // externalTools starts the MCP and ToolProvider connections configured in
 // -tools-file; their manager runs as a background loop, so it stops after
 // the toolrunner's gRPC server has drained.
-func (a *App) externalTools() ([]tool.Source, error) {
+func (a *App) externalTools() (*external.Manager, error) {
 	if a.cfg.ToolRunner.ToolsFile == "" {
 		return nil, nil
 	}
@@ -276,5 +301,57 @@ func (a *App) externalTools() ([]tool.Source, error) {
 		return nil, fmt.Errorf("setting tools-file: %w", err)
 	}
 	a.background = append(a.background, mgr.Run)
-	return mgr.Sources(), nil
+	return mgr, nil
+}
+
+// mcpAuth builds McpAuthService when -mcp-oauth-key-file is set: grants
+// sealed in the MCP OAuth buckets, servers from the `auth: oauth` entries
+// of -tools-file.
+func (a *App) mcpAuth(ctx context.Context, js jetstream.JetStream, log *slog.Logger) (*mcpauth.Service, error) {
+	st := a.cfg.ToolRunner
+	if st.MCPOAuthKeyFile == "" {
+		return nil, nil
+	}
+	key, err := mcpauth.LoadKey(st.MCPOAuthKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("setting mcp-oauth-key-file: %w", err)
+	}
+	kv, err := js.KeyValue(ctx, natsx.BucketMCPOAuth)
+	if err != nil {
+		return nil, fmt.Errorf("toolrunner (setting nats-url): bucket %s: %w", natsx.BucketMCPOAuth, err)
+	}
+	states, err := js.KeyValue(ctx, natsx.BucketMCPOAuthState)
+	if err != nil {
+		return nil, fmt.Errorf("toolrunner (setting nats-url): bucket %s: %w", natsx.BucketMCPOAuthState, err)
+	}
+	store, err := mcpauth.NewStore(kv, states, key)
+	if err != nil {
+		return nil, fmt.Errorf("setting mcp-oauth-key-file: %w", err)
+	}
+	servers := map[string]mcpauth.Server{}
+	if st.ToolsFile != "" {
+		cfg, err := external.LoadFile(st.ToolsFile)
+		if err != nil {
+			return nil, fmt.Errorf("setting tools-file: %w", err)
+		}
+		servers = cfg.OAuthServers()
+	}
+	m, err := mcpauth.NewMetrics(a.reg)
+	if err != nil {
+		return nil, err
+	}
+	flow := &mcpauth.Flow{Store: store, RedirectURL: st.MCPOAuthRedirectURL, Logger: log.With("component", "mcp-oauth"), Metrics: m}
+	return &mcpauth.Service{Flow: flow, Servers: func(name string) (mcpauth.Server, bool) {
+		s, ok := servers[name]
+		return s, ok
+	}}, nil
+}
+
+// registrars registers several services on one server.
+type registrars []registrar
+
+func (rs registrars) Register(gs grpc.ServiceRegistrar) {
+	for _, r := range rs {
+		r.Register(gs)
+	}
 }

@@ -65,6 +65,26 @@ type MCPServerConfig struct {
 	// Tools, when set, keeps only these tool names (as the server names
 	// them, without the `mcp__<name>__` prefix).
 	Tools []string `yaml:"tools"`
+	// Auth is empty (fixed headers only) or "oauth": each tenant authorizes
+	// the server through OAuth 2.0 (McpAuthService) and its calls carry the
+	// tenant's bearer token. Only for http servers.
+	Auth string `yaml:"auth"`
+	// OAuth optionally configures the OAuth client of an `auth: oauth`
+	// server; without a client_id one is registered dynamically.
+	OAuth *OAuthConfig `yaml:"oauth"`
+}
+
+// AuthOAuth is the MCPServerConfig.Auth value of OAuth-protected servers.
+const AuthOAuth = "oauth"
+
+// OAuthConfig is a pre-registered OAuth client and the scopes to request.
+type OAuthConfig struct {
+	// ClientID and ClientSecret are the registered client; the secret may
+	// reference the environment as `${NAME}`.
+	ClientID     string `yaml:"client_id"`
+	ClientSecret string `yaml:"client_secret"`
+	// Scopes to request; empty requests those the server advertises.
+	Scopes []string `yaml:"scopes"`
 }
 
 // StdioConfig starts an MCP server as a child process.

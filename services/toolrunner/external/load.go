@@ -205,8 +205,13 @@ func decodeProvider(n *yaml.Node, path string) (ProviderConfig, error) {
 
 func decodeMCPServer(n *yaml.Node, path string, lookupEnv func(string) (string, bool)) (MCPServerConfig, error) {
 	var s MCPServerConfig
-	if err := checkKeys(n, path, []string{"name", "stdio", "http", "timeout", "tools"}); err != nil {
+	if err := checkKeys(n, path, []string{"name", "stdio", "http", "timeout", "tools", "auth", "oauth"}); err != nil {
 		return s, err
+	}
+	if c := child(n, "oauth"); c != nil {
+		if err := checkKeys(c, path+".oauth", []string{"client_id", "client_secret", "scopes"}); err != nil {
+			return s, err
+		}
 	}
 	if c := child(n, "stdio"); c != nil {
 		if err := checkKeys(c, path+".stdio", []string{"command", "args", "env", "inherit_env", "dir"}); err != nil {
@@ -246,6 +251,13 @@ func decodeMCPServer(n *yaml.Node, path string, lookupEnv func(string) (string, 
 			}
 			s.HTTP.Headers[k] = x
 		}
+	}
+	if s.OAuth != nil && s.OAuth.ClientSecret != "" {
+		x, err := expandEnv(s.OAuth.ClientSecret, lookupEnv)
+		if err != nil {
+			return s, fmt.Errorf("%s.oauth.client_secret: %w", path, err)
+		}
+		s.OAuth.ClientSecret = x
 	}
 	return s, nil
 }

@@ -64,6 +64,7 @@ type Manager struct {
 	metrics   *metrics
 	providers []*providerSource
 	mcps      []*mcpSource
+	oauth     []string // names of the auth: oauth MCP servers, not connected
 
 	mu      sync.Mutex
 	running bool
@@ -108,6 +109,15 @@ func New(cfg Config, opts Options) (*Manager, error) {
 		mgr.providers = append(mgr.providers, newProviderSource(p, dialOpts[i], opts.Backoff, opts.Logger, m, names))
 	}
 	for _, s := range cfg.MCPServers {
+		if s.Auth == AuthOAuth {
+			// Tenants authorize these through McpAuthService; tool calls
+			// with their tokens are not wired into the tool sources yet,
+			// so the server is not connected without a token (it would
+			// only fail with 401 and back off forever).
+			opts.Logger.Warn("mcp server with auth: oauth is authorized per tenant but its tools are not offered yet", "server", s.Name)
+			mgr.oauth = append(mgr.oauth, s.Name)
+			continue
+		}
 		ms := newMCPSource(s, opts, m, names)
 		ms.logger = opts.SDKLogger
 		mgr.mcps = append(mgr.mcps, ms)

@@ -88,7 +88,49 @@ func validateMCPServer(s MCPServerConfig, path string) error {
 	if s.Timeout < 0 || s.Timeout.Std() > maxAttemptTimeout {
 		errs = append(errs, fmt.Errorf("%s.timeout: must be between 0s and %s", path, maxAttemptTimeout))
 	}
-	errs = append(errs, validateToolFilter(path, s.Tools))
+	errs = append(errs, validateToolFilter(path, s.Tools), validateAuth(s, path))
+	return errors.Join(errs...)
+}
+
+func validateAuth(s MCPServerConfig, path string) error {
+	var errs []error
+	switch s.Auth {
+	case "":
+		if s.OAuth != nil {
+			errs = append(errs, fmt.Errorf("%s.oauth: set auth: oauth to use it", path))
+		}
+		return errors.Join(errs...)
+	case AuthOAuth:
+	default:
+		return fmt.Errorf("%s.auth: must be empty or %q", path, AuthOAuth)
+	}
+	if s.HTTP == nil {
+		errs = append(errs, fmt.Errorf("%s.auth: oauth needs an http server", path))
+	} else {
+		for k := range s.HTTP.Headers {
+			if strings.EqualFold(k, "Authorization") {
+				errs = append(errs, fmt.Errorf("%s.http.headers.%s: an auth: oauth server gets the tenant's token; remove this header", path, k))
+			}
+		}
+	}
+	if o := s.OAuth; o != nil {
+		for _, f := range [...]struct{ field, v string }{{"client_id", o.ClientID}, {"client_secret", o.ClientSecret}} {
+			if err := checkString(f.v); err != nil || strings.ContainsAny(f.v, "\r\n") {
+				errs = append(errs, fmt.Errorf("%s.oauth.%s: must be one line of valid UTF-8", path, f.field))
+			}
+		}
+		if o.ClientSecret != "" && o.ClientID == "" {
+			errs = append(errs, fmt.Errorf("%s.oauth.client_secret: needs client_id", path))
+		}
+		if len(o.Scopes) > maxArgs {
+			errs = append(errs, fmt.Errorf("%s.oauth.scopes: at most %d scopes", path, maxArgs))
+		}
+		for i, sc := range o.Scopes {
+			if sc == "" || strings.ContainsAny(sc, " \"\\") || checkString(sc) != nil {
+				errs = append(errs, fmt.Errorf("%s.oauth.scopes[%d]: not a valid scope", path, i))
+			}
+		}
+	}
 	return errors.Join(errs...)
 }
 

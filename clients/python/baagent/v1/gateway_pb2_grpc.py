@@ -146,6 +146,21 @@ class GatewayServiceStub(object):
                 request_serializer=baagent_dot_v1_dot_conversations__pb2.GatewayServiceDeleteConversationRequest.SerializeToString,
                 response_deserializer=baagent_dot_v1_dot_conversations__pb2.GatewayServiceDeleteConversationResponse.FromString,
                 )
+        self.StartMcpAuthorization = channel.unary_unary(
+                '/baagent.v1.GatewayService/StartMcpAuthorization',
+                request_serializer=baagent_dot_v1_dot_gateway__pb2.GatewayServiceStartMcpAuthorizationRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_gateway__pb2.GatewayServiceStartMcpAuthorizationResponse.FromString,
+                )
+        self.GetMcpAuthorization = channel.unary_unary(
+                '/baagent.v1.GatewayService/GetMcpAuthorization',
+                request_serializer=baagent_dot_v1_dot_gateway__pb2.GatewayServiceGetMcpAuthorizationRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_gateway__pb2.GatewayServiceGetMcpAuthorizationResponse.FromString,
+                )
+        self.RevokeMcpAuthorization = channel.unary_unary(
+                '/baagent.v1.GatewayService/RevokeMcpAuthorization',
+                request_serializer=baagent_dot_v1_dot_gateway__pb2.GatewayServiceRevokeMcpAuthorizationRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_gateway__pb2.GatewayServiceRevokeMcpAuthorizationResponse.FromString,
+                )
 
 
 class GatewayServiceServicer(object):
@@ -342,6 +357,29 @@ class GatewayServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StartMcpAuthorization(self, request, context):
+        """Starts the caller's tenant's OAuth authorization of an MCP server and
+        returns the consent URL (POST /v1/mcp/servers/{server}/authorize).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetMcpAuthorization(self, request, context):
+        """Reports the caller's tenant's authorization of an MCP server
+        (GET /v1/mcp/servers/{server}/authorization).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeMcpAuthorization(self, request, context):
+        """Revokes it (DELETE /v1/mcp/servers/{server}/authorization).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -469,6 +507,21 @@ def add_GatewayServiceServicer_to_server(servicer, server):
                     servicer.DeleteConversation,
                     request_deserializer=baagent_dot_v1_dot_conversations__pb2.GatewayServiceDeleteConversationRequest.FromString,
                     response_serializer=baagent_dot_v1_dot_conversations__pb2.GatewayServiceDeleteConversationResponse.SerializeToString,
+            ),
+            'StartMcpAuthorization': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartMcpAuthorization,
+                    request_deserializer=baagent_dot_v1_dot_gateway__pb2.GatewayServiceStartMcpAuthorizationRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_gateway__pb2.GatewayServiceStartMcpAuthorizationResponse.SerializeToString,
+            ),
+            'GetMcpAuthorization': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetMcpAuthorization,
+                    request_deserializer=baagent_dot_v1_dot_gateway__pb2.GatewayServiceGetMcpAuthorizationRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_gateway__pb2.GatewayServiceGetMcpAuthorizationResponse.SerializeToString,
+            ),
+            'RevokeMcpAuthorization': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeMcpAuthorization,
+                    request_deserializer=baagent_dot_v1_dot_gateway__pb2.GatewayServiceRevokeMcpAuthorizationRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_gateway__pb2.GatewayServiceRevokeMcpAuthorizationResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -906,5 +959,56 @@ class GatewayService(object):
         return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/DeleteConversation',
             baagent_dot_v1_dot_conversations__pb2.GatewayServiceDeleteConversationRequest.SerializeToString,
             baagent_dot_v1_dot_conversations__pb2.GatewayServiceDeleteConversationResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def StartMcpAuthorization(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/StartMcpAuthorization',
+            baagent_dot_v1_dot_gateway__pb2.GatewayServiceStartMcpAuthorizationRequest.SerializeToString,
+            baagent_dot_v1_dot_gateway__pb2.GatewayServiceStartMcpAuthorizationResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetMcpAuthorization(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/GetMcpAuthorization',
+            baagent_dot_v1_dot_gateway__pb2.GatewayServiceGetMcpAuthorizationRequest.SerializeToString,
+            baagent_dot_v1_dot_gateway__pb2.GatewayServiceGetMcpAuthorizationResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def RevokeMcpAuthorization(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/RevokeMcpAuthorization',
+            baagent_dot_v1_dot_gateway__pb2.GatewayServiceRevokeMcpAuthorizationRequest.SerializeToString,
+            baagent_dot_v1_dot_gateway__pb2.GatewayServiceRevokeMcpAuthorizationResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

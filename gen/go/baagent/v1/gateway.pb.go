@@ -10,6 +10,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	structpb "google.golang.org/protobuf/types/known/structpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -1067,7 +1068,10 @@ func (*GatewayServiceListToolsRequest) Descriptor() ([]byte, []int) {
 type GatewayServiceListToolsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Tools, sorted by name.
-	Tools         []*ToolDefinition `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	Tools []*ToolDefinition `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	// The configured MCP servers and their state for the caller's tenant
+	// (needs_auth: authorize it first, see StartMcpAuthorization).
+	Servers       []*ExternalServerStatus `protobuf:"bytes,2,rep,name=servers,proto3" json:"servers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1105,6 +1109,13 @@ func (*GatewayServiceListToolsResponse) Descriptor() ([]byte, []int) {
 func (x *GatewayServiceListToolsResponse) GetTools() []*ToolDefinition {
 	if x != nil {
 		return x.Tools
+	}
+	return nil
+}
+
+func (x *GatewayServiceListToolsResponse) GetServers() []*ExternalServerStatus {
+	if x != nil {
+		return x.Servers
 	}
 	return nil
 }
@@ -1714,12 +1725,297 @@ func (x *GatewayServiceSetSystemSkillStateResponse) GetSkill() *SkillMetadata {
 	return nil
 }
 
+// GatewayServiceStartMcpAuthorizationRequest names the MCP server.
+type GatewayServiceStartMcpAuthorizationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Name of an `mcp_servers:` entry with `auth: oauth`; required.
+	Server        string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayServiceStartMcpAuthorizationRequest) Reset() {
+	*x = GatewayServiceStartMcpAuthorizationRequest{}
+	mi := &file_baagent_v1_gateway_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceStartMcpAuthorizationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceStartMcpAuthorizationRequest) ProtoMessage() {}
+
+func (x *GatewayServiceStartMcpAuthorizationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_gateway_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceStartMcpAuthorizationRequest.ProtoReflect.Descriptor instead.
+func (*GatewayServiceStartMcpAuthorizationRequest) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *GatewayServiceStartMcpAuthorizationRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+// GatewayServiceStartMcpAuthorizationResponse is where the user consents.
+type GatewayServiceStartMcpAuthorizationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Open this URL in a browser; the gateway's callback completes it.
+	AuthorizationUrl string `protobuf:"bytes,1,opt,name=authorization_url,json=authorizationUrl,proto3" json:"authorization_url,omitempty"`
+	// When the authorization stops being accepted.
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayServiceStartMcpAuthorizationResponse) Reset() {
+	*x = GatewayServiceStartMcpAuthorizationResponse{}
+	mi := &file_baagent_v1_gateway_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceStartMcpAuthorizationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceStartMcpAuthorizationResponse) ProtoMessage() {}
+
+func (x *GatewayServiceStartMcpAuthorizationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_gateway_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceStartMcpAuthorizationResponse.ProtoReflect.Descriptor instead.
+func (*GatewayServiceStartMcpAuthorizationResponse) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *GatewayServiceStartMcpAuthorizationResponse) GetAuthorizationUrl() string {
+	if x != nil {
+		return x.AuthorizationUrl
+	}
+	return ""
+}
+
+func (x *GatewayServiceStartMcpAuthorizationResponse) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+// GatewayServiceGetMcpAuthorizationRequest names the MCP server.
+type GatewayServiceGetMcpAuthorizationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Server name; required.
+	Server        string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayServiceGetMcpAuthorizationRequest) Reset() {
+	*x = GatewayServiceGetMcpAuthorizationRequest{}
+	mi := &file_baagent_v1_gateway_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceGetMcpAuthorizationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceGetMcpAuthorizationRequest) ProtoMessage() {}
+
+func (x *GatewayServiceGetMcpAuthorizationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_gateway_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceGetMcpAuthorizationRequest.ProtoReflect.Descriptor instead.
+func (*GatewayServiceGetMcpAuthorizationRequest) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *GatewayServiceGetMcpAuthorizationRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+// GatewayServiceGetMcpAuthorizationResponse reports the authorization.
+type GatewayServiceGetMcpAuthorizationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The caller's tenant's authorization of the server.
+	Authorization *McpAuthorization `protobuf:"bytes,1,opt,name=authorization,proto3" json:"authorization,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayServiceGetMcpAuthorizationResponse) Reset() {
+	*x = GatewayServiceGetMcpAuthorizationResponse{}
+	mi := &file_baagent_v1_gateway_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceGetMcpAuthorizationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceGetMcpAuthorizationResponse) ProtoMessage() {}
+
+func (x *GatewayServiceGetMcpAuthorizationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_gateway_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceGetMcpAuthorizationResponse.ProtoReflect.Descriptor instead.
+func (*GatewayServiceGetMcpAuthorizationResponse) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *GatewayServiceGetMcpAuthorizationResponse) GetAuthorization() *McpAuthorization {
+	if x != nil {
+		return x.Authorization
+	}
+	return nil
+}
+
+// GatewayServiceRevokeMcpAuthorizationRequest names the MCP server.
+type GatewayServiceRevokeMcpAuthorizationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Server name; required.
+	Server        string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayServiceRevokeMcpAuthorizationRequest) Reset() {
+	*x = GatewayServiceRevokeMcpAuthorizationRequest{}
+	mi := &file_baagent_v1_gateway_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceRevokeMcpAuthorizationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceRevokeMcpAuthorizationRequest) ProtoMessage() {}
+
+func (x *GatewayServiceRevokeMcpAuthorizationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_gateway_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceRevokeMcpAuthorizationRequest.ProtoReflect.Descriptor instead.
+func (*GatewayServiceRevokeMcpAuthorizationRequest) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *GatewayServiceRevokeMcpAuthorizationRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+// GatewayServiceRevokeMcpAuthorizationResponse says whether there was one.
+type GatewayServiceRevokeMcpAuthorizationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// False when the tenant held no token for the server.
+	Revoked       bool `protobuf:"varint,1,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayServiceRevokeMcpAuthorizationResponse) Reset() {
+	*x = GatewayServiceRevokeMcpAuthorizationResponse{}
+	mi := &file_baagent_v1_gateway_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceRevokeMcpAuthorizationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceRevokeMcpAuthorizationResponse) ProtoMessage() {}
+
+func (x *GatewayServiceRevokeMcpAuthorizationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_gateway_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceRevokeMcpAuthorizationResponse.ProtoReflect.Descriptor instead.
+func (*GatewayServiceRevokeMcpAuthorizationResponse) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_gateway_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *GatewayServiceRevokeMcpAuthorizationResponse) GetRevoked() bool {
+	if x != nil {
+		return x.Revoked
+	}
+	return false
+}
+
 var File_baagent_v1_gateway_proto protoreflect.FileDescriptor
 
 const file_baagent_v1_gateway_proto_rawDesc = "" +
 	"\n" +
 	"\x18baagent/v1/gateway.proto\x12\n" +
-	"baagent.v1\x1a\x18baagent/v1/budgets.proto\x1a\x1ebaagent/v1/conversations.proto\x1a\x17baagent/v1/events.proto\x1a\x17baagent/v1/export.proto\x1a\x1dbaagent/v1/orchestrator.proto\x1a\x14baagent/v1/run.proto\x1a\x17baagent/v1/skills.proto\x1a\x17baagent/v1/tokens.proto\x1a\x1bbaagent/v1/toolrunner.proto\x1a\x1cgoogle/protobuf/struct.proto\":\n" +
+	"baagent.v1\x1a\x18baagent/v1/budgets.proto\x1a\x1ebaagent/v1/conversations.proto\x1a\x17baagent/v1/events.proto\x1a\x17baagent/v1/export.proto\x1a\x18baagent/v1/mcpauth.proto\x1a\x1dbaagent/v1/orchestrator.proto\x1a\x14baagent/v1/run.proto\x1a\x17baagent/v1/skills.proto\x1a\x17baagent/v1/tokens.proto\x1a\x1bbaagent/v1/toolrunner.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\":\n" +
 	"\x0fStartRunRequest\x12'\n" +
 	"\x04spec\x18\x01 \x01(\v2\x13.baagent.v1.RunSpecR\x04spec\"5\n" +
 	"\x10StartRunResponse\x12!\n" +
@@ -1773,9 +2069,10 @@ const file_baagent_v1_gateway_proto_rawDesc = "" +
 	"\bmetadata\x18\x01 \x01(\v2\x19.baagent.v1.SkillMetadataR\bmetadata\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\tR\x04body\x127\n" +
 	"\tresources\x18\x03 \x03(\v2\x19.baagent.v1.SkillResourceR\tresources\" \n" +
-	"\x1eGatewayServiceListToolsRequest\"S\n" +
+	"\x1eGatewayServiceListToolsRequest\"\x8f\x01\n" +
 	"\x1fGatewayServiceListToolsResponse\x120\n" +
-	"\x05tools\x18\x01 \x03(\v2\x1a.baagent.v1.ToolDefinitionR\x05tools\"\xf0\x01\n" +
+	"\x05tools\x18\x01 \x03(\v2\x1a.baagent.v1.ToolDefinitionR\x05tools\x12:\n" +
+	"\aservers\x18\x02 \x03(\v2 .baagent.v1.ExternalServerStatusR\aservers\"\xf0\x01\n" +
 	"\x11InvokeToolRequest\x12\x1b\n" +
 	"\ttool_name\x18\x01 \x01(\tR\btoolName\x127\n" +
 	"\n" +
@@ -1814,7 +2111,21 @@ const file_baagent_v1_gateway_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1a\n" +
 	"\bdisabled\x18\x03 \x01(\bR\bdisabled\"\\\n" +
 	")GatewayServiceSetSystemSkillStateResponse\x12/\n" +
-	"\x05skill\x18\x01 \x01(\v2\x19.baagent.v1.SkillMetadataR\x05skill2\xd3\x13\n" +
+	"\x05skill\x18\x01 \x01(\v2\x19.baagent.v1.SkillMetadataR\x05skill\"D\n" +
+	"*GatewayServiceStartMcpAuthorizationRequest\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\"\x95\x01\n" +
+	"+GatewayServiceStartMcpAuthorizationResponse\x12+\n" +
+	"\x11authorization_url\x18\x01 \x01(\tR\x10authorizationUrl\x129\n" +
+	"\n" +
+	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"B\n" +
+	"(GatewayServiceGetMcpAuthorizationRequest\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\"o\n" +
+	")GatewayServiceGetMcpAuthorizationResponse\x12B\n" +
+	"\rauthorization\x18\x01 \x01(\v2\x1c.baagent.v1.McpAuthorizationR\rauthorization\"E\n" +
+	"+GatewayServiceRevokeMcpAuthorizationRequest\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\"H\n" +
+	",GatewayServiceRevokeMcpAuthorizationResponse\x12\x18\n" +
+	"\arevoked\x18\x01 \x01(\bR\arevoked2\xf1\x16\n" +
 	"\x0eGatewayService\x12E\n" +
 	"\bStartRun\x12\x1b.baagent.v1.StartRunRequest\x1a\x1c.baagent.v1.StartRunResponse\x12Y\n" +
 	"\x0eStartRunStream\x12!.baagent.v1.StartRunStreamRequest\x1a\".baagent.v1.StartRunStreamResponse0\x01\x12?\n" +
@@ -1842,7 +2153,10 @@ const file_baagent_v1_gateway_proto_rawDesc = "" +
 	"\x0fGetConversation\x120.baagent.v1.GatewayServiceGetConversationRequest\x1a1.baagent.v1.GatewayServiceGetConversationResponse\x12\x8e\x01\n" +
 	"\x17GetConversationMessages\x128.baagent.v1.GatewayServiceGetConversationMessagesRequest\x1a9.baagent.v1.GatewayServiceGetConversationMessagesResponse\x12v\n" +
 	"\x0fEndConversation\x120.baagent.v1.GatewayServiceEndConversationRequest\x1a1.baagent.v1.GatewayServiceEndConversationResponse\x12\x7f\n" +
-	"\x12DeleteConversation\x123.baagent.v1.GatewayServiceDeleteConversationRequest\x1a4.baagent.v1.GatewayServiceDeleteConversationResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3"
+	"\x12DeleteConversation\x123.baagent.v1.GatewayServiceDeleteConversationRequest\x1a4.baagent.v1.GatewayServiceDeleteConversationResponse\x12\x88\x01\n" +
+	"\x15StartMcpAuthorization\x126.baagent.v1.GatewayServiceStartMcpAuthorizationRequest\x1a7.baagent.v1.GatewayServiceStartMcpAuthorizationResponse\x12\x82\x01\n" +
+	"\x13GetMcpAuthorization\x124.baagent.v1.GatewayServiceGetMcpAuthorizationRequest\x1a5.baagent.v1.GatewayServiceGetMcpAuthorizationResponse\x12\x8b\x01\n" +
+	"\x16RevokeMcpAuthorization\x127.baagent.v1.GatewayServiceRevokeMcpAuthorizationRequest\x1a8.baagent.v1.GatewayServiceRevokeMcpAuthorizationResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3"
 
 var (
 	file_baagent_v1_gateway_proto_rawDescOnce sync.Once
@@ -1856,7 +2170,7 @@ func file_baagent_v1_gateway_proto_rawDescGZIP() []byte {
 	return file_baagent_v1_gateway_proto_rawDescData
 }
 
-var file_baagent_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_baagent_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_baagent_v1_gateway_proto_goTypes = []any{
 	(*StartRunRequest)(nil),                               // 0: baagent.v1.StartRunRequest
 	(*StartRunResponse)(nil),                              // 1: baagent.v1.StartRunResponse
@@ -1888,125 +2202,143 @@ var file_baagent_v1_gateway_proto_goTypes = []any{
 	(*GatewayServiceDeleteSkillResponse)(nil),             // 27: baagent.v1.GatewayServiceDeleteSkillResponse
 	(*GatewayServiceSetSystemSkillStateRequest)(nil),      // 28: baagent.v1.GatewayServiceSetSystemSkillStateRequest
 	(*GatewayServiceSetSystemSkillStateResponse)(nil),     // 29: baagent.v1.GatewayServiceSetSystemSkillStateResponse
-	(*RunSpec)(nil),                                       // 30: baagent.v1.RunSpec
-	(*Run)(nil),                                           // 31: baagent.v1.Run
-	(*Event)(nil),                                         // 32: baagent.v1.Event
-	(RunState)(0),                                         // 33: baagent.v1.RunState
-	(*RunInput)(nil),                                      // 34: baagent.v1.RunInput
-	(SkillScopeFilter)(0),                                 // 35: baagent.v1.SkillScopeFilter
-	(*SkillMetadata)(nil),                                 // 36: baagent.v1.SkillMetadata
-	(*SkillLoadError)(nil),                                // 37: baagent.v1.SkillLoadError
-	(SkillLoadLevel)(0),                                   // 38: baagent.v1.SkillLoadLevel
-	(*SkillResource)(nil),                                 // 39: baagent.v1.SkillResource
-	(*ToolDefinition)(nil),                                // 40: baagent.v1.ToolDefinition
-	(*structpb.Struct)(nil),                               // 41: google.protobuf.Struct
-	(OutputLevel)(0),                                      // 42: baagent.v1.OutputLevel
-	(*ToolExecutionResult)(nil),                           // 43: baagent.v1.ToolExecutionResult
-	(*CountTokensResponse)(nil),                           // 44: baagent.v1.CountTokensResponse
-	(SkillArchiveFormat)(0),                               // 45: baagent.v1.SkillArchiveFormat
-	(*ExportRunRequest)(nil),                              // 46: baagent.v1.ExportRunRequest
-	(*ExportConversationRequest)(nil),                     // 47: baagent.v1.ExportConversationRequest
-	(*GatewayServiceGetUsageRequest)(nil),                 // 48: baagent.v1.GatewayServiceGetUsageRequest
-	(*GatewayServiceGetBudgetRequest)(nil),                // 49: baagent.v1.GatewayServiceGetBudgetRequest
-	(*GatewayServiceSetBudgetRequest)(nil),                // 50: baagent.v1.GatewayServiceSetBudgetRequest
-	(*GatewayServiceListConversationsRequest)(nil),        // 51: baagent.v1.GatewayServiceListConversationsRequest
-	(*GatewayServiceGetConversationRequest)(nil),          // 52: baagent.v1.GatewayServiceGetConversationRequest
-	(*GatewayServiceGetConversationMessagesRequest)(nil),  // 53: baagent.v1.GatewayServiceGetConversationMessagesRequest
-	(*GatewayServiceEndConversationRequest)(nil),          // 54: baagent.v1.GatewayServiceEndConversationRequest
-	(*GatewayServiceDeleteConversationRequest)(nil),       // 55: baagent.v1.GatewayServiceDeleteConversationRequest
-	(*ExportRunResponse)(nil),                             // 56: baagent.v1.ExportRunResponse
-	(*ExportConversationResponse)(nil),                    // 57: baagent.v1.ExportConversationResponse
-	(*GatewayServiceGetUsageResponse)(nil),                // 58: baagent.v1.GatewayServiceGetUsageResponse
-	(*GatewayServiceGetBudgetResponse)(nil),               // 59: baagent.v1.GatewayServiceGetBudgetResponse
-	(*GatewayServiceSetBudgetResponse)(nil),               // 60: baagent.v1.GatewayServiceSetBudgetResponse
-	(*GatewayServiceListConversationsResponse)(nil),       // 61: baagent.v1.GatewayServiceListConversationsResponse
-	(*GatewayServiceGetConversationResponse)(nil),         // 62: baagent.v1.GatewayServiceGetConversationResponse
-	(*GatewayServiceGetConversationMessagesResponse)(nil), // 63: baagent.v1.GatewayServiceGetConversationMessagesResponse
-	(*GatewayServiceEndConversationResponse)(nil),         // 64: baagent.v1.GatewayServiceEndConversationResponse
-	(*GatewayServiceDeleteConversationResponse)(nil),      // 65: baagent.v1.GatewayServiceDeleteConversationResponse
+	(*GatewayServiceStartMcpAuthorizationRequest)(nil),    // 30: baagent.v1.GatewayServiceStartMcpAuthorizationRequest
+	(*GatewayServiceStartMcpAuthorizationResponse)(nil),   // 31: baagent.v1.GatewayServiceStartMcpAuthorizationResponse
+	(*GatewayServiceGetMcpAuthorizationRequest)(nil),      // 32: baagent.v1.GatewayServiceGetMcpAuthorizationRequest
+	(*GatewayServiceGetMcpAuthorizationResponse)(nil),     // 33: baagent.v1.GatewayServiceGetMcpAuthorizationResponse
+	(*GatewayServiceRevokeMcpAuthorizationRequest)(nil),   // 34: baagent.v1.GatewayServiceRevokeMcpAuthorizationRequest
+	(*GatewayServiceRevokeMcpAuthorizationResponse)(nil),  // 35: baagent.v1.GatewayServiceRevokeMcpAuthorizationResponse
+	(*RunSpec)(nil),                                       // 36: baagent.v1.RunSpec
+	(*Run)(nil),                                           // 37: baagent.v1.Run
+	(*Event)(nil),                                         // 38: baagent.v1.Event
+	(RunState)(0),                                         // 39: baagent.v1.RunState
+	(*RunInput)(nil),                                      // 40: baagent.v1.RunInput
+	(SkillScopeFilter)(0),                                 // 41: baagent.v1.SkillScopeFilter
+	(*SkillMetadata)(nil),                                 // 42: baagent.v1.SkillMetadata
+	(*SkillLoadError)(nil),                                // 43: baagent.v1.SkillLoadError
+	(SkillLoadLevel)(0),                                   // 44: baagent.v1.SkillLoadLevel
+	(*SkillResource)(nil),                                 // 45: baagent.v1.SkillResource
+	(*ToolDefinition)(nil),                                // 46: baagent.v1.ToolDefinition
+	(*ExternalServerStatus)(nil),                          // 47: baagent.v1.ExternalServerStatus
+	(*structpb.Struct)(nil),                               // 48: google.protobuf.Struct
+	(OutputLevel)(0),                                      // 49: baagent.v1.OutputLevel
+	(*ToolExecutionResult)(nil),                           // 50: baagent.v1.ToolExecutionResult
+	(*CountTokensResponse)(nil),                           // 51: baagent.v1.CountTokensResponse
+	(SkillArchiveFormat)(0),                               // 52: baagent.v1.SkillArchiveFormat
+	(*timestamppb.Timestamp)(nil),                         // 53: google.protobuf.Timestamp
+	(*McpAuthorization)(nil),                              // 54: baagent.v1.McpAuthorization
+	(*ExportRunRequest)(nil),                              // 55: baagent.v1.ExportRunRequest
+	(*ExportConversationRequest)(nil),                     // 56: baagent.v1.ExportConversationRequest
+	(*GatewayServiceGetUsageRequest)(nil),                 // 57: baagent.v1.GatewayServiceGetUsageRequest
+	(*GatewayServiceGetBudgetRequest)(nil),                // 58: baagent.v1.GatewayServiceGetBudgetRequest
+	(*GatewayServiceSetBudgetRequest)(nil),                // 59: baagent.v1.GatewayServiceSetBudgetRequest
+	(*GatewayServiceListConversationsRequest)(nil),        // 60: baagent.v1.GatewayServiceListConversationsRequest
+	(*GatewayServiceGetConversationRequest)(nil),          // 61: baagent.v1.GatewayServiceGetConversationRequest
+	(*GatewayServiceGetConversationMessagesRequest)(nil),  // 62: baagent.v1.GatewayServiceGetConversationMessagesRequest
+	(*GatewayServiceEndConversationRequest)(nil),          // 63: baagent.v1.GatewayServiceEndConversationRequest
+	(*GatewayServiceDeleteConversationRequest)(nil),       // 64: baagent.v1.GatewayServiceDeleteConversationRequest
+	(*ExportRunResponse)(nil),                             // 65: baagent.v1.ExportRunResponse
+	(*ExportConversationResponse)(nil),                    // 66: baagent.v1.ExportConversationResponse
+	(*GatewayServiceGetUsageResponse)(nil),                // 67: baagent.v1.GatewayServiceGetUsageResponse
+	(*GatewayServiceGetBudgetResponse)(nil),               // 68: baagent.v1.GatewayServiceGetBudgetResponse
+	(*GatewayServiceSetBudgetResponse)(nil),               // 69: baagent.v1.GatewayServiceSetBudgetResponse
+	(*GatewayServiceListConversationsResponse)(nil),       // 70: baagent.v1.GatewayServiceListConversationsResponse
+	(*GatewayServiceGetConversationResponse)(nil),         // 71: baagent.v1.GatewayServiceGetConversationResponse
+	(*GatewayServiceGetConversationMessagesResponse)(nil), // 72: baagent.v1.GatewayServiceGetConversationMessagesResponse
+	(*GatewayServiceEndConversationResponse)(nil),         // 73: baagent.v1.GatewayServiceEndConversationResponse
+	(*GatewayServiceDeleteConversationResponse)(nil),      // 74: baagent.v1.GatewayServiceDeleteConversationResponse
 }
 var file_baagent_v1_gateway_proto_depIdxs = []int32{
-	30, // 0: baagent.v1.StartRunRequest.spec:type_name -> baagent.v1.RunSpec
-	31, // 1: baagent.v1.StartRunResponse.run:type_name -> baagent.v1.Run
-	30, // 2: baagent.v1.StartRunStreamRequest.spec:type_name -> baagent.v1.RunSpec
-	31, // 3: baagent.v1.StartRunStreamResponse.run:type_name -> baagent.v1.Run
-	32, // 4: baagent.v1.StartRunStreamResponse.event:type_name -> baagent.v1.Event
-	31, // 5: baagent.v1.GetRunResponse.run:type_name -> baagent.v1.Run
-	33, // 6: baagent.v1.ListRunsRequest.states:type_name -> baagent.v1.RunState
-	31, // 7: baagent.v1.ListRunsResponse.runs:type_name -> baagent.v1.Run
-	31, // 8: baagent.v1.CancelRunResponse.run:type_name -> baagent.v1.Run
-	34, // 9: baagent.v1.SubmitInputRequest.input:type_name -> baagent.v1.RunInput
-	31, // 10: baagent.v1.SubmitInputResponse.run:type_name -> baagent.v1.Run
-	32, // 11: baagent.v1.StreamRunEventsResponse.event:type_name -> baagent.v1.Event
-	35, // 12: baagent.v1.GatewayServiceListSkillsRequest.scope:type_name -> baagent.v1.SkillScopeFilter
-	36, // 13: baagent.v1.GatewayServiceListSkillsResponse.skills:type_name -> baagent.v1.SkillMetadata
-	37, // 14: baagent.v1.GatewayServiceListSkillsResponse.invalid:type_name -> baagent.v1.SkillLoadError
-	38, // 15: baagent.v1.GatewayServiceGetSkillRequest.level:type_name -> baagent.v1.SkillLoadLevel
-	36, // 16: baagent.v1.GatewayServiceGetSkillResponse.metadata:type_name -> baagent.v1.SkillMetadata
-	39, // 17: baagent.v1.GatewayServiceGetSkillResponse.resources:type_name -> baagent.v1.SkillResource
-	40, // 18: baagent.v1.GatewayServiceListToolsResponse.tools:type_name -> baagent.v1.ToolDefinition
-	41, // 19: baagent.v1.InvokeToolRequest.parameters:type_name -> google.protobuf.Struct
-	42, // 20: baagent.v1.InvokeToolRequest.output_level:type_name -> baagent.v1.OutputLevel
-	43, // 21: baagent.v1.InvokeToolResponse.result:type_name -> baagent.v1.ToolExecutionResult
-	44, // 22: baagent.v1.GatewayServiceCountTokensResponse.count:type_name -> baagent.v1.CountTokensResponse
-	45, // 23: baagent.v1.GatewayServicePutSkillRequest.format:type_name -> baagent.v1.SkillArchiveFormat
-	36, // 24: baagent.v1.GatewayServicePutSkillResponse.skill:type_name -> baagent.v1.SkillMetadata
-	36, // 25: baagent.v1.GatewayServiceSetSystemSkillStateResponse.skill:type_name -> baagent.v1.SkillMetadata
-	0,  // 26: baagent.v1.GatewayService.StartRun:input_type -> baagent.v1.StartRunRequest
-	2,  // 27: baagent.v1.GatewayService.StartRunStream:input_type -> baagent.v1.StartRunStreamRequest
-	4,  // 28: baagent.v1.GatewayService.GetRun:input_type -> baagent.v1.GetRunRequest
-	6,  // 29: baagent.v1.GatewayService.ListRuns:input_type -> baagent.v1.ListRunsRequest
-	8,  // 30: baagent.v1.GatewayService.CancelRun:input_type -> baagent.v1.CancelRunRequest
-	10, // 31: baagent.v1.GatewayService.SubmitInput:input_type -> baagent.v1.SubmitInputRequest
-	12, // 32: baagent.v1.GatewayService.StreamRunEvents:input_type -> baagent.v1.StreamRunEventsRequest
-	14, // 33: baagent.v1.GatewayService.ListSkills:input_type -> baagent.v1.GatewayServiceListSkillsRequest
-	16, // 34: baagent.v1.GatewayService.GetSkill:input_type -> baagent.v1.GatewayServiceGetSkillRequest
-	24, // 35: baagent.v1.GatewayService.PutSkill:input_type -> baagent.v1.GatewayServicePutSkillRequest
-	26, // 36: baagent.v1.GatewayService.DeleteSkill:input_type -> baagent.v1.GatewayServiceDeleteSkillRequest
-	28, // 37: baagent.v1.GatewayService.SetSystemSkillState:input_type -> baagent.v1.GatewayServiceSetSystemSkillStateRequest
-	18, // 38: baagent.v1.GatewayService.ListTools:input_type -> baagent.v1.GatewayServiceListToolsRequest
-	20, // 39: baagent.v1.GatewayService.InvokeTool:input_type -> baagent.v1.InvokeToolRequest
-	22, // 40: baagent.v1.GatewayService.CountTokens:input_type -> baagent.v1.GatewayServiceCountTokensRequest
-	46, // 41: baagent.v1.GatewayService.ExportRun:input_type -> baagent.v1.ExportRunRequest
-	47, // 42: baagent.v1.GatewayService.ExportConversation:input_type -> baagent.v1.ExportConversationRequest
-	48, // 43: baagent.v1.GatewayService.GetUsage:input_type -> baagent.v1.GatewayServiceGetUsageRequest
-	49, // 44: baagent.v1.GatewayService.GetBudget:input_type -> baagent.v1.GatewayServiceGetBudgetRequest
-	50, // 45: baagent.v1.GatewayService.SetBudget:input_type -> baagent.v1.GatewayServiceSetBudgetRequest
-	51, // 46: baagent.v1.GatewayService.ListConversations:input_type -> baagent.v1.GatewayServiceListConversationsRequest
-	52, // 47: baagent.v1.GatewayService.GetConversation:input_type -> baagent.v1.GatewayServiceGetConversationRequest
-	53, // 48: baagent.v1.GatewayService.GetConversationMessages:input_type -> baagent.v1.GatewayServiceGetConversationMessagesRequest
-	54, // 49: baagent.v1.GatewayService.EndConversation:input_type -> baagent.v1.GatewayServiceEndConversationRequest
-	55, // 50: baagent.v1.GatewayService.DeleteConversation:input_type -> baagent.v1.GatewayServiceDeleteConversationRequest
-	1,  // 51: baagent.v1.GatewayService.StartRun:output_type -> baagent.v1.StartRunResponse
-	3,  // 52: baagent.v1.GatewayService.StartRunStream:output_type -> baagent.v1.StartRunStreamResponse
-	5,  // 53: baagent.v1.GatewayService.GetRun:output_type -> baagent.v1.GetRunResponse
-	7,  // 54: baagent.v1.GatewayService.ListRuns:output_type -> baagent.v1.ListRunsResponse
-	9,  // 55: baagent.v1.GatewayService.CancelRun:output_type -> baagent.v1.CancelRunResponse
-	11, // 56: baagent.v1.GatewayService.SubmitInput:output_type -> baagent.v1.SubmitInputResponse
-	13, // 57: baagent.v1.GatewayService.StreamRunEvents:output_type -> baagent.v1.StreamRunEventsResponse
-	15, // 58: baagent.v1.GatewayService.ListSkills:output_type -> baagent.v1.GatewayServiceListSkillsResponse
-	17, // 59: baagent.v1.GatewayService.GetSkill:output_type -> baagent.v1.GatewayServiceGetSkillResponse
-	25, // 60: baagent.v1.GatewayService.PutSkill:output_type -> baagent.v1.GatewayServicePutSkillResponse
-	27, // 61: baagent.v1.GatewayService.DeleteSkill:output_type -> baagent.v1.GatewayServiceDeleteSkillResponse
-	29, // 62: baagent.v1.GatewayService.SetSystemSkillState:output_type -> baagent.v1.GatewayServiceSetSystemSkillStateResponse
-	19, // 63: baagent.v1.GatewayService.ListTools:output_type -> baagent.v1.GatewayServiceListToolsResponse
-	21, // 64: baagent.v1.GatewayService.InvokeTool:output_type -> baagent.v1.InvokeToolResponse
-	23, // 65: baagent.v1.GatewayService.CountTokens:output_type -> baagent.v1.GatewayServiceCountTokensResponse
-	56, // 66: baagent.v1.GatewayService.ExportRun:output_type -> baagent.v1.ExportRunResponse
-	57, // 67: baagent.v1.GatewayService.ExportConversation:output_type -> baagent.v1.ExportConversationResponse
-	58, // 68: baagent.v1.GatewayService.GetUsage:output_type -> baagent.v1.GatewayServiceGetUsageResponse
-	59, // 69: baagent.v1.GatewayService.GetBudget:output_type -> baagent.v1.GatewayServiceGetBudgetResponse
-	60, // 70: baagent.v1.GatewayService.SetBudget:output_type -> baagent.v1.GatewayServiceSetBudgetResponse
-	61, // 71: baagent.v1.GatewayService.ListConversations:output_type -> baagent.v1.GatewayServiceListConversationsResponse
-	62, // 72: baagent.v1.GatewayService.GetConversation:output_type -> baagent.v1.GatewayServiceGetConversationResponse
-	63, // 73: baagent.v1.GatewayService.GetConversationMessages:output_type -> baagent.v1.GatewayServiceGetConversationMessagesResponse
-	64, // 74: baagent.v1.GatewayService.EndConversation:output_type -> baagent.v1.GatewayServiceEndConversationResponse
-	65, // 75: baagent.v1.GatewayService.DeleteConversation:output_type -> baagent.v1.GatewayServiceDeleteConversationResponse
-	51, // [51:76] is the sub-list for method output_type
-	26, // [26:51] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	36, // 0: baagent.v1.StartRunRequest.spec:type_name -> baagent.v1.RunSpec
+	37, // 1: baagent.v1.StartRunResponse.run:type_name -> baagent.v1.Run
+	36, // 2: baagent.v1.StartRunStreamRequest.spec:type_name -> baagent.v1.RunSpec
+	37, // 3: baagent.v1.StartRunStreamResponse.run:type_name -> baagent.v1.Run
+	38, // 4: baagent.v1.StartRunStreamResponse.event:type_name -> baagent.v1.Event
+	37, // 5: baagent.v1.GetRunResponse.run:type_name -> baagent.v1.Run
+	39, // 6: baagent.v1.ListRunsRequest.states:type_name -> baagent.v1.RunState
+	37, // 7: baagent.v1.ListRunsResponse.runs:type_name -> baagent.v1.Run
+	37, // 8: baagent.v1.CancelRunResponse.run:type_name -> baagent.v1.Run
+	40, // 9: baagent.v1.SubmitInputRequest.input:type_name -> baagent.v1.RunInput
+	37, // 10: baagent.v1.SubmitInputResponse.run:type_name -> baagent.v1.Run
+	38, // 11: baagent.v1.StreamRunEventsResponse.event:type_name -> baagent.v1.Event
+	41, // 12: baagent.v1.GatewayServiceListSkillsRequest.scope:type_name -> baagent.v1.SkillScopeFilter
+	42, // 13: baagent.v1.GatewayServiceListSkillsResponse.skills:type_name -> baagent.v1.SkillMetadata
+	43, // 14: baagent.v1.GatewayServiceListSkillsResponse.invalid:type_name -> baagent.v1.SkillLoadError
+	44, // 15: baagent.v1.GatewayServiceGetSkillRequest.level:type_name -> baagent.v1.SkillLoadLevel
+	42, // 16: baagent.v1.GatewayServiceGetSkillResponse.metadata:type_name -> baagent.v1.SkillMetadata
+	45, // 17: baagent.v1.GatewayServiceGetSkillResponse.resources:type_name -> baagent.v1.SkillResource
+	46, // 18: baagent.v1.GatewayServiceListToolsResponse.tools:type_name -> baagent.v1.ToolDefinition
+	47, // 19: baagent.v1.GatewayServiceListToolsResponse.servers:type_name -> baagent.v1.ExternalServerStatus
+	48, // 20: baagent.v1.InvokeToolRequest.parameters:type_name -> google.protobuf.Struct
+	49, // 21: baagent.v1.InvokeToolRequest.output_level:type_name -> baagent.v1.OutputLevel
+	50, // 22: baagent.v1.InvokeToolResponse.result:type_name -> baagent.v1.ToolExecutionResult
+	51, // 23: baagent.v1.GatewayServiceCountTokensResponse.count:type_name -> baagent.v1.CountTokensResponse
+	52, // 24: baagent.v1.GatewayServicePutSkillRequest.format:type_name -> baagent.v1.SkillArchiveFormat
+	42, // 25: baagent.v1.GatewayServicePutSkillResponse.skill:type_name -> baagent.v1.SkillMetadata
+	42, // 26: baagent.v1.GatewayServiceSetSystemSkillStateResponse.skill:type_name -> baagent.v1.SkillMetadata
+	53, // 27: baagent.v1.GatewayServiceStartMcpAuthorizationResponse.expires_at:type_name -> google.protobuf.Timestamp
+	54, // 28: baagent.v1.GatewayServiceGetMcpAuthorizationResponse.authorization:type_name -> baagent.v1.McpAuthorization
+	0,  // 29: baagent.v1.GatewayService.StartRun:input_type -> baagent.v1.StartRunRequest
+	2,  // 30: baagent.v1.GatewayService.StartRunStream:input_type -> baagent.v1.StartRunStreamRequest
+	4,  // 31: baagent.v1.GatewayService.GetRun:input_type -> baagent.v1.GetRunRequest
+	6,  // 32: baagent.v1.GatewayService.ListRuns:input_type -> baagent.v1.ListRunsRequest
+	8,  // 33: baagent.v1.GatewayService.CancelRun:input_type -> baagent.v1.CancelRunRequest
+	10, // 34: baagent.v1.GatewayService.SubmitInput:input_type -> baagent.v1.SubmitInputRequest
+	12, // 35: baagent.v1.GatewayService.StreamRunEvents:input_type -> baagent.v1.StreamRunEventsRequest
+	14, // 36: baagent.v1.GatewayService.ListSkills:input_type -> baagent.v1.GatewayServiceListSkillsRequest
+	16, // 37: baagent.v1.GatewayService.GetSkill:input_type -> baagent.v1.GatewayServiceGetSkillRequest
+	24, // 38: baagent.v1.GatewayService.PutSkill:input_type -> baagent.v1.GatewayServicePutSkillRequest
+	26, // 39: baagent.v1.GatewayService.DeleteSkill:input_type -> baagent.v1.GatewayServiceDeleteSkillRequest
+	28, // 40: baagent.v1.GatewayService.SetSystemSkillState:input_type -> baagent.v1.GatewayServiceSetSystemSkillStateRequest
+	18, // 41: baagent.v1.GatewayService.ListTools:input_type -> baagent.v1.GatewayServiceListToolsRequest
+	20, // 42: baagent.v1.GatewayService.InvokeTool:input_type -> baagent.v1.InvokeToolRequest
+	22, // 43: baagent.v1.GatewayService.CountTokens:input_type -> baagent.v1.GatewayServiceCountTokensRequest
+	55, // 44: baagent.v1.GatewayService.ExportRun:input_type -> baagent.v1.ExportRunRequest
+	56, // 45: baagent.v1.GatewayService.ExportConversation:input_type -> baagent.v1.ExportConversationRequest
+	57, // 46: baagent.v1.GatewayService.GetUsage:input_type -> baagent.v1.GatewayServiceGetUsageRequest
+	58, // 47: baagent.v1.GatewayService.GetBudget:input_type -> baagent.v1.GatewayServiceGetBudgetRequest
+	59, // 48: baagent.v1.GatewayService.SetBudget:input_type -> baagent.v1.GatewayServiceSetBudgetRequest
+	60, // 49: baagent.v1.GatewayService.ListConversations:input_type -> baagent.v1.GatewayServiceListConversationsRequest
+	61, // 50: baagent.v1.GatewayService.GetConversation:input_type -> baagent.v1.GatewayServiceGetConversationRequest
+	62, // 51: baagent.v1.GatewayService.GetConversationMessages:input_type -> baagent.v1.GatewayServiceGetConversationMessagesRequest
+	63, // 52: baagent.v1.GatewayService.EndConversation:input_type -> baagent.v1.GatewayServiceEndConversationRequest
+	64, // 53: baagent.v1.GatewayService.DeleteConversation:input_type -> baagent.v1.GatewayServiceDeleteConversationRequest
+	30, // 54: baagent.v1.GatewayService.StartMcpAuthorization:input_type -> baagent.v1.GatewayServiceStartMcpAuthorizationRequest
+	32, // 55: baagent.v1.GatewayService.GetMcpAuthorization:input_type -> baagent.v1.GatewayServiceGetMcpAuthorizationRequest
+	34, // 56: baagent.v1.GatewayService.RevokeMcpAuthorization:input_type -> baagent.v1.GatewayServiceRevokeMcpAuthorizationRequest
+	1,  // 57: baagent.v1.GatewayService.StartRun:output_type -> baagent.v1.StartRunResponse
+	3,  // 58: baagent.v1.GatewayService.StartRunStream:output_type -> baagent.v1.StartRunStreamResponse
+	5,  // 59: baagent.v1.GatewayService.GetRun:output_type -> baagent.v1.GetRunResponse
+	7,  // 60: baagent.v1.GatewayService.ListRuns:output_type -> baagent.v1.ListRunsResponse
+	9,  // 61: baagent.v1.GatewayService.CancelRun:output_type -> baagent.v1.CancelRunResponse
+	11, // 62: baagent.v1.GatewayService.SubmitInput:output_type -> baagent.v1.SubmitInputResponse
+	13, // 63: baagent.v1.GatewayService.StreamRunEvents:output_type -> baagent.v1.StreamRunEventsResponse
+	15, // 64: baagent.v1.GatewayService.ListSkills:output_type -> baagent.v1.GatewayServiceListSkillsResponse
+	17, // 65: baagent.v1.GatewayService.GetSkill:output_type -> baagent.v1.GatewayServiceGetSkillResponse
+	25, // 66: baagent.v1.GatewayService.PutSkill:output_type -> baagent.v1.GatewayServicePutSkillResponse
+	27, // 67: baagent.v1.GatewayService.DeleteSkill:output_type -> baagent.v1.GatewayServiceDeleteSkillResponse
+	29, // 68: baagent.v1.GatewayService.SetSystemSkillState:output_type -> baagent.v1.GatewayServiceSetSystemSkillStateResponse
+	19, // 69: baagent.v1.GatewayService.ListTools:output_type -> baagent.v1.GatewayServiceListToolsResponse
+	21, // 70: baagent.v1.GatewayService.InvokeTool:output_type -> baagent.v1.InvokeToolResponse
+	23, // 71: baagent.v1.GatewayService.CountTokens:output_type -> baagent.v1.GatewayServiceCountTokensResponse
+	65, // 72: baagent.v1.GatewayService.ExportRun:output_type -> baagent.v1.ExportRunResponse
+	66, // 73: baagent.v1.GatewayService.ExportConversation:output_type -> baagent.v1.ExportConversationResponse
+	67, // 74: baagent.v1.GatewayService.GetUsage:output_type -> baagent.v1.GatewayServiceGetUsageResponse
+	68, // 75: baagent.v1.GatewayService.GetBudget:output_type -> baagent.v1.GatewayServiceGetBudgetResponse
+	69, // 76: baagent.v1.GatewayService.SetBudget:output_type -> baagent.v1.GatewayServiceSetBudgetResponse
+	70, // 77: baagent.v1.GatewayService.ListConversations:output_type -> baagent.v1.GatewayServiceListConversationsResponse
+	71, // 78: baagent.v1.GatewayService.GetConversation:output_type -> baagent.v1.GatewayServiceGetConversationResponse
+	72, // 79: baagent.v1.GatewayService.GetConversationMessages:output_type -> baagent.v1.GatewayServiceGetConversationMessagesResponse
+	73, // 80: baagent.v1.GatewayService.EndConversation:output_type -> baagent.v1.GatewayServiceEndConversationResponse
+	74, // 81: baagent.v1.GatewayService.DeleteConversation:output_type -> baagent.v1.GatewayServiceDeleteConversationResponse
+	31, // 82: baagent.v1.GatewayService.StartMcpAuthorization:output_type -> baagent.v1.GatewayServiceStartMcpAuthorizationResponse
+	33, // 83: baagent.v1.GatewayService.GetMcpAuthorization:output_type -> baagent.v1.GatewayServiceGetMcpAuthorizationResponse
+	35, // 84: baagent.v1.GatewayService.RevokeMcpAuthorization:output_type -> baagent.v1.GatewayServiceRevokeMcpAuthorizationResponse
+	57, // [57:85] is the sub-list for method output_type
+	29, // [29:57] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_baagent_v1_gateway_proto_init() }
@@ -2018,6 +2350,7 @@ func file_baagent_v1_gateway_proto_init() {
 	file_baagent_v1_conversations_proto_init()
 	file_baagent_v1_events_proto_init()
 	file_baagent_v1_export_proto_init()
+	file_baagent_v1_mcpauth_proto_init()
 	file_baagent_v1_orchestrator_proto_init()
 	file_baagent_v1_run_proto_init()
 	file_baagent_v1_skills_proto_init()
@@ -2033,7 +2366,7 @@ func file_baagent_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_baagent_v1_gateway_proto_rawDesc), len(file_baagent_v1_gateway_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

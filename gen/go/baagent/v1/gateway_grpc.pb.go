@@ -44,6 +44,9 @@ const (
 	GatewayService_GetConversationMessages_FullMethodName = "/baagent.v1.GatewayService/GetConversationMessages"
 	GatewayService_EndConversation_FullMethodName         = "/baagent.v1.GatewayService/EndConversation"
 	GatewayService_DeleteConversation_FullMethodName      = "/baagent.v1.GatewayService/DeleteConversation"
+	GatewayService_StartMcpAuthorization_FullMethodName   = "/baagent.v1.GatewayService/StartMcpAuthorization"
+	GatewayService_GetMcpAuthorization_FullMethodName     = "/baagent.v1.GatewayService/GetMcpAuthorization"
+	GatewayService_RevokeMcpAuthorization_FullMethodName  = "/baagent.v1.GatewayService/RevokeMcpAuthorization"
 )
 
 // GatewayServiceClient is the client API for GatewayService service.
@@ -117,6 +120,14 @@ type GatewayServiceClient interface {
 	// Deletes a conversation and everything stored for it
 	// (DELETE /v1/conversations/{conversation_id}).
 	DeleteConversation(ctx context.Context, in *GatewayServiceDeleteConversationRequest, opts ...grpc.CallOption) (*GatewayServiceDeleteConversationResponse, error)
+	// Starts the caller's tenant's OAuth authorization of an MCP server and
+	// returns the consent URL (POST /v1/mcp/servers/{server}/authorize).
+	StartMcpAuthorization(ctx context.Context, in *GatewayServiceStartMcpAuthorizationRequest, opts ...grpc.CallOption) (*GatewayServiceStartMcpAuthorizationResponse, error)
+	// Reports the caller's tenant's authorization of an MCP server
+	// (GET /v1/mcp/servers/{server}/authorization).
+	GetMcpAuthorization(ctx context.Context, in *GatewayServiceGetMcpAuthorizationRequest, opts ...grpc.CallOption) (*GatewayServiceGetMcpAuthorizationResponse, error)
+	// Revokes it (DELETE /v1/mcp/servers/{server}/authorization).
+	RevokeMcpAuthorization(ctx context.Context, in *GatewayServiceRevokeMcpAuthorizationRequest, opts ...grpc.CallOption) (*GatewayServiceRevokeMcpAuthorizationResponse, error)
 }
 
 type gatewayServiceClient struct {
@@ -413,6 +424,36 @@ func (c *gatewayServiceClient) DeleteConversation(ctx context.Context, in *Gatew
 	return out, nil
 }
 
+func (c *gatewayServiceClient) StartMcpAuthorization(ctx context.Context, in *GatewayServiceStartMcpAuthorizationRequest, opts ...grpc.CallOption) (*GatewayServiceStartMcpAuthorizationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceStartMcpAuthorizationResponse)
+	err := c.cc.Invoke(ctx, GatewayService_StartMcpAuthorization_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayServiceClient) GetMcpAuthorization(ctx context.Context, in *GatewayServiceGetMcpAuthorizationRequest, opts ...grpc.CallOption) (*GatewayServiceGetMcpAuthorizationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceGetMcpAuthorizationResponse)
+	err := c.cc.Invoke(ctx, GatewayService_GetMcpAuthorization_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayServiceClient) RevokeMcpAuthorization(ctx context.Context, in *GatewayServiceRevokeMcpAuthorizationRequest, opts ...grpc.CallOption) (*GatewayServiceRevokeMcpAuthorizationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceRevokeMcpAuthorizationResponse)
+	err := c.cc.Invoke(ctx, GatewayService_RevokeMcpAuthorization_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GatewayServiceServer is the server API for GatewayService service.
 // All implementations must embed UnimplementedGatewayServiceServer
 // for forward compatibility.
@@ -484,6 +525,14 @@ type GatewayServiceServer interface {
 	// Deletes a conversation and everything stored for it
 	// (DELETE /v1/conversations/{conversation_id}).
 	DeleteConversation(context.Context, *GatewayServiceDeleteConversationRequest) (*GatewayServiceDeleteConversationResponse, error)
+	// Starts the caller's tenant's OAuth authorization of an MCP server and
+	// returns the consent URL (POST /v1/mcp/servers/{server}/authorize).
+	StartMcpAuthorization(context.Context, *GatewayServiceStartMcpAuthorizationRequest) (*GatewayServiceStartMcpAuthorizationResponse, error)
+	// Reports the caller's tenant's authorization of an MCP server
+	// (GET /v1/mcp/servers/{server}/authorization).
+	GetMcpAuthorization(context.Context, *GatewayServiceGetMcpAuthorizationRequest) (*GatewayServiceGetMcpAuthorizationResponse, error)
+	// Revokes it (DELETE /v1/mcp/servers/{server}/authorization).
+	RevokeMcpAuthorization(context.Context, *GatewayServiceRevokeMcpAuthorizationRequest) (*GatewayServiceRevokeMcpAuthorizationResponse, error)
 	mustEmbedUnimplementedGatewayServiceServer()
 }
 
@@ -568,6 +617,15 @@ func (UnimplementedGatewayServiceServer) EndConversation(context.Context, *Gatew
 }
 func (UnimplementedGatewayServiceServer) DeleteConversation(context.Context, *GatewayServiceDeleteConversationRequest) (*GatewayServiceDeleteConversationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteConversation not implemented")
+}
+func (UnimplementedGatewayServiceServer) StartMcpAuthorization(context.Context, *GatewayServiceStartMcpAuthorizationRequest) (*GatewayServiceStartMcpAuthorizationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StartMcpAuthorization not implemented")
+}
+func (UnimplementedGatewayServiceServer) GetMcpAuthorization(context.Context, *GatewayServiceGetMcpAuthorizationRequest) (*GatewayServiceGetMcpAuthorizationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetMcpAuthorization not implemented")
+}
+func (UnimplementedGatewayServiceServer) RevokeMcpAuthorization(context.Context, *GatewayServiceRevokeMcpAuthorizationRequest) (*GatewayServiceRevokeMcpAuthorizationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeMcpAuthorization not implemented")
 }
 func (UnimplementedGatewayServiceServer) mustEmbedUnimplementedGatewayServiceServer() {}
 func (UnimplementedGatewayServiceServer) testEmbeddedByValue()                        {}
@@ -1012,6 +1070,60 @@ func _GatewayService_DeleteConversation_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _GatewayService_StartMcpAuthorization_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceStartMcpAuthorizationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).StartMcpAuthorization(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_StartMcpAuthorization_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).StartMcpAuthorization(ctx, req.(*GatewayServiceStartMcpAuthorizationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GatewayService_GetMcpAuthorization_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceGetMcpAuthorizationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).GetMcpAuthorization(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_GetMcpAuthorization_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).GetMcpAuthorization(ctx, req.(*GatewayServiceGetMcpAuthorizationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GatewayService_RevokeMcpAuthorization_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceRevokeMcpAuthorizationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).RevokeMcpAuthorization(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_RevokeMcpAuthorization_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).RevokeMcpAuthorization(ctx, req.(*GatewayServiceRevokeMcpAuthorizationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // GatewayService_ServiceDesc is the grpc.ServiceDesc for GatewayService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1102,6 +1214,18 @@ var GatewayService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteConversation",
 			Handler:    _GatewayService_DeleteConversation_Handler,
+		},
+		{
+			MethodName: "StartMcpAuthorization",
+			Handler:    _GatewayService_StartMcpAuthorization_Handler,
+		},
+		{
+			MethodName: "GetMcpAuthorization",
+			Handler:    _GatewayService_GetMcpAuthorization_Handler,
+		},
+		{
+			MethodName: "RevokeMcpAuthorization",
+			Handler:    _GatewayService_RevokeMcpAuthorization_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

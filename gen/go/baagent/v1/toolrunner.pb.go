@@ -1183,7 +1183,10 @@ func (x *ListToolsRequest) GetAllowedTools() *ToolAllowList {
 type ListToolsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Tools, sorted by name.
-	Tools         []*ToolDefinition `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	Tools []*ToolDefinition `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	// The configured MCP servers and their state for the caller's tenant,
+	// sorted by name.
+	Servers       []*ExternalServerStatus `protobuf:"bytes,2,rep,name=servers,proto3" json:"servers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1225,6 +1228,87 @@ func (x *ListToolsResponse) GetTools() []*ToolDefinition {
 	return nil
 }
 
+func (x *ListToolsResponse) GetServers() []*ExternalServerStatus {
+	if x != nil {
+		return x.Servers
+	}
+	return nil
+}
+
+// ExternalServerStatus is the state of one configured MCP server.
+type ExternalServerStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The `mcp_servers:` entry's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// "stdio" or "http".
+	Transport string `protobuf:"bytes,2,opt,name=transport,proto3" json:"transport,omitempty"`
+	// True while the server is connected and its tools are offered.
+	Up bool `protobuf:"varint,3,opt,name=up,proto3" json:"up,omitempty"`
+	// True for an `auth: oauth` server the tenant has not authorized (see
+	// McpAuthService); its tools are not offered to the tenant.
+	NeedsAuth     bool `protobuf:"varint,4,opt,name=needs_auth,json=needsAuth,proto3" json:"needs_auth,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExternalServerStatus) Reset() {
+	*x = ExternalServerStatus{}
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExternalServerStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExternalServerStatus) ProtoMessage() {}
+
+func (x *ExternalServerStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExternalServerStatus.ProtoReflect.Descriptor instead.
+func (*ExternalServerStatus) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ExternalServerStatus) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ExternalServerStatus) GetTransport() string {
+	if x != nil {
+		return x.Transport
+	}
+	return ""
+}
+
+func (x *ExternalServerStatus) GetUp() bool {
+	if x != nil {
+		return x.Up
+	}
+	return false
+}
+
+func (x *ExternalServerStatus) GetNeedsAuth() bool {
+	if x != nil {
+		return x.NeedsAuth
+	}
+	return false
+}
+
 // ReadArtifactRequest reads an artifact.
 type ReadArtifactRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1246,7 +1330,7 @@ type ReadArtifactRequest struct {
 
 func (x *ReadArtifactRequest) Reset() {
 	*x = ReadArtifactRequest{}
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[9]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1258,7 +1342,7 @@ func (x *ReadArtifactRequest) String() string {
 func (*ReadArtifactRequest) ProtoMessage() {}
 
 func (x *ReadArtifactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[9]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1271,7 +1355,7 @@ func (x *ReadArtifactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadArtifactRequest.ProtoReflect.Descriptor instead.
 func (*ReadArtifactRequest) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{9}
+	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReadArtifactRequest) GetTenant() string {
@@ -1333,7 +1417,7 @@ type ReadArtifactResponse struct {
 
 func (x *ReadArtifactResponse) Reset() {
 	*x = ReadArtifactResponse{}
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[10]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1345,7 +1429,7 @@ func (x *ReadArtifactResponse) String() string {
 func (*ReadArtifactResponse) ProtoMessage() {}
 
 func (x *ReadArtifactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[10]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1358,7 +1442,7 @@ func (x *ReadArtifactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadArtifactResponse.ProtoReflect.Descriptor instead.
 func (*ReadArtifactResponse) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{10}
+	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReadArtifactResponse) GetContent() string {
@@ -1402,7 +1486,7 @@ type ReleaseConversationRequest struct {
 
 func (x *ReleaseConversationRequest) Reset() {
 	*x = ReleaseConversationRequest{}
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[11]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1414,7 +1498,7 @@ func (x *ReleaseConversationRequest) String() string {
 func (*ReleaseConversationRequest) ProtoMessage() {}
 
 func (x *ReleaseConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[11]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1427,7 +1511,7 @@ func (x *ReleaseConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseConversationRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseConversationRequest) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{11}
+	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReleaseConversationRequest) GetTenant() string {
@@ -1457,7 +1541,7 @@ type ReleaseConversationResponse struct {
 
 func (x *ReleaseConversationResponse) Reset() {
 	*x = ReleaseConversationResponse{}
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[12]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1469,7 +1553,7 @@ func (x *ReleaseConversationResponse) String() string {
 func (*ReleaseConversationResponse) ProtoMessage() {}
 
 func (x *ReleaseConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_toolrunner_proto_msgTypes[12]
+	mi := &file_baagent_v1_toolrunner_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1482,7 +1566,7 @@ func (x *ReleaseConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseConversationResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseConversationResponse) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{12}
+	return file_baagent_v1_toolrunner_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReleaseConversationResponse) GetArtifactsDeleted() int32 {
@@ -1598,9 +1682,16 @@ const file_baagent_v1_toolrunner_proto_rawDesc = "" +
 	"\x06result\x18\x01 \x01(\v2\x1f.baagent.v1.ToolExecutionResultR\x06result\"j\n" +
 	"\x10ListToolsRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12>\n" +
-	"\rallowed_tools\x18\x02 \x01(\v2\x19.baagent.v1.ToolAllowListR\fallowedTools\"E\n" +
+	"\rallowed_tools\x18\x02 \x01(\v2\x19.baagent.v1.ToolAllowListR\fallowedTools\"\x81\x01\n" +
 	"\x11ListToolsResponse\x120\n" +
-	"\x05tools\x18\x01 \x03(\v2\x1a.baagent.v1.ToolDefinitionR\x05tools\"\xbf\x01\n" +
+	"\x05tools\x18\x01 \x03(\v2\x1a.baagent.v1.ToolDefinitionR\x05tools\x12:\n" +
+	"\aservers\x18\x02 \x03(\v2 .baagent.v1.ExternalServerStatusR\aservers\"w\n" +
+	"\x14ExternalServerStatus\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\ttransport\x18\x02 \x01(\tR\ttransport\x12\x0e\n" +
+	"\x02up\x18\x03 \x01(\bR\x02up\x12\x1d\n" +
+	"\n" +
+	"needs_auth\x18\x04 \x01(\bR\tneedsAuth\"\xbf\x01\n" +
 	"\x13ReadArtifactRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12'\n" +
 	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x1f\n" +
@@ -1674,7 +1765,7 @@ func file_baagent_v1_toolrunner_proto_rawDescGZIP() []byte {
 }
 
 var file_baagent_v1_toolrunner_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_baagent_v1_toolrunner_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_baagent_v1_toolrunner_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_baagent_v1_toolrunner_proto_goTypes = []any{
 	(OutputLevel)(0),                    // 0: baagent.v1.OutputLevel
 	(ToolCachePolicy)(0),                // 1: baagent.v1.ToolCachePolicy
@@ -1689,48 +1780,50 @@ var file_baagent_v1_toolrunner_proto_goTypes = []any{
 	(*InvokeResponse)(nil),              // 10: baagent.v1.InvokeResponse
 	(*ListToolsRequest)(nil),            // 11: baagent.v1.ListToolsRequest
 	(*ListToolsResponse)(nil),           // 12: baagent.v1.ListToolsResponse
-	(*ReadArtifactRequest)(nil),         // 13: baagent.v1.ReadArtifactRequest
-	(*ReadArtifactResponse)(nil),        // 14: baagent.v1.ReadArtifactResponse
-	(*ReleaseConversationRequest)(nil),  // 15: baagent.v1.ReleaseConversationRequest
-	(*ReleaseConversationResponse)(nil), // 16: baagent.v1.ReleaseConversationResponse
-	(*structpb.Struct)(nil),             // 17: google.protobuf.Struct
-	(*ToolAllowList)(nil),               // 18: baagent.v1.ToolAllowList
-	(*ToolSchema)(nil),                  // 19: baagent.v1.ToolSchema
+	(*ExternalServerStatus)(nil),        // 13: baagent.v1.ExternalServerStatus
+	(*ReadArtifactRequest)(nil),         // 14: baagent.v1.ReadArtifactRequest
+	(*ReadArtifactResponse)(nil),        // 15: baagent.v1.ReadArtifactResponse
+	(*ReleaseConversationRequest)(nil),  // 16: baagent.v1.ReleaseConversationRequest
+	(*ReleaseConversationResponse)(nil), // 17: baagent.v1.ReleaseConversationResponse
+	(*structpb.Struct)(nil),             // 18: google.protobuf.Struct
+	(*ToolAllowList)(nil),               // 19: baagent.v1.ToolAllowList
+	(*ToolSchema)(nil),                  // 20: baagent.v1.ToolSchema
 }
 var file_baagent_v1_toolrunner_proto_depIdxs = []int32{
 	2,  // 0: baagent.v1.ToolRetryPolicy.retry_on:type_name -> baagent.v1.ToolErrorType
-	17, // 1: baagent.v1.ToolInvocationRequest.parameters:type_name -> google.protobuf.Struct
+	18, // 1: baagent.v1.ToolInvocationRequest.parameters:type_name -> google.protobuf.Struct
 	0,  // 2: baagent.v1.ToolInvocationRequest.output_level:type_name -> baagent.v1.OutputLevel
 	1,  // 3: baagent.v1.ToolInvocationRequest.cache_policy:type_name -> baagent.v1.ToolCachePolicy
-	18, // 4: baagent.v1.ToolInvocationRequest.allowed_tools:type_name -> baagent.v1.ToolAllowList
+	19, // 4: baagent.v1.ToolInvocationRequest.allowed_tools:type_name -> baagent.v1.ToolAllowList
 	4,  // 5: baagent.v1.ToolInvocationRequest.retry_policy:type_name -> baagent.v1.ToolRetryPolicy
 	0,  // 6: baagent.v1.ToolExecutionResult.output_level:type_name -> baagent.v1.OutputLevel
 	2,  // 7: baagent.v1.ToolExecutionResult.error_type:type_name -> baagent.v1.ToolErrorType
 	7,  // 8: baagent.v1.ToolExecutionResult.inner_calls:type_name -> baagent.v1.InnerToolCall
-	17, // 9: baagent.v1.InnerToolCall.arguments:type_name -> google.protobuf.Struct
+	18, // 9: baagent.v1.InnerToolCall.arguments:type_name -> google.protobuf.Struct
 	6,  // 10: baagent.v1.InnerToolCall.result:type_name -> baagent.v1.ToolExecutionResult
-	19, // 11: baagent.v1.ToolDefinition.schema:type_name -> baagent.v1.ToolSchema
+	20, // 11: baagent.v1.ToolDefinition.schema:type_name -> baagent.v1.ToolSchema
 	0,  // 12: baagent.v1.ToolDefinition.default_output_level:type_name -> baagent.v1.OutputLevel
 	1,  // 13: baagent.v1.ToolDefinition.cache_policy:type_name -> baagent.v1.ToolCachePolicy
 	4,  // 14: baagent.v1.ToolDefinition.retry_policy:type_name -> baagent.v1.ToolRetryPolicy
 	3,  // 15: baagent.v1.ToolDefinition.permission:type_name -> baagent.v1.ToolPermission
 	5,  // 16: baagent.v1.InvokeRequest.request:type_name -> baagent.v1.ToolInvocationRequest
 	6,  // 17: baagent.v1.InvokeResponse.result:type_name -> baagent.v1.ToolExecutionResult
-	18, // 18: baagent.v1.ListToolsRequest.allowed_tools:type_name -> baagent.v1.ToolAllowList
+	19, // 18: baagent.v1.ListToolsRequest.allowed_tools:type_name -> baagent.v1.ToolAllowList
 	8,  // 19: baagent.v1.ListToolsResponse.tools:type_name -> baagent.v1.ToolDefinition
-	9,  // 20: baagent.v1.ToolRunnerService.Invoke:input_type -> baagent.v1.InvokeRequest
-	11, // 21: baagent.v1.ToolRunnerService.ListTools:input_type -> baagent.v1.ListToolsRequest
-	13, // 22: baagent.v1.ToolRunnerService.ReadArtifact:input_type -> baagent.v1.ReadArtifactRequest
-	15, // 23: baagent.v1.ToolRunnerService.ReleaseConversation:input_type -> baagent.v1.ReleaseConversationRequest
-	10, // 24: baagent.v1.ToolRunnerService.Invoke:output_type -> baagent.v1.InvokeResponse
-	12, // 25: baagent.v1.ToolRunnerService.ListTools:output_type -> baagent.v1.ListToolsResponse
-	14, // 26: baagent.v1.ToolRunnerService.ReadArtifact:output_type -> baagent.v1.ReadArtifactResponse
-	16, // 27: baagent.v1.ToolRunnerService.ReleaseConversation:output_type -> baagent.v1.ReleaseConversationResponse
-	24, // [24:28] is the sub-list for method output_type
-	20, // [20:24] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	13, // 20: baagent.v1.ListToolsResponse.servers:type_name -> baagent.v1.ExternalServerStatus
+	9,  // 21: baagent.v1.ToolRunnerService.Invoke:input_type -> baagent.v1.InvokeRequest
+	11, // 22: baagent.v1.ToolRunnerService.ListTools:input_type -> baagent.v1.ListToolsRequest
+	14, // 23: baagent.v1.ToolRunnerService.ReadArtifact:input_type -> baagent.v1.ReadArtifactRequest
+	16, // 24: baagent.v1.ToolRunnerService.ReleaseConversation:input_type -> baagent.v1.ReleaseConversationRequest
+	10, // 25: baagent.v1.ToolRunnerService.Invoke:output_type -> baagent.v1.InvokeResponse
+	12, // 26: baagent.v1.ToolRunnerService.ListTools:output_type -> baagent.v1.ListToolsResponse
+	15, // 27: baagent.v1.ToolRunnerService.ReadArtifact:output_type -> baagent.v1.ReadArtifactResponse
+	17, // 28: baagent.v1.ToolRunnerService.ReleaseConversation:output_type -> baagent.v1.ReleaseConversationResponse
+	25, // [25:29] is the sub-list for method output_type
+	21, // [21:25] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_baagent_v1_toolrunner_proto_init() }
@@ -1747,7 +1840,7 @@ func file_baagent_v1_toolrunner_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_baagent_v1_toolrunner_proto_rawDesc), len(file_baagent_v1_toolrunner_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -8,8 +8,10 @@ import type { Run, RunSpec, RunState } from "./run_pb.js";
 import type { Event } from "./events_pb.js";
 import type { RunInput } from "./orchestrator_pb.js";
 import type { SkillArchiveFormat, SkillLoadError, SkillLoadLevel, SkillMetadata, SkillResource, SkillScopeFilter } from "./skills_pb.js";
-import type { OutputLevel, ToolDefinition, ToolExecutionResult } from "./toolrunner_pb.js";
+import type { ExternalServerStatus, OutputLevel, ToolDefinition, ToolExecutionResult } from "./toolrunner_pb.js";
 import type { CountTokensResponse } from "./tokens_pb.js";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import type { McpAuthorization } from "./mcpauth_pb.js";
 import type { ExportConversationRequestSchema, ExportConversationResponseSchema, ExportRunRequestSchema, ExportRunResponseSchema } from "./export_pb.js";
 import type { GatewayServiceGetBudgetRequestSchema, GatewayServiceGetBudgetResponseSchema, GatewayServiceGetUsageRequestSchema, GatewayServiceGetUsageResponseSchema, GatewayServiceSetBudgetRequestSchema, GatewayServiceSetBudgetResponseSchema } from "./budgets_pb.js";
 import type { GatewayServiceDeleteConversationRequestSchema, GatewayServiceDeleteConversationResponseSchema, GatewayServiceEndConversationRequestSchema, GatewayServiceEndConversationResponseSchema, GatewayServiceGetConversationMessagesRequestSchema, GatewayServiceGetConversationMessagesResponseSchema, GatewayServiceGetConversationRequestSchema, GatewayServiceGetConversationResponseSchema, GatewayServiceListConversationsRequestSchema, GatewayServiceListConversationsResponseSchema } from "./conversations_pb.js";
@@ -528,6 +530,14 @@ export declare type GatewayServiceListToolsResponse = Message<"baagent.v1.Gatewa
    * @generated from field: repeated baagent.v1.ToolDefinition tools = 1;
    */
   tools: ToolDefinition[];
+
+  /**
+   * The configured MCP servers and their state for the caller's tenant
+   * (needs_auth: authorize it first, see StartMcpAuthorization).
+   *
+   * @generated from field: repeated baagent.v1.ExternalServerStatus servers = 2;
+   */
+  servers: ExternalServerStatus[];
 };
 
 /**
@@ -850,6 +860,133 @@ export declare type GatewayServiceSetSystemSkillStateResponse = Message<"baagent
 export declare const GatewayServiceSetSystemSkillStateResponseSchema: GenMessage<GatewayServiceSetSystemSkillStateResponse>;
 
 /**
+ * GatewayServiceStartMcpAuthorizationRequest names the MCP server.
+ *
+ * @generated from message baagent.v1.GatewayServiceStartMcpAuthorizationRequest
+ */
+export declare type GatewayServiceStartMcpAuthorizationRequest = Message<"baagent.v1.GatewayServiceStartMcpAuthorizationRequest"> & {
+  /**
+   * Name of an `mcp_servers:` entry with `auth: oauth`; required.
+   *
+   * @generated from field: string server = 1;
+   */
+  server: string;
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceStartMcpAuthorizationRequest.
+ * Use `create(GatewayServiceStartMcpAuthorizationRequestSchema)` to create a new message.
+ */
+export declare const GatewayServiceStartMcpAuthorizationRequestSchema: GenMessage<GatewayServiceStartMcpAuthorizationRequest>;
+
+/**
+ * GatewayServiceStartMcpAuthorizationResponse is where the user consents.
+ *
+ * @generated from message baagent.v1.GatewayServiceStartMcpAuthorizationResponse
+ */
+export declare type GatewayServiceStartMcpAuthorizationResponse = Message<"baagent.v1.GatewayServiceStartMcpAuthorizationResponse"> & {
+  /**
+   * Open this URL in a browser; the gateway's callback completes it.
+   *
+   * @generated from field: string authorization_url = 1;
+   */
+  authorizationUrl: string;
+
+  /**
+   * When the authorization stops being accepted.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 2;
+   */
+  expiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceStartMcpAuthorizationResponse.
+ * Use `create(GatewayServiceStartMcpAuthorizationResponseSchema)` to create a new message.
+ */
+export declare const GatewayServiceStartMcpAuthorizationResponseSchema: GenMessage<GatewayServiceStartMcpAuthorizationResponse>;
+
+/**
+ * GatewayServiceGetMcpAuthorizationRequest names the MCP server.
+ *
+ * @generated from message baagent.v1.GatewayServiceGetMcpAuthorizationRequest
+ */
+export declare type GatewayServiceGetMcpAuthorizationRequest = Message<"baagent.v1.GatewayServiceGetMcpAuthorizationRequest"> & {
+  /**
+   * Server name; required.
+   *
+   * @generated from field: string server = 1;
+   */
+  server: string;
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceGetMcpAuthorizationRequest.
+ * Use `create(GatewayServiceGetMcpAuthorizationRequestSchema)` to create a new message.
+ */
+export declare const GatewayServiceGetMcpAuthorizationRequestSchema: GenMessage<GatewayServiceGetMcpAuthorizationRequest>;
+
+/**
+ * GatewayServiceGetMcpAuthorizationResponse reports the authorization.
+ *
+ * @generated from message baagent.v1.GatewayServiceGetMcpAuthorizationResponse
+ */
+export declare type GatewayServiceGetMcpAuthorizationResponse = Message<"baagent.v1.GatewayServiceGetMcpAuthorizationResponse"> & {
+  /**
+   * The caller's tenant's authorization of the server.
+   *
+   * @generated from field: baagent.v1.McpAuthorization authorization = 1;
+   */
+  authorization?: McpAuthorization | undefined;
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceGetMcpAuthorizationResponse.
+ * Use `create(GatewayServiceGetMcpAuthorizationResponseSchema)` to create a new message.
+ */
+export declare const GatewayServiceGetMcpAuthorizationResponseSchema: GenMessage<GatewayServiceGetMcpAuthorizationResponse>;
+
+/**
+ * GatewayServiceRevokeMcpAuthorizationRequest names the MCP server.
+ *
+ * @generated from message baagent.v1.GatewayServiceRevokeMcpAuthorizationRequest
+ */
+export declare type GatewayServiceRevokeMcpAuthorizationRequest = Message<"baagent.v1.GatewayServiceRevokeMcpAuthorizationRequest"> & {
+  /**
+   * Server name; required.
+   *
+   * @generated from field: string server = 1;
+   */
+  server: string;
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceRevokeMcpAuthorizationRequest.
+ * Use `create(GatewayServiceRevokeMcpAuthorizationRequestSchema)` to create a new message.
+ */
+export declare const GatewayServiceRevokeMcpAuthorizationRequestSchema: GenMessage<GatewayServiceRevokeMcpAuthorizationRequest>;
+
+/**
+ * GatewayServiceRevokeMcpAuthorizationResponse says whether there was one.
+ *
+ * @generated from message baagent.v1.GatewayServiceRevokeMcpAuthorizationResponse
+ */
+export declare type GatewayServiceRevokeMcpAuthorizationResponse = Message<"baagent.v1.GatewayServiceRevokeMcpAuthorizationResponse"> & {
+  /**
+   * False when the tenant held no token for the server.
+   *
+   * @generated from field: bool revoked = 1;
+   */
+  revoked: boolean;
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceRevokeMcpAuthorizationResponse.
+ * Use `create(GatewayServiceRevokeMcpAuthorizationResponseSchema)` to create a new message.
+ */
+export declare const GatewayServiceRevokeMcpAuthorizationResponseSchema: GenMessage<GatewayServiceRevokeMcpAuthorizationResponse>;
+
+/**
  * GatewayService is the public API. The tenant comes from the caller's API key
  * (`authorization: Bearer <key>` or `x-api-key` metadata), never from the
  * request; a tenant sees only its own runs, skills and events. The same
@@ -1119,6 +1256,38 @@ export declare const GatewayService: GenService<{
     methodKind: "unary";
     input: typeof GatewayServiceDeleteConversationRequestSchema;
     output: typeof GatewayServiceDeleteConversationResponseSchema;
+  },
+  /**
+   * Starts the caller's tenant's OAuth authorization of an MCP server and
+   * returns the consent URL (POST /v1/mcp/servers/{server}/authorize).
+   *
+   * @generated from rpc baagent.v1.GatewayService.StartMcpAuthorization
+   */
+  startMcpAuthorization: {
+    methodKind: "unary";
+    input: typeof GatewayServiceStartMcpAuthorizationRequestSchema;
+    output: typeof GatewayServiceStartMcpAuthorizationResponseSchema;
+  },
+  /**
+   * Reports the caller's tenant's authorization of an MCP server
+   * (GET /v1/mcp/servers/{server}/authorization).
+   *
+   * @generated from rpc baagent.v1.GatewayService.GetMcpAuthorization
+   */
+  getMcpAuthorization: {
+    methodKind: "unary";
+    input: typeof GatewayServiceGetMcpAuthorizationRequestSchema;
+    output: typeof GatewayServiceGetMcpAuthorizationResponseSchema;
+  },
+  /**
+   * Revokes it (DELETE /v1/mcp/servers/{server}/authorization).
+   *
+   * @generated from rpc baagent.v1.GatewayService.RevokeMcpAuthorization
+   */
+  revokeMcpAuthorization: {
+    methodKind: "unary";
+    input: typeof GatewayServiceRevokeMcpAuthorizationRequestSchema;
+    output: typeof GatewayServiceRevokeMcpAuthorizationResponseSchema;
   },
 }>;
 

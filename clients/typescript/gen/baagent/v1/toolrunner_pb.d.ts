@@ -588,6 +588,14 @@ export declare type ListToolsResponse = Message<"baagent.v1.ListToolsResponse"> 
    * @generated from field: repeated baagent.v1.ToolDefinition tools = 1;
    */
   tools: ToolDefinition[];
+
+  /**
+   * The configured MCP servers and their state for the caller's tenant,
+   * sorted by name.
+   *
+   * @generated from field: repeated baagent.v1.ExternalServerStatus servers = 2;
+   */
+  servers: ExternalServerStatus[];
 };
 
 /**
@@ -595,6 +603,48 @@ export declare type ListToolsResponse = Message<"baagent.v1.ListToolsResponse"> 
  * Use `create(ListToolsResponseSchema)` to create a new message.
  */
 export declare const ListToolsResponseSchema: GenMessage<ListToolsResponse>;
+
+/**
+ * ExternalServerStatus is the state of one configured MCP server.
+ *
+ * @generated from message baagent.v1.ExternalServerStatus
+ */
+export declare type ExternalServerStatus = Message<"baagent.v1.ExternalServerStatus"> & {
+  /**
+   * The `mcp_servers:` entry's name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * "stdio" or "http".
+   *
+   * @generated from field: string transport = 2;
+   */
+  transport: string;
+
+  /**
+   * True while the server is connected and its tools are offered.
+   *
+   * @generated from field: bool up = 3;
+   */
+  up: boolean;
+
+  /**
+   * True for an `auth: oauth` server the tenant has not authorized (see
+   * McpAuthService); its tools are not offered to the tenant.
+   *
+   * @generated from field: bool needs_auth = 4;
+   */
+  needsAuth: boolean;
+};
+
+/**
+ * Describes the message baagent.v1.ExternalServerStatus.
+ * Use `create(ExternalServerStatusSchema)` to create a new message.
+ */
+export declare const ExternalServerStatusSchema: GenMessage<ExternalServerStatus>;
 
 /**
  * ReadArtifactRequest reads an artifact.
