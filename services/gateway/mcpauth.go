@@ -83,43 +83,34 @@ func (s *Server) revokeMCPAuth(ctx context.Context, c caller, server string) (*b
 	return &baagentv1.GatewayServiceRevokeMcpAuthorizationResponse{Revoked: resp.GetRevoked()}, nil
 }
 
-// StartMcpAuthorization implements GatewayService.
-func (s *Server) StartMcpAuthorization(ctx context.Context, req *baagentv1.GatewayServiceStartMcpAuthorizationRequest) (*baagentv1.GatewayServiceStartMcpAuthorizationResponse, error) {
-	if err := validateMCPServer(req.GetServer()); err != nil {
-		return nil, err
+// grpcMCPAuth is a gRPC MCP authorization call: the server name checked,
+// the caller authenticated and holding a slot while op runs.
+func grpcMCPAuth[T any](ctx context.Context, s *Server, server string, op func(context.Context, caller, string) (T, error)) (T, error) {
+	var zero T
+	if err := validateMCPServer(server); err != nil {
+		return zero, err
 	}
 	c, done, err := s.grpcUnaryCaller(ctx)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 	defer done()
-	return s.startMCPAuth(ctx, c, req.GetServer())
+	return op(ctx, c, server)
+}
+
+// StartMcpAuthorization implements GatewayService.
+func (s *Server) StartMcpAuthorization(ctx context.Context, req *baagentv1.GatewayServiceStartMcpAuthorizationRequest) (*baagentv1.GatewayServiceStartMcpAuthorizationResponse, error) {
+	return grpcMCPAuth(ctx, s, req.GetServer(), s.startMCPAuth)
 }
 
 // GetMcpAuthorization implements GatewayService.
 func (s *Server) GetMcpAuthorization(ctx context.Context, req *baagentv1.GatewayServiceGetMcpAuthorizationRequest) (*baagentv1.GatewayServiceGetMcpAuthorizationResponse, error) {
-	if err := validateMCPServer(req.GetServer()); err != nil {
-		return nil, err
-	}
-	c, done, err := s.grpcUnaryCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	return s.getMCPAuth(ctx, c, req.GetServer())
+	return grpcMCPAuth(ctx, s, req.GetServer(), s.getMCPAuth)
 }
 
 // RevokeMcpAuthorization implements GatewayService.
 func (s *Server) RevokeMcpAuthorization(ctx context.Context, req *baagentv1.GatewayServiceRevokeMcpAuthorizationRequest) (*baagentv1.GatewayServiceRevokeMcpAuthorizationResponse, error) {
-	if err := validateMCPServer(req.GetServer()); err != nil {
-		return nil, err
-	}
-	c, done, err := s.grpcUnaryCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	return s.revokeMCPAuth(ctx, c, req.GetServer())
+	return grpcMCPAuth(ctx, s, req.GetServer(), s.revokeMCPAuth)
 }
 
 func (s *Server) httpMCPAuthorize(w http.ResponseWriter, r *http.Request) {

@@ -1,19 +1,15 @@
 package toolrunner
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"reflect"
 	"strings"
 	"sync"
 	"time"
 
-	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
@@ -100,24 +96,14 @@ type whenYAML struct {
 
 // LoadCompositions reads the `compositions:` section of a tools file.
 func LoadCompositions(file string) ([]Composition, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("tools file: %w", err)
-	}
-	c, err := ParseCompositions(b)
-	if err != nil {
-		return nil, fmt.Errorf("tools file %s: %w", file, err)
-	}
-	return c, nil
+	return loadSection(file, ParseCompositions)
 }
 
 // ParseCompositions decodes and checks the `compositions:` section; an
 // error names every faulty entry by index and name.
 func ParseCompositions(b []byte) ([]Composition, error) {
-	var f toolsFile
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+	f, err := decodeToolsFile(b)
+	if err != nil {
 		return nil, err
 	}
 	var e validate.Errors

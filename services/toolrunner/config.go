@@ -53,24 +53,39 @@ type retryYAML struct {
 // LoadPolicies reads the `policies:` section of a tools file; a missing
 // section is no policies. Unknown keys anywhere in the file's top level or
 // in `policies:` are errors naming the key.
-func LoadPolicies(file string) (Policies, error) {
+func LoadPolicies(file string) (Policies, error) { return loadSection(file, ParsePolicies) }
+
+// loadSection reads a tools file and parses one of its sections with
+// parse; errors name the file.
+func loadSection[T any](file string, parse func([]byte) (T, error)) (T, error) {
+	var zero T
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return Policies{}, fmt.Errorf("tools file: %w", err)
+		return zero, fmt.Errorf("tools file: %w", err)
 	}
-	p, err := ParsePolicies(b)
+	v, err := parse(b)
 	if err != nil {
-		return Policies{}, fmt.Errorf("tools file %s: %w", file, err)
+		return zero, fmt.Errorf("tools file %s: %w", file, err)
 	}
-	return p, nil
+	return v, nil
 }
 
-// ParsePolicies decodes the `policies:` section of a tools file.
-func ParsePolicies(b []byte) (Policies, error) {
+// decodeToolsFile decodes a whole tools file, refusing unknown keys; an
+// empty file has no sections.
+func decodeToolsFile(b []byte) (toolsFile, error) {
 	var f toolsFile
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+		return toolsFile{}, err
+	}
+	return f, nil
+}
+
+// ParsePolicies decodes the `policies:` section of a tools file.
+func ParsePolicies(b []byte) (Policies, error) {
+	f, err := decodeToolsFile(b)
+	if err != nil {
 		return Policies{}, err
 	}
 	ps := Policies{Tools: map[string]ToolPolicy{}}

@@ -1,15 +1,10 @@
 package toolrunner
 
 import (
-	"bytes"
 	"errors"
-	"fmt"
-	"io"
-	"os"
 	"strings"
 	"time"
 
-	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -77,25 +72,13 @@ type hookGRPCYAML struct {
 
 // LoadHooks reads the `hooks:` section of a tools file; a missing section
 // is no hooks.
-func LoadHooks(file string) ([]HookConfig, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("tools file: %w", err)
-	}
-	hs, err := ParseHooks(b)
-	if err != nil {
-		return nil, fmt.Errorf("tools file %s: %w", file, err)
-	}
-	return hs, nil
-}
+func LoadHooks(file string) ([]HookConfig, error) { return loadSection(file, ParseHooks) }
 
 // ParseHooks decodes and checks the `hooks:` section of a tools file.
 // Errors name the entry (`hooks[2].phase`).
 func ParseHooks(b []byte) ([]HookConfig, error) {
-	var f toolsFile
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+	f, err := decodeToolsFile(b)
+	if err != nil {
 		return nil, err
 	}
 	var e validate.Errors
