@@ -51,8 +51,8 @@ type httpServer struct {
 	mu       sync.Mutex
 	srv      *http.Server
 	conns    map[net.Conn]bool // open connections, hijacked ones (WebSocket) included
-	requests []http.Header // headers of every request, in order
-	streams  atomic.Int64  // GET requests (SSE streams, WebSocket handshakes)
+	requests []http.Header     // headers of every request, in order
+	streams  atomic.Int64      // GET requests (SSE streams, WebSocket handshakes)
 }
 
 func newHTTPServer(t *testing.T, handler func() http.Handler) *httpServer {
