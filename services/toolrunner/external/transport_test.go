@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/baagent/baagent/internal/mcpws"
 	"github.com/baagent/baagent/internal/testkit"
@@ -157,6 +158,9 @@ func checkNetworkTransport(t *testing.T, srv *httpServer, transport, url string)
 	}
 	if r := gauge(t, m, "restarts", "mcp:net"); r != 0 {
 		t.Fatalf("restarts = %v before the server was stopped", r)
+	}
+	if v := testutil.ToFloat64(m.metrics.mcpTransport.WithLabelValues("mcp:net", transport)); v != 1 {
+		t.Fatalf("transport gauge for %s = %v", transport, v)
 	}
 	for i, h := range srv.headers() {
 		if h.Get("X-Test") != "t0k" {
