@@ -36,8 +36,8 @@ const DefaultMaxMessageBytes = 4 << 20
 // for this long is treated as gone and the connection is closed.
 const DefaultWriteTimeout = 30 * time.Second
 
-// ErrMessageTooBig is returned by Write for a message over the limit; the
-// connection stays usable.
+// ErrMessageTooBig is returned by Write for a message over the limit;
+// nothing is sent (the peer would close the connection with 1009).
 var ErrMessageTooBig = errors.New("mcpws: message exceeds the size limit")
 
 // ClientTransport is an mcp.Transport that dials a WebSocket MCP endpoint.
