@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -214,9 +216,9 @@ func TestMCPSSEWrongServer(t *testing.T) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprint(w, "event: message\ndata: {}\n\n")
 	}))
-	defer hs.Close()
+	t.Cleanup(hs.Close)
 	ws := httptest.NewServer(http.NotFoundHandler())
-	defer ws.Close()
+	t.Cleanup(ws.Close)
 	cfg := Config{MCPServers: []MCPServerConfig{
 		{Name: "sse", Transport: TransportSSE, HTTP: &HTTPConfig{URL: hs.URL + "/sse"}},
 		{Name: "ws", HTTP: &HTTPConfig{URL: "ws" + strings.TrimPrefix(ws.URL, "http") + "/mcp"}},
@@ -367,3 +369,87 @@ func TestMCPSSEEverything(t *testing.T) {
 		t.Fatalf("echo after restart: %#v, %v", res.Data, err)
 	}
 }
+
+// TestMCPSSEHeadersStayOnOrigin runs an SSE server that announces its
+// message endpoint on another origin (a proxy back to itself): the session
+// works, and the configured header reaches only the configured origin.
+func TestMCPSSEHeadersStayOnOrigin(t *testing.T) {
+	t.Parallel()
+	server := sdkServer()
+	sse := mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return server }, nil)
+	var mu sync.Mutex
+	var originHeaders, otherHeaders []string
+	var otherURL string
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if r.Header.Get("X-Forwarded-For") == "" { // not through the proxy
+			originHeaders = append(originHeaders, r.Header.Get("X-Test"))
+		}
+		to := otherURL
+		mu.Unlock()
+		sse.ServeHTTP(&endpointRewriter{ResponseWriter: w, to: to}, r)
+	}))
+	// Cleanups, not defers: the servers must outlive the manager (stopped
+	// by its own cleanup, which runs first), whose event stream they hold.
+	t.Cleanup(origin.Close)
+	target, _ := url.Parse(origin.URL)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		otherHeaders = append(otherHeaders, r.Header.Get("X-Test"))
+		mu.Unlock()
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(other.Close)
+	mu.Lock()
+	otherURL = other.URL
+	mu.Unlock()
+
+	cfg := Config{MCPServers: []MCPServerConfig{{Name: "moved", Transport: TransportSSE, HTTP: &HTTPConfig{URL: origin.URL + "/sse", Headers: map[string]string{"X-Test": "secret"}}}}}
+	m, err := New(cfg, Options{Logger: testLogger(t), Backoff: fastBackoff, KeepAlive: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := m.Sources()[0]
+	runManager(t, m)
+	testkit.Eventually(t, 20*time.Second, "the server's tools", func() bool { return len(src.Tools()) == 2 })
+	res, err := callTool(t, src, "mcp__moved__echo", map[string]any{"message": "via proxy"})
+	if err != nil || res.Data != "Echo: via proxy" {
+		t.Fatalf("echo: %#v, %v", res.Data, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(otherHeaders) == 0 {
+		t.Fatal("no message was posted to the announced endpoint")
+	}
+	for _, h := range originHeaders {
+		if h != "secret" {
+			t.Fatalf("a request to the configured origin lacks the header: %q", originHeaders)
+		}
+	}
+	for _, h := range otherHeaders {
+		if h != "" {
+			t.Fatalf("the header leaked to the announced endpoint on another origin: %q", otherHeaders)
+		}
+	}
+}
+
+// endpointRewriter makes the SSE handler's `endpoint` event absolute, on
+// the origin to.
+type endpointRewriter struct {
+	http.ResponseWriter
+	to string
+}
+
+func (e *endpointRewriter) Write(p []byte) (int, error) {
+	if s := string(p); strings.HasPrefix(s, "event: endpoint\n") {
+		out := strings.Replace(s, "data: /", "data: "+e.to+"/", 1)
+		if _, err := e.ResponseWriter.Write([]byte(out)); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	return e.ResponseWriter.Write(p)
+}
+
+func (e *endpointRewriter) Unwrap() http.ResponseWriter { return e.ResponseWriter }
