@@ -1,6 +1,7 @@
 // Package external connects the toolrunner to tools that live outside the
 // process: ToolProvider gRPC servers written in any language and MCP servers
-// (stdio child processes or streamable HTTP endpoints).
+// (stdio child processes, streamable HTTP, legacy HTTP+SSE and WebSocket
+// endpoints).
 //
 // A [Manager] is built from the `providers:` and `mcp_servers:` sections of
 // the tools file ([LoadFile]). It exposes one [tool.Source] per configured
@@ -54,9 +55,14 @@ type MCPServerConfig struct {
 	// Name identifies the server; its tools are named `mcp__<name>__<tool>`
 	// and have source `mcp:<name>`.
 	Name string `yaml:"name"`
+	// Transport is how the server is reached: TransportStdio (with Stdio),
+	// TransportStreamable, TransportSSE or TransportWebSocket (with HTTP).
+	// Empty infers it (see TransportKind).
+	Transport Transport `yaml:"transport"`
 	// Stdio runs the server as a child process speaking MCP on stdin/stdout.
 	Stdio *StdioConfig `yaml:"stdio"`
-	// HTTP connects to a streamable HTTP endpoint.
+	// HTTP connects to a network endpoint: streamable HTTP, legacy HTTP+SSE
+	// or WebSocket.
 	HTTP *HTTPConfig `yaml:"http"`
 	// Timeout bounds connecting and listing tools (default 30s; a first
 	// `npx` run may download the server) and is the default timeout of one
@@ -87,6 +93,46 @@ type OAuthConfig struct {
 	Scopes []string `yaml:"scopes"`
 }
 
+// Transport names an MCP transport.
+type Transport string
+
+// The MCP transports.
+const (
+	// TransportStdio runs the server as a child process (newline-delimited
+	// JSON-RPC on stdin/stdout).
+	TransportStdio Transport = "stdio"
+	// TransportStreamable is the streamable HTTP transport (MCP 2025-03-26
+	// and later).
+	TransportStreamable Transport = "streamable"
+	// TransportSSE is the legacy HTTP+SSE transport (MCP 2024-11-05): an
+	// event stream from GET on the URL, messages POSTed to the endpoint the
+	// stream announces.
+	TransportSSE Transport = "sse"
+	// TransportWebSocket carries one JSON-RPC message per WebSocket text
+	// message, subprotocol `mcp`.
+	TransportWebSocket Transport = "websocket"
+)
+
+// transports are the accepted values of `transport:`, in documentation
+// order.
+var transports = []Transport{TransportStdio, TransportStreamable, TransportSSE, TransportWebSocket}
+
+// TransportKind is the entry's transport: Transport when set, else stdio
+// for a Stdio entry, websocket for an HTTP entry with a ws:// or wss:// URL
+// and streamable for any other HTTP entry.
+func (s MCPServerConfig) TransportKind() Transport {
+	switch {
+	case s.Transport != "":
+		return s.Transport
+	case s.Stdio != nil:
+		return TransportStdio
+	case s.HTTP != nil && isWebSocketURL(s.HTTP.URL):
+		return TransportWebSocket
+	default:
+		return TransportStreamable
+	}
+}
+
 // StdioConfig starts an MCP server as a child process.
 type StdioConfig struct {
 	// Command is the executable (looked up in PATH when it has no slash).
@@ -106,12 +152,17 @@ type StdioConfig struct {
 	Dir string `yaml:"dir"`
 }
 
-// HTTPConfig connects to an MCP server over streamable HTTP.
+// HTTPConfig connects to an MCP server over the network.
 type HTTPConfig struct {
-	// URL is the MCP endpoint (`https://host/mcp`).
+	// URL is the MCP endpoint: `https://host/mcp` (streamable),
+	// `https://host/sse` (the SSE stream of the legacy transport) or
+	// `wss://host/mcp` (WebSocket).
 	URL string `yaml:"url"`
-	// Headers are sent with every request (`Authorization: Bearer ${TOKEN}`);
-	// values may reference the environment as `${NAME}`.
+	// Headers are sent with every request to the URL's origin (scheme, host
+	// and port) and never to another one, whatever a server redirects to or
+	// announces as its message endpoint (`Authorization: Bearer ${TOKEN}`);
+	// values may reference the environment as `${NAME}`. Over WebSocket they
+	// go with the opening handshake.
 	Headers map[string]string `yaml:"headers"`
 }
 

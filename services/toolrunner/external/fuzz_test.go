@@ -1,6 +1,7 @@
 package external
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -14,6 +15,9 @@ func FuzzParse(f *testing.F) {
 		"mcp_servers:\n - name: fs\n   stdio: {command: npx, args: [-y, x], env: {T: '${A}'}}\n",
 		"mcp_servers:\n - {name: r, http: {url: 'https://h/mcp', headers: {A: b}}}\n",
 		"policies: {x: 1}\nproviders: []\n",
+		"mcp_servers:\n - {name: s, transport: sse, http: {url: 'https://h/sse'}}\n",
+		"mcp_servers:\n - {name: w, http: {url: 'wss://h/mcp', headers: {X: '${A}'}}}\n",
+		"mcp_servers:\n - {name: w, transport: websocket, http: {url: 'http://h/mcp'}}\n",
 		"providers: [{name: a, address: 'dns:///h:1', tls: {enabled: true, ca_file: x}}]",
 		"providers: &a [*a]",
 		"{",
@@ -38,6 +42,12 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("accepted invalid MCP server %+v", s)
 			}
 			seen[s.Name] = true
+			if (s.TransportKind() == TransportStdio) != (s.Stdio != nil) || !slices.Contains(transports, s.TransportKind()) {
+				t.Fatalf("accepted transport %q for %+v", s.TransportKind(), s)
+			}
+			if s.TransportKind() != TransportWebSocket && s.HTTP != nil && isWebSocketURL(s.HTTP.URL) {
+				t.Fatalf("accepted a WebSocket URL for transport %q", s.TransportKind())
+			}
 			if s.Stdio != nil && strings.TrimSpace(s.Stdio.Command) == "" {
 				t.Fatalf("accepted an empty command: %+v", s)
 			}

@@ -205,7 +205,7 @@ func decodeProvider(n *yaml.Node, path string) (ProviderConfig, error) {
 
 func decodeMCPServer(n *yaml.Node, path string, lookupEnv func(string) (string, bool)) (MCPServerConfig, error) {
 	var s MCPServerConfig
-	if err := checkKeys(n, path, []string{"name", "stdio", "http", "timeout", "tools", "auth", "oauth"}); err != nil {
+	if err := checkKeys(n, path, []string{"name", "transport", "stdio", "http", "timeout", "tools", "auth", "oauth"}); err != nil {
 		return s, err
 	}
 	if c := child(n, "oauth"); c != nil {

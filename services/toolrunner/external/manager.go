@@ -38,7 +38,8 @@ type Options struct {
 	// SDKLogger, when set, receives the MCP SDK's own debug logs.
 	SDKLogger *slog.Logger
 	// TracerProvider traces the calls to ToolProvider servers (gRPC) and
-	// streamable HTTP MCP servers (HTTP), propagating the caller's trace
+	// network MCP servers (the HTTP requests of streamable HTTP and SSE, the
+	// WebSocket handshake), propagating the caller's trace
 	// context; nil or a no-op provider: nothing is traced.
 	TracerProvider trace.TracerProvider
 }

@@ -5,16 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/baagent/baagent/internal/buildinfo"
+	"github.com/baagent/baagent/internal/mcpws"
 	"github.com/baagent/baagent/internal/retry"
 	"github.com/baagent/baagent/internal/tracing"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
@@ -65,6 +69,7 @@ func newMCPSource(cfg MCPServerConfig, opts Options, m *metrics, names *nameRegi
 	if cfg.Timeout == 0 {
 		cfg.Timeout = Duration(DefaultMCPTimeout)
 	}
+	m.mcpTransport.WithLabelValues("mcp:"+cfg.Name, string(cfg.TransportKind())).Set(1)
 	return &mcpSource{
 		sourceState: newSourceState("mcp:"+cfg.Name, opts.Logger, m, names),
 		cfg:         cfg,
@@ -218,23 +223,79 @@ func (s *mcpSource) keep(name string) bool {
 // transport builds the transport of one session; for stdio it also returns
 // the command, whose process group is killed when the session ends.
 func (s *mcpSource) transport() (mcp.Transport, *exec.Cmd, error) {
-	if c := s.cfg.HTTP; c != nil {
+	kind := s.cfg.TransportKind()
+	if kind == TransportStdio {
+		c := s.cfg.Stdio
+		cmd := exec.Command(c.Command, c.Args...)
+		cmd.Dir = c.Dir
+		cmd.Env = childEnv(c, os.LookupEnv, os.Environ)
+		cmd.Stderr = newLineLogger(s.log, "MCP server stderr")
+		isolate(cmd)
+		return &mcp.CommandTransport{Command: cmd, TerminateDuration: s.stopGrace}, cmd, nil
+	}
+	c := s.cfg.HTTP
+	origin, err := originOf(c.URL)
+	if err != nil {
+		return nil, nil, err
+	}
+	client := &http.Client{Transport: s.traced(headerTransport{headers: c.Headers, origin: origin, base: http.DefaultTransport})}
+	switch kind {
+	case TransportSSE:
+		return connectOnly{&mcp.SSEClientTransport{Endpoint: c.URL, HTTPClient: client, MaxEventSize: maxMCPMessageBytes}}, nil, nil
+	case TransportWebSocket:
+		return &mcpws.ClientTransport{URL: c.URL, HTTPClient: client, MaxMessageBytes: maxMCPMessageBytes}, nil, nil
+	default:
 		return &mcp.StreamableClientTransport{
 			Endpoint:   c.URL,
-			HTTPClient: &http.Client{Transport: s.traced(headerTransport{headers: c.Headers, base: http.DefaultTransport})},
+			HTTPClient: client,
 			// Few reconnects of the event stream: when the server is gone
 			// the session should end, so that the run loop restarts it
 			// with its own backoff and the tools are withdrawn meanwhile.
 			MaxRetries: 2,
 		}, nil, nil
 	}
-	c := s.cfg.Stdio
-	cmd := exec.Command(c.Command, c.Args...)
-	cmd.Dir = c.Dir
-	cmd.Env = childEnv(c, os.LookupEnv, os.Environ)
-	cmd.Stderr = newLineLogger(s.log, "MCP server stderr")
-	isolate(cmd)
-	return &mcp.CommandTransport{Command: cmd, TerminateDuration: s.stopGrace}, cmd, nil
+}
+
+// maxMCPMessageBytes bounds one message from a network MCP server (an SSE
+// event or a WebSocket message), as the SDK bounds a stdio line.
+const maxMCPMessageBytes = mcp.DefaultMaxLineLength
+
+// connectOnly makes the context given to Connect bound the connect only. The
+// SDK's SSE client ties its event stream (a hanging GET) to that context, so
+// the connect timeout would otherwise end every session a moment after it
+// started. A connect abandoned early is still cancelled; the stream then
+// ends when the connection is closed.
+type connectOnly struct{ inner mcp.Transport }
+
+func (t connectOnly) Connect(ctx context.Context) (mcp.Connection, error) {
+	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	conn, err := t.inner.Connect(life)
+	if !stop() { // ctx ended while connecting
+		cancel()
+		if err == nil {
+			_ = conn.Close()
+			err = context.Cause(ctx)
+		}
+		return nil, err
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &cancelOnClose{Connection: conn, cancel: cancel}, nil
+}
+
+// cancelOnClose ends the connection's lifetime context when it is closed.
+type cancelOnClose struct {
+	mcp.Connection
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.Connection.Close()
+	c.cancel()
+	return err
 }
 
 // childEnv is a stdio server's environment: the safe subset (or all, with
@@ -273,14 +334,17 @@ func (s *mcpSource) traced(rt http.RoundTripper) http.RoundTripper {
 		otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()))
 }
 
-// headerTransport adds the configured headers to every request.
+// headerTransport adds the configured headers to every request to origin,
+// and to no other: not to where a redirect leads, nor to a message endpoint
+// an SSE server announces on another host.
 type headerTransport struct {
 	headers map[string]string
+	origin  string // as originOf returns it
 	base    http.RoundTripper
 }
 
 func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if len(h.headers) == 0 {
+	if len(h.headers) == 0 || originOfURL(r.URL) != h.origin {
 		return h.base.RoundTrip(r)
 	}
 	r = r.Clone(r.Context())
@@ -288,4 +352,35 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header.Set(k, v)
 	}
 	return h.base.RoundTrip(r)
+}
+
+// originOf is the origin of raw (`https://host:443`): scheme, lower-case
+// host and explicit port; ws and wss count as http and https, since a
+// WebSocket handshake is an HTTP request to the same server.
+func originOf(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("url: %w", err)
+	}
+	return originOfURL(u), nil
+}
+
+func originOfURL(u *url.URL) string {
+	scheme := strings.ToLower(u.Scheme)
+	switch scheme {
+	case "ws":
+		scheme = "http"
+	case "wss":
+		scheme = "https"
+	}
+	port := u.Port()
+	if port == "" {
+		switch scheme {
+		case "http":
+			port = "80"
+		case "https":
+			port = "443"
+		}
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }

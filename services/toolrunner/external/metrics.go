@@ -15,6 +15,7 @@ type metrics struct {
 	restarts     *prometheus.CounterVec
 	listFailures *prometheus.CounterVec
 	refused      *prometheus.GaugeVec
+	mcpTransport *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -39,8 +40,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "baagent", Subsystem: "toolrunner", Name: "external_source_refused_tools",
 			Help: "Tools of an external source that are not offered because their name is invalid or taken by a built-in or another source.",
 		}, []string{"source"}),
+		mcpTransport: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "baagent", Subsystem: "toolrunner", Name: "external_mcp_transport",
+			Help: "1 for the transport (stdio, streamable, sse, websocket) each configured MCP server is reached over.",
+		}, []string{"source", "transport"}),
 	}
-	if err := basemetrics.RegisterExclusive(reg, "external tools", m.up, m.tools, m.restarts, m.listFailures, m.refused); err != nil {
+	if err := basemetrics.RegisterExclusive(reg, "external tools", m.up, m.tools, m.restarts, m.listFailures, m.refused, m.mcpTransport); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -83,8 +83,9 @@ func validateMCPServer(s MCPServerConfig, path string) error {
 	case s.Stdio != nil:
 		errs = append(errs, validateStdio(*s.Stdio, path+".stdio"))
 	default:
-		errs = append(errs, validateHTTP(*s.HTTP, path+".http"))
+		errs = append(errs, validateHTTP(*s.HTTP, path+".http", s.TransportKind()))
 	}
+	errs = append(errs, validateTransport(s, path))
 	if s.Timeout < 0 || s.Timeout.Std() > maxAttemptTimeout {
 		errs = append(errs, fmt.Errorf("%s.timeout: must be between 0s and %s", path, maxAttemptTimeout))
 	}
@@ -168,16 +169,50 @@ func validateStdio(c StdioConfig, path string) error {
 	return errors.Join(errs...)
 }
 
-func validateHTTP(c HTTPConfig, path string) error {
+// validateTransport checks `transport:` against the entry's block; the
+// URL's scheme is checked by validateHTTP.
+func validateTransport(s MCPServerConfig, path string) error {
+	if s.Transport == "" {
+		return nil
+	}
+	if !slices.Contains(transports, s.Transport) {
+		names := make([]string, len(transports))
+		for i, t := range transports {
+			names[i] = string(t)
+		}
+		return fmt.Errorf("%s.transport: %q is not one of %s", path, clip(string(s.Transport)), strings.Join(names, ", "))
+	}
+	switch {
+	case s.Transport == TransportStdio && s.Stdio == nil:
+		return fmt.Errorf("%s.transport: stdio needs a stdio block, not http", path)
+	case s.Transport != TransportStdio && s.HTTP == nil:
+		return fmt.Errorf("%s.transport: %s needs an http block with the url, not stdio", path, s.Transport)
+	}
+	return nil
+}
+
+// isWebSocketURL reports a ws:// or wss:// URL.
+func isWebSocketURL(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && (u.Scheme == "ws" || u.Scheme == "wss")
+}
+
+func validateHTTP(c HTTPConfig, path string, transport Transport) error {
 	var errs []error
 	u, err := url.Parse(c.URL)
+	schemes, schemeRule := []string{"http", "https"}, "http or https"
+	if transport == TransportWebSocket {
+		schemes, schemeRule = []string{"ws", "wss", "http", "https"}, "ws, wss, http or https"
+	} else if transport == TransportSSE {
+		schemeRule += " for the sse transport"
+	}
 	switch {
 	case c.URL == "":
 		errs = append(errs, fmt.Errorf("%s.url: required", path))
 	case err != nil || checkString(c.URL) != nil:
 		errs = append(errs, fmt.Errorf("%s.url: not a valid URL", path))
-	case u.Scheme != "http" && u.Scheme != "https":
-		errs = append(errs, fmt.Errorf("%s.url: the scheme must be http or https", path))
+	case !slices.Contains(schemes, u.Scheme):
+		errs = append(errs, fmt.Errorf("%s.url: the scheme must be %s", path, schemeRule))
 	case u.Host == "":
 		errs = append(errs, fmt.Errorf("%s.url: the host is missing", path))
 	case u.User != nil:
@@ -211,8 +246,11 @@ func validHeaderName(k string) bool {
 	}
 	// Hop-by-hop and framing headers are the transport's business.
 	switch http.CanonicalHeaderKey(k) {
-	case "Content-Length", "Content-Type", "Host", "Connection", "Transfer-Encoding", "Mcp-Session-Id":
+	case "Content-Length", "Content-Type", "Host", "Connection", "Transfer-Encoding", "Mcp-Session-Id", "Upgrade":
 		return false
+	}
+	if strings.HasPrefix(http.CanonicalHeaderKey(k), "Sec-Websocket-") {
+		return false // the WebSocket handshake's own
 	}
 	return true
 }
