@@ -215,11 +215,6 @@ func (s *mcpSource) current() *mcp.ClientSession {
 	return s.session
 }
 
-// keep applies the entry's tool filter.
-func (s *mcpSource) keep(name string) bool {
-	return len(s.cfg.Tools) == 0 || slices.Contains(s.cfg.Tools, name)
-}
-
 // transport builds the transport of one session; for stdio it also returns
 // the command, whose process group is killed when the session ends.
 func (s *mcpSource) transport() (mcp.Transport, *exec.Cmd, error) {
