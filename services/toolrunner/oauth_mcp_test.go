@@ -34,7 +34,7 @@ type oauthMCPEnv struct {
 	calls  map[string]int  // token -> tools/call count seen by the server
 }
 
-func newOAuthMCPEnv(t *testing.T) *oauthMCPEnv {
+func newOAuthMCPEnv(t testing.TB) *oauthMCPEnv {
 	t.Helper()
 	ns := natstest.StartNATS(t)
 	js, _ := natstest.Connect(t, ns.ClientURL(), t.Name())
@@ -110,7 +110,7 @@ func newOAuthMCPEnv(t *testing.T) *oauthMCPEnv {
 
 // grant stores a grant for tenant whose access token the server accepts
 // when valid, as a completed authorization (Flow.Complete) does.
-func (e *oauthMCPEnv) grant(t *testing.T, tenant, token string, valid bool) {
+func (e *oauthMCPEnv) grant(t testing.TB, tenant, token string, valid bool) {
 	t.Helper()
 	e.mu.Lock()
 	e.tokens[token] = valid
@@ -122,7 +122,7 @@ func (e *oauthMCPEnv) grant(t *testing.T, tenant, token string, valid bool) {
 	}
 }
 
-func (e *oauthMCPEnv) list(t *testing.T, tenant string) (tools []string, needsAuth bool) {
+func (e *oauthMCPEnv) list(t testing.TB, tenant string) (tools []string, needsAuth bool) {
 	t.Helper()
 	resp, err := e.srv.ListTools(context.Background(), &baagentv1.ListToolsRequest{Tenant: tenant})
 	if err != nil {
@@ -139,7 +139,7 @@ func (e *oauthMCPEnv) list(t *testing.T, tenant string) (tools []string, needsAu
 	return tools, needsAuth
 }
 
-func (e *oauthMCPEnv) call(t *testing.T, tenant string) *baagentv1.ToolExecutionResult {
+func (e *oauthMCPEnv) call(t testing.TB, tenant string) *baagentv1.ToolExecutionResult {
 	t.Helper()
 	r := req("mcp__linear__echo", map[string]any{"text": "hi"})
 	r.Tenant = tenant
@@ -237,6 +237,36 @@ func TestOAuthMCPServerSessionsEvicted(t *testing.T) {
 	for _, tenant := range []string{"t1", "t2", "t3", "t1", "t3"} {
 		if res := e.call(t, tenant); !res.GetSuccess() || !strings.Contains(res.GetObservation(), "echo: hi") {
 			t.Fatalf("%s: error %v output %q", tenant, res.GetErrorMessage(), res.GetObservation())
+		}
+	}
+}
+
+// BenchmarkOAuthMCPInvoke is one Invoke of an auth: oauth server's tool by
+// a tenant whose session is open: grant read, token, tools/call over HTTP.
+func BenchmarkOAuthMCPInvoke(b *testing.B) {
+	e := newOAuthMCPEnv(b)
+	e.grant(b, "acme", "tok-acme", true)
+	if res := e.call(b, "acme"); !res.GetSuccess() {
+		b.Fatal(res.GetErrorMessage())
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if res := e.call(b, "acme"); !res.GetSuccess() {
+			b.Fatal(res.GetErrorMessage())
+		}
+	}
+}
+
+// BenchmarkOAuthMCPListTools is ListTools for a tenant whose session is
+// open (the grant is read on every listing).
+func BenchmarkOAuthMCPListTools(b *testing.B) {
+	e := newOAuthMCPEnv(b)
+	e.grant(b, "acme", "tok-acme", true)
+	e.list(b, "acme")
+	b.ReportAllocs()
+	for b.Loop() {
+		if tools, _ := e.list(b, "acme"); !slices.Contains(tools, oauthTool) {
+			b.Fatal("tool missing")
 		}
 	}
 }
