@@ -148,33 +148,44 @@ func (o *oauthSource) session(ctx context.Context, tenant string) (*tenantSessio
 		o.closeSessions(o.pool.removeTenant(tenant))
 		return nil, errNeedsAuth
 	}
-	s, created, evicted := o.pool.get(tenant)
-	o.closeSessions(evicted)
-	if s == nil {
-		return nil, errors.New("the toolrunner is stopping")
-	}
-	o.metrics.oauthSessions.WithLabelValues(o.name).Set(float64(o.pool.len()))
-	if created {
-		o.connect(ctx, s)
-	}
-	select {
-	case <-s.ready:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	if s.err == nil && !s.refused.Load() {
-		return s, nil
-	}
-	if o.pool.remove(s) {
-		s.close()
+	for retried := false; ; retried = true {
+		s, created, evicted := o.pool.get(tenant)
+		o.closeSessions(evicted)
+		if s == nil {
+			return nil, errors.New("the toolrunner is stopping")
+		}
 		o.metrics.oauthSessions.WithLabelValues(o.name).Set(float64(o.pool.len()))
+		if created {
+			o.connect(ctx, s)
+		}
+		select {
+		case <-s.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		switch {
+		case s.refused.Load():
+			if o.pool.remove(s) {
+				s.close()
+				o.metrics.oauthSessions.WithLabelValues(o.name).Set(float64(o.pool.len()))
+			}
+			o.refused(ctx, tenant)
+			return nil, errNeedsAuth
+		case s.err == nil:
+			return s, nil
+		case created || retried || o.pool.now().Sub(s.doneAt) < connectRetryDelay:
+			// The failure stays in the pool for connectRetryDelay, so
+			// that an unreachable server does not make every listing
+			// of the tenant wait for a connect.
+			return nil, s.err
+		}
+		o.pool.remove(s) // a failure old enough: connect again
 	}
-	if s.refused.Load() {
-		o.refused(ctx, tenant)
-		return nil, errNeedsAuth
-	}
-	return nil, s.err
 }
+
+// connectRetryDelay is how long a failed connect of a tenant's session is
+// remembered before the next listing or call tries again.
+const connectRetryDelay = 5 * time.Second
 
 // refused drops tenant's grant after the server refused its token: the
 // tenant must authorize again.
@@ -194,7 +205,10 @@ func (o *oauthSource) refused(ctx context.Context, tenant string) {
 // connect is not bound to the caller's cancellation (other callers of the
 // same tenant wait for it), only to the server's timeout.
 func (o *oauthSource) connect(ctx context.Context, s *tenantSession) {
-	defer close(s.ready)
+	defer func() {
+		s.doneAt = o.pool.now()
+		close(s.ready)
+	}()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.cfg.Timeout.Std())
 	defer cancel()
 	origin, err := originOf(o.cfg.HTTP.URL)
@@ -366,6 +380,7 @@ type tenantSession struct {
 	tenant  string
 	ready   chan struct{} // closed once connect has finished
 	err     error         // set before ready closes
+	doneAt  time.Time     // set before ready closes
 	tools   []tool.Tool   // set before ready closes
 	refused atomic.Bool   // the server refused the token, or there was none
 
