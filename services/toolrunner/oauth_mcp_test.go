@@ -139,6 +139,21 @@ func (e *oauthMCPEnv) list(t testing.TB, tenant string) (tools []string, needsAu
 	return tools, needsAuth
 }
 
+func (e *oauthMCPEnv) up(t testing.TB, tenant string) bool {
+	t.Helper()
+	resp, err := e.srv.ListTools(context.Background(), &baagentv1.ListToolsRequest{Tenant: tenant})
+	if err != nil {
+		t.Fatalf("ListTools: %v", err)
+	}
+	for _, s := range resp.GetServers() {
+		if s.GetName() == "linear" {
+			return s.GetUp()
+		}
+	}
+	t.Fatal("ListTools does not report server linear")
+	return false
+}
+
 func (e *oauthMCPEnv) call(t testing.TB, tenant string) *baagentv1.ToolExecutionResult {
 	t.Helper()
 	r := req("mcp__linear__echo", map[string]any{"text": "hi"})
@@ -168,6 +183,9 @@ func TestOAuthMCPServerPerTenant(t *testing.T) {
 	tools, needs = e.list(t, "acme")
 	if !slices.Contains(tools, oauthTool) || needs {
 		t.Fatalf("after authorizing: tools %v needs_auth %v", tools, needs)
+	}
+	if !e.up(t, "acme") || e.up(t, "globex") {
+		t.Fatal("up: want true for acme's open session only")
 	}
 	res = e.call(t, "acme")
 	if !res.GetSuccess() || !strings.Contains(res.GetObservation(), "echo: hi") {
