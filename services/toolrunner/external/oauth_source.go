@@ -169,7 +169,7 @@ func (o *oauthSource) session(ctx context.Context, tenant string) (*tenantSessio
 				s.close()
 				o.metrics.oauthSessions.WithLabelValues(o.name).Set(float64(o.pool.len()))
 			}
-			o.refused(ctx, tenant)
+			o.refused(ctx, s)
 			return nil, errNeedsAuth
 		case s.err == nil:
 			return s, nil
@@ -189,16 +189,22 @@ const connectRetryDelay = 5 * time.Second
 
 // refused drops tenant's grant after the server refused its token: the
 // tenant must authorize again.
-func (o *oauthSource) refused(ctx context.Context, tenant string) {
+// Only the grant holding the refused token is dropped; without a 401 (no
+// token could be had) the flow has already dropped or never had one.
+func (o *oauthSource) refused(ctx context.Context, s *tenantSession) {
 	o.metrics.authRequired.WithLabelValues(o.name).Inc()
-	if o.flow == nil {
+	tok := s.refusedToken.Load()
+	if o.flow == nil || tok == nil {
 		return
 	}
-	if _, err := o.flow.Store.DeleteGrant(context.WithoutCancel(ctx), tenant, o.cfg.Name); err != nil {
-		o.log.WarnContext(ctx, "dropping a refused MCP OAuth grant", "tenant", tenant, "error", err)
+	dropped, err := o.flow.Store.DropRefusedGrant(context.WithoutCancel(ctx), s.tenant, o.cfg.Name, *tok)
+	if err != nil {
+		o.log.WarnContext(ctx, "dropping a refused MCP OAuth grant", "tenant", s.tenant, "error", err)
 		return
 	}
-	o.log.InfoContext(ctx, "MCP server refused the tenant's token; the tenant must authorize again", "tenant", tenant)
+	if dropped {
+		o.log.InfoContext(ctx, "MCP server refused the tenant's token; the tenant must authorize again", "tenant", s.tenant)
+	}
 }
 
 // connect opens s's session and lists its tools, then marks s ready. The
@@ -333,7 +339,7 @@ func (t *oauthTool) Execute(ctx context.Context, call tool.Call) (tool.Result, e
 		if t.src.pool.remove(s) {
 			s.close()
 		}
-		t.src.refused(ctx, t.tenant)
+		t.src.refused(ctx, s)
 		return tool.Result{}, authRequired(t.src.cfg.Name)
 	}
 	if err != nil {
@@ -369,7 +375,16 @@ func (w *watchTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return w.base.RoundTrip(r)
 	}
 	resp, err := w.authed.RoundTrip(r)
-	if errors.Is(err, mcpauth.ErrNotAuthorized) || (err == nil && resp.StatusCode == http.StatusUnauthorized) {
+	switch {
+	case errors.Is(err, mcpauth.ErrNotAuthorized):
+		w.s.refused.Store(true)
+	case err == nil && resp.StatusCode == http.StatusUnauthorized:
+		// resp.Request is the request as sent, with the token.
+		if resp.Request != nil {
+			if tok, ok := strings.CutPrefix(resp.Request.Header.Get("Authorization"), "Bearer "); ok {
+				w.s.refusedToken.Store(&tok)
+			}
+		}
 		w.s.refused.Store(true)
 	}
 	return resp, err
@@ -383,6 +398,8 @@ type tenantSession struct {
 	doneAt  time.Time     // set before ready closes
 	tools   []tool.Tool   // set before ready closes
 	refused atomic.Bool   // the server refused the token, or there was none
+	// refusedToken is the access token the server answered 401 to.
+	refusedToken atomic.Pointer[string]
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
