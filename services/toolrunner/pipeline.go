@@ -47,7 +47,7 @@ func (s *Server) invoke(ctx context.Context, req *baagentv1.ToolInvocationReques
 	if c, ok := s.compositions[req.GetToolName()]; ok {
 		return s.invokeComposition(ctx, req, c)
 	}
-	t, ok := s.tools.lookup(req.GetToolName())
+	t, ok := s.tools.lookupFor(ctx, req.GetTenant(), req.GetToolName())
 	if !ok {
 		fail(res, tool.Errorf(baagentv1.ToolErrorType_TOOL_ERROR_TYPE_NOT_FOUND, "TOOL_NOT_FOUND",
 			"there is no tool named %q; use one of the tools you were given", req.GetToolName()))

@@ -1,6 +1,7 @@
 package toolrunner
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -87,6 +88,54 @@ func (r *registry) all() []tool.Tool {
 		}
 	}
 	slices.SortFunc(out, func(a, b tool.Tool) int { return strings.Compare(a.Spec().Name, b.Spec().Name) })
+	return out
+}
+
+// lookupFor finds the tool called name for tenant: lookup's tools, then
+// the tenant's own tools of tenant-aware sources (auth: oauth MCP servers).
+func (r *registry) lookupFor(ctx context.Context, tenant, name string) (tool.Tool, bool) {
+	if t, ok := r.lookup(name); ok {
+		return t, true
+	}
+	for _, src := range r.sources {
+		ts, ok := src.(tool.TenantSource)
+		if !ok {
+			continue
+		}
+		if t, ok := ts.TenantTool(ctx, tenant, name); ok && r.usable(t.Spec()) {
+			return t, true
+		}
+	}
+	return nil, false
+}
+
+// allFor is all plus tenant's own tools of tenant-aware sources, sorted by
+// name, the first claim of a name winning.
+func (r *registry) allFor(ctx context.Context, tenant string) []tool.Tool {
+	out := r.all()
+	seen := make(map[string]bool, len(out))
+	for _, t := range out {
+		seen[t.Spec().Name] = true
+	}
+	added := false
+	for _, src := range r.sources {
+		ts, ok := src.(tool.TenantSource)
+		if !ok {
+			continue
+		}
+		for _, t := range ts.TenantTools(ctx, tenant) {
+			s := t.Spec()
+			if seen[s.Name] || !r.usable(s) {
+				continue
+			}
+			seen[s.Name] = true
+			out = append(out, t)
+			added = true
+		}
+	}
+	if added {
+		slices.SortFunc(out, func(a, b tool.Tool) int { return strings.Compare(a.Spec().Name, b.Spec().Name) })
+	}
 	return out
 }
 

@@ -368,7 +368,7 @@ func (s *Server) ListTools(ctx context.Context, req *baagentv1.ListToolsRequest)
 	}
 	resp := &baagentv1.ListToolsResponse{}
 	var specs []tool.Spec
-	for _, t := range s.tools.all() {
+	for _, t := range s.tools.allFor(ctx, req.GetTenant()) {
 		if _, ok := s.compositions[t.Spec().Name]; !ok { // a composition shadows a source's tool
 			specs = append(specs, t.Spec())
 		}

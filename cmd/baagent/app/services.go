@@ -113,11 +113,15 @@ func (a *App) buildService(ctx context.Context, svc string, dial map[string]stri
 		if err != nil {
 			return nil, fmt.Errorf("toolrunner (setting nats-url): %w", err)
 		}
-		mgr, err := a.externalTools()
+		auth, err := a.mcpAuth(ctx, js, log)
 		if err != nil {
 			return nil, err
 		}
-		auth, err := a.mcpAuth(ctx, js, log)
+		var flow *mcpauth.Flow
+		if auth != nil {
+			flow = auth.Flow
+		}
+		mgr, err := a.externalTools(flow)
 		if err != nil {
 			return nil, err
 		}
@@ -288,7 +292,7 @@ func (a *App) modelEndpoint() (modelEndpoint, error) {
 // externalTools starts the MCP and ToolProvider connections configured in
 // -tools-file; their manager runs as a background loop, so it stops after
 // the toolrunner's gRPC server has drained.
-func (a *App) externalTools() (*external.Manager, error) {
+func (a *App) externalTools(flow *mcpauth.Flow) (*external.Manager, error) {
 	if a.cfg.ToolRunner.ToolsFile == "" {
 		return nil, nil
 	}
@@ -296,7 +300,7 @@ func (a *App) externalTools() (*external.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("setting tools-file: %w", err)
 	}
-	mgr, err := external.New(cfg, external.Options{Logger: a.log, Registerer: a.reg, TracerProvider: a.tp})
+	mgr, err := external.New(cfg, external.Options{Logger: a.log, Registerer: a.reg, TracerProvider: a.tp, OAuth: flow})
 	if err != nil {
 		return nil, fmt.Errorf("setting tools-file: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/baagent/baagent/internal/grpcclient"
 	"github.com/baagent/baagent/internal/retry"
+	"github.com/baagent/baagent/services/toolrunner/mcpauth"
 	"github.com/baagent/baagent/services/toolrunner/tool"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -42,6 +43,14 @@ type Options struct {
 	// WebSocket handshake), propagating the caller's trace
 	// context; nil or a no-op provider: nothing is traced.
 	TracerProvider trace.TracerProvider
+	// OAuth hands out tenants' tokens for auth: oauth MCP servers; nil
+	// (MCP OAuth off): no tenant can use those servers.
+	OAuth *mcpauth.Flow
+	// OAuthSessions bounds the per-tenant sessions of each auth: oauth
+	// server (DefaultOAuthSessions if 0); OAuthIdle closes a session unused
+	// that long (DefaultOAuthIdle if 0).
+	OAuthSessions int
+	OAuthIdle     time.Duration
 }
 
 // reconnectJitter is the jitter of reconnects and restarts when Backoff
@@ -65,7 +74,7 @@ type Manager struct {
 	metrics   *metrics
 	providers []*providerSource
 	mcps      []*mcpSource
-	oauth     []string // names of the auth: oauth MCP servers, not connected
+	oauth     []*oauthSource // auth: oauth MCP servers, a session per tenant
 
 	mu      sync.Mutex
 	running bool
@@ -110,13 +119,10 @@ func New(cfg Config, opts Options) (*Manager, error) {
 		mgr.providers = append(mgr.providers, newProviderSource(p, dialOpts[i], opts.Backoff, opts.Logger, m, names))
 	}
 	for _, s := range cfg.MCPServers {
-		if s.Auth == AuthOAuth {
-			// Tenants authorize these through McpAuthService; tool calls
-			// with their tokens are not wired into the tool sources yet,
-			// so the server is not connected without a token (it would
-			// only fail with 401 and back off forever).
-			opts.Logger.Warn("mcp server with auth: oauth is authorized per tenant but its tools are not offered yet", "server", s.Name)
-			mgr.oauth = append(mgr.oauth, s.Name)
+		if s.Auth == AuthOAuth && s.HTTP != nil {
+			// Connected per tenant, with the tenant's token, when a
+			// tenant holding a grant lists or calls its tools.
+			mgr.oauth = append(mgr.oauth, newOAuthSource(s, opts, m))
 			continue
 		}
 		ms := newMCPSource(s, opts, m, names)
@@ -129,11 +135,14 @@ func New(cfg Config, opts Options) (*Manager, error) {
 // Sources returns one tool.Source per configured server. Pass them to the
 // toolrunner; each offers its tools only while its server is up.
 func (m *Manager) Sources() []tool.Source {
-	out := make([]tool.Source, 0, len(m.providers)+len(m.mcps))
+	out := make([]tool.Source, 0, len(m.providers)+len(m.mcps)+len(m.oauth))
 	for _, p := range m.providers {
 		out = append(out, p)
 	}
 	for _, s := range m.mcps {
+		out = append(out, s)
+	}
+	for _, s := range m.oauth {
 		out = append(out, s)
 	}
 	return out
@@ -161,6 +170,9 @@ func (m *Manager) Run(ctx context.Context) error {
 		wg.Go(func() { p.run(ctx) })
 	}
 	for _, s := range m.mcps {
+		wg.Go(func() { s.run(ctx) })
+	}
+	for _, s := range m.oauth {
 		wg.Go(func() { s.run(ctx) })
 	}
 	<-ctx.Done()

@@ -215,11 +215,6 @@ func (s *mcpSource) current() *mcp.ClientSession {
 	return s.session
 }
 
-// keep applies the entry's tool filter.
-func (s *mcpSource) keep(name string) bool {
-	return len(s.cfg.Tools) == 0 || slices.Contains(s.cfg.Tools, name)
-}
-
 // transport builds the transport of one session; for stdio it also returns
 // the command, whose process group is killed when the session ends.
 func (s *mcpSource) transport() (mcp.Transport, *exec.Cmd, error) {
@@ -239,20 +234,25 @@ func (s *mcpSource) transport() (mcp.Transport, *exec.Cmd, error) {
 		return nil, nil, err
 	}
 	client := &http.Client{Transport: s.traced(headerTransport{headers: c.Headers, origin: origin, base: http.DefaultTransport})}
+	return networkTransport(c.URL, kind, client), nil, nil
+}
+
+// networkTransport is the MCP transport of kind to url over client.
+func networkTransport(url string, kind Transport, client *http.Client) mcp.Transport {
 	switch kind {
 	case TransportSSE:
-		return connectOnly{&mcp.SSEClientTransport{Endpoint: c.URL, HTTPClient: client, MaxEventSize: maxMCPMessageBytes}}, nil, nil
+		return connectOnly{&mcp.SSEClientTransport{Endpoint: url, HTTPClient: client, MaxEventSize: maxMCPMessageBytes}}
 	case TransportWebSocket:
-		return &mcpws.ClientTransport{URL: c.URL, HTTPClient: client, MaxMessageBytes: maxMCPMessageBytes}, nil, nil
+		return &mcpws.ClientTransport{URL: url, HTTPClient: client, MaxMessageBytes: maxMCPMessageBytes}
 	default:
 		return &mcp.StreamableClientTransport{
-			Endpoint:   c.URL,
+			Endpoint:   url,
 			HTTPClient: client,
 			// Few reconnects of the event stream: when the server is gone
 			// the session should end, so that the run loop restarts it
 			// with its own backoff and the tools are withdrawn meanwhile.
 			MaxRetries: 2,
-		}, nil, nil
+		}
 	}
 }
 
@@ -324,12 +324,14 @@ func childEnv(c *StdioConfig, lookup func(string) (string, bool), environ func()
 
 // traced wraps rt in an HTTP client span per request (with the trace
 // context propagated) when tracing is on.
-func (s *mcpSource) traced(rt http.RoundTripper) http.RoundTripper {
-	if !tracing.Enabled(s.tp) {
+func (s *mcpSource) traced(rt http.RoundTripper) http.RoundTripper { return traced(s.tp, rt) }
+
+func traced(tp trace.TracerProvider, rt http.RoundTripper) http.RoundTripper {
+	if !tracing.Enabled(tp) {
 		return rt
 	}
 	return otelhttp.NewTransport(rt,
-		otelhttp.WithTracerProvider(s.tp),
+		otelhttp.WithTracerProvider(tp),
 		otelhttp.WithPropagators(tracing.Propagator()),
 		otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -33,13 +34,30 @@ func mcpTools(s *mcpSource, listed []*mcp.Tool) ([]tool.Tool, []refusal) {
 	s.mu.RLock()
 	version := s.version
 	s.mu.RUnlock()
-	var tools []tool.Tool
+	specs, refused := mcpSpecs(s.cfg, s.name, version, listed)
+	tools := make([]tool.Tool, 0, len(specs))
+	for _, sp := range specs {
+		tools = append(tools, &mcpTool{src: s, remote: sp.remote, spec: sp.spec})
+	}
+	return tools, refused
+}
+
+// remoteSpec is an MCP tool's spec and its name on the server.
+type remoteSpec struct {
+	remote string
+	spec   tool.Spec
+}
+
+// mcpSpecs turns a tools/list answer of the server of cfg into specs,
+// refusing those whose name or schema the toolrunner cannot publish.
+func mcpSpecs(cfg MCPServerConfig, source, version string, listed []*mcp.Tool) ([]remoteSpec, []refusal) {
+	var specs []remoteSpec
 	var refused []refusal
 	for _, t := range listed {
-		if t == nil || !s.keep(t.Name) {
+		if t == nil || !(len(cfg.Tools) == 0 || slices.Contains(cfg.Tools, t.Name)) {
 			continue
 		}
-		name := MCPToolName(s.cfg.Name, t.Name)
+		name := MCPToolName(cfg.Name, t.Name)
 		if !validName(name) {
 			refused = append(refused, refusal{clip(name), fmt.Sprintf("not a valid tool name: %q must be at most %d characters of [A-Za-z0-9_-]", clip(name), validate.MaxToolNameLen)})
 			continue
@@ -53,17 +71,17 @@ func mcpTools(s *mcpSource, listed []*mcp.Tool) ([]tool.Tool, []refusal) {
 		if desc == "" {
 			desc = t.Title
 		}
-		tools = append(tools, &mcpTool{src: s, remote: t.Name, spec: tool.Spec{
+		specs = append(specs, remoteSpec{remote: t.Name, spec: tool.Spec{
 			Name:        name,
 			Description: clipBytes(strings.ToValidUTF8(desc, "\uFFFD"), validate.MaxToolDescriptionBytes),
 			Version:     version,
 			Parameters:  params,
 			ReadOnly:    t.Annotations != nil && t.Annotations.ReadOnlyHint,
-			Timeout:     s.cfg.Timeout.Std(),
-			Source:      s.name,
+			Timeout:     cfg.Timeout.Std(),
+			Source:      source,
 		}})
 	}
-	return tools, refused
+	return specs, refused
 }
 
 // inputSchema re-encodes a tool's inputSchema, which MCP requires to be an

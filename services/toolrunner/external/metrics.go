@@ -16,6 +16,9 @@ type metrics struct {
 	listFailures *prometheus.CounterVec
 	refused      *prometheus.GaugeVec
 	mcpTransport *prometheus.GaugeVec
+
+	oauthSessions *prometheus.GaugeVec
+	authRequired  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -44,8 +47,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "baagent", Subsystem: "toolrunner", Name: "external_mcp_transport",
 			Help: "1 for the transport (stdio, streamable, sse, websocket) each configured MCP server is reached over.",
 		}, []string{"source", "transport"}),
+		oauthSessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "baagent", Subsystem: "toolrunner", Name: "external_mcp_oauth_sessions",
+			Help: "Open per-tenant sessions with an auth: oauth MCP server.",
+		}, []string{"source"}),
+		authRequired: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "baagent", Subsystem: "toolrunner", Name: "external_mcp_oauth_refused_total",
+			Help: "Times an auth: oauth MCP server refused a tenant's token (401) or no token could be had; the tenant's grant is dropped.",
+		}, []string{"source"}),
 	}
-	if err := basemetrics.RegisterExclusive(reg, "external tools", m.up, m.tools, m.restarts, m.listFailures, m.refused, m.mcpTransport); err != nil {
+	if err := basemetrics.RegisterExclusive(reg, "external tools", m.up, m.tools, m.restarts, m.listFailures, m.refused, m.mcpTransport, m.oauthSessions, m.authRequired); err != nil {
 		return nil, err
 	}
 	return m, nil

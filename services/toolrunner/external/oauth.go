@@ -44,7 +44,8 @@ func (m *Manager) ServerStatus(ctx context.Context, tenant string, authorized Au
 		}
 		out = append(out, &baagentv1.ExternalServerStatus{Name: s.cfg.Name, Transport: transport, Up: s.Up()})
 	}
-	for _, name := range m.oauth {
+	for _, o := range m.oauth {
+		name := o.cfg.Name
 		ok := false
 		if authorized != nil {
 			var err error
@@ -53,7 +54,7 @@ func (m *Manager) ServerStatus(ctx context.Context, tenant string, authorized Au
 				ok = false
 			}
 		}
-		out = append(out, &baagentv1.ExternalServerStatus{Name: name, Transport: "http", NeedsAuth: !ok})
+		out = append(out, &baagentv1.ExternalServerStatus{Name: name, Transport: "http", NeedsAuth: !ok, Up: ok && o.live(tenant)})
 	}
 	slices.SortFunc(out, func(a, b *baagentv1.ExternalServerStatus) int { return strings.Compare(a.GetName(), b.GetName()) })
 	return out

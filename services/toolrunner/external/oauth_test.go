@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/baagent/baagent/services/toolrunner/tool"
 )
 
 func TestParseOAuthServer(t *testing.T) {
@@ -57,7 +59,7 @@ func TestParseOAuthErrors(t *testing.T) {
 	}
 }
 
-func TestManagerDoesNotConnectOAuthServers(t *testing.T) {
+func TestManagerOAuthServersAreTenantSources(t *testing.T) {
 	cfg := Config{MCPServers: []MCPServerConfig{
 		{Name: "linear", HTTP: &HTTPConfig{URL: "https://mcp.linear.app/mcp"}, Auth: AuthOAuth},
 		{Name: "plain", HTTP: &HTTPConfig{URL: "https://example.com/mcp"}},
@@ -67,8 +69,33 @@ func TestManagerDoesNotConnectOAuthServers(t *testing.T) {
 		t.Fatal(err)
 	}
 	srcs := m.Sources()
-	if len(srcs) != 1 || srcs[0].Name() != "mcp:plain" {
-		t.Fatalf("sources = %d, want only mcp:plain", len(srcs))
+	if len(srcs) != 2 || srcs[0].Name() != "mcp:plain" || srcs[1].Name() != "mcp:linear" {
+		t.Fatalf("sources = %d, want mcp:plain then mcp:linear", len(srcs))
+	}
+	ts, ok := srcs[1].(tool.TenantSource)
+	if !ok {
+		t.Fatal("the auth: oauth source is not a tool.TenantSource")
+	}
+	// Without MCP OAuth (no flow), no tenant sees the tools and a call is
+	// told to authorize.
+	if got := ts.Tools(); len(got) != 0 {
+		t.Errorf("Tools() = %d tools, want none without a tenant", len(got))
+	}
+	ctx := context.Background()
+	if got := ts.TenantTools(ctx, "acme"); len(got) != 0 {
+		t.Errorf("TenantTools = %d tools, want none", len(got))
+	}
+	if _, ok := ts.TenantTool(ctx, "acme", "mcp__plain__x"); ok {
+		t.Error("the oauth source claimed another server's tool")
+	}
+	tl, ok := ts.TenantTool(ctx, "acme", "mcp__linear__list_issues")
+	if !ok {
+		t.Fatal("the oauth source did not resolve its own tool name")
+	}
+	_, err = tl.Execute(ctx, tool.Call{})
+	var te *tool.Error
+	if !errors.As(err, &te) || te.Code != CodeAuthRequired || !strings.Contains(te.Message, "baagentctl mcp authorize linear") {
+		t.Fatalf("Execute error = %v, want %s telling how to authorize", err, CodeAuthRequired)
 	}
 }
 

@@ -2,6 +2,7 @@ package mcpauth
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -191,6 +192,33 @@ func (s *Store) DeleteGrant(ctx context.Context, tenant, server string) (bool, e
 		return false, err
 	}
 	if err := s.kv.Purge(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, err
+	}
+	return true, nil
+}
+
+// DropRefusedGrant forgets the grant of tenant for server after the MCP
+// server refused its access token, but only if the stored grant still holds
+// that token: a grant the tenant made again (or a refresh) since the token
+// was sent is kept. It reports whether a grant was dropped.
+func (s *Store) DropRefusedGrant(ctx context.Context, tenant, server, accessToken string) (bool, error) {
+	g, rev, err := s.Grant(ctx, tenant, server)
+	if errors.Is(err, ErrNotAuthorized) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if subtle.ConstantTimeCompare([]byte(g.AccessToken), []byte(accessToken)) != 1 {
+		return false, nil
+	}
+	err = s.kv.Purge(ctx, grantKey(tenant, server), jetstream.LastRevision(rev))
+	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyExists) ||
+			errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+			return false, nil // changed meanwhile
+		}
 		return false, err
 	}
 	return true, nil

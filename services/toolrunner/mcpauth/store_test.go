@@ -102,3 +102,32 @@ func TestParseState(t *testing.T) {
 		}
 	}
 }
+
+func TestDropRefusedGrantKeepsANewerGrant(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	put := func(tok string) {
+		t.Helper()
+		g := &Grant{ClientID: "c", TokenURL: "http://as/token", Resource: "http://rs/mcp", AccessToken: tok, Expiry: time.Now().Add(time.Hour)}
+		if err := e.store.PutGrant(ctx, "acme", "linear", g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("old")
+	put("new") // the tenant authorized again after "old" was sent
+	if dropped, err := e.store.DropRefusedGrant(ctx, "acme", "linear", "old"); err != nil || dropped {
+		t.Fatalf("DropRefusedGrant(old) = %v, %v; want the newer grant kept", dropped, err)
+	}
+	if g, _, err := e.store.Grant(ctx, "acme", "linear"); err != nil || g.AccessToken != "new" {
+		t.Fatalf("grant after a stale refusal: %v, %v", g, err)
+	}
+	if dropped, err := e.store.DropRefusedGrant(ctx, "acme", "linear", "new"); err != nil || !dropped {
+		t.Fatalf("DropRefusedGrant(new) = %v, %v; want dropped", dropped, err)
+	}
+	if _, _, err := e.store.Grant(ctx, "acme", "linear"); !errors.Is(err, ErrNotAuthorized) {
+		t.Fatalf("grant after drop: %v, want ErrNotAuthorized", err)
+	}
+	if dropped, err := e.store.DropRefusedGrant(ctx, "acme", "linear", "new"); err != nil || dropped {
+		t.Fatalf("second drop = %v, %v; want nothing to drop", dropped, err)
+	}
+}

@@ -175,3 +175,17 @@ func Classify(err error) *Error {
 	}
 	return &Error{Type: baagentv1.ToolErrorType_TOOL_ERROR_TYPE_EXECUTION_ERROR, Code: "EXECUTION_ERROR", Message: err.Error(), Err: err}
 }
+
+// TenantSource is a Source some of whose tools depend on the tenant: an MCP
+// server each tenant authorizes with its own OAuth grant. Tools (from
+// Source) returns the tools every tenant sees; the methods below add the
+// tenant's own.
+type TenantSource interface {
+	Source
+	// TenantTools returns the tools tenant sees now. Safe for concurrent use.
+	TenantTools(ctx context.Context, tenant string) []Tool
+	// TenantTool returns the tool called name for tenant. A name the source
+	// owns but the tenant cannot use yet may still be returned: its Execute
+	// then fails with the reason (for example, how to authorize).
+	TenantTool(ctx context.Context, tenant, name string) (Tool, bool)
+}
