@@ -21,6 +21,7 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/internal/testkit"
 	contextsvc "github.com/baagent/baagent/services/context"
 	"github.com/baagent/baagent/services/orchestrator/internal/convindex"
 	"github.com/baagent/baagent/services/toolrunner"
@@ -307,10 +308,17 @@ func TestEndWaitsForTheFinalRecord(t *testing.T) {
 	}
 	// Put the record back to RUNNING, as it is between the terminal
 	// event and the final record, and store the final record shortly.
-	final, _, err := store.Get(ctx, testTenant, run.GetRunId())
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The run's own final record may itself come after its terminal
+	// event (on a busy machine, well after): take it once it is stored.
+	var final *baagentv1.Run
+	testkit.Eventually(t, 30*time.Second, "the run's final record", func() bool {
+		rec, _, err := store.Get(ctx, testTenant, run.GetRunId())
+		if err != nil {
+			t.Fatal(err)
+		}
+		final = rec
+		return isFinished(rec.GetState())
+	})
 	running := &baagentv1.Run{RunId: final.GetRunId(), Tenant: testTenant, ConversationId: final.GetConversationId(), State: baagentv1.RunState_RUN_STATE_RUNNING, CreatedAt: final.GetCreatedAt()}
 	if err := store.Put(ctx, running); err != nil {
 		t.Fatal(err)
