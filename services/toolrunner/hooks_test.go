@@ -7,9 +7,11 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,7 +61,12 @@ func hookHelper(mode string) int {
 	case "replace":
 		fmt.Print(`{"data":{"replaced":true}}`)
 	case "sleep":
-		time.Sleep(time.Minute)
+		// A hook that never answers: it waits until the toolrunner
+		// kills its process group at the hook's timeout.
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+		defer stop()
+		<-ctx.Done()
+		return 5
 	case "fail":
 		fmt.Fprint(os.Stderr, "policy store unreachable")
 		return 3
