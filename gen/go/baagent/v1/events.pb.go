@@ -104,6 +104,7 @@ type Event struct {
 	//	*Event_Warning
 	//	*Event_DoomLoopIntervened
 	//	*Event_SubagentAssigned
+	//	*Event_MemoryRecalled
 	Payload       isEvent_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -491,6 +492,15 @@ func (x *Event) GetSubagentAssigned() *SubagentAssignedPayload {
 	return nil
 }
 
+func (x *Event) GetMemoryRecalled() *MemoryRecalledPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Event_MemoryRecalled); ok {
+			return x.MemoryRecalled
+		}
+	}
+	return nil
+}
+
 type isEvent_Payload interface {
 	isEvent_Payload()
 }
@@ -649,6 +659,12 @@ type Event_SubagentAssigned struct {
 	SubagentAssigned *SubagentAssignedPayload `protobuf:"bytes,50,opt,name=subagent_assigned,json=subagentAssigned,proto3,oneof"`
 }
 
+type Event_MemoryRecalled struct {
+	// `memory_recalled`: the run recalled entities from the tenant's memory
+	// (the memory_search tool, or recall at the start of the run).
+	MemoryRecalled *MemoryRecalledPayload `protobuf:"bytes,51,opt,name=memory_recalled,json=memoryRecalled,proto3,oneof"`
+}
+
 func (*Event_Start) isEvent_Payload() {}
 
 func (*Event_Thought) isEvent_Payload() {}
@@ -706,6 +722,8 @@ func (*Event_Warning) isEvent_Payload() {}
 func (*Event_DoomLoopIntervened) isEvent_Payload() {}
 
 func (*Event_SubagentAssigned) isEvent_Payload() {}
+
+func (*Event_MemoryRecalled) isEvent_Payload() {}
 
 // PermissionAskedPayload is the `permission_asked` event: a
 // tool call waits for the user's approval. Answer it as a decision:
@@ -1876,6 +1894,154 @@ func (x *DoomLoopIntervenedPayload) GetToolCallId() string {
 	return ""
 }
 
+// MemoryRecalledPayload is the `memory_recalled` event: what the run's
+// context gained from the tenant's memory.
+type MemoryRecalledPayload struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The query searched.
+	Query string `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	// How: `tool` (the model called memory_search) or `auto` (recall at the
+	// start of the run).
+	Origin string `protobuf:"bytes,2,opt,name=origin,proto3" json:"origin,omitempty"`
+	// The tool call, when origin is `tool`.
+	ToolCallId string `protobuf:"bytes,3,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// The recalled entities, best first.
+	Entities      []*MemoryRecalledEntity `protobuf:"bytes,4,rep,name=entities,proto3" json:"entities,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemoryRecalledPayload) Reset() {
+	*x = MemoryRecalledPayload{}
+	mi := &file_baagent_v1_events_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemoryRecalledPayload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemoryRecalledPayload) ProtoMessage() {}
+
+func (x *MemoryRecalledPayload) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_events_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemoryRecalledPayload.ProtoReflect.Descriptor instead.
+func (*MemoryRecalledPayload) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *MemoryRecalledPayload) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *MemoryRecalledPayload) GetOrigin() string {
+	if x != nil {
+		return x.Origin
+	}
+	return ""
+}
+
+func (x *MemoryRecalledPayload) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *MemoryRecalledPayload) GetEntities() []*MemoryRecalledEntity {
+	if x != nil {
+		return x.Entities
+	}
+	return nil
+}
+
+// MemoryRecalledEntity is one recalled entity, as an event shows it.
+type MemoryRecalledEntity struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Entity id.
+	EntityId string `protobuf:"bytes,1,opt,name=entity_id,json=entityId,proto3" json:"entity_id,omitempty"`
+	// Name.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Type.
+	Type string `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
+	// Fused search score.
+	Score         float64 `protobuf:"fixed64,4,opt,name=score,proto3" json:"score,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemoryRecalledEntity) Reset() {
+	*x = MemoryRecalledEntity{}
+	mi := &file_baagent_v1_events_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemoryRecalledEntity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemoryRecalledEntity) ProtoMessage() {}
+
+func (x *MemoryRecalledEntity) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_events_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemoryRecalledEntity.ProtoReflect.Descriptor instead.
+func (*MemoryRecalledEntity) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *MemoryRecalledEntity) GetEntityId() string {
+	if x != nil {
+		return x.EntityId
+	}
+	return ""
+}
+
+func (x *MemoryRecalledEntity) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *MemoryRecalledEntity) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *MemoryRecalledEntity) GetScore() float64 {
+	if x != nil {
+		return x.Score
+	}
+	return 0
+}
+
 // SubagentAssignedPayload is the `subagent_assigned` event: a `task` call
 // delegated work to a sub-agent, which runs as the child run child_run_id.
 // Its events follow in this stream, tagged with subagent_run_id.
@@ -1905,7 +2071,7 @@ type SubagentAssignedPayload struct {
 
 func (x *SubagentAssignedPayload) Reset() {
 	*x = SubagentAssignedPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[15]
+	mi := &file_baagent_v1_events_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1917,7 +2083,7 @@ func (x *SubagentAssignedPayload) String() string {
 func (*SubagentAssignedPayload) ProtoMessage() {}
 
 func (x *SubagentAssignedPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[15]
+	mi := &file_baagent_v1_events_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1930,7 +2096,7 @@ func (x *SubagentAssignedPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubagentAssignedPayload.ProtoReflect.Descriptor instead.
 func (*SubagentAssignedPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{15}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SubagentAssignedPayload) GetChildRunId() string {
@@ -2024,7 +2190,7 @@ type CostUpdatePayload struct {
 
 func (x *CostUpdatePayload) Reset() {
 	*x = CostUpdatePayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[16]
+	mi := &file_baagent_v1_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2036,7 +2202,7 @@ func (x *CostUpdatePayload) String() string {
 func (*CostUpdatePayload) ProtoMessage() {}
 
 func (x *CostUpdatePayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[16]
+	mi := &file_baagent_v1_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2049,7 +2215,7 @@ func (x *CostUpdatePayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CostUpdatePayload.ProtoReflect.Descriptor instead.
 func (*CostUpdatePayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{16}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CostUpdatePayload) GetModel() string {
@@ -2130,7 +2296,7 @@ type StepStartPayload struct {
 
 func (x *StepStartPayload) Reset() {
 	*x = StepStartPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[17]
+	mi := &file_baagent_v1_events_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2142,7 +2308,7 @@ func (x *StepStartPayload) String() string {
 func (*StepStartPayload) ProtoMessage() {}
 
 func (x *StepStartPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[17]
+	mi := &file_baagent_v1_events_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2155,7 +2321,7 @@ func (x *StepStartPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepStartPayload.ProtoReflect.Descriptor instead.
 func (*StepStartPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{17}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StepStartPayload) GetStepNumber() int32 {
@@ -2187,7 +2353,7 @@ type StepEndPayload struct {
 
 func (x *StepEndPayload) Reset() {
 	*x = StepEndPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[18]
+	mi := &file_baagent_v1_events_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2199,7 +2365,7 @@ func (x *StepEndPayload) String() string {
 func (*StepEndPayload) ProtoMessage() {}
 
 func (x *StepEndPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[18]
+	mi := &file_baagent_v1_events_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2212,7 +2378,7 @@ func (x *StepEndPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepEndPayload.ProtoReflect.Descriptor instead.
 func (*StepEndPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{18}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StepEndPayload) GetStepNumber() int32 {
@@ -2251,7 +2417,7 @@ type CompletePayload struct {
 
 func (x *CompletePayload) Reset() {
 	*x = CompletePayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[19]
+	mi := &file_baagent_v1_events_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2263,7 +2429,7 @@ func (x *CompletePayload) String() string {
 func (*CompletePayload) ProtoMessage() {}
 
 func (x *CompletePayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[19]
+	mi := &file_baagent_v1_events_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2276,7 +2442,7 @@ func (x *CompletePayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompletePayload.ProtoReflect.Descriptor instead.
 func (*CompletePayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{19}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CompletePayload) GetContent() string {
@@ -2313,7 +2479,7 @@ type ErrorPayload struct {
 
 func (x *ErrorPayload) Reset() {
 	*x = ErrorPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[20]
+	mi := &file_baagent_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2325,7 +2491,7 @@ func (x *ErrorPayload) String() string {
 func (*ErrorPayload) ProtoMessage() {}
 
 func (x *ErrorPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[20]
+	mi := &file_baagent_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2338,7 +2504,7 @@ func (x *ErrorPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorPayload.ProtoReflect.Descriptor instead.
 func (*ErrorPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{20}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ErrorPayload) GetMessage() string {
@@ -2366,7 +2532,7 @@ type CancelledPayload struct {
 
 func (x *CancelledPayload) Reset() {
 	*x = CancelledPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[21]
+	mi := &file_baagent_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2378,7 +2544,7 @@ func (x *CancelledPayload) String() string {
 func (*CancelledPayload) ProtoMessage() {}
 
 func (x *CancelledPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[21]
+	mi := &file_baagent_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2391,7 +2557,7 @@ func (x *CancelledPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelledPayload.ProtoReflect.Descriptor instead.
 func (*CancelledPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{21}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CancelledPayload) GetReason() string {
@@ -2418,7 +2584,7 @@ type StreamResetPayload struct {
 
 func (x *StreamResetPayload) Reset() {
 	*x = StreamResetPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[22]
+	mi := &file_baagent_v1_events_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2430,7 +2596,7 @@ func (x *StreamResetPayload) String() string {
 func (*StreamResetPayload) ProtoMessage() {}
 
 func (x *StreamResetPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[22]
+	mi := &file_baagent_v1_events_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2443,7 +2609,7 @@ func (x *StreamResetPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamResetPayload.ProtoReflect.Descriptor instead.
 func (*StreamResetPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{22}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StreamResetPayload) GetRequestedCursor() string {
@@ -2494,7 +2660,7 @@ type PlanStepStartPayload struct {
 
 func (x *PlanStepStartPayload) Reset() {
 	*x = PlanStepStartPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[23]
+	mi := &file_baagent_v1_events_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2506,7 +2672,7 @@ func (x *PlanStepStartPayload) String() string {
 func (*PlanStepStartPayload) ProtoMessage() {}
 
 func (x *PlanStepStartPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[23]
+	mi := &file_baagent_v1_events_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2519,7 +2685,7 @@ func (x *PlanStepStartPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanStepStartPayload.ProtoReflect.Descriptor instead.
 func (*PlanStepStartPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{23}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PlanStepStartPayload) GetStepNumber() int32 {
@@ -2583,7 +2749,7 @@ type PlanStepEndPayload struct {
 
 func (x *PlanStepEndPayload) Reset() {
 	*x = PlanStepEndPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[24]
+	mi := &file_baagent_v1_events_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2595,7 +2761,7 @@ func (x *PlanStepEndPayload) String() string {
 func (*PlanStepEndPayload) ProtoMessage() {}
 
 func (x *PlanStepEndPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[24]
+	mi := &file_baagent_v1_events_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2608,7 +2774,7 @@ func (x *PlanStepEndPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanStepEndPayload.ProtoReflect.Descriptor instead.
 func (*PlanStepEndPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{24}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PlanStepEndPayload) GetStepNumber() int32 {
@@ -2674,7 +2840,7 @@ type WarningPayload struct {
 
 func (x *WarningPayload) Reset() {
 	*x = WarningPayload{}
-	mi := &file_baagent_v1_events_proto_msgTypes[25]
+	mi := &file_baagent_v1_events_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2686,7 +2852,7 @@ func (x *WarningPayload) String() string {
 func (*WarningPayload) ProtoMessage() {}
 
 func (x *WarningPayload) ProtoReflect() protoreflect.Message {
-	mi := &file_baagent_v1_events_proto_msgTypes[25]
+	mi := &file_baagent_v1_events_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2699,7 +2865,7 @@ func (x *WarningPayload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WarningPayload.ProtoReflect.Descriptor instead.
 func (*WarningPayload) Descriptor() ([]byte, []int) {
-	return file_baagent_v1_events_proto_rawDescGZIP(), []int{25}
+	return file_baagent_v1_events_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WarningPayload) GetMessage() string {
@@ -2721,7 +2887,7 @@ var File_baagent_v1_events_proto protoreflect.FileDescriptor
 const file_baagent_v1_events_proto_rawDesc = "" +
 	"\n" +
 	"\x17baagent/v1/events.proto\x12\n" +
-	"baagent.v1\x1a\x18baagent/v1/context.proto\x1a\x19baagent/v1/messages.proto\x1a\x14baagent/v1/run.proto\x1a\x17baagent/v1/skills.proto\x1a\x1bbaagent/v1/toolrunner.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xce\x12\n" +
+	"baagent.v1\x1a\x18baagent/v1/context.proto\x1a\x19baagent/v1/messages.proto\x1a\x14baagent/v1/run.proto\x1a\x17baagent/v1/skills.proto\x1a\x1bbaagent/v1/toolrunner.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9c\x13\n" +
 	"\x05Event\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12'\n" +
 	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x16\n" +
@@ -2768,7 +2934,8 @@ const file_baagent_v1_events_proto_rawDesc = "" +
 	"\rplan_step_end\x18/ \x01(\v2\x1e.baagent.v1.PlanStepEndPayloadH\x00R\vplanStepEnd\x126\n" +
 	"\awarning\x180 \x01(\v2\x1a.baagent.v1.WarningPayloadH\x00R\awarning\x12Y\n" +
 	"\x14doom_loop_intervened\x181 \x01(\v2%.baagent.v1.DoomLoopIntervenedPayloadH\x00R\x12doomLoopIntervened\x12R\n" +
-	"\x11subagent_assigned\x182 \x01(\v2#.baagent.v1.SubagentAssignedPayloadH\x00R\x10subagentAssignedB\t\n" +
+	"\x11subagent_assigned\x182 \x01(\v2#.baagent.v1.SubagentAssignedPayloadH\x00R\x10subagentAssigned\x12L\n" +
+	"\x0fmemory_recalled\x183 \x01(\v2!.baagent.v1.MemoryRecalledPayloadH\x00R\x0ememoryRecalledB\t\n" +
 	"\apayload\"\xac\x01\n" +
 	"\x16PermissionAskedPayload\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
@@ -2875,7 +3042,18 @@ const file_baagent_v1_events_proto_rawDesc = "" +
 	"\fintervention\x18\x04 \x01(\x0e2 .baagent.v1.DoomLoopInterventionR\fintervention\x12\x1b\n" +
 	"\ttool_name\x18\x05 \x01(\tR\btoolName\x12 \n" +
 	"\ftool_call_id\x18\x06 \x01(\tR\n" +
-	"toolCallId\"\xaa\x02\n" +
+	"toolCallId\"\xa5\x01\n" +
+	"\x15MemoryRecalledPayload\x12\x14\n" +
+	"\x05query\x18\x01 \x01(\tR\x05query\x12\x16\n" +
+	"\x06origin\x18\x02 \x01(\tR\x06origin\x12 \n" +
+	"\ftool_call_id\x18\x03 \x01(\tR\n" +
+	"toolCallId\x12<\n" +
+	"\bentities\x18\x04 \x03(\v2 .baagent.v1.MemoryRecalledEntityR\bentities\"q\n" +
+	"\x14MemoryRecalledEntity\x12\x1b\n" +
+	"\tentity_id\x18\x01 \x01(\tR\bentityId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\x12\x14\n" +
+	"\x05score\x18\x04 \x01(\x01R\x05score\"\xaa\x02\n" +
 	"\x17SubagentAssignedPayload\x12 \n" +
 	"\fchild_run_id\x18\x01 \x01(\tR\n" +
 	"childRunId\x12#\n" +
@@ -2960,7 +3138,7 @@ func file_baagent_v1_events_proto_rawDescGZIP() []byte {
 	return file_baagent_v1_events_proto_rawDescData
 }
 
-var file_baagent_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_baagent_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_baagent_v1_events_proto_goTypes = []any{
 	(*Event)(nil),                        // 0: baagent.v1.Event
 	(*PermissionAskedPayload)(nil),       // 1: baagent.v1.PermissionAskedPayload
@@ -2977,37 +3155,39 @@ var file_baagent_v1_events_proto_goTypes = []any{
 	(*DecisionAnsweredPayload)(nil),      // 12: baagent.v1.DecisionAnsweredPayload
 	(*DoomLoopDetectedPayload)(nil),      // 13: baagent.v1.DoomLoopDetectedPayload
 	(*DoomLoopIntervenedPayload)(nil),    // 14: baagent.v1.DoomLoopIntervenedPayload
-	(*SubagentAssignedPayload)(nil),      // 15: baagent.v1.SubagentAssignedPayload
-	(*CostUpdatePayload)(nil),            // 16: baagent.v1.CostUpdatePayload
-	(*StepStartPayload)(nil),             // 17: baagent.v1.StepStartPayload
-	(*StepEndPayload)(nil),               // 18: baagent.v1.StepEndPayload
-	(*CompletePayload)(nil),              // 19: baagent.v1.CompletePayload
-	(*ErrorPayload)(nil),                 // 20: baagent.v1.ErrorPayload
-	(*CancelledPayload)(nil),             // 21: baagent.v1.CancelledPayload
-	(*StreamResetPayload)(nil),           // 22: baagent.v1.StreamResetPayload
-	(*PlanStepStartPayload)(nil),         // 23: baagent.v1.PlanStepStartPayload
-	(*PlanStepEndPayload)(nil),           // 24: baagent.v1.PlanStepEndPayload
-	(*WarningPayload)(nil),               // 25: baagent.v1.WarningPayload
-	(*timestamppb.Timestamp)(nil),        // 26: google.protobuf.Timestamp
-	(*ContextCompressedPayload)(nil),     // 27: baagent.v1.ContextCompressedPayload
-	(*ClarificationQuestion)(nil),        // 28: baagent.v1.ClarificationQuestion
-	(*DecisionPoint)(nil),                // 29: baagent.v1.DecisionPoint
-	(*WorkPlan)(nil),                     // 30: baagent.v1.WorkPlan
-	(QueryComplexity)(0),                 // 31: baagent.v1.QueryComplexity
-	(PlanMode)(0),                        // 32: baagent.v1.PlanMode
-	(*structpb.Struct)(nil),              // 33: google.protobuf.Struct
-	(ToolErrorType)(0),                   // 34: baagent.v1.ToolErrorType
-	(OutputLevel)(0),                     // 35: baagent.v1.OutputLevel
-	(*ContextModifier)(nil),              // 36: baagent.v1.ContextModifier
-	(SkillScope)(0),                      // 37: baagent.v1.SkillScope
-	(SkillActivationOrigin)(0),           // 38: baagent.v1.SkillActivationOrigin
-	(DoomLoopIntervention)(0),            // 39: baagent.v1.DoomLoopIntervention
-	(*Usage)(nil),                        // 40: baagent.v1.Usage
-	(*ConversationMetrics)(nil),          // 41: baagent.v1.ConversationMetrics
-	(PlanStepStatus)(0),                  // 42: baagent.v1.PlanStepStatus
+	(*MemoryRecalledPayload)(nil),        // 15: baagent.v1.MemoryRecalledPayload
+	(*MemoryRecalledEntity)(nil),         // 16: baagent.v1.MemoryRecalledEntity
+	(*SubagentAssignedPayload)(nil),      // 17: baagent.v1.SubagentAssignedPayload
+	(*CostUpdatePayload)(nil),            // 18: baagent.v1.CostUpdatePayload
+	(*StepStartPayload)(nil),             // 19: baagent.v1.StepStartPayload
+	(*StepEndPayload)(nil),               // 20: baagent.v1.StepEndPayload
+	(*CompletePayload)(nil),              // 21: baagent.v1.CompletePayload
+	(*ErrorPayload)(nil),                 // 22: baagent.v1.ErrorPayload
+	(*CancelledPayload)(nil),             // 23: baagent.v1.CancelledPayload
+	(*StreamResetPayload)(nil),           // 24: baagent.v1.StreamResetPayload
+	(*PlanStepStartPayload)(nil),         // 25: baagent.v1.PlanStepStartPayload
+	(*PlanStepEndPayload)(nil),           // 26: baagent.v1.PlanStepEndPayload
+	(*WarningPayload)(nil),               // 27: baagent.v1.WarningPayload
+	(*timestamppb.Timestamp)(nil),        // 28: google.protobuf.Timestamp
+	(*ContextCompressedPayload)(nil),     // 29: baagent.v1.ContextCompressedPayload
+	(*ClarificationQuestion)(nil),        // 30: baagent.v1.ClarificationQuestion
+	(*DecisionPoint)(nil),                // 31: baagent.v1.DecisionPoint
+	(*WorkPlan)(nil),                     // 32: baagent.v1.WorkPlan
+	(QueryComplexity)(0),                 // 33: baagent.v1.QueryComplexity
+	(PlanMode)(0),                        // 34: baagent.v1.PlanMode
+	(*structpb.Struct)(nil),              // 35: google.protobuf.Struct
+	(ToolErrorType)(0),                   // 36: baagent.v1.ToolErrorType
+	(OutputLevel)(0),                     // 37: baagent.v1.OutputLevel
+	(*ContextModifier)(nil),              // 38: baagent.v1.ContextModifier
+	(SkillScope)(0),                      // 39: baagent.v1.SkillScope
+	(SkillActivationOrigin)(0),           // 40: baagent.v1.SkillActivationOrigin
+	(DoomLoopIntervention)(0),            // 41: baagent.v1.DoomLoopIntervention
+	(*Usage)(nil),                        // 42: baagent.v1.Usage
+	(*ConversationMetrics)(nil),          // 43: baagent.v1.ConversationMetrics
+	(PlanStepStatus)(0),                  // 44: baagent.v1.PlanStepStatus
 }
 var file_baagent_v1_events_proto_depIdxs = []int32{
-	26, // 0: baagent.v1.Event.ts:type_name -> google.protobuf.Timestamp
+	28, // 0: baagent.v1.Event.ts:type_name -> google.protobuf.Timestamp
 	3,  // 1: baagent.v1.Event.start:type_name -> baagent.v1.StartPayload
 	4,  // 2: baagent.v1.Event.thought:type_name -> baagent.v1.ThoughtPayload
 	5,  // 3: baagent.v1.Event.thought_delta:type_name -> baagent.v1.ThoughtDeltaPayload
@@ -3015,48 +3195,50 @@ var file_baagent_v1_events_proto_depIdxs = []int32{
 	7,  // 5: baagent.v1.Event.act:type_name -> baagent.v1.ActPayload
 	8,  // 6: baagent.v1.Event.observe:type_name -> baagent.v1.ObservePayload
 	9,  // 7: baagent.v1.Event.skill_activated:type_name -> baagent.v1.SkillActivatedPayload
-	27, // 8: baagent.v1.Event.context_compressed:type_name -> baagent.v1.ContextCompressedPayload
-	28, // 9: baagent.v1.Event.clarification_asked:type_name -> baagent.v1.ClarificationQuestion
+	29, // 8: baagent.v1.Event.context_compressed:type_name -> baagent.v1.ContextCompressedPayload
+	30, // 9: baagent.v1.Event.clarification_asked:type_name -> baagent.v1.ClarificationQuestion
 	11, // 10: baagent.v1.Event.clarification_answered:type_name -> baagent.v1.ClarificationAnsweredPayload
-	29, // 11: baagent.v1.Event.decision_asked:type_name -> baagent.v1.DecisionPoint
+	31, // 11: baagent.v1.Event.decision_asked:type_name -> baagent.v1.DecisionPoint
 	12, // 12: baagent.v1.Event.decision_answered:type_name -> baagent.v1.DecisionAnsweredPayload
 	13, // 13: baagent.v1.Event.doom_loop_detected:type_name -> baagent.v1.DoomLoopDetectedPayload
-	16, // 14: baagent.v1.Event.cost_update:type_name -> baagent.v1.CostUpdatePayload
-	17, // 15: baagent.v1.Event.step_start:type_name -> baagent.v1.StepStartPayload
-	18, // 16: baagent.v1.Event.step_end:type_name -> baagent.v1.StepEndPayload
-	19, // 17: baagent.v1.Event.complete:type_name -> baagent.v1.CompletePayload
-	20, // 18: baagent.v1.Event.error:type_name -> baagent.v1.ErrorPayload
-	21, // 19: baagent.v1.Event.cancelled:type_name -> baagent.v1.CancelledPayload
-	22, // 20: baagent.v1.Event.stream_reset:type_name -> baagent.v1.StreamResetPayload
+	18, // 14: baagent.v1.Event.cost_update:type_name -> baagent.v1.CostUpdatePayload
+	19, // 15: baagent.v1.Event.step_start:type_name -> baagent.v1.StepStartPayload
+	20, // 16: baagent.v1.Event.step_end:type_name -> baagent.v1.StepEndPayload
+	21, // 17: baagent.v1.Event.complete:type_name -> baagent.v1.CompletePayload
+	22, // 18: baagent.v1.Event.error:type_name -> baagent.v1.ErrorPayload
+	23, // 19: baagent.v1.Event.cancelled:type_name -> baagent.v1.CancelledPayload
+	24, // 20: baagent.v1.Event.stream_reset:type_name -> baagent.v1.StreamResetPayload
 	1,  // 21: baagent.v1.Event.permission_asked:type_name -> baagent.v1.PermissionAskedPayload
 	2,  // 22: baagent.v1.Event.permission_replied:type_name -> baagent.v1.PermissionRepliedPayload
 	10, // 23: baagent.v1.Event.skill_ended:type_name -> baagent.v1.SkillEndedPayload
-	30, // 24: baagent.v1.Event.work_plan:type_name -> baagent.v1.WorkPlan
-	23, // 25: baagent.v1.Event.plan_step_start:type_name -> baagent.v1.PlanStepStartPayload
-	24, // 26: baagent.v1.Event.plan_step_end:type_name -> baagent.v1.PlanStepEndPayload
-	25, // 27: baagent.v1.Event.warning:type_name -> baagent.v1.WarningPayload
+	32, // 24: baagent.v1.Event.work_plan:type_name -> baagent.v1.WorkPlan
+	25, // 25: baagent.v1.Event.plan_step_start:type_name -> baagent.v1.PlanStepStartPayload
+	26, // 26: baagent.v1.Event.plan_step_end:type_name -> baagent.v1.PlanStepEndPayload
+	27, // 27: baagent.v1.Event.warning:type_name -> baagent.v1.WarningPayload
 	14, // 28: baagent.v1.Event.doom_loop_intervened:type_name -> baagent.v1.DoomLoopIntervenedPayload
-	15, // 29: baagent.v1.Event.subagent_assigned:type_name -> baagent.v1.SubagentAssignedPayload
-	29, // 30: baagent.v1.PermissionAskedPayload.decision:type_name -> baagent.v1.DecisionPoint
-	31, // 31: baagent.v1.StartPayload.query_complexity:type_name -> baagent.v1.QueryComplexity
-	32, // 32: baagent.v1.StartPayload.plan_mode:type_name -> baagent.v1.PlanMode
-	33, // 33: baagent.v1.ActPayload.tool_input:type_name -> google.protobuf.Struct
-	34, // 34: baagent.v1.ObservePayload.error_type:type_name -> baagent.v1.ToolErrorType
-	35, // 35: baagent.v1.ObservePayload.output_level:type_name -> baagent.v1.OutputLevel
-	36, // 36: baagent.v1.SkillActivatedPayload.context_modifier:type_name -> baagent.v1.ContextModifier
-	37, // 37: baagent.v1.SkillActivatedPayload.scope:type_name -> baagent.v1.SkillScope
-	38, // 38: baagent.v1.SkillActivatedPayload.origin:type_name -> baagent.v1.SkillActivationOrigin
-	33, // 39: baagent.v1.DoomLoopDetectedPayload.tool_input:type_name -> google.protobuf.Struct
-	39, // 40: baagent.v1.DoomLoopDetectedPayload.intervention:type_name -> baagent.v1.DoomLoopIntervention
-	39, // 41: baagent.v1.DoomLoopIntervenedPayload.intervention:type_name -> baagent.v1.DoomLoopIntervention
-	40, // 42: baagent.v1.CostUpdatePayload.usage:type_name -> baagent.v1.Usage
-	41, // 43: baagent.v1.CompletePayload.metrics:type_name -> baagent.v1.ConversationMetrics
-	42, // 44: baagent.v1.PlanStepEndPayload.status:type_name -> baagent.v1.PlanStepStatus
-	45, // [45:45] is the sub-list for method output_type
-	45, // [45:45] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	17, // 29: baagent.v1.Event.subagent_assigned:type_name -> baagent.v1.SubagentAssignedPayload
+	15, // 30: baagent.v1.Event.memory_recalled:type_name -> baagent.v1.MemoryRecalledPayload
+	31, // 31: baagent.v1.PermissionAskedPayload.decision:type_name -> baagent.v1.DecisionPoint
+	33, // 32: baagent.v1.StartPayload.query_complexity:type_name -> baagent.v1.QueryComplexity
+	34, // 33: baagent.v1.StartPayload.plan_mode:type_name -> baagent.v1.PlanMode
+	35, // 34: baagent.v1.ActPayload.tool_input:type_name -> google.protobuf.Struct
+	36, // 35: baagent.v1.ObservePayload.error_type:type_name -> baagent.v1.ToolErrorType
+	37, // 36: baagent.v1.ObservePayload.output_level:type_name -> baagent.v1.OutputLevel
+	38, // 37: baagent.v1.SkillActivatedPayload.context_modifier:type_name -> baagent.v1.ContextModifier
+	39, // 38: baagent.v1.SkillActivatedPayload.scope:type_name -> baagent.v1.SkillScope
+	40, // 39: baagent.v1.SkillActivatedPayload.origin:type_name -> baagent.v1.SkillActivationOrigin
+	35, // 40: baagent.v1.DoomLoopDetectedPayload.tool_input:type_name -> google.protobuf.Struct
+	41, // 41: baagent.v1.DoomLoopDetectedPayload.intervention:type_name -> baagent.v1.DoomLoopIntervention
+	41, // 42: baagent.v1.DoomLoopIntervenedPayload.intervention:type_name -> baagent.v1.DoomLoopIntervention
+	16, // 43: baagent.v1.MemoryRecalledPayload.entities:type_name -> baagent.v1.MemoryRecalledEntity
+	42, // 44: baagent.v1.CostUpdatePayload.usage:type_name -> baagent.v1.Usage
+	43, // 45: baagent.v1.CompletePayload.metrics:type_name -> baagent.v1.ConversationMetrics
+	44, // 46: baagent.v1.PlanStepEndPayload.status:type_name -> baagent.v1.PlanStepStatus
+	47, // [47:47] is the sub-list for method output_type
+	47, // [47:47] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_baagent_v1_events_proto_init() }
@@ -3099,6 +3281,7 @@ func file_baagent_v1_events_proto_init() {
 		(*Event_Warning)(nil),
 		(*Event_DoomLoopIntervened)(nil),
 		(*Event_SubagentAssigned)(nil),
+		(*Event_MemoryRecalled)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3106,7 +3289,7 @@ func file_baagent_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_baagent_v1_events_proto_rawDesc), len(file_baagent_v1_events_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -373,6 +373,15 @@ export declare type Event = Message<"baagent.v1.Event"> & {
      */
     value: SubagentAssignedPayload;
     case: "subagentAssigned";
+  } | {
+    /**
+     * `memory_recalled`: the run recalled entities from the tenant's memory
+     * (the memory_search tool, or recall at the start of the run).
+     *
+     * @generated from field: baagent.v1.MemoryRecalledPayload memory_recalled = 51;
+     */
+    value: MemoryRecalledPayload;
+    case: "memoryRecalled";
   } | { case: undefined; value?: undefined };
 };
 
@@ -1072,6 +1081,90 @@ export declare type DoomLoopIntervenedPayload = Message<"baagent.v1.DoomLoopInte
  * Use `create(DoomLoopIntervenedPayloadSchema)` to create a new message.
  */
 export declare const DoomLoopIntervenedPayloadSchema: GenMessage<DoomLoopIntervenedPayload>;
+
+/**
+ * MemoryRecalledPayload is the `memory_recalled` event: what the run's
+ * context gained from the tenant's memory.
+ *
+ * @generated from message baagent.v1.MemoryRecalledPayload
+ */
+export declare type MemoryRecalledPayload = Message<"baagent.v1.MemoryRecalledPayload"> & {
+  /**
+   * The query searched.
+   *
+   * @generated from field: string query = 1;
+   */
+  query: string;
+
+  /**
+   * How: `tool` (the model called memory_search) or `auto` (recall at the
+   * start of the run).
+   *
+   * @generated from field: string origin = 2;
+   */
+  origin: string;
+
+  /**
+   * The tool call, when origin is `tool`.
+   *
+   * @generated from field: string tool_call_id = 3;
+   */
+  toolCallId: string;
+
+  /**
+   * The recalled entities, best first.
+   *
+   * @generated from field: repeated baagent.v1.MemoryRecalledEntity entities = 4;
+   */
+  entities: MemoryRecalledEntity[];
+};
+
+/**
+ * Describes the message baagent.v1.MemoryRecalledPayload.
+ * Use `create(MemoryRecalledPayloadSchema)` to create a new message.
+ */
+export declare const MemoryRecalledPayloadSchema: GenMessage<MemoryRecalledPayload>;
+
+/**
+ * MemoryRecalledEntity is one recalled entity, as an event shows it.
+ *
+ * @generated from message baagent.v1.MemoryRecalledEntity
+ */
+export declare type MemoryRecalledEntity = Message<"baagent.v1.MemoryRecalledEntity"> & {
+  /**
+   * Entity id.
+   *
+   * @generated from field: string entity_id = 1;
+   */
+  entityId: string;
+
+  /**
+   * Name.
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * Type.
+   *
+   * @generated from field: string type = 3;
+   */
+  type: string;
+
+  /**
+   * Fused search score.
+   *
+   * @generated from field: double score = 4;
+   */
+  score: number;
+};
+
+/**
+ * Describes the message baagent.v1.MemoryRecalledEntity.
+ * Use `create(MemoryRecalledEntitySchema)` to create a new message.
+ */
+export declare const MemoryRecalledEntitySchema: GenMessage<MemoryRecalledEntity>;
 
 /**
  * SubagentAssignedPayload is the `subagent_assigned` event: a `task` call
