@@ -9,6 +9,10 @@
 // next (the assistant messages since that request), so any number of
 // conversations can run at once. The scenario format is documented in
 // examples/scenarios/README.md.
+//
+// Requests for the memory service's structured outputs (response_format
+// json_schema memory_extraction, memory_reflexion, memory_community) are
+// answered from the directory's gazetteer file instead (memory.go).
 package scripted
 
 import (
@@ -63,6 +67,7 @@ type Server struct {
 	opts      Options
 	log       *slog.Logger
 	scenarios []*Scenario
+	gazetteer *Gazetteer
 	usage     usageCounter
 	requests  *prometheus.CounterVec
 	handler   http.Handler
@@ -83,11 +88,11 @@ func New(opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	scenarios, err := loadDir(opts.Dir)
+	scenarios, gazetteer, err := loadFiles(opts.Dir)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, log: log.With("component", "scripted-model"), scenarios: scenarios, usage: usageCounter{counter: opts.Counter, cache: newCountCache()}}
+	s := &Server{opts: opts, log: log.With("component", "scripted-model"), scenarios: scenarios, gazetteer: gazetteer, usage: usageCounter{counter: opts.Counter, cache: newCountCache()}}
 	if opts.Registerer != nil {
 		s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "baagent_scripted_requests_total",
@@ -110,6 +115,10 @@ func New(opts Options) (*Server, error) {
 	s.log.Info("scripted model ready", "scenarios", len(scenarios), "dir", opts.Dir, "usage", s.usage.label())
 	return s, nil
 }
+
+// Gazetteer is the memory-extraction gazetteer, nil when the directory has
+// none.
+func (s *Server) Gazetteer() *Gazetteer { return s.gazetteer }
 
 // Scenarios lists the loaded scenarios in matching order.
 func (s *Server) Scenarios() []*Scenario { return append([]*Scenario(nil), s.scenarios...) }
@@ -188,7 +197,12 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "", fmt.Sprintf("the body is not a chat completion request: %v", err))
 		return
 	}
-	rep, err := s.answer(req.Messages)
+	var rep *reply
+	if schema := memorySchema(req.ResponseFormat); schema != "" {
+		rep, err = s.answerMemory(schema, &req)
+	} else {
+		rep, err = s.answer(req.Messages)
+	}
 	if err != nil {
 		s.count("bad_request")
 		var re *requestError
