@@ -152,6 +152,8 @@ func (a *App) buildService(ctx context.Context, svc string, dial map[string]stri
 			return s, nil
 		}
 		return registrars{s, auth}, nil
+	case config.TargetMemory:
+		return a.buildMemory(ctx)
 	case config.TargetOrchestrator:
 		return a.buildOrchestrator()
 	case config.TargetGateway:
