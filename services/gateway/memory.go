@@ -347,7 +347,9 @@ func (s *Server) GetMemoryEpisode(ctx context.Context, req *baagentv1.GatewaySer
 }
 
 // checkMemoryID validates the id of an episode or entity.
-func checkMemoryID[T interface{ GetId() string }](req T) error { return validateMemoryID("id", req.GetId()) }
+func checkMemoryID[T interface{ GetId() string }](req T) error {
+	return validateMemoryID("id", req.GetId())
+}
 
 func (s *Server) getMemoryEpisode(ctx context.Context, tenant string, req *baagentv1.GatewayServiceGetMemoryEpisodeRequest) (*baagentv1.GatewayServiceGetMemoryEpisodeResponse, error) {
 	resp, err := s.opts.Memory.GetEpisode(ctx, &baagentv1.GetEpisodeRequest{Tenant: tenant, Id: req.GetId()})
