@@ -162,10 +162,12 @@ func (s *Store) writeEntity(ctx context.Context, tx pgx.Tx, tenant string, x sto
 	if x.MergeInto != "" {
 		cur, err = scanEntity(tx.QueryRow(ctx, `SELECT `+entityCols+` FROM memory_entities
 			WHERE tenant = $1 AND id = $2 FOR UPDATE`, tenant, x.MergeInto))
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return "", false, false, notFound("entity", x.MergeInto)
+		}
+		if err != nil {
 			return "", false, false, err
 		}
-		// A merge target deleted meanwhile: fall through to create.
 	}
 	if cur == nil {
 		newID := newID("en_")
@@ -246,8 +248,7 @@ type relKey struct {
 
 // writeRelations upserts the episode's relations (repeats within the
 // episode counted once, at their best confidence) and records the episode
-// as their support. Evidence combines as a noisy-or: each episode's
-// confidence c moves the weight w to 1-(1-w)(1-c).
+// as their support, then recomputes their weights from it.
 func writeRelations(ctx context.Context, tx pgx.Tx, tenant, episodeID string, entityIDs []string, rels []store.ExtractedRelation, now time.Time) ([]string, error) {
 	type agg struct {
 		fact string
@@ -283,15 +284,18 @@ INSERT INTO memory_relations (tenant, id, source_id, target_id, type, fact, weig
 VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8)
 ON CONFLICT (tenant, source_id, target_id, type) DO UPDATE SET
 	fact = CASE WHEN EXCLUDED.fact <> '' THEN EXCLUDED.fact ELSE memory_relations.fact END,
-	weight = 1 - (1 - memory_relations.weight) * (1 - EXCLUDED.weight),
-	episode_count = memory_relations.episode_count + 1,
 	updated_at = EXCLUDED.updated_at
 RETURNING id`, tenant, newID("re_"), k.src, k.dst, k.typ, a.fact, a.conf, now).Scan(&rid)
 		if err != nil {
 			return nil, err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO memory_relation_episodes (tenant, relation_id, episode_id)
-			VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, tenant, rid, episodeID); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO memory_relation_episodes (tenant, relation_id, episode_id, confidence)
+			VALUES ($1, $2, $3, $4) ON CONFLICT (tenant, relation_id, episode_id)
+			DO UPDATE SET confidence = greatest(memory_relation_episodes.confidence, EXCLUDED.confidence)`,
+			tenant, rid, episodeID, a.conf); err != nil {
+			return nil, err
+		}
+		if err := recomputeRelations(ctx, tx, tenant, []string{rid}); err != nil {
 			return nil, err
 		}
 		ids = append(ids, rid)
@@ -425,6 +429,26 @@ func (s *Store) DeleteEntity(ctx context.Context, tenant, id string) (store.Dele
 		return store.DeleteOutcome{}, fmt.Errorf("memory store: delete entity: %w", err)
 	}
 	return out, err
+}
+
+// recomputeRelations sets the relations' EpisodeCount to their supporting
+// episodes and Weight to the noisy-or of those episodes' confidences,
+// 1 - Π(1 - c), which stays in (0, 1] and rises with support.
+func recomputeRelations(ctx context.Context, tx pgx.Tx, tenant string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `
+UPDATE memory_relations r SET episode_count = x.n,
+	weight = CASE WHEN x.certain THEN 1 ELSE 1 - exp(x.log_miss) END
+FROM (
+	SELECT relation_id, count(*) AS n, bool_or(confidence >= 1) AS certain,
+		sum(ln(1 - least(confidence, 0.999999))) AS log_miss
+	FROM memory_relation_episodes WHERE tenant = $1 AND relation_id = ANY($2)
+	GROUP BY relation_id
+) x
+WHERE r.tenant = $1 AND r.id = x.relation_id`, tenant, ids)
+	return err
 }
 
 const relationCols = `tenant, id, source_id, target_id, type, fact, weight, episode_count, updated_at`

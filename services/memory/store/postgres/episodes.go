@@ -381,10 +381,7 @@ WHERE e.tenant = $1 AND e.id = d.id`, tenant, entityIDs, seq); err != nil {
 	if err != nil {
 		return out, err
 	}
-	if _, err := tx.Exec(ctx, `
-UPDATE memory_relations r SET episode_count = greatest(r.episode_count - d.n, 0), updated_at = clock_timestamp()
-FROM (SELECT id, count(*) AS n FROM unnest($2::text[]) id GROUP BY id) d
-WHERE r.tenant = $1 AND r.id = d.id`, tenant, relIDs); err != nil {
+	if err := recomputeRelations(ctx, tx, tenant, uniq(relIDs)); err != nil {
 		return out, err
 	}
 	// Entities no remaining episode mentions go, with their relations.
@@ -460,8 +457,19 @@ func deleteEntityRows(ctx context.Context, tx pgx.Tx, tenant string, ids []strin
 	if _, err := tx.Exec(ctx, `DELETE FROM memory_mentions WHERE tenant = $1 AND entity_id = ANY($2)`, tenant, ids); err != nil {
 		return 0, err
 	}
-	tag, err := tx.Exec(ctx, `DELETE FROM memory_entities WHERE tenant = $1 AND id = ANY($2)`, tenant, ids)
+	rows, err := tx.Query(ctx, `DELETE FROM memory_entities WHERE tenant = $1 AND id = ANY($2)
+		RETURNING community_id`, tenant, ids)
 	if err != nil {
+		return 0, err
+	}
+	comms, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, err
+	}
+	if _, err := tx.Exec(ctx, `
+UPDATE memory_communities c SET member_count = (SELECT count(*) FROM memory_entities e
+	WHERE e.tenant = c.tenant AND e.community_id = c.id)
+WHERE c.tenant = $1 AND c.id = ANY($2)`, tenant, uniq(comms)); err != nil {
 		return 0, err
 	}
 	if _, err := tx.Exec(ctx, `
@@ -469,7 +477,7 @@ INSERT INTO memory_entity_tombstones (tenant, id, seq) SELECT $1, id, $3 FROM un
 ON CONFLICT (tenant, id) DO UPDATE SET seq = EXCLUDED.seq`, tenant, ids, seq); err != nil {
 		return 0, err
 	}
-	return int(tag.RowsAffected()), nil
+	return len(comms), nil
 }
 
 // uniq returns ss without repeats, in first-seen order.

@@ -96,16 +96,19 @@ func (s *Store) SetCommunitySummary(ctx context.Context, tenant, id, name, summa
 }
 
 // GetCommunities reads communities with their members (most mentioned
-// first); missing ids are left out.
+// first); missing ids are left out. No ids reads all of the tenant's, the
+// largest first.
 func (s *Store) GetCommunities(ctx context.Context, tenant string, ids []string) ([]*store.Community, error) {
-	if len(ids) == 0 {
-		return nil, nil
+	all := len(ids) == 0
+	if ids == nil {
+		ids = []string{}
 	}
 	rows, err := s.pool.Query(ctx, `
 SELECT c.tenant, c.id, c.name, c.summary, c.member_count, c.updated_at,
 	coalesce((SELECT array_agg(e.id ORDER BY e.mention_count DESC, e.id) FROM memory_entities e
 		WHERE e.tenant = c.tenant AND e.community_id = c.id), '{}')
-FROM memory_communities c WHERE c.tenant = $1 AND c.id = ANY($2)`, tenant, ids)
+FROM memory_communities c WHERE c.tenant = $1 AND ($3 OR c.id = ANY($2))
+ORDER BY c.member_count DESC, c.id`, tenant, ids, all)
 	if err != nil {
 		return nil, fmt.Errorf("memory store: get communities: %w", err)
 	}
@@ -116,6 +119,9 @@ FROM memory_communities c WHERE c.tenant = $1 AND c.id = ANY($2)`, tenant, ids)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("memory store: get communities: %w", err)
+	}
+	if all {
+		return cs, nil
 	}
 	byID := make(map[string]*store.Community, len(cs))
 	for _, c := range cs {

@@ -131,6 +131,7 @@ CREATE TABLE memory_relation_episodes (
 	tenant      text NOT NULL,
 	relation_id text NOT NULL,
 	episode_id  text NOT NULL,
+	confidence  double precision NOT NULL,
 	PRIMARY KEY (tenant, relation_id, episode_id)
 );
 CREATE INDEX memory_relation_episodes_episode ON memory_relation_episodes (tenant, episode_id);

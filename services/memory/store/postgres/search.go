@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -18,20 +19,37 @@ const maxQueryTerms = 32
 const maxTermLen = 200
 
 // keywordQuery turns user text into a websearch_to_tsquery input that
-// matches any of its words: the words (letters and digits) joined by " or ".
-// Everything else — quotes, minus signs, operators — is dropped, so no
-// input changes the query's shape; the text still travels as a bound
-// parameter, never spliced into SQL. Empty when the text has no word.
+// matches any of its terms. A term is a run of letters and digits, or
+// several joined by hyphens, which is a phrase ("nothing-matches-this", as
+// the parser indexes a hyphenated word); every other character separates
+// terms. Each term is quoted and the terms are joined by " or ", so no
+// input — quotes, minus signs, operators — changes the query's shape; the
+// text still travels as a bound parameter, never spliced into SQL. Empty
+// when the text has no word.
 func keywordQuery(text string) string {
 	seen := map[string]bool{}
 	var terms []string
-	for _, w := range strings.FieldsFunc(text, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
-		w = strings.ToLower(w)
-		if len(w) > maxTermLen || w == "or" || seen[w] {
-			continue // "or" alone would read as the operator
+	isWord := func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+	for _, chunk := range strings.FieldsFunc(text, func(r rune) bool { return !isWord(r) && r != '-' }) {
+		words := strings.FieldsFunc(chunk, func(r rune) bool { return !isWord(r) })
+		if len(words) == 0 || len(words) > maxQueryTerms {
+			continue
 		}
-		seen[w] = true
-		terms = append(terms, w)
+		for i, w := range words {
+			if len(w) > maxTermLen {
+				w = w[:maxTermLen]
+				for !utf8.ValidString(w) {
+					w = w[:len(w)-1]
+				}
+			}
+			words[i] = strings.ToLower(w)
+		}
+		term := `"` + strings.Join(words, " ") + `"`
+		if seen[term] {
+			continue
+		}
+		seen[term] = true
+		terms = append(terms, term)
 		if len(terms) == maxQueryTerms {
 			break
 		}
@@ -118,38 +136,37 @@ func (s *Store) Traverse(ctx context.Context, tenant string, seeds []string, dep
 	return out, nil
 }
 
-// Neighbourhood is the subgraph around centre: the centre, the best
-// entities within depth hops up to maxNodes in all, the relations among
-// them and their communities.
+// Neighbourhood is the subgraph around centre, walked breadth first with
+// each hop's strongest edges first, up to maxNodes entities; the relations
+// among them and their communities.
 func (s *Store) Neighbourhood(ctx context.Context, tenant, centre string, depth, maxNodes int) (*store.Graph, error) {
 	c, err := s.GetEntity(ctx, tenant, centre)
 	if err != nil {
 		return nil, err
 	}
 	maxNodes = min(max(maxNodes, 1), maxK)
+	depth = min(depth, maxDepth)
 	g := &store.Graph{Entities: []*store.Entity{c}}
-	if depth > 0 && maxNodes > 1 {
-		hits, err := s.Traverse(ctx, tenant, []string{centre}, depth, maxNodes) // one more than fits
+	seen := map[string]bool{centre: true}
+	ids := []string{centre}
+	frontier := []string{centre}
+	for hop := 1; hop <= depth && len(frontier) > 0 && !g.Truncated; hop++ {
+		next, truncated, err := s.expand(ctx, tenant, frontier, seen, maxNodes-len(ids))
 		if err != nil {
 			return nil, err
 		}
-		if len(hits) > maxNodes-1 {
-			hits, g.Truncated = hits[:maxNodes-1], true
-		}
-		ids := make([]string, len(hits))
-		for i, h := range hits {
-			ids[i] = h.ID
-		}
-		es, err := s.GetEntities(ctx, tenant, ids)
+		ids = append(ids, next...)
+		frontier, g.Truncated = next, truncated
+	}
+	if len(ids) > 1 {
+		es, err := s.GetEntities(ctx, tenant, ids[1:])
 		if err != nil {
 			return nil, err
 		}
 		g.Entities = append(g.Entities, es...)
 	}
-	ids := make([]string, len(g.Entities))
 	var comms []string
-	for i, e := range g.Entities {
-		ids[i] = e.ID
+	for _, e := range g.Entities {
 		if e.CommunityID != "" {
 			comms = append(comms, e.CommunityID)
 		}
@@ -169,6 +186,40 @@ ORDER BY weight DESC, id`, tenant, ids)
 		}
 	}
 	return g, nil
+}
+
+// expand is one breadth-first hop: the unseen entities next to frontier,
+// strongest edge first, at most room of them (marked seen), and whether an
+// unseen one was left out.
+func (s *Store) expand(ctx context.Context, tenant string, frontier []string, seen map[string]bool, room int) ([]string, bool, error) {
+	rows, err := s.pool.Query(ctx, `SELECT source_id, target_id FROM memory_relations
+WHERE tenant = $1 AND (source_id = ANY($2) OR target_id = ANY($2))
+ORDER BY weight DESC, id`, tenant, frontier)
+	if err != nil {
+		return nil, false, fmt.Errorf("memory store: neighbourhood: %w", err)
+	}
+	defer rows.Close()
+	var next []string
+	for rows.Next() {
+		var src, dst string
+		if err := rows.Scan(&src, &dst); err != nil {
+			return nil, false, fmt.Errorf("memory store: neighbourhood: %w", err)
+		}
+		for _, id := range []string{src, dst} {
+			if seen[id] {
+				continue
+			}
+			if len(next) >= room {
+				return next, true, nil
+			}
+			seen[id] = true
+			next = append(next, id)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, fmt.Errorf("memory store: neighbourhood: %w", err)
+	}
+	return next, false, nil
 }
 
 // VectorSearch is the k entities nearest to vec by cosine similarity.
