@@ -76,6 +76,17 @@ func (s *Store) CompleteEpisode(ctx context.Context, tenant, id, owner string, r
 		if strings.TrimSpace(e.Name) == "" || strings.TrimSpace(e.Type) == "" {
 			return store.IngestOutcome{}, fmt.Errorf("memory store: entity %d needs a name and a type", i)
 		}
+		if !validText(e.Name, e.Type, e.Summary) {
+			return store.IngestOutcome{}, fmt.Errorf("memory store: entity %d: %w", i, errInvalidText)
+		}
+		if !validText(e.MergeInto) {
+			return store.IngestOutcome{}, notFound("entity", e.MergeInto)
+		}
+		for k, v := range e.Attributes {
+			if !validText(k, v) {
+				return store.IngestOutcome{}, fmt.Errorf("memory store: entity %d attribute: %w", i, errInvalidText)
+			}
+		}
 	}
 	for i, rel := range r.Relations {
 		if rel.Source < 0 || rel.Source >= len(r.Entities) || rel.Target < 0 || rel.Target >= len(r.Entities) {
@@ -83,6 +94,9 @@ func (s *Store) CompleteEpisode(ctx context.Context, tenant, id, owner string, r
 		}
 		if strings.TrimSpace(rel.Type) == "" {
 			return store.IngestOutcome{}, fmt.Errorf("memory store: relation %d needs a type", i)
+		}
+		if !validText(rel.Type, rel.Fact) {
+			return store.IngestOutcome{}, fmt.Errorf("memory store: relation %d: %w", i, errInvalidText)
 		}
 	}
 	start := time.Now()
@@ -305,6 +319,9 @@ RETURNING id`, tenant, newID("re_"), k.src, k.dst, k.typ, a.fact, a.conf, now).S
 
 // GetEntity reads one entity.
 func (s *Store) GetEntity(ctx context.Context, tenant, id string) (*store.Entity, error) {
+	if !validText(tenant, id) {
+		return nil, notFound("entity", id)
+	}
 	e, err := scanEntity(s.pool.QueryRow(ctx, `SELECT `+entityCols+` FROM memory_entities
 		WHERE tenant = $1 AND id = $2`, tenant, id))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -319,7 +336,8 @@ func (s *Store) GetEntity(ctx context.Context, tenant, id string) (*store.Entity
 // GetEntities reads many entities, in the order of ids; missing ones are
 // left out.
 func (s *Store) GetEntities(ctx context.Context, tenant string, ids []string) ([]*store.Entity, error) {
-	if len(ids) == 0 {
+	ids = validIDs(ids)
+	if len(ids) == 0 || !validText(tenant) {
 		return nil, nil
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+entityCols+` FROM memory_entities
@@ -348,7 +366,7 @@ func (s *Store) GetEntities(ctx context.Context, tenant string, ids []string) ([
 // exact name beats an alias, then the most mentioned wins.
 func (s *Store) FindEntity(ctx context.Context, tenant, name, typ string) (*store.Entity, error) {
 	name = strings.TrimSpace(name)
-	if name == "" {
+	if name == "" || !validText(tenant, name, typ) {
 		return nil, notFound("entity named", name)
 	}
 	e, err := scanEntity(s.pool.QueryRow(ctx, `SELECT `+entityCols+` FROM memory_entities
@@ -369,6 +387,9 @@ LIMIT 1`, tenant, name, strings.TrimSpace(typ)))
 // id.
 func (s *Store) ListEntities(ctx context.Context, tenant string, f store.EntityFilter, p store.Page) ([]*store.Entity, string, error) {
 	size := pageSize(p.Size)
+	if !validText(tenant, f.Type, f.NamePrefix) {
+		return nil, "", nil
+	}
 	var (
 		afterSet        bool
 		afterKey, after string
@@ -377,6 +398,9 @@ func (s *Store) ListEntities(ctx context.Context, tenant string, f store.EntityF
 		k, id, err := decodeToken(p.Token)
 		if err != nil {
 			return nil, "", err
+		}
+		if !validText(k, id) {
+			return nil, "", errBadToken
 		}
 		afterSet, afterKey, after = true, k, id
 	}
@@ -406,6 +430,9 @@ LIMIT $7`, tenant, strings.TrimSpace(f.Type), f.NamePrefix, afterSet, afterKey, 
 // DeleteEntity deletes an entity, its relations and its mentions.
 func (s *Store) DeleteEntity(ctx context.Context, tenant, id string) (store.DeleteOutcome, error) {
 	var out store.DeleteOutcome
+	if !validText(tenant, id) {
+		return out, notFound("entity", id)
+	}
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var exists bool
 		if err := tx.QueryRow(ctx, `SELECT true FROM memory_entities WHERE tenant = $1 AND id = $2 FOR UPDATE`,
@@ -478,7 +505,8 @@ func collectRelations(rows pgx.Rows) ([]*store.Relation, error) {
 // Relations returns the relations of the entities, either direction, at
 // most limit per entity, strongest first.
 func (s *Store) Relations(ctx context.Context, tenant string, entityIDs []string, limit int) ([]*store.Relation, error) {
-	if len(entityIDs) == 0 || limit <= 0 {
+	entityIDs = validIDs(entityIDs)
+	if len(entityIDs) == 0 || limit <= 0 || !validText(tenant) {
 		return nil, nil
 	}
 	limit = min(limit, 1000)
@@ -510,7 +538,7 @@ CROSS JOIN LATERAL (
 
 // EntityEpisodes is the newest episodes mentioning the entity.
 func (s *Store) EntityEpisodes(ctx context.Context, tenant, entityID string, limit int) ([]*store.Episode, error) {
-	if limit <= 0 {
+	if limit <= 0 || !validText(tenant, entityID) {
 		return nil, nil
 	}
 	limit = min(limit, 500)

@@ -86,6 +86,9 @@ func (s *Store) CreateEpisode(ctx context.Context, ep *store.Episode) (*store.Ep
 	if ep == nil || ep.Tenant == "" || ep.ID == "" {
 		return nil, false, errors.New("memory store: episode needs a tenant and an id")
 	}
+	if !validText(ep.Tenant, ep.ID, ep.Content, ep.ConversationID, ep.RunID, ep.IdempotencyKey, ep.Error) {
+		return nil, false, errInvalidText
+	}
 	created := ep.CreatedAt
 	if created.IsZero() {
 		created = time.Now()
@@ -128,6 +131,9 @@ RETURNING `+episodeCols,
 
 // GetEpisode reads one episode with its mentions.
 func (s *Store) GetEpisode(ctx context.Context, tenant, id string) (*store.Episode, error) {
+	if !validText(tenant, id) {
+		return nil, notFound("episode", id)
+	}
 	ep, err := scanEpisode(s.pool.QueryRow(ctx, `SELECT `+episodeCols+` FROM memory_episodes
 		WHERE tenant = $1 AND id = $2`, tenant, id))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -145,6 +151,9 @@ func (s *Store) GetEpisode(ctx context.Context, tenant, id string) (*store.Episo
 // ListEpisodes lists a tenant's episodes, newest first.
 func (s *Store) ListEpisodes(ctx context.Context, tenant string, f store.EpisodeFilter, p store.Page) ([]*store.Episode, string, error) {
 	size := pageSize(p.Size)
+	if !validText(tenant, f.ConversationID) {
+		return nil, "", nil
+	}
 	var (
 		afterSet bool
 		afterAt  time.Time
@@ -156,7 +165,7 @@ func (s *Store) ListEpisodes(ctx context.Context, tenant string, f store.Episode
 			return nil, "", err
 		}
 		ns, err := strconv.ParseInt(key, 10, 64)
-		if err != nil {
+		if err != nil || !validText(id) {
 			return nil, "", errBadToken
 		}
 		afterSet, afterAt, afterID = true, time.Unix(0, ns), id
@@ -194,8 +203,8 @@ const maxClaim = 1000
 // owner, oldest first. SKIP LOCKED lets replicas claim side by side without
 // waiting on each other's rows or taking the same one.
 func (s *Store) ClaimEpisodes(ctx context.Context, owner string, limit int, lease time.Duration) ([]*store.Episode, error) {
-	if owner == "" {
-		return nil, errors.New("memory store: claim needs an owner")
+	if owner == "" || !validText(owner) {
+		return nil, errors.New("memory store: claim needs an owner of valid text")
 	}
 	if limit <= 0 {
 		return nil, nil
@@ -250,6 +259,12 @@ func compareStrings(a, b string) int {
 // when the tenant has no such episode, ErrConflict when owner does not hold
 // it.
 func lockLeased(ctx context.Context, tx pgx.Tx, tenant, id, owner string) error {
+	if !validText(tenant, id) {
+		return notFound("episode", id)
+	}
+	if !validText(owner) {
+		return fmt.Errorf("%w: episode %q is not leased to that owner", store.ErrConflict, id)
+	}
 	var (
 		status int32
 		holder string
@@ -282,7 +297,7 @@ func (s *Store) FailEpisode(ctx context.Context, tenant, id, owner, msg string, 
 		_, err := tx.Exec(ctx, `UPDATE memory_episodes
 SET status = $3, error = $4, lease_owner = '', lease_until = NULL,
 	processed_at = CASE WHEN $5 THEN clock_timestamp() END
-WHERE tenant = $1 AND id = $2`, tenant, id, int32(status), msg, final)
+WHERE tenant = $1 AND id = $2`, tenant, id, int32(status), cleanText(msg), final)
 		return err
 	})
 	if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrConflict) {
@@ -294,6 +309,9 @@ WHERE tenant = $1 AND id = $2`, tenant, id, int32(status), msg, final)
 // DeleteEpisode removes an episode and what only it supported.
 func (s *Store) DeleteEpisode(ctx context.Context, tenant, id string) (store.DeleteOutcome, error) {
 	var out store.DeleteOutcome
+	if !validText(tenant, id) {
+		return out, notFound("episode", id)
+	}
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var exists bool
 		if err := tx.QueryRow(ctx, `SELECT true FROM memory_episodes WHERE tenant = $1 AND id = $2 FOR UPDATE`,
@@ -322,6 +340,9 @@ func (s *Store) DeleteConversation(ctx context.Context, tenant, conversationID s
 		return store.DeleteOutcome{}, errors.New("memory store: delete conversation needs its id")
 	}
 	var out store.DeleteOutcome
+	if !validText(tenant, conversationID) {
+		return out, nil
+	}
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT id FROM memory_episodes WHERE tenant = $1 AND conversation_id = $2
 			ORDER BY id FOR UPDATE`, tenant, conversationID)

@@ -14,6 +14,9 @@ import (
 // Edges streams the tenant's relations in id order; fn's error stops the
 // walk and is returned.
 func (s *Store) Edges(ctx context.Context, tenant string, fn func(r *store.Relation) error) error {
+	if !validText(tenant) {
+		return nil
+	}
 	rows, err := s.pool.Query(ctx, `SELECT `+relationCols+` FROM memory_relations WHERE tenant = $1 ORDER BY id`, tenant)
 	if err != nil {
 		return fmt.Errorf("memory store: edges: %w", err)
@@ -38,6 +41,17 @@ func (s *Store) Edges(ctx context.Context, tenant string, fn func(r *store.Relat
 // one transaction. Members that are not the tenant's entities are ignored;
 // a community's MemberCount is the members it got.
 func (s *Store) ReplaceCommunities(ctx context.Context, tenant string, cs []*store.Community) error {
+	if !validText(tenant) {
+		return errInvalidText
+	}
+	for _, c := range cs {
+		if c != nil && !validText(c.ID, c.Name, c.Summary) {
+			return errInvalidText
+		}
+		if c != nil {
+			c.MemberIDs = validIDs(c.MemberIDs)
+		}
+	}
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM memory_communities WHERE tenant = $1`, tenant); err != nil {
 			return err
@@ -84,6 +98,12 @@ ON CONFLICT (tenant) DO UPDATE SET communities_updated_at = EXCLUDED.communities
 
 // SetCommunitySummary writes one community's name and summary.
 func (s *Store) SetCommunitySummary(ctx context.Context, tenant, id, name, summary string) error {
+	if !validText(tenant, id) {
+		return notFound("community", id)
+	}
+	if !validText(name, summary) {
+		return errInvalidText
+	}
 	tag, err := s.pool.Exec(ctx, `UPDATE memory_communities SET name = $3, summary = $4, updated_at = clock_timestamp()
 		WHERE tenant = $1 AND id = $2`, tenant, id, name, summary)
 	if err != nil {
@@ -100,6 +120,9 @@ func (s *Store) SetCommunitySummary(ctx context.Context, tenant, id, name, summa
 // largest first.
 func (s *Store) GetCommunities(ctx context.Context, tenant string, ids []string) ([]*store.Community, error) {
 	all := len(ids) == 0
+	if ids = validIDs(ids); (!all && len(ids) == 0) || !validText(tenant) {
+		return nil, nil
+	}
 	if ids == nil {
 		ids = []string{}
 	}
@@ -155,6 +178,9 @@ func (s *Store) Stats(ctx context.Context, tenant string) (store.Stats, error) {
 		st  store.Stats
 		cat *time.Time
 	)
+	if !validText(tenant) {
+		return st, nil
+	}
 	err := s.pool.QueryRow(ctx, `
 SELECT
 	(SELECT count(*) FROM memory_episodes WHERE tenant = $1),
@@ -177,6 +203,9 @@ SELECT
 // GetSettings reads the tenant's switches (the defaults when never set).
 func (s *Store) GetSettings(ctx context.Context, tenant string) (store.Settings, error) {
 	var st store.Settings
+	if !validText(tenant) {
+		return store.DefaultSettings(), nil
+	}
 	err := s.pool.QueryRow(ctx, `SELECT capture_runs, tools_enabled, disabled_conversations
 		FROM memory_settings WHERE tenant = $1`, tenant).Scan(&st.CaptureRuns, &st.ToolsEnabled, &st.CaptureDisabledConversations)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -193,6 +222,9 @@ func (s *Store) GetSettings(ctx context.Context, tenant string) (store.Settings,
 
 // PutSettings writes the tenant's switches.
 func (s *Store) PutSettings(ctx context.Context, tenant string, st store.Settings) error {
+	if !validText(tenant) || !validText(st.CaptureDisabledConversations...) {
+		return errInvalidText
+	}
 	disabled := uniq(st.CaptureDisabledConversations)
 	if disabled == nil {
 		disabled = []string{}

@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -250,4 +251,35 @@ func typesArg(types []string) []string {
 		}
 	}
 	return out
+}
+
+// validText tells whether PostgreSQL can hold s in a text column: valid
+// UTF-8 without NUL. A tenant or id that is not cannot exist, so reads
+// answer NotFound or nothing instead of a database error; writes refuse it.
+func validText(ss ...string) bool {
+	for _, s := range ss {
+		if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// validIDs is ids without the ones validText refuses.
+func validIDs(ids []string) []string {
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if validText(id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// errInvalidText is a write of text PostgreSQL cannot hold.
+var errInvalidText = errors.New("memory store: text is not valid UTF-8 or contains NUL")
+
+// cleanText makes free text (an error message) storable.
+func cleanText(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
 }

@@ -65,7 +65,8 @@ const maxK = 1000
 // matching; both the unstemmed and the English-stemmed forms are searched.
 func (s *Store) KeywordSearch(ctx context.Context, tenant, query string, k int, types []string) ([]store.Scored, error) {
 	q := keywordQuery(query)
-	if q == "" || k <= 0 {
+	types = typesArg(types)
+	if q == "" || k <= 0 || !validText(tenant) || !validText(types...) {
 		return nil, nil
 	}
 	rows, err := s.pool.Query(ctx, `
@@ -74,7 +75,7 @@ SELECT e.id, ts_rank(e.tsv, q.q)::float8 AS score
 FROM memory_entities e, q
 WHERE e.tenant = $1 AND e.tsv @@ q.q AND (cardinality($4::text[]) = 0 OR e.type = ANY($4))
 ORDER BY score DESC, e.id
-LIMIT $3`, tenant, q, min(k, maxK), typesArg(types))
+LIMIT $3`, tenant, q, min(k, maxK), types)
 	if err != nil {
 		return nil, fmt.Errorf("memory store: keyword search: %w", err)
 	}
@@ -117,7 +118,8 @@ SELECT id, hops, weight FROM best ORDER BY weight DESC, hops, id LIMIT $4`
 // Traverse returns the entities within depth hops of the seeds, best path
 // weight first.
 func (s *Store) Traverse(ctx context.Context, tenant string, seeds []string, depth, limit int) ([]store.GraphHit, error) {
-	if len(seeds) == 0 || depth <= 0 || limit <= 0 {
+	seeds = validIDs(seeds)
+	if len(seeds) == 0 || depth <= 0 || limit <= 0 || !validText(tenant) {
 		return nil, nil
 	}
 	depth = min(depth, maxDepth)
@@ -224,16 +226,20 @@ ORDER BY weight DESC, id`, tenant, frontier)
 
 // VectorSearch is the k entities nearest to vec by cosine similarity.
 func (s *Store) VectorSearch(ctx context.Context, tenant string, vec []float32, k int, types []string) ([]store.Scored, error) {
-	if len(vec) == 0 || k <= 0 {
+	if len(vec) == 0 || k <= 0 || !validText(tenant) {
 		return nil, nil
 	}
 	k = min(k, maxK)
+	types = typesArg(types)
+	if !validText(types...) {
+		return nil, nil
+	}
 	if s.pgvector {
-		return s.pgvectorSearch(ctx, tenant, vec, k, typesArg(types))
+		return s.pgvectorSearch(ctx, tenant, vec, k, types)
 	}
 	idx, err := s.tenantIndex(ctx, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("memory store: vector search: %w", err)
 	}
-	return idx.search(vec, k, typesArg(types)), nil
+	return idx.search(vec, k, types), nil
 }
