@@ -238,7 +238,7 @@ func (t memorySearch) Execute(ctx context.Context, c tool.Call) (tool.Result, er
 
 // FormatHits renders search hits for the model, one compact line each:
 //
-//	1. Software [Category] — Licences and subscriptions. Relations: SOLD_IN → EMEA; … Community: Product lines.
+//  1. Software [Category] — Licences and subscriptions. Relations: SOLD_IN → EMEA; … Community: Product lines.
 func FormatHits(query string, hits []*baagentv1.SearchHit) string {
 	if len(hits) == 0 {
 		return fmt.Sprintf("Memory has nothing about %q yet.", oneLine(query, 200))
