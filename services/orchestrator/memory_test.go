@@ -299,4 +299,3 @@ func FuzzEpisodeContent(f *testing.F) {
 		}
 	})
 }
-
