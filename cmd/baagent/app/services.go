@@ -152,6 +152,8 @@ func (a *App) buildService(ctx context.Context, svc string, dial map[string]stri
 			return s, nil
 		}
 		return registrars{s, auth}, nil
+	case config.TargetMemory:
+		return a.buildMemory(ctx)
 	case config.TargetOrchestrator:
 		return a.buildOrchestrator()
 	case config.TargetGateway:
@@ -214,7 +216,7 @@ func (a *App) buildOrchestrator() (registrar, error) {
 // buildGateway binds the public HTTP listener and connects the gateway to
 // JetStream (event streams) and its peers (the run and read-only APIs).
 func (a *App) buildGateway() (registrar, error) {
-	conns, err := a.peersOf(config.TargetOrchestrator, config.TargetSkills, config.TargetToolRunner, config.TargetTokens)
+	conns, err := a.peersOf(config.TargetOrchestrator, config.TargetSkills, config.TargetToolRunner, config.TargetTokens, config.TargetMemory)
 	if err != nil {
 		return nil, err
 	}
@@ -238,6 +240,7 @@ func (a *App) buildGateway() (registrar, error) {
 	opts.ToolRunner = baagentv1.NewToolRunnerServiceClient(conns[config.TargetToolRunner])
 	opts.MCPAuth = baagentv1.NewMcpAuthServiceClient(conns[config.TargetToolRunner])
 	opts.Tokens = baagentv1.NewTokensServiceClient(conns[config.TargetTokens])
+	opts.Memory = baagentv1.NewMemoryServiceClient(conns[config.TargetMemory])
 	opts.MaxMsgBytes = a.cfg.MaxMsgBytes
 	// The chat interfaces (GET /v1/models) serve the configured default
 	// model: the gateway cannot see what else the endpoint offers.
