@@ -95,6 +95,8 @@ type run struct {
 	traceparent string
 	// budget is the run's budget state (budgets.go).
 	budget runBudget
+	// notes are the key observations of the run's episode (memory.go).
+	notes episodeNotes
 }
 
 func newRun(s *Server, rec *baagentv1.Run, spec *baagentv1.RunSpec) *run {

@@ -1,0 +1,301 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/natsx"
+	vt "github.com/baagent/baagent/internal/validate/validatetest"
+	"github.com/baagent/baagent/services/memory/capture"
+)
+
+// fakeMemory keeps episodes by idempotency key, as the memory service's
+// AddEpisode does, and deletes a conversation's.
+type fakeMemory struct {
+	baagentv1.UnimplementedMemoryServiceServer
+	mu       sync.Mutex
+	episodes map[string]*baagentv1.AddEpisodeRequest
+	deletes  []string
+}
+
+func (f *fakeMemory) AddEpisode(_ context.Context, req *baagentv1.AddEpisodeRequest) (*baagentv1.AddEpisodeResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.episodes == nil {
+		f.episodes = map[string]*baagentv1.AddEpisodeRequest{}
+	}
+	if _, ok := f.episodes[req.GetIdempotencyKey()]; !ok {
+		f.episodes[req.GetIdempotencyKey()] = req
+	}
+	return &baagentv1.AddEpisodeResponse{Episode: &baagentv1.Episode{Id: "ep_" + req.GetRunId()}}, nil
+}
+
+func (f *fakeMemory) DeleteConversationMemory(_ context.Context, req *baagentv1.DeleteConversationMemoryRequest) (*baagentv1.DeleteConversationMemoryResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deletes = append(f.deletes, req.GetTenant()+"/"+req.GetConversationId())
+	var n int32
+	for k, e := range f.episodes {
+		if e.GetTenant() == req.GetTenant() && e.GetConversationId() == req.GetConversationId() {
+			delete(f.episodes, k)
+			n++
+		}
+	}
+	return &baagentv1.DeleteConversationMemoryResponse{EpisodesRemoved: n}, nil
+}
+
+// of returns the episodes of a conversation.
+func (f *fakeMemory) of(conv string) []*baagentv1.AddEpisodeRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*baagentv1.AddEpisodeRequest
+	for _, e := range f.episodes {
+		if e.GetConversationId() == conv {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (f *fakeMemory) client(t testing.TB) baagentv1.MemoryServiceClient {
+	return baagentv1.NewMemoryServiceClient(vt.Serve(t, func(gs grpc.ServiceRegistrar) { baagentv1.RegisterMemoryServiceServer(gs, f) }))
+}
+
+// consumeCaptures runs the capture consumer (services/memory/capture)
+// against mem until the returned function (also run at the test's end)
+// stops it.
+func consumeCaptures(t testing.TB, js jetstream.JetStream, mem baagentv1.MemoryServiceClient) func() {
+	c, err := capture.New(capture.Options{JetStream: js, Memory: mem, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	stop := sync.OnceFunc(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("capture consumer: %v", err)
+		}
+	})
+	t.Cleanup(stop)
+	return stop
+}
+
+// memoryToolRunner is the fake toolrunner plus memory_search, which
+// recalls one entity.
+type memoryToolRunner struct{ *fakeToolRunner }
+
+func (m memoryToolRunner) ListTools(ctx context.Context, req *baagentv1.ListToolsRequest) (*baagentv1.ListToolsResponse, error) {
+	resp, err := m.fakeToolRunner.ListTools(ctx, req)
+	if err == nil {
+		resp.Tools = append(resp.Tools, &baagentv1.ToolDefinition{Schema: &baagentv1.ToolSchema{Name: memorySearchTool, Description: "recall"}, Source: "builtin", ReadOnly: true})
+	}
+	return resp, err
+}
+
+func (m memoryToolRunner) Invoke(ctx context.Context, req *baagentv1.InvokeRequest) (*baagentv1.InvokeResponse, error) {
+	r := req.GetRequest()
+	if r.GetToolName() != memorySearchTool {
+		return m.fakeToolRunner.Invoke(ctx, req)
+	}
+	return &baagentv1.InvokeResponse{Result: &baagentv1.ToolExecutionResult{
+		ToolCallId: r.GetToolCallId(), Success: true, DurationMs: 2,
+		Observation: "Memory recall for \"Software\" (1, best first):\n1. Software [Category] — Licences.",
+		MemoryHits: []*baagentv1.SearchHit{{
+			Entity: &baagentv1.Entity{Id: "en_soft", Name: "Software", Type: "Category"}, Score: 0.032,
+		}},
+	}}, nil
+}
+
+// recallModel searches memory and queries, then answers; a user message
+// with FAIL makes the model fail.
+func recallModel(_ context.Context, _ int, req ModelRequest) (*ModelResponse, error) {
+	if userAsked(req, "FAIL") {
+		return nil, errors.New("model endpoint exploded")
+	}
+	ids := toolResultIDs(req)
+	if !slices.Contains(ids, "m1") {
+		return callTools("Recall and query.", "m1", memorySearchTool, `{"query":"Software"}`, "q1", "sql_query", `{"query":"SELECT 1"}`), nil
+	}
+	return answer("Software sold best: 125000."), nil
+}
+
+func TestMemoryRecalledAndCapture(t *testing.T) {
+	ctx := testCtx(t)
+	mem := &fakeMemory{}
+	ft := newFakeToolRunner()
+	h := newHarness(t, recallModel, harnessOptions{toolrunner: memoryToolRunner{ft}, mutate: func(o *Options) { o.Memory = mem.client(t) }})
+	run := h.start(ctx, &baagentv1.RunSpec{Input: "What sold best? Mail me at jane@example.com"})
+	evs := h.events(ctx, run.GetRunId())
+	done := h.waitRun(ctx, run.GetRunId())
+	if done.GetState() != baagentv1.RunState_RUN_STATE_COMPLETED {
+		t.Fatalf("run %v", done)
+	}
+	// memory_recalled follows memory_search's observe.
+	var rec *baagentv1.MemoryRecalledPayload
+	for i, ev := range evs {
+		if p := ev.GetMemoryRecalled(); p != nil {
+			rec = p
+			prev := evs[i-1].GetObserve()
+			if prev.GetToolCallId() != "m1" {
+				t.Fatalf("memory_recalled after %v, want memory_search's observe", evs[i-1])
+			}
+		}
+	}
+	if rec == nil {
+		t.Fatalf("no memory_recalled in %v", types(evs))
+	}
+	if rec.GetQuery() != "Software" || rec.GetOrigin() != "tool" || rec.GetToolCallId() != "m1" || len(rec.GetEntities()) != 1 {
+		t.Fatalf("memory_recalled %v", rec)
+	}
+	if e := rec.GetEntities()[0]; e.GetEntityId() != "en_soft" || e.GetName() != "Software" || e.GetType() != "Category" || e.GetScore() != 0.032 {
+		t.Fatalf("entity %v", e)
+	}
+	if n := strings.Count(strings.Join(types(evs), ","), "memory_recalled"); n != 1 {
+		t.Fatalf("%d memory_recalled events", n)
+	}
+
+	// The capture request is queued, keyed by the run.
+	msg := captured(ctx, t, h.js, done.GetConversationId())
+	if msg.Header.Get(jetstream.MsgIDHeader) != done.GetRunId() {
+		t.Fatalf("Nats-Msg-Id %q", msg.Header.Get(jetstream.MsgIDHeader))
+	}
+	req, err := capture.Decode(msg.Subject, msg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.GetTenant() != testTenant || req.GetRunId() != done.GetRunId() || req.GetIdempotencyKey() != done.GetRunId() ||
+		req.GetSource() != baagentv1.EpisodeSource_EPISODE_SOURCE_RUN {
+		t.Fatalf("capture request %v", req)
+	}
+	for _, want := range []string{"Question: What sold best?", "Answer: Software sold best: 125000.", "[sql_query] Found 2 rows"} {
+		if !strings.Contains(req.GetContent(), want) {
+			t.Errorf("episode lacks %q:\n%s", want, req.GetContent())
+		}
+	}
+	if strings.Contains(req.GetContent(), "Memory recall") {
+		t.Errorf("episode holds memory's own recall:\n%s", req.GetContent())
+	}
+	if got := testutil.ToFloat64(h.srv.metrics.memoryCaptures.WithLabelValues(captureQueued)); got != 1 {
+		t.Fatalf("captures queued %v", got)
+	}
+
+	// A failed run is not captured.
+	failed := h.start(ctx, &baagentv1.RunSpec{Input: "FAIL now"})
+	if f := h.waitRun(ctx, failed.GetRunId()); f.GetState() != baagentv1.RunState_RUN_STATE_FAILED {
+		t.Fatalf("run %v", f)
+	}
+	if n := captureCount(ctx, t, h.js, failed.GetConversationId()); n != 0 {
+		t.Fatalf("%d capture requests for a failed run", n)
+	}
+}
+
+// Without a memory service nothing is queued.
+func TestNoCaptureWithoutMemory(t *testing.T) {
+	ctx := testCtx(t)
+	h := newHarness(t, recallModel, harnessOptions{toolrunner: memoryToolRunner{newFakeToolRunner()}})
+	run := h.start(ctx, &baagentv1.RunSpec{Input: "What sold best?"})
+	done := h.waitRun(ctx, run.GetRunId())
+	if done.GetState() != baagentv1.RunState_RUN_STATE_COMPLETED {
+		t.Fatalf("run %v", done)
+	}
+	if n := captureCount(ctx, t, h.js, done.GetConversationId()); n != 0 {
+		t.Fatalf("%d capture requests without a memory service", n)
+	}
+}
+
+// captured reads the one capture request queued for conv.
+func captured(ctx context.Context, t *testing.T, js jetstream.JetStream, conv string) *jetstream.RawStreamMsg {
+	t.Helper()
+	subj, err := natsx.MemoryCaptureSubject(testTenant, conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := captureCount(ctx, t, js, conv); n != 1 {
+		t.Fatalf("%d capture requests for %s, want 1", n, conv)
+	}
+	st, err := js.Stream(ctx, natsx.StreamMemoryCapture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := st.GetLastMsgForSubject(ctx, subj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+func captureCount(ctx context.Context, t *testing.T, js jetstream.JetStream, conv string) uint64 {
+	t.Helper()
+	subj, err := natsx.MemoryCaptureSubject(testTenant, conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, natsx.StreamMemoryCapture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subj))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Subjects[subj]
+}
+
+func TestEpisodeContentBounds(t *testing.T) {
+	var n episodeNotes
+	big := strings.Repeat("é", 3000)
+	for i := range 20 {
+		n.note(&baagentv1.ObservePayload{ToolName: "sql_query", Observation: big, Success: i%2 == 0})
+	}
+	n.note(&baagentv1.ObservePayload{ToolName: memorySearchTool, Observation: "recall", Success: true})
+	n.note(&baagentv1.ObservePayload{ToolName: "glob", Observation: "inner", Success: true, ParentToolCallId: "c1"})
+	obs := n.snapshot()
+	total := 0
+	for _, o := range obs {
+		if !strings.HasPrefix(o, "[sql_query] ") || len(o) > len("[sql_query] ")+episodeObservationBytes {
+			t.Fatalf("observation %q…", o[:40])
+		}
+		total += len(o) - len("[sql_query] ")
+	}
+	if total > episodeObservationsMax || len(obs) < episodeObservationsMax/episodeObservationBytes {
+		t.Fatalf("%d observations, %d bytes", len(obs), total)
+	}
+	c := EpisodeContent(strings.Repeat("q", 100_000), strings.Repeat("a", 100_000), obs)
+	if len(c) > capture.MaxContentBytes || !utf8.ValidString(c) {
+		t.Fatalf("content of %d bytes", len(c))
+	}
+}
+
+func FuzzEpisodeContent(f *testing.F) {
+	f.Add("What sold best?", "Software.", "[sql_query] rows", 10)
+	f.Add("", "", "", 0)
+	f.Add("\xff\xfe", "é", strings.Repeat("x", 2000), 2)
+	f.Fuzz(func(t *testing.T, q, a, o string, n int) {
+		var notes episodeNotes
+		for range min(max(n, 0), 40) {
+			notes.note(&baagentv1.ObservePayload{ToolName: "t", Observation: o, Success: true})
+		}
+		c := EpisodeContent(q, a, notes.snapshot())
+		if !utf8.ValidString(c) || len(c) > capture.MaxContentBytes || !strings.HasPrefix(c, "Question: ") {
+			t.Fatalf("content of %d bytes, valid %v", len(c), utf8.ValidString(c))
+		}
+		for _, s := range []string{q, a} {
+			if cut := cutUTF8(s, 10); len(cut) > 10 {
+				t.Fatalf("cutUTF8 gave %d bytes", len(cut))
+			}
+		}
+	})
+}
