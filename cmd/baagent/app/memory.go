@@ -1,21 +1,206 @@
 package app
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"google.golang.org/grpc"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/config"
+	"github.com/baagent/baagent/internal/grpcclient"
+	"github.com/baagent/baagent/internal/scripted"
+	"github.com/baagent/baagent/internal/tracing"
+	"github.com/baagent/baagent/services/memory"
+	"github.com/baagent/baagent/services/memory/capture"
+	"github.com/baagent/baagent/services/memory/embed"
+	"github.com/baagent/baagent/services/memory/extract"
+	"github.com/baagent/baagent/services/memory/store"
+	"github.com/baagent/baagent/services/memory/store/postgres"
 )
 
-// buildMemory builds the memory service. Until its server is wired in,
-// every MemoryService call answers Unimplemented, so that the peers that
-// depend on it (toolrunner, orchestrator, gateway) can already dial it.
-func (a *App) buildMemory(context.Context) (registrar, error) {
-	a.log.Warn("memory service not built into this binary yet: its calls answer Unimplemented")
-	return unimplementedMemory{}, nil
+// buildMemory builds the memory service: its store (PostgreSQL when
+// -memory-postgres-url is set, else the SQLite file), its embedder (the
+// OpenAI-compatible endpoint of -embedding-base-url, else the offline
+// lexical embedding), its extractor on the common model endpoint (the
+// scripted model when none), and the consumer of the capture queue of
+// finished runs.
+func (a *App) buildMemory(ctx context.Context) (registrar, error) {
+	st, err := a.memoryStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if st == nil {
+		a.log.Warn("the SQLite memory store is not built into this binary yet: memory calls answer Unimplemented; set -memory-postgres-url")
+		return unimplementedMemory{}, nil
+	}
+	emb, err := a.memoryEmbedder()
+	if err != nil {
+		return nil, err
+	}
+	ex, err := a.memoryExtractor()
+	if err != nil {
+		return nil, err
+	}
+	s := a.cfg.Memory
+	interval := s.CommunityInterval
+	if interval == 0 {
+		interval = -1 // off
+	}
+	srv, err := memory.New(memory.Options{
+		Store:                st,
+		Embedder:             emb,
+		Extractor:            ex,
+		Logger:               a.log,
+		Registerer:           a.reg,
+		Workers:              s.Workers,
+		DedupeThreshold:      s.DedupeThreshold,
+		CommunityInterval:    interval,
+		CommunityTokenBudget: communityBudget(s.CommunityTokensPerHour, interval),
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.background = append(a.background, srv.Run)
+	if err := a.memoryCapture(); err != nil {
+		return nil, err
+	}
+	a.log.Info("memory service", "backend", st.Backend(), "embedding", emb.Model(), "extraction_model", ex.Model(), "reflexion", s.Reflexion)
+	return srv, nil
 }
 
+// communityBudget turns a per-hour token budget into the budget of one
+// community pass (at least 1 token; 0 per hour: no limit, here a pass's
+// default).
+func communityBudget(perHour int, interval time.Duration) int {
+	if perHour <= 0 || interval <= 0 {
+		return 0
+	}
+	return max(1, int(int64(perHour)*int64(interval)/int64(time.Hour)))
+}
+
+// memoryStore opens the configured store; nil (and no error) when it is
+// the SQLite store, which this binary does not have yet.
+func (a *App) memoryStore(ctx context.Context) (store.Store, error) {
+	s := a.cfg.Memory
+	if s.PostgresURL == "" {
+		return nil, nil
+	}
+	pg, err := postgres.Open(ctx, s.PostgresURL, postgres.Options{Logger: a.log.With("component", "memory-store"), Registerer: a.reg})
+	if err != nil {
+		// pgx redacts the password from its errors.
+		return nil, fmt.Errorf("memory (setting memory-postgres-url): %w", err)
+	}
+	a.cleanup = append(a.cleanup, func() { _ = pg.Close() })
+	return pg, nil
+}
+
+// memoryHTTPClient traces the memory service's model and embedding calls
+// when tracing is on (they are mostly background work, so roots of their
+// own traces).
+func (a *App) memoryHTTPClient() *http.Client {
+	if !tracing.Enabled(a.tp) {
+		return nil
+	}
+	return &http.Client{Transport: otelhttp.NewTransport(http.DefaultTransport,
+		otelhttp.WithTracerProvider(a.tp), otelhttp.WithPropagators(tracing.Propagator()),
+		otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()))}
+}
+
+// memoryEmbedder is the embedding endpoint of -embedding-base-url, or the
+// offline lexical embedding.
+func (a *App) memoryEmbedder() (embed.Embedder, error) {
+	s := a.cfg.Memory
+	if s.EmbeddingBaseURL == "" {
+		return embed.NewLexical(0), nil
+	}
+	key := s.EmbeddingAPIKey
+	if key == "" && s.EmbeddingBaseURL == a.cfg.ModelBaseURL {
+		key = a.cfg.ModelAPIKey
+	}
+	e, err := embed.NewOpenAI(embed.OpenAIConfig{
+		BaseURL: s.EmbeddingBaseURL, APIKey: key, Model: s.EmbeddingModel,
+		Dims: s.EmbeddingDims, SendDimensions: s.EmbeddingSendDims, HTTPClient: a.memoryHTTPClient(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("memory (settings embedding-base-url, embedding-model, embedding-dims): %w", err)
+	}
+	return e, nil
+}
+
+// memoryExtractor extracts on the orchestrator's model endpoint: the
+// configured one with -memory-extraction-model (default -model), or the
+// scripted model, which answers extraction from its gazetteer.
+func (a *App) memoryExtractor() (extract.Extractor, error) {
+	ep, err := a.modelEndpoint()
+	if err != nil {
+		return nil, err
+	}
+	model := cmp.Or(a.cfg.Memory.ExtractionModel, ep.model)
+	if ep.scripted {
+		model = scripted.ModelName
+	}
+	ex, err := extract.NewOpenAI(extract.Config{BaseURL: ep.baseURL, APIKey: ep.apiKey, Model: model, Reflexion: a.cfg.Memory.Reflexion, HTTPClient: a.memoryHTTPClient()})
+	if err != nil {
+		return nil, fmt.Errorf("memory (settings model-base-url, memory-extraction-model): %w", err)
+	}
+	return ex, nil
+}
+
+// memoryCapture starts the consumer that turns the finished runs the
+// orchestrator queues into episodes, calling this process's memory
+// service (in process in -target=all, else on its own loopback listener,
+// so the calls pass the server's interceptors).
+func (a *App) memoryCapture() error {
+	js, err := a.jetStream()
+	if err != nil {
+		return err
+	}
+	conn, err := a.selfConn(config.TargetMemory)
+	if err != nil {
+		return err
+	}
+	c, err := capture.New(capture.Options{
+		JetStream: js, Memory: baagentv1.NewMemoryServiceClient(conn),
+		Logger: a.log, Registerer: a.reg,
+	})
+	if err != nil {
+		return fmt.Errorf("memory capture: %w", err)
+	}
+	a.background = append(a.background, c.Run)
+	return nil
+}
+
+// selfConn is a connection to svc, which this process runs: the in-process
+// channel in -target=all, else the service's own bound listener (on
+// loopback when it listens on every interface).
+func (a *App) selfConn(svc string) (grpc.ClientConnInterface, error) {
+	if a.inproc != nil {
+		return a.inproc, nil
+	}
+	host, port, err := net.SplitHostPort(a.servers[svc].Addr().String())
+	if err != nil {
+		return nil, err
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	conn, err := grpcclient.Dial(net.JoinHostPort(host, port), grpcclient.Options{MaxMsgBytes: a.cfg.MaxMsgBytes, TracerProvider: a.tp})
+	if err != nil {
+		return nil, fmt.Errorf("%s: dial its own listener: %w", svc, err)
+	}
+	a.cleanup = append(a.cleanup, func() { _ = conn.Close() })
+	return conn, nil
+}
+
+// unimplementedMemory answers every MemoryService call Unimplemented, for
+// a store this binary does not have.
 type unimplementedMemory struct {
 	baagentv1.UnimplementedMemoryServiceServer
 }

@@ -13,8 +13,12 @@ import (
 // Defaults and limits of the memory settings.
 const (
 	DefaultEmbeddingModel               = "text-embedding-3-small"
-	DefaultMemoryCommunityInterval      = 10 * time.Minute
-	DefaultMemoryCommunityTokensPerHour = 200_000
+	DefaultEmbeddingDims                = 1536
+	DefaultMemoryCommunityInterval      = 5 * time.Minute
+	DefaultMemoryCommunityTokensPerHour = 240_000
+	DefaultMemoryWorkers                = 4
+	DefaultMemoryDedupeThreshold        = 0.85
+	MaxMemoryWorkers                    = 64
 	MinMemoryCommunityInterval          = time.Minute
 	DefaultMemoryDBName                 = "memory.db"
 	maxMemorySettingBytes               = 4 << 10
@@ -41,6 +45,11 @@ type MemorySettings struct {
 	// empty uses the offline lexical embedding (lexical-hash-v1).
 	EmbeddingBaseURL string
 	EmbeddingModel   string
+	// EmbeddingDims is the length of the endpoint's vectors;
+	// EmbeddingSendDims asks the endpoint for that length (the
+	// text-embedding-3 models can shorten theirs).
+	EmbeddingDims     int
+	EmbeddingSendDims bool
 	// EmbeddingAPIKey is the embedding endpoint's key; empty, with the
 	// same endpoint as the model's, uses -model-api-key.
 	EmbeddingAPIKey string
@@ -54,8 +63,14 @@ type MemorySettings struct {
 	// the recomputation off.
 	CommunityInterval time.Duration
 	// CommunityTokensPerHour bounds the model tokens community summaries
-	// spend per tenant and hour; 0 is no limit.
+	// spend per tenant and hour (each pass gets its share of the
+	// interval); 0 leaves a pass its default budget.
 	CommunityTokensPerHour int
+	// Workers is how many episodes one replica extracts at once.
+	Workers int
+	// DedupeThreshold is the cosine similarity from which an extracted
+	// entity is merged into an existing one of the same type.
+	DedupeThreshold float64
 }
 
 // RegisterFlags registers the memory settings on fs.
@@ -64,11 +79,15 @@ func (s *MemorySettings) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.PostgresURL, "memory-postgres-url", "", "memory: PostgreSQL connection string, used instead of -memory-db (any number of replicas; it may hold a password: prefer the environment variable)")
 	fs.StringVar(&s.EmbeddingBaseURL, "embedding-base-url", "", "memory: OpenAI-compatible embeddings endpoint; empty uses the offline lexical embedding (lexical-hash-v1)")
 	fs.StringVar(&s.EmbeddingModel, "embedding-model", DefaultEmbeddingModel, "memory: embedding model of -embedding-base-url")
+	fs.IntVar(&s.EmbeddingDims, "embedding-dims", DefaultEmbeddingDims, "memory: length of the vectors of -embedding-model (1536 for text-embedding-3-small)")
+	fs.BoolVar(&s.EmbeddingSendDims, "embedding-send-dims", false, "memory: ask the endpoint for -embedding-dims (text-embedding-3 models can shorten their vectors)")
 	fs.StringVar(&s.EmbeddingAPIKey, "embedding-api-key", "", "memory: API key of the embeddings endpoint (prefer the environment variable; default -model-api-key when the endpoint is -model-base-url)")
 	fs.StringVar(&s.ExtractionModel, "memory-extraction-model", "", "memory: model that extracts entities and relations and writes community summaries (default: -model)")
 	fs.BoolVar(&s.Reflexion, "memory-reflexion", false, "memory: a second extraction pass for entities the first missed (about twice the model tokens)")
 	fs.DurationVar(&s.CommunityInterval, "memory-community-interval", DefaultMemoryCommunityInterval, "memory: how often communities are recomputed and summarised (0: never)")
-	fs.IntVar(&s.CommunityTokensPerHour, "memory-community-tokens-per-hour", DefaultMemoryCommunityTokensPerHour, "memory: model tokens community summaries may spend per tenant and hour (0: no limit)")
+	fs.IntVar(&s.CommunityTokensPerHour, "memory-community-tokens-per-hour", DefaultMemoryCommunityTokensPerHour, "memory: model tokens community summaries may spend per tenant and hour, shared out over the passes (0: each pass's default)")
+	fs.IntVar(&s.Workers, "memory-workers", DefaultMemoryWorkers, "memory: episodes one replica extracts at once")
+	fs.Float64Var(&s.DedupeThreshold, "memory-dedupe-threshold", DefaultMemoryDedupeThreshold, "memory: cosine similarity from which an extracted entity is merged into an existing one of the same type")
 }
 
 // ApplyDataDir places the SQLite file, when unset, in dataDir.
@@ -114,7 +133,16 @@ func (s *MemorySettings) Validate() error {
 		return fmt.Errorf("setting memory-community-interval: want 0 (never) or at least %s, got %s", MinMemoryCommunityInterval, s.CommunityInterval)
 	}
 	if s.CommunityTokensPerHour < 0 {
-		return fmt.Errorf("setting memory-community-tokens-per-hour: must not be negative (0: no limit), got %d", s.CommunityTokensPerHour)
+		return fmt.Errorf("setting memory-community-tokens-per-hour: must not be negative, got %d", s.CommunityTokensPerHour)
+	}
+	if s.EmbeddingDims < 1 || s.EmbeddingDims > 16384 {
+		return fmt.Errorf("setting embedding-dims: want 1 to 16384, got %d", s.EmbeddingDims)
+	}
+	if s.Workers < 1 || s.Workers > MaxMemoryWorkers {
+		return fmt.Errorf("setting memory-workers: want 1 to %d, got %d", MaxMemoryWorkers, s.Workers)
+	}
+	if !(s.DedupeThreshold > 0 && s.DedupeThreshold <= 1) {
+		return fmt.Errorf("setting memory-dedupe-threshold: want more than 0 and at most 1, got %v", s.DedupeThreshold)
 	}
 	return nil
 }

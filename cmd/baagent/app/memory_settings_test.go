@@ -59,6 +59,10 @@ func TestMemorySettingsErrors(t *testing.T) {
 		{[]string{"-memory-community-interval=10s"}, "setting memory-community-interval: want 0 (never) or at least 1m0s"},
 		{[]string{"-memory-community-interval=-1m"}, "setting memory-community-interval"},
 		{[]string{"-memory-community-tokens-per-hour=-1"}, "setting memory-community-tokens-per-hour"},
+		{[]string{"-embedding-dims=0"}, "setting embedding-dims"},
+		{[]string{"-memory-workers=0"}, "setting memory-workers"},
+		{[]string{"-memory-dedupe-threshold=NaN"}, "setting memory-dedupe-threshold"},
+		{[]string{"-memory-dedupe-threshold=1.5"}, "setting memory-dedupe-threshold"},
 	} {
 		_, err := LoadConfig(append([]string{"-skills-dir=../../../examples/skills"}, tc.args...), func(string) string { return "" }, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
