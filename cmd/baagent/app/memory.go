@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
@@ -23,6 +25,7 @@ import (
 	"github.com/baagent/baagent/services/memory/extract"
 	"github.com/baagent/baagent/services/memory/store"
 	"github.com/baagent/baagent/services/memory/store/postgres"
+	"github.com/baagent/baagent/services/memory/store/sqlite"
 )
 
 // buildMemory builds the memory service: its store (PostgreSQL when
@@ -35,10 +38,6 @@ func (a *App) buildMemory(ctx context.Context) (registrar, error) {
 	st, err := a.memoryStore(ctx)
 	if err != nil {
 		return nil, err
-	}
-	if st == nil {
-		a.log.Warn("the SQLite memory store is not built into this binary yet: memory calls answer Unimplemented; set -memory-postgres-url")
-		return unimplementedMemory{}, nil
 	}
 	emb, err := a.memoryEmbedder()
 	if err != nil {
@@ -85,12 +84,20 @@ func communityBudget(perHour int, interval time.Duration) int {
 	return max(1, int(int64(perHour)*int64(interval)/int64(time.Hour)))
 }
 
-// memoryStore opens the configured store; nil (and no error) when it is
-// the SQLite store, which this binary does not have yet.
+// memoryStore opens the configured store: PostgreSQL, or the SQLite file
+// (its directory created if need be).
 func (a *App) memoryStore(ctx context.Context) (store.Store, error) {
 	s := a.cfg.Memory
 	if s.PostgresURL == "" {
-		return nil, nil
+		if err := os.MkdirAll(filepath.Dir(s.DB), 0o750); err != nil {
+			return nil, fmt.Errorf("setting memory-db: %w", err)
+		}
+		db, err := sqlite.Open(ctx, s.DB, sqlite.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("memory (setting memory-db): %w", err)
+		}
+		a.cleanup = append(a.cleanup, func() { _ = db.Close() })
+		return db, nil
 	}
 	pg, err := postgres.Open(ctx, s.PostgresURL, postgres.Options{Logger: a.log.With("component", "memory-store"), Registerer: a.reg})
 	if err != nil {
@@ -197,14 +204,4 @@ func (a *App) selfConn(svc string) (grpc.ClientConnInterface, error) {
 	}
 	a.cleanup = append(a.cleanup, func() { _ = conn.Close() })
 	return conn, nil
-}
-
-// unimplementedMemory answers every MemoryService call Unimplemented, for
-// a store this binary does not have.
-type unimplementedMemory struct {
-	baagentv1.UnimplementedMemoryServiceServer
-}
-
-func (m unimplementedMemory) Register(gs grpc.ServiceRegistrar) {
-	baagentv1.RegisterMemoryServiceServer(gs, m)
 }

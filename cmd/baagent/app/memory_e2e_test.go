@@ -37,13 +37,21 @@ func memHTTP(ctx context.Context, t *testing.T, method, u, body string) (int, ma
 	return resp.StatusCode, m
 }
 
-// TestMemoryEndToEndOnPostgres runs the whole suite in one process with
-// memory on PostgreSQL and the scripted model: text added through the
-// gateway is extracted into entities and found by search, and a run
-// answered over the gateway is captured as an episode of its own.
+// TestMemoryEndToEndOnSQLite and TestMemoryEndToEndOnPostgres run the
+// whole suite in one process with the scripted model, memory on the
+// default SQLite file or on PostgreSQL: text added through the gateway is
+// extracted into entities and found by search, and a run answered over the
+// gateway is captured as an episode of its own.
+func TestMemoryEndToEndOnSQLite(t *testing.T) {
+	memoryEndToEnd(t, "sqlite")
+}
+
 func TestMemoryEndToEndOnPostgres(t *testing.T) {
-	dsn := pgtest.NewDatabase(t)
-	cfg := mustLoad(t, testArgs(t, "-memory-postgres-url="+dsn, "-memory-community-interval=0"))
+	memoryEndToEnd(t, "postgres", "-memory-postgres-url="+pgtest.NewDatabase(t))
+}
+
+func memoryEndToEnd(t *testing.T, backend string, args ...string) {
+	cfg := mustLoad(t, testArgs(t, append(args, "-memory-community-interval=0")...))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	base := "http://" + startServing(t, ctx, cfg).GatewayHTTPAddr().String()
@@ -70,7 +78,7 @@ func TestMemoryEndToEndOnPostgres(t *testing.T) {
 	}
 
 	code, body = memHTTP(ctx, t, http.MethodGet, base+"/v1/memory/stats", "")
-	if backend, _ := body["backend"].(string); code != http.StatusOK || !strings.HasPrefix(backend, "postgres") {
+	if got, _ := body["backend"].(string); code != http.StatusOK || !strings.HasPrefix(got, backend) {
 		t.Fatalf("stats: %d %v", code, body)
 	}
 
