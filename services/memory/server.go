@@ -81,6 +81,7 @@ const (
 	DefaultMaxWaiters         = 4096
 	DefaultMaxWait            = 5 * time.Minute
 	DefaultChannelCandidates  = 50
+	DefaultRelativeCutoff     = 0.75
 	DefaultGraphDepth         = 2
 	DefaultMaxAnchorLookups   = 128
 	DefaultKeywordAnchors     = 3
@@ -158,6 +159,10 @@ type Options struct {
 	// ChannelCandidates is how many hits each search channel contributes
 	// to the fusion, at least top_k (default 50).
 	ChannelCandidates int
+	// RelativeCutoff: in a hybrid search, the vector and keyword hits
+	// scoring below this share of their channel's best hit are left out of
+	// the fusion (default 0.5; negative keeps every hit).
+	RelativeCutoff float64
 }
 
 func (o Options) withDefaults() Options {
@@ -205,6 +210,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ChannelCandidates <= 0 {
 		o.ChannelCandidates = DefaultChannelCandidates
+	}
+	if o.RelativeCutoff == 0 {
+		o.RelativeCutoff = DefaultRelativeCutoff
 	}
 	return o
 }
