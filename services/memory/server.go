@@ -77,7 +77,6 @@ const (
 	DefaultMaxClaims          = 5
 	DefaultDedupeThreshold    = 0.85
 	DefaultCommunityInterval  = 5 * time.Minute
-	DefaultCommunityBudget    = 20_000
 	DefaultMaxWaiters         = 4096
 	DefaultMaxWait            = 5 * time.Minute
 	DefaultChannelCandidates  = 50
@@ -147,9 +146,9 @@ type Options struct {
 	// CommunityInterval is the pause between community passes (default
 	// 5m); negative disables the updater.
 	CommunityInterval time.Duration
-	// CommunityTokenBudget bounds the model tokens one pass spends on one
-	// tenant's summaries (default 20000).
-	CommunityTokenBudget int
+	// CommunityTokensPerHour bounds the model tokens one tenant's community
+	// summaries spend per clock hour on this replica (default 20000).
+	CommunityTokensPerHour int
 
 	// MaxWaiters bounds the AddEpisode calls waiting (wait=true) on this
 	// replica for a notification; calls beyond it poll (default 4096).
@@ -199,9 +198,6 @@ func (o Options) withDefaults() Options {
 	if o.CommunityInterval == 0 {
 		o.CommunityInterval = DefaultCommunityInterval
 	}
-	if o.CommunityTokenBudget <= 0 {
-		o.CommunityTokenBudget = DefaultCommunityBudget
-	}
 	if o.MaxWaiters <= 0 {
 		o.MaxWaiters = DefaultMaxWaiters
 	}
@@ -243,7 +239,9 @@ type Server struct {
 	wake chan struct{}
 	// settingsMu serialises this replica's read-modify-write of settings.
 	settingsMu sync.Mutex
-	now        func() time.Time
+	// budget caps the tokens of community summaries per tenant and hour.
+	budget *community.Budget
+	now    func() time.Time
 }
 
 var _ baagentv1.MemoryServiceServer = (*Server)(nil)
@@ -272,6 +270,7 @@ func New(opts Options) (*Server, error) {
 		metrics: m,
 		waiters: newWaiters(opts.MaxWaiters),
 		wake:    make(chan struct{}, 1),
+		budget:  community.NewBudget(opts.CommunityTokensPerHour),
 		now:     time.Now,
 	}, nil
 }
@@ -287,6 +286,9 @@ func (s *Server) Register(gs grpc.ServiceRegistrar) {
 func (s *Server) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.runIngest(ctx) })
+	if s.opts.CommunityInterval > 0 {
+		g.Go(func() error { return s.runCommunities(ctx) })
+	}
 	return g.Wait()
 }
 
