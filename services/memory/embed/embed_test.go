@@ -13,6 +13,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func cosine(a, b []float32) float64 {
@@ -192,7 +195,8 @@ func TestOpenAIEmbedsInBatchesInOrder(t *testing.T) {
 
 func TestOpenAIRetriesHonouringRetryAfter(t *testing.T) {
 	f := &fakeEmbeddings{dims: 4, fail: []int{429, 503}, retryAfter: "0.05"}
-	o, err := NewOpenAI(OpenAIConfig{BaseURL: newFake(t, f), Dims: 4, InitialWait: time.Hour, MaxWait: time.Hour})
+	reg := prometheus.NewRegistry()
+	o, err := NewOpenAI(OpenAIConfig{BaseURL: newFake(t, f), Dims: 4, InitialWait: time.Hour, MaxWait: time.Hour, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,6 +213,26 @@ func TestOpenAIRetriesHonouringRetryAfter(t *testing.T) {
 	}
 	if el := time.Since(start); el < 100*time.Millisecond {
 		t.Errorf("two waits of 50ms took %v", el)
+	}
+	if got := testutil.ToFloat64(o.metrics.requests.WithLabelValues("retried")); got != 2 {
+		t.Errorf("retried attempts counted %v", got)
+	}
+	if got := testutil.ToFloat64(o.metrics.requests.WithLabelValues("ok")); got != 1 {
+		t.Errorf("ok attempts counted %v", got)
+	}
+	if got := testutil.ToFloat64(o.metrics.inputs); got != 1 {
+		t.Errorf("inputs counted %v", got)
+	}
+	// A second embedder on the same registry shares the series.
+	o2, err := NewOpenAI(OpenAIConfig{BaseURL: newFake(t, &fakeEmbeddings{dims: 4}), Dims: 4, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o2.Embed(ctx, []string{"y", "z"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(o.metrics.inputs); got != 3 {
+		t.Errorf("shared inputs counter %v", got)
 	}
 }
 
