@@ -12,14 +12,22 @@ import (
 // maxScenarioFiles bounds a scenarios directory.
 const maxScenarioFiles = 1000
 
-// loadDir reads every *.yaml, *.yml and *.json file of dir (not recursive;
-// README and other files are ignored). All problems are reported together,
-// each naming its file and field; names must be unique.
+// loadDir reads the scenarios of dir (see loadFiles).
 func loadDir(dir string) ([]*Scenario, error) {
+	s, _, err := loadFiles(dir)
+	return s, err
+}
+
+// loadFiles reads every *.yaml, *.yml and *.json file of dir (not
+// recursive; README and other files are ignored): scenarios, and at most
+// one gazetteer (a file of kind memory-extraction). All problems are
+// reported together, each naming its file and field; names must be unique.
+func loadFiles(dir string) ([]*Scenario, *Gazetteer, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("scripted: scenarios dir: %w", err)
+		return nil, nil, fmt.Errorf("scripted: scenarios dir: %w", err)
 	}
+	var gazetteer *Gazetteer
 	var out []*Scenario
 	var errs []error
 	seen := map[string]string{}
@@ -38,6 +46,18 @@ func loadDir(dir string) ([]*Scenario, error) {
 			errs = append(errs, err)
 			continue
 		}
+		if fileKind(data) == GazetteerKind {
+			g, err := parseGazetteer(path, data)
+			switch {
+			case err != nil:
+				errs = append(errs, err)
+			case gazetteer != nil:
+				errs = append(errs, fmt.Errorf("%s: a second gazetteer (the first is %s)", path, gazetteer.File))
+			default:
+				gazetteer = g
+			}
+			continue
+		}
 		s, err := parseScenario(path, data)
 		if err != nil {
 			errs = append(errs, err)
@@ -51,7 +71,7 @@ func loadDir(dir string) ([]*Scenario, error) {
 		out = append(out, s)
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("scripted: invalid scenarios:\n%w", errors.Join(errs...))
+		return nil, nil, fmt.Errorf("scripted: invalid scenarios:\n%w", errors.Join(errs...))
 	}
 	// Matching order: priority, highest first, then name.
 	slices.SortStableFunc(out, func(a, b *Scenario) int {
@@ -60,7 +80,7 @@ func loadDir(dir string) ([]*Scenario, error) {
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
-	return out, nil
+	return out, gazetteer, nil
 }
 
 func readBounded(path string) ([]byte, error) {

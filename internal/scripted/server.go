@@ -63,6 +63,7 @@ type Server struct {
 	opts      Options
 	log       *slog.Logger
 	scenarios []*Scenario
+	gazetteer *Gazetteer
 	usage     usageCounter
 	requests  *prometheus.CounterVec
 	handler   http.Handler
@@ -83,11 +84,11 @@ func New(opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	scenarios, err := loadDir(opts.Dir)
+	scenarios, gazetteer, err := loadFiles(opts.Dir)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, log: log.With("component", "scripted-model"), scenarios: scenarios, usage: usageCounter{counter: opts.Counter, cache: newCountCache()}}
+	s := &Server{opts: opts, log: log.With("component", "scripted-model"), scenarios: scenarios, gazetteer: gazetteer, usage: usageCounter{counter: opts.Counter, cache: newCountCache()}}
 	if opts.Registerer != nil {
 		s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "baagent_scripted_requests_total",
@@ -110,6 +111,10 @@ func New(opts Options) (*Server, error) {
 	s.log.Info("scripted model ready", "scenarios", len(scenarios), "dir", opts.Dir, "usage", s.usage.label())
 	return s, nil
 }
+
+// Gazetteer is the memory-extraction gazetteer, nil when the directory has
+// none.
+func (s *Server) Gazetteer() *Gazetteer { return s.gazetteer }
 
 // Scenarios lists the loaded scenarios in matching order.
 func (s *Server) Scenarios() []*Scenario { return append([]*Scenario(nil), s.scenarios...) }
@@ -188,7 +193,12 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "", fmt.Sprintf("the body is not a chat completion request: %v", err))
 		return
 	}
-	rep, err := s.answer(req.Messages)
+	var rep *reply
+	if schema := memorySchema(req.ResponseFormat); schema != "" {
+		rep, err = s.answerMemory(schema, &req)
+	} else {
+		rep, err = s.answer(req.Messages)
+	}
 	if err != nil {
 		s.count("bad_request")
 		var re *requestError

@@ -1,0 +1,88 @@
+package pgtest
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+func TestMain(m *testing.M) { Main(m) }
+
+func TestDatabasesAreSeparate(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, b := NewDatabase(t), NewDatabase(t)
+	if a == b {
+		t.Fatalf("two tests share database %s", a)
+	}
+	ca, err := pgx.Connect(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ca.Close(ctx) }()
+	cb, err := pgx.Connect(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cb.Close(ctx) }()
+	if _, err := ca.Exec(ctx, "CREATE TABLE only_in_a (x int)"); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := cb.QueryRow(ctx, "SELECT count(*) FROM pg_tables WHERE tablename = 'only_in_a'").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("table of database a visible in database b")
+	}
+	var fsync string
+	if err := ca.QueryRow(ctx, "SHOW fsync").Scan(&fsync); err != nil {
+		t.Fatal(err)
+	}
+	if fsync != "off" {
+		t.Fatalf("fsync = %q, want off", fsync)
+	}
+	var ver int
+	if err := ca.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&ver); err != nil {
+		t.Fatal(err)
+	}
+	if ver < 150000 {
+		t.Fatalf("server version %d, want 15 or later", ver)
+	}
+}
+
+func TestSharedServerIsReused(t *testing.T) {
+	s1, s2 := Shared(t), Shared(t)
+	if s1 != s2 {
+		t.Fatal("Shared started a second server")
+	}
+	if _, err := os.Stat(s1.SocketDir()); err != nil {
+		t.Fatalf("socket directory: %v", err)
+	}
+}
+
+func TestDropOnCleanup(t *testing.T) {
+	s := Shared(t)
+	var dsn string
+	t.Run("inner", func(t *testing.T) { dsn = NewDatabase(t) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := pgx.Connect(ctx, dsn)
+	if err == nil {
+		t.Fatalf("database of a finished test still accepts connections")
+	}
+	conn, err := pgx.Connect(ctx, s.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+}
+
+func TestStartFailsCleanlyOnBadBinDir(t *testing.T) {
+	if _, err := Start(t.TempDir()); err == nil {
+		t.Fatal("Start with no binaries succeeded")
+	}
+}

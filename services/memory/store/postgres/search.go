@@ -1,0 +1,245 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/baagent/baagent/services/memory/store"
+)
+
+// maxQueryTerms bounds the words of one keyword query.
+const maxQueryTerms = 32
+
+// maxTermLen bounds one word, in bytes (PostgreSQL refuses words of 2 KiB).
+const maxTermLen = 200
+
+// keywordQuery turns user text into a websearch_to_tsquery input that
+// matches any of its terms. A term is a run of letters and digits, or
+// several joined by hyphens, which is a phrase ("nothing-matches-this", as
+// the parser indexes a hyphenated word); every other character separates
+// terms. Each term is quoted and the terms are joined by " or ", so no
+// input — quotes, minus signs, operators — changes the query's shape; the
+// text still travels as a bound parameter, never spliced into SQL. Empty
+// when the text has no word.
+func keywordQuery(text string) string {
+	seen := map[string]bool{}
+	var terms []string
+	isWord := func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+	for _, chunk := range strings.FieldsFunc(text, func(r rune) bool { return !isWord(r) && r != '-' }) {
+		words := strings.FieldsFunc(chunk, func(r rune) bool { return !isWord(r) })
+		if len(words) == 0 || len(words) > maxQueryTerms {
+			continue
+		}
+		for i, w := range words {
+			if len(w) > maxTermLen {
+				w = w[:maxTermLen]
+				for !utf8.ValidString(w) {
+					w = w[:len(w)-1]
+				}
+			}
+			words[i] = strings.ToLower(w)
+		}
+		term := `"` + strings.Join(words, " ") + `"`
+		if seen[term] {
+			continue
+		}
+		seen[term] = true
+		terms = append(terms, term)
+		if len(terms) == maxQueryTerms {
+			break
+		}
+	}
+	return strings.Join(terms, " or ")
+}
+
+// maxK bounds a search's result count.
+const maxK = 1000
+
+// KeywordSearch is full-text search over names and aliases (weight A) and
+// summaries and attributes (weight B), ranked by ts_rank, any word
+// matching; both the unstemmed and the English-stemmed forms are searched.
+func (s *Store) KeywordSearch(ctx context.Context, tenant, query string, k int, types []string) ([]store.Scored, error) {
+	q := keywordQuery(query)
+	types = typesArg(types)
+	if q == "" || k <= 0 || !validText(tenant) || !validText(types...) {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `
+WITH q AS (SELECT websearch_to_tsquery('simple', $2) || websearch_to_tsquery('english', $2) AS q)
+SELECT e.id, ts_rank(e.tsv, q.q)::float8 AS score
+FROM memory_entities e, q
+WHERE e.tenant = $1 AND e.tsv @@ q.q AND (cardinality($4::text[]) = 0 OR e.type = ANY($4))
+ORDER BY score DESC, e.id
+LIMIT $3`, tenant, q, min(k, maxK), types)
+	if err != nil {
+		return nil, fmt.Errorf("memory store: keyword search: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Scored, error) {
+		var sc store.Scored
+		err := r.Scan(&sc.ID, &sc.Score)
+		return sc, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("memory store: keyword search: %w", err)
+	}
+	return out, nil
+}
+
+// maxDepth bounds traversal: the walk's rows grow with degree^depth.
+const maxDepth = 4
+
+// traverseSQL walks RELATES_TO edges both ways from the seeds, multiplying
+// edge weights, and keeps each entity's best path (highest weight, then
+// fewest hops).
+const traverseSQL = `
+WITH RECURSIVE walk(id, hops, weight) AS (
+	SELECT s, 0, 1.0::float8 FROM unnest($2::text[]) AS s
+	UNION ALL
+	SELECT n.other, w.hops + 1, w.weight * n.weight
+	FROM walk w
+	CROSS JOIN LATERAL (
+		SELECT r.target_id AS other, r.weight FROM memory_relations r WHERE r.tenant = $1 AND r.source_id = w.id
+		UNION ALL
+		SELECT r.source_id, r.weight FROM memory_relations r WHERE r.tenant = $1 AND r.target_id = w.id
+	) n
+	WHERE w.hops < $3
+), best AS (
+	SELECT DISTINCT ON (id) id, hops, weight FROM walk
+	WHERE hops > 0 AND NOT id = ANY($2)
+	ORDER BY id, weight DESC, hops
+)
+SELECT id, hops, weight FROM best ORDER BY weight DESC, hops, id LIMIT $4`
+
+// Traverse returns the entities within depth hops of the seeds, best path
+// weight first.
+func (s *Store) Traverse(ctx context.Context, tenant string, seeds []string, depth, limit int) ([]store.GraphHit, error) {
+	seeds = validIDs(seeds)
+	if len(seeds) == 0 || depth <= 0 || limit <= 0 || !validText(tenant) {
+		return nil, nil
+	}
+	depth = min(depth, maxDepth)
+	rows, err := s.pool.Query(ctx, traverseSQL, tenant, uniq(seeds), depth, min(limit, maxK))
+	if err != nil {
+		return nil, fmt.Errorf("memory store: traverse: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.GraphHit, error) {
+		var h store.GraphHit
+		err := r.Scan(&h.ID, &h.Hops, &h.Weight)
+		return h, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("memory store: traverse: %w", err)
+	}
+	return out, nil
+}
+
+// Neighbourhood is the subgraph around centre, walked breadth first with
+// each hop's strongest edges first, up to maxNodes entities; the relations
+// among them and their communities.
+func (s *Store) Neighbourhood(ctx context.Context, tenant, centre string, depth, maxNodes int) (*store.Graph, error) {
+	c, err := s.GetEntity(ctx, tenant, centre)
+	if err != nil {
+		return nil, err
+	}
+	maxNodes = min(max(maxNodes, 1), maxK)
+	depth = min(depth, maxDepth)
+	g := &store.Graph{Entities: []*store.Entity{c}}
+	seen := map[string]bool{centre: true}
+	ids := []string{centre}
+	frontier := []string{centre}
+	for hop := 1; hop <= depth && len(frontier) > 0 && !g.Truncated; hop++ {
+		next, truncated, err := s.expand(ctx, tenant, frontier, seen, maxNodes-len(ids))
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, next...)
+		frontier, g.Truncated = next, truncated
+	}
+	if len(ids) > 1 {
+		es, err := s.GetEntities(ctx, tenant, ids[1:])
+		if err != nil {
+			return nil, err
+		}
+		g.Entities = append(g.Entities, es...)
+	}
+	var comms []string
+	for _, e := range g.Entities {
+		if e.CommunityID != "" {
+			comms = append(comms, e.CommunityID)
+		}
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+relationCols+` FROM memory_relations
+WHERE tenant = $1 AND source_id = ANY($2) AND target_id = ANY($2)
+ORDER BY weight DESC, id`, tenant, ids)
+	if err != nil {
+		return nil, fmt.Errorf("memory store: neighbourhood: %w", err)
+	}
+	if g.Relations, err = collectRelations(rows); err != nil {
+		return nil, fmt.Errorf("memory store: neighbourhood: %w", err)
+	}
+	if len(comms) > 0 {
+		if g.Communities, err = s.GetCommunities(ctx, tenant, uniq(comms)); err != nil {
+			return nil, err
+		}
+	}
+	return g, nil
+}
+
+// expand is one breadth-first hop: the unseen entities next to frontier,
+// strongest edge first, at most room of them (marked seen), and whether an
+// unseen one was left out.
+func (s *Store) expand(ctx context.Context, tenant string, frontier []string, seen map[string]bool, room int) ([]string, bool, error) {
+	rows, err := s.pool.Query(ctx, `SELECT source_id, target_id FROM memory_relations
+WHERE tenant = $1 AND (source_id = ANY($2) OR target_id = ANY($2))
+ORDER BY weight DESC, id`, tenant, frontier)
+	if err != nil {
+		return nil, false, fmt.Errorf("memory store: neighbourhood: %w", err)
+	}
+	defer rows.Close()
+	var next []string
+	for rows.Next() {
+		var src, dst string
+		if err := rows.Scan(&src, &dst); err != nil {
+			return nil, false, fmt.Errorf("memory store: neighbourhood: %w", err)
+		}
+		for _, id := range []string{src, dst} {
+			if seen[id] {
+				continue
+			}
+			if len(next) >= room {
+				return next, true, nil
+			}
+			seen[id] = true
+			next = append(next, id)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, fmt.Errorf("memory store: neighbourhood: %w", err)
+	}
+	return next, false, nil
+}
+
+// VectorSearch is the k entities nearest to vec by cosine similarity.
+func (s *Store) VectorSearch(ctx context.Context, tenant string, vec []float32, k int, types []string) ([]store.Scored, error) {
+	if len(vec) == 0 || k <= 0 || !validText(tenant) {
+		return nil, nil
+	}
+	k = min(k, maxK)
+	types = typesArg(types)
+	if !validText(types...) {
+		return nil, nil
+	}
+	if s.pgvector {
+		return s.pgvectorSearch(ctx, tenant, vec, k, types)
+	}
+	idx, err := s.tenantIndex(ctx, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("memory store: vector search: %w", err)
+	}
+	return idx.search(vec, k, types), nil
+}
