@@ -299,3 +299,17 @@ func FuzzEpisodeContent(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkEpisodeContent is the cost a completed run adds for its
+// episode: noting 20 tool results and building the text.
+func BenchmarkEpisodeContent(b *testing.B) {
+	obs := &baagentv1.ObservePayload{ToolName: "sql_query", Success: true, Observation: strings.Repeat("Software,6181060.20,512\n", 200)}
+	b.ReportAllocs()
+	for b.Loop() {
+		var n episodeNotes
+		for range 20 {
+			n.note(obs)
+		}
+		_ = EpisodeContent("Which product category had the highest revenue last quarter?", strings.Repeat("answer ", 200), n.snapshot())
+	}
+}

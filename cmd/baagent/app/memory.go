@@ -4,23 +4,17 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
-	"google.golang.org/grpc"
 
-	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
-	"github.com/baagent/baagent/internal/config"
-	"github.com/baagent/baagent/internal/grpcclient"
 	"github.com/baagent/baagent/internal/scripted"
 	"github.com/baagent/baagent/internal/tracing"
 	"github.com/baagent/baagent/services/memory"
-	"github.com/baagent/baagent/services/memory/capture"
+	"github.com/baagent/baagent/services/memory/community"
 	"github.com/baagent/baagent/services/memory/embed"
 	"github.com/baagent/baagent/services/memory/extract"
 	"github.com/baagent/baagent/services/memory/store"
@@ -32,8 +26,8 @@ import (
 // -memory-postgres-url is set, else the SQLite file), its embedder (the
 // OpenAI-compatible endpoint of -embedding-base-url, else the offline
 // lexical embedding), its extractor on the common model endpoint (the
-// scripted model when none), and the consumer of the capture queue of
-// finished runs.
+// scripted model when none). The consumer of the capture queue of
+// finished runs is started beside it (startMemoryCapture).
 func (a *App) buildMemory(ctx context.Context) (registrar, error) {
 	st, err := a.memoryStore(ctx)
 	if err != nil {
@@ -52,36 +46,28 @@ func (a *App) buildMemory(ctx context.Context) (registrar, error) {
 	if interval == 0 {
 		interval = -1 // off
 	}
+	sum, err := a.memorySummarizer(ex.Model())
+	if err != nil {
+		return nil, err
+	}
 	srv, err := memory.New(memory.Options{
-		Store:                st,
-		Embedder:             emb,
-		Extractor:            ex,
-		Logger:               a.log,
-		Registerer:           a.reg,
-		Workers:              s.Workers,
-		DedupeThreshold:      s.DedupeThreshold,
-		CommunityInterval:    interval,
-		CommunityTokenBudget: communityBudget(s.CommunityTokensPerHour, interval),
+		Store:                  st,
+		Embedder:               emb,
+		Extractor:              ex,
+		Summarizer:             sum,
+		Logger:                 a.log,
+		Registerer:             a.reg,
+		Workers:                s.Workers,
+		DedupeThreshold:        s.DedupeThreshold,
+		CommunityInterval:      interval,
+		CommunityTokensPerHour: s.CommunityTokensPerHour,
 	})
 	if err != nil {
 		return nil, err
 	}
 	a.background = append(a.background, srv.Run)
-	if err := a.memoryCapture(); err != nil {
-		return nil, err
-	}
 	a.log.Info("memory service", "backend", st.Backend(), "embedding", emb.Model(), "extraction_model", ex.Model(), "reflexion", s.Reflexion)
 	return srv, nil
-}
-
-// communityBudget turns a per-hour token budget into the budget of one
-// community pass (at least 1 token; 0 per hour: no limit, here a pass's
-// default).
-func communityBudget(perHour int, interval time.Duration) int {
-	if perHour <= 0 || interval <= 0 {
-		return 0
-	}
-	return max(1, int(int64(perHour)*int64(interval)/int64(time.Hour)))
 }
 
 // memoryStore opens the configured store: PostgreSQL, or the SQLite file
@@ -160,48 +146,16 @@ func (a *App) memoryExtractor() (extract.Extractor, error) {
 	return ex, nil
 }
 
-// memoryCapture starts the consumer that turns the finished runs the
-// orchestrator queues into episodes, calling this process's memory
-// service (in process in -target=all, else on its own loopback listener,
-// so the calls pass the server's interceptors).
-func (a *App) memoryCapture() error {
-	js, err := a.jetStream()
-	if err != nil {
-		return err
-	}
-	conn, err := a.selfConn(config.TargetMemory)
-	if err != nil {
-		return err
-	}
-	c, err := capture.New(capture.Options{
-		JetStream: js, Memory: baagentv1.NewMemoryServiceClient(conn),
-		Logger: a.log, Registerer: a.reg,
-	})
-	if err != nil {
-		return fmt.Errorf("memory capture: %w", err)
-	}
-	a.background = append(a.background, c.Run)
-	return nil
-}
-
-// selfConn is a connection to svc, which this process runs: the in-process
-// channel in -target=all, else the service's own bound listener (on
-// loopback when it listens on every interface).
-func (a *App) selfConn(svc string) (grpc.ClientConnInterface, error) {
-	if a.inproc != nil {
-		return a.inproc, nil
-	}
-	host, port, err := net.SplitHostPort(a.servers[svc].Addr().String())
+// memorySummarizer writes community names and summaries with the
+// extraction's model on the same endpoint.
+func (a *App) memorySummarizer(model string) (community.Summarizer, error) {
+	ep, err := a.modelEndpoint()
 	if err != nil {
 		return nil, err
 	}
-	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
-		host = "127.0.0.1"
-	}
-	conn, err := grpcclient.Dial(net.JoinHostPort(host, port), grpcclient.Options{MaxMsgBytes: a.cfg.MaxMsgBytes, TracerProvider: a.tp})
+	sum, err := community.NewOpenAISummarizer(community.SummarizerConfig{BaseURL: ep.baseURL, APIKey: ep.apiKey, Model: model, HTTPClient: a.memoryHTTPClient()})
 	if err != nil {
-		return nil, fmt.Errorf("%s: dial its own listener: %w", svc, err)
+		return nil, fmt.Errorf("memory (settings model-base-url, memory-extraction-model): %w", err)
 	}
-	a.cleanup = append(a.cleanup, func() { _ = conn.Close() })
-	return conn, nil
+	return sum, nil
 }

@@ -15,7 +15,7 @@ const (
 	DefaultEmbeddingModel               = "text-embedding-3-small"
 	DefaultEmbeddingDims                = 1536
 	DefaultMemoryCommunityInterval      = 5 * time.Minute
-	DefaultMemoryCommunityTokensPerHour = 240_000
+	DefaultMemoryCommunityTokensPerHour = 20_000
 	DefaultMemoryWorkers                = 4
 	DefaultMemoryDedupeThreshold        = 0.85
 	MaxMemoryWorkers                    = 64
@@ -63,8 +63,8 @@ type MemorySettings struct {
 	// the recomputation off.
 	CommunityInterval time.Duration
 	// CommunityTokensPerHour bounds the model tokens community summaries
-	// spend per tenant and hour (each pass gets its share of the
-	// interval); 0 leaves a pass its default budget.
+	// spend per tenant and clock hour on one replica; 0 is the memory
+	// service's default.
 	CommunityTokensPerHour int
 	// Workers is how many episodes one replica extracts at once.
 	Workers int
@@ -85,7 +85,7 @@ func (s *MemorySettings) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.ExtractionModel, "memory-extraction-model", "", "memory: model that extracts entities and relations and writes community summaries (default: -model)")
 	fs.BoolVar(&s.Reflexion, "memory-reflexion", false, "memory: a second extraction pass for entities the first missed (about twice the model tokens)")
 	fs.DurationVar(&s.CommunityInterval, "memory-community-interval", DefaultMemoryCommunityInterval, "memory: how often communities are recomputed and summarised (0: never)")
-	fs.IntVar(&s.CommunityTokensPerHour, "memory-community-tokens-per-hour", DefaultMemoryCommunityTokensPerHour, "memory: model tokens community summaries may spend per tenant and hour, shared out over the passes (0: each pass's default)")
+	fs.IntVar(&s.CommunityTokensPerHour, "memory-community-tokens-per-hour", DefaultMemoryCommunityTokensPerHour, "memory: model tokens community summaries may spend per tenant and clock hour on one replica")
 	fs.IntVar(&s.Workers, "memory-workers", DefaultMemoryWorkers, "memory: episodes one replica extracts at once")
 	fs.Float64Var(&s.DedupeThreshold, "memory-dedupe-threshold", DefaultMemoryDedupeThreshold, "memory: cosine similarity from which an extracted entity is merged into an existing one of the same type")
 }

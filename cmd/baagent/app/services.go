@@ -125,14 +125,14 @@ func (a *App) buildService(ctx context.Context, svc string, dial map[string]stri
 		if err != nil {
 			return nil, err
 		}
-		memConn, err := a.peer(config.TargetMemory)
-		if err != nil {
-			return nil, err
-		}
 		opts := a.cfg.ToolRunner.Options()
 		opts.Logger = log
 		opts.Registerer = a.reg
 		opts.Records = records
+		memConn, err := a.peer(config.TargetMemory)
+		if err != nil {
+			return nil, err
+		}
 		opts.Memory = baagentv1.NewMemoryServiceClient(memConn)
 		if mgr != nil {
 			opts.Sources = mgr.Sources()
@@ -158,7 +158,14 @@ func (a *App) buildService(ctx context.Context, svc string, dial map[string]stri
 		}
 		return registrars{s, auth}, nil
 	case config.TargetMemory:
-		return a.buildMemory(ctx)
+		r, err := a.buildMemory(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := a.startMemoryCapture(); err != nil {
+			return nil, err
+		}
+		return r, nil
 	case config.TargetOrchestrator:
 		return a.buildOrchestrator()
 	case config.TargetGateway:

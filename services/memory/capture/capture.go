@@ -315,10 +315,12 @@ func (c *Consumer) settle(ctx context.Context, msg jetstream.Msg, outcome string
 }
 
 // transient reports whether a failed AddEpisode may succeed later.
+// Unimplemented is a replica of a version without memory (a rolling
+// upgrade): a later delivery may reach one with it.
 func transient(err error) bool {
 	switch status.Code(err) {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted,
-		codes.Internal, codes.Unknown, codes.Canceled:
+		codes.Internal, codes.Unknown, codes.Canceled, codes.Unimplemented:
 		return true
 	}
 	return false

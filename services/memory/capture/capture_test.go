@@ -2,6 +2,8 @@ package capture
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -309,4 +311,53 @@ func TestNewNeedsOptions(t *testing.T) {
 	if _, err := New(Options{}); err == nil {
 		t.Fatal("want error without JetStream and Memory")
 	}
+}
+
+// BenchmarkCapture is the capture path's throughput: b.N requests
+// published and each delivered to AddEpisode (a loopback gRPC memory
+// service) and acknowledged.
+func BenchmarkCapture(b *testing.B) {
+	srv := natstest.StartNATS(b)
+	js, _ := natstest.Connect(b, srv.ClientURL(), "capture-bench")
+	mem := &fakeMemory{}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	baagentv1.RegisterMemoryServiceServer(gs, mem)
+	go func() { _ = gs.Serve(lis) }()
+	b.Cleanup(gs.Stop)
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cc.Close() })
+	c, err := New(Options{JetStream: js, Memory: baagentv1.NewMemoryServiceClient(cc), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	testkit.Run(b, context.Background(), c.Run)
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := range b.N {
+		req := request("acme", "conv_1", fmt.Sprintf("run_%d", i))
+		data, _ := proto.Marshal(req)
+		msg := &nats.Msg{Subject: "baagent.memcapture.acme.conv_1", Data: data, Header: nats.Header{}}
+		msg.Header.Set(jetstream.MsgIDHeader, req.GetRunId())
+		if _, err := js.PublishMsg(ctx, msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if n, _ := mem.stored(); n == b.N {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("captures not stored within 2 minutes")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "captures/s")
 }

@@ -150,7 +150,11 @@ func (m *MemorySource) enabled(ctx context.Context, tenant string) bool {
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
-			m.log.WarnContext(ctx, "memory settings unavailable; memory tools not offered", "tenant", tenant, "error", err)
+			level := slog.LevelWarn
+			if status.Code(err) == codes.Unimplemented { // a memory service without the API: nothing to offer
+				level = slog.LevelDebug
+			}
+			m.log.Log(ctx, level, "memory settings unavailable; memory tools not offered", "tenant", tenant, "error", err)
 			m.settings.Put(tenant, memorySwitch{err: err}, 1, memorySettingsErrorTTL)
 		}
 		return false

@@ -339,3 +339,14 @@ func FuzzFormatHits(f *testing.F) {
 }
 
 func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "") == s }
+
+func BenchmarkFormatHits(b *testing.B) {
+	hits := sampleHits()
+	for len(hits) < 10 {
+		hits = append(hits, sampleHits()...)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = FormatHits("Software category", hits[:10])
+	}
+}
