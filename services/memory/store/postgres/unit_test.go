@@ -246,8 +246,13 @@ func TestTenantVectorsMatchBruteForce(t *testing.T) {
 			want[id], types[id] = v, typ
 		}
 	}
-	if len(tv.ids) != len(want) || len(tv.pos) != len(want) || tv.floats != int64(6*len(want)) {
-		t.Fatalf("index holds %d ids, %d positions, %d floats; want %d", len(tv.ids), len(tv.pos), tv.floats, len(want))
+	if tv.len() != len(want) || len(tv.blocks[6].ids) != len(want) || len(tv.blocks[6].vecs) != 6*len(want) || tv.floats != int64(6*len(want)) {
+		t.Fatalf("index holds %d ids, %d floats; want %d", tv.len(), tv.floats, len(want))
+	}
+	for id, at := range tv.where {
+		if tv.blocks[at.dims].ids[at.i] != id {
+			t.Fatalf("slot of %s holds %s", id, tv.blocks[at.dims].ids[at.i])
+		}
 	}
 	q := []float32{1, 0.5, -0.25, 0, 2, -1}
 	cos := func(v []float32) float64 {

@@ -25,64 +25,100 @@ func newVectorCache(tenants int, budget int64) *vectorCache {
 }
 
 // tenantVectors is one tenant's exact (brute-force cosine) index, current
-// as of the tenant's change sequence seq.
+// as of the tenant's change sequence seq. Vectors are stored normalised and
+// contiguously, one block per dimension count (one per embedding model in
+// use), so a search is a run of dot products over one slice.
 type tenantVectors struct {
 	load sync.Mutex // one catch-up at a time
 
 	mu     sync.RWMutex
 	seq    int64
 	loaded bool
-	pos    map[string]int
-	ids    []string
-	types  []string
-	vecs   [][]float32
-	norms  []float32
+	where  map[string]slot
+	blocks map[int]*block
+	types  map[string]int32 // type name → small id
 	floats int64
 }
 
-func newTenantVectors() *tenantVectors {
-	return &tenantVectors{pos: map[string]int{}}
+// slot is where an entity's vector is.
+type slot struct {
+	dims int
+	i    int
 }
 
-// put adds or replaces one entity's vector; mu held.
+// block holds the vectors of one dimension count.
+type block struct {
+	dims  int
+	ids   []string
+	types []int32
+	vecs  []float32 // len(ids) * dims, each normalised
+}
+
+func newTenantVectors() *tenantVectors {
+	return &tenantVectors{where: map[string]slot{}, blocks: map[int]*block{}, types: map[string]int32{}}
+}
+
+func (t *tenantVectors) typeID(s string) int32 {
+	id, ok := t.types[s]
+	if !ok {
+		id = int32(len(t.types))
+		t.types[s] = id
+	}
+	return id
+}
+
+// put adds or replaces one entity's vector; mu held. A zero or non-finite
+// vector is dropped.
 func (t *tenantVectors) put(id, typ string, v []float32) {
+	t.remove(id)
 	var n float64
 	for _, x := range v {
 		n += float64(x) * float64(x)
 	}
-	if i, ok := t.pos[id]; ok {
-		t.floats += int64(len(v) - len(t.vecs[i]))
-		t.types[i], t.vecs[i], t.norms[i] = typ, v, float32(math.Sqrt(n))
+	if n == 0 || math.IsNaN(n) || math.IsInf(n, 0) {
 		return
 	}
-	t.pos[id] = len(t.ids)
-	t.ids = append(t.ids, id)
-	t.types = append(t.types, typ)
-	t.vecs = append(t.vecs, v)
-	t.norms = append(t.norms, float32(math.Sqrt(n)))
+	inv := 1 / math.Sqrt(n)
+	b := t.blocks[len(v)]
+	if b == nil {
+		b = &block{dims: len(v)}
+		t.blocks[len(v)] = b
+	}
+	t.where[id] = slot{dims: len(v), i: len(b.ids)}
+	b.ids = append(b.ids, id)
+	b.types = append(b.types, t.typeID(typ))
+	for _, x := range v {
+		b.vecs = append(b.vecs, float32(float64(x)*inv))
+	}
 	t.floats += int64(len(v))
 }
 
-// remove drops one entity (swapping the last into its slot); mu held.
+// remove drops one entity (moving the block's last vector into its slot);
+// mu held.
 func (t *tenantVectors) remove(id string) {
-	i, ok := t.pos[id]
+	at, ok := t.where[id]
 	if !ok {
 		return
 	}
-	t.floats -= int64(len(t.vecs[i]))
-	last := len(t.ids) - 1
-	if i != last {
-		t.ids[i], t.types[i], t.vecs[i], t.norms[i] = t.ids[last], t.types[last], t.vecs[last], t.norms[last]
-		t.pos[t.ids[i]] = i
+	delete(t.where, id)
+	b := t.blocks[at.dims]
+	last := len(b.ids) - 1
+	if at.i != last {
+		b.ids[at.i], b.types[at.i] = b.ids[last], b.types[last]
+		copy(b.vecs[at.i*b.dims:(at.i+1)*b.dims], b.vecs[last*b.dims:])
+		t.where[b.ids[at.i]] = slot{dims: b.dims, i: at.i}
 	}
-	t.ids, t.types, t.vecs, t.norms = t.ids[:last], t.types[:last], t.vecs[:last], t.norms[:last]
-	delete(t.pos, id)
+	b.ids, b.types, b.vecs = b.ids[:last], b.types[:last], b.vecs[:last*b.dims]
+	t.floats -= int64(b.dims)
 }
+
+// len is the number of vectors held; mu held.
+func (t *tenantVectors) len() int { return len(t.where) }
 
 // hit is a candidate of a search.
 type hit struct {
 	i     int
-	score float64
+	score float32
 }
 
 // minHeap keeps the best k hits with the worst on top.
@@ -104,6 +140,23 @@ func (h *minHeap) Pop() any {
 	return x
 }
 
+// dot is the dot product of two vectors of equal length, unrolled.
+func dot(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return s0 + s1 + s2 + s3
+}
+
 // search scores every vector of the query's length by cosine similarity
 // and returns the best k, best first.
 func (t *tenantVectors) search(q []float32, k int, types []string) []store.Scored {
@@ -114,22 +167,37 @@ func (t *tenantVectors) search(q []float32, k int, types []string) []store.Score
 	if qn == 0 || math.IsNaN(qn) || math.IsInf(qn, 0) {
 		return nil
 	}
-	qn = math.Sqrt(qn)
+	inv := 1 / math.Sqrt(qn)
+	qv := make([]float32, len(q))
+	for i, x := range q {
+		qv[i] = float32(float64(x) * inv)
+	}
 	t.mu.RLock()
 	defer t.mu.RUnlock()
+	b := t.blocks[len(q)]
+	if b == nil {
+		return nil
+	}
+	var allowed []bool
+	if len(types) > 0 {
+		allowed = make([]bool, len(t.types))
+		some := false
+		for _, name := range types {
+			if id, ok := t.types[name]; ok {
+				allowed[id], some = true, true
+			}
+		}
+		if !some {
+			return nil
+		}
+	}
 	h := make(minHeap, 0, k+1)
-	for i, v := range t.vecs {
-		if len(v) != len(q) || t.norms[i] == 0 {
+	d := b.dims
+	for i := range b.ids {
+		if allowed != nil && !allowed[b.types[i]] {
 			continue
 		}
-		if len(types) > 0 && !contains(types, t.types[i]) {
-			continue
-		}
-		var dot float32
-		for j, x := range v {
-			dot += x * q[j]
-		}
-		sc := float64(dot) / (qn * float64(t.norms[i]))
+		sc := dot(qv, b.vecs[i*d:(i+1)*d])
 		if len(h) < k {
 			heap.Push(&h, hit{i, sc})
 		} else if sc > h[0].score {
@@ -140,18 +208,9 @@ func (t *tenantVectors) search(q []float32, k int, types []string) []store.Score
 	out := make([]store.Scored, len(h))
 	for n := len(h) - 1; n >= 0; n-- {
 		x := heap.Pop(&h).(hit)
-		out[n] = store.Scored{ID: t.ids[x.i], Score: x.score}
+		out[n] = store.Scored{ID: b.ids[x.i], Score: float64(x.score)}
 	}
 	return out
-}
-
-func contains(ss []string, s string) bool {
-	for _, v := range ss {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // tenantIndex returns the tenant's vector index, brought up to the
