@@ -303,9 +303,13 @@ func (s *Store) VectorSearch(ctx context.Context, tenant string, vec []float32, 
 	if s.pgvector {
 		return s.pgvectorSearch(ctx, tenant, vec, k, types)
 	}
-	idx, err := s.tenantIndex(ctx, tenant)
+	hits, err := s.vectors.Search(ctx, tenant, vec, k, types)
 	if err != nil {
 		return nil, fmt.Errorf("memory store: vector search: %w", err)
 	}
-	return idx.search(vec, k, types), nil
+	out := make([]store.Scored, len(hits))
+	for i, h := range hits {
+		out[i] = store.Scored{ID: h.ID, Score: h.Score}
+	}
+	return out, nil
 }
