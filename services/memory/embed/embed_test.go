@@ -395,3 +395,26 @@ func BenchmarkOpenAIBatch256(b *testing.B) {
 		}
 	}
 }
+
+// Stored vectors are only comparable with new ones while the features and
+// their hashes stay the same: a change here is a new model name.
+func TestLexicalVectorsAreStable(t *testing.T) {
+	golden := map[string]string{
+		"Revenue by region in Q3 2026": "30 [0:-0.082479 4:-0.082479 15:0.082479 21:0.082479 29:0.082479 33:0.082479]",
+		"Rack Server S10":              "17 [23:0.118678 44:-0.118678 64:0.118678 67:0.237356 69:0.118678 78:-0.118678]",
+		"":                             "1 [220:-1.000000]",
+		"Straße Ünïcödé customer's":    "25 [5:0.102062 19:-0.102062 26:0.102062 44:0.102062 67:0.408248 72:-0.102062]",
+	}
+	l := NewLexical(0)
+	for text, want := range golden {
+		var nz []string
+		for i, x := range l.Vector(text) {
+			if x != 0 {
+				nz = append(nz, fmt.Sprintf("%d:%.6f", i, x))
+			}
+		}
+		if got := fmt.Sprintf("%d %v", len(nz), nz[:min(6, len(nz))]); got != want {
+			t.Errorf("%q: %s, want %s", text, got, want)
+		}
+	}
+}
