@@ -210,6 +210,25 @@ func runAs() (*syscall.Credential, error) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}, nil
 }
 
+// tempParent is where the server's directory goes: the usual temporary
+// directory, unless the server runs as another user who could not reach
+// it (a private TMPDIR of root's), then /tmp.
+func tempParent(cred *syscall.Credential) string {
+	tmp := os.TempDir()
+	if cred == nil {
+		return tmp
+	}
+	for d := tmp; ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err != nil || st.Mode().Perm()&0o001 == 0 {
+			return "/tmp"
+		}
+		if d == filepath.Dir(d) {
+			return tmp
+		}
+	}
+}
+
 // Start runs initdb and starts a server with the binaries in bin. Close
 // stops it and removes its directory.
 func Start(bin string) (*Server, error) {
@@ -217,7 +236,7 @@ func Start(bin string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "baagent-pg-")
+	dir, err := os.MkdirTemp(tempParent(cred), "baagent-pg-")
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,8 @@ package pgtest
 import (
 	"context"
 	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,13 +78,38 @@ func TestDropOnCleanup(t *testing.T) {
 	}
 	conn, err := pgx.Connect(ctx, s.DSN("postgres"))
 	if err != nil {
+		t.Fatalf("the server is gone after a test's cleanup: %v", err)
+	}
+	if err := conn.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = conn.Close(ctx) }()
 }
 
 func TestStartFailsCleanlyOnBadBinDir(t *testing.T) {
 	if _, err := Start(t.TempDir()); err == nil {
 		t.Fatal("Start with no binaries succeeded")
+	}
+}
+
+// TestMissingPostgres runs a test needing PostgreSQL in a child process
+// whose binaries directory is empty: skipped, or failed when required.
+func TestMissingPostgres(t *testing.T) {
+	if os.Getenv("PGTEST_CHILD") == "1" {
+		Shared(t)
+		t.Fatal("Shared returned without PostgreSQL")
+	}
+	run := func(require string) (string, error) {
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestMissingPostgres$", "-test.v")
+		cmd.Env = append(os.Environ(), "PGTEST_CHILD=1", BinDirEnv+"="+t.TempDir(), RequireEnv+"="+require)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := run("")
+	if err != nil || !strings.Contains(out, "--- SKIP: TestMissingPostgres") {
+		t.Fatalf("without PostgreSQL: %v\n%s", err, out)
+	}
+	out, err = run("1")
+	if err == nil || !strings.Contains(out, "PostgreSQL is required") {
+		t.Fatalf("without PostgreSQL, required: %v\n%s", err, out)
 	}
 }

@@ -23,7 +23,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -195,12 +194,6 @@ func decodeToken(tok string) (key, id string, err error) {
 // notFound wraps store.ErrNotFound with what was missing.
 func notFound(what, id string) error {
 	return fmt.Errorf("%w: %s %q", store.ErrNotFound, what, id)
-}
-
-// isUniqueViolation tells a unique-constraint violation.
-func isUniqueViolation(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "23505"
 }
 
 // bumpTenant advances the tenant's change sequence inside tx and returns the
