@@ -229,6 +229,44 @@ func tempParent(cred *syscall.Credential) string {
 	}
 }
 
+// staleAfter is how old a server directory must be before sweepStale may
+// remove it (a younger one may be another process's initdb under way).
+const staleAfter = 10 * time.Minute
+
+// sweepStale removes the directories of servers whose test process was
+// killed before it could stop them (a fuzzing worker, an interrupted run):
+// older than before, and no live postmaster in them.
+func sweepStale(parent string, before time.Time) {
+	dirs, _ := filepath.Glob(filepath.Join(parent, "baagent-pg-*"))
+	for _, d := range dirs {
+		st, err := os.Stat(d)
+		if err != nil || !st.IsDir() || st.ModTime().After(before) {
+			continue
+		}
+		if pid, ok := postmasterPID(filepath.Join(d, "data", "postmaster.pid")); ok && alive(pid) {
+			continue
+		}
+		_ = os.RemoveAll(d)
+	}
+}
+
+// postmasterPID reads the pid on the first line of a postmaster.pid file.
+func postmasterPID(path string) (int, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	return pid, err == nil && pid > 0
+}
+
+// alive tells whether a process exists.
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
 // Start runs initdb and starts a server with the binaries in bin. Close
 // stops it and removes its directory.
 func Start(bin string) (*Server, error) {
@@ -236,6 +274,7 @@ func Start(bin string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	sweepStale(tempParent(cred), time.Now().Add(-staleAfter))
 	dir, err := os.MkdirTemp(tempParent(cred), "baagent-pg-")
 	if err != nil {
 		return nil, err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -111,5 +113,39 @@ func TestMissingPostgres(t *testing.T) {
 	out, err = run("1")
 	if err == nil || !strings.Contains(out, "PostgreSQL is required") {
 		t.Fatalf("without PostgreSQL, required: %v\n%s", err, out)
+	}
+}
+
+// TestSweepStale removes an old server directory without a live server and
+// keeps a young one and one whose server runs.
+func TestSweepStale(t *testing.T) {
+	parent := t.TempDir()
+	mk := func(name, pid string, age time.Duration) string {
+		d := filepath.Join(parent, name)
+		if err := os.MkdirAll(filepath.Join(d, "data"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if pid != "" {
+			if err := os.WriteFile(filepath.Join(d, "data", "postmaster.pid"), []byte(pid+"\n/data\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		old := time.Now().Add(-age)
+		if err := os.Chtimes(d, old, old); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	dead := mk("baagent-pg-dead", "999999999", time.Hour)
+	noPid := mk("baagent-pg-nopid", "", time.Hour)
+	young := mk("baagent-pg-young", "", time.Second)
+	live := mk("baagent-pg-live", strconv.Itoa(os.Getpid()), time.Hour)
+	other := mk("unrelated", "", time.Hour)
+	sweepStale(parent, time.Now().Add(-staleAfter))
+	for d, want := range map[string]bool{dead: false, noPid: false, young: true, live: true, other: true} {
+		_, err := os.Stat(d)
+		if (err == nil) != want {
+			t.Errorf("%s: exists %v, want %v", filepath.Base(d), err == nil, want)
+		}
 	}
 }
