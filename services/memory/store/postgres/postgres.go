@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -54,6 +55,7 @@ type Store struct {
 	log      *slog.Logger
 	pgvector bool
 	vectors  *vecindex.Index
+	hnsw     sync.Map // dimension counts whose HNSW index exists (pgvector)
 	metrics  *storeMetrics
 }
 
@@ -100,6 +102,11 @@ func openPool(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error
 		s.pgvector, err = enablePgvector(ctx, pool, log)
 		if err != nil {
 			return nil, err
+		}
+		if s.pgvector {
+			if err := s.ensureExistingHNSW(ctx); err != nil {
+				return nil, err
+			}
 		}
 	}
 	s.vectors = vecindex.New(vecSource{s}, o.Vectors)
