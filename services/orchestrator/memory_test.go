@@ -277,6 +277,22 @@ func TestEpisodeContentBounds(t *testing.T) {
 	if len(c) > capture.MaxContentBytes || !utf8.ValidString(c) {
 		t.Fatalf("content of %d bytes", len(c))
 	}
+	// Many tiny results with long tool names stay within the bounds too.
+	var tiny episodeNotes
+	for range 10_000 {
+		tiny.note(&baagentv1.ObservePayload{ToolName: "mcp__" + strings.Repeat("x", 59), Observation: "1", Success: true})
+	}
+	lines := tiny.snapshot()
+	size := 0
+	for _, l := range lines {
+		size += len(l)
+	}
+	if len(lines) > episodeObservationsN || size > episodeObservationsMax {
+		t.Fatalf("%d notes of %d bytes", len(lines), size)
+	}
+	if c := EpisodeContent(strings.Repeat("é", 50_000), strings.Repeat("a", 100_000), lines); len(c) > capture.MaxContentBytes {
+		t.Fatalf("content of %d bytes", len(c))
+	}
 }
 
 func FuzzEpisodeContent(f *testing.F) {
@@ -285,7 +301,7 @@ func FuzzEpisodeContent(f *testing.F) {
 	f.Add("\xff\xfe", "é", strings.Repeat("x", 2000), 2)
 	f.Fuzz(func(t *testing.T, q, a, o string, n int) {
 		var notes episodeNotes
-		for range min(max(n, 0), 40) {
+		for range min(max(n, 0), 200) {
 			notes.note(&baagentv1.ObservePayload{ToolName: "t", Observation: o, Success: true})
 		}
 		c := EpisodeContent(q, a, notes.snapshot())
@@ -311,5 +327,26 @@ func BenchmarkEpisodeContent(b *testing.B) {
 			n.note(obs)
 		}
 		_ = EpisodeContent("Which product category had the highest revenue last quarter?", strings.Repeat("answer ", 200), n.snapshot())
+	}
+}
+
+// A memory service without the API (Unimplemented) holds nothing to
+// delete: the conversation's deletion goes on, its queued captures purged.
+func TestDeleteConversationMemoryUnimplemented(t *testing.T) {
+	ctx := testCtx(t)
+	none := baagentv1.NewMemoryServiceClient(vt.Serve(t, func(gs grpc.ServiceRegistrar) {
+		baagentv1.RegisterMemoryServiceServer(gs, baagentv1.UnimplementedMemoryServiceServer{})
+	}))
+	h := newHarness(t, recallModel, harnessOptions{toolrunner: memoryToolRunner{newFakeToolRunner()}, mutate: func(o *Options) { o.Memory = none }})
+	run := h.start(ctx, &baagentv1.RunSpec{Input: "What sold best?"})
+	done := h.waitRun(ctx, run.GetRunId())
+	if n := captureCount(ctx, t, h.js, done.GetConversationId()); n != 1 {
+		t.Fatalf("%d capture requests queued, want 1", n)
+	}
+	if _, err := h.client.DeleteConversation(ctx, &baagentv1.OrchestratorServiceDeleteConversationRequest{Tenant: testTenant, ConversationId: done.GetConversationId()}); err != nil {
+		t.Fatal(err)
+	}
+	if n := captureCount(ctx, t, h.js, done.GetConversationId()); n != 0 {
+		t.Fatalf("%d capture requests left after the deletion", n)
 	}
 }
