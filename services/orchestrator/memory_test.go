@@ -337,16 +337,17 @@ func TestDeleteConversationMemoryUnimplemented(t *testing.T) {
 	none := baagentv1.NewMemoryServiceClient(vt.Serve(t, func(gs grpc.ServiceRegistrar) {
 		baagentv1.RegisterMemoryServiceServer(gs, baagentv1.UnimplementedMemoryServiceServer{})
 	}))
-	h := newHarness(t, recallModel, harnessOptions{toolrunner: memoryToolRunner{newFakeToolRunner()}, mutate: func(o *Options) { o.Memory = none }})
+	done := func(context.Context, int, ModelRequest) (*ModelResponse, error) { return answer("Done."), nil }
+	h := newHarness(t, done, harnessOptions{real: realPeersIn(&dataDirs{}), mutate: func(o *Options) { o.Memory = none }})
 	run := h.start(ctx, &baagentv1.RunSpec{Input: "What sold best?"})
-	done := h.waitRun(ctx, run.GetRunId())
-	if n := captureCount(ctx, t, h.js, done.GetConversationId()); n != 1 {
+	ended := h.waitRun(ctx, run.GetRunId())
+	if n := captureCount(ctx, t, h.js, ended.GetConversationId()); n != 1 {
 		t.Fatalf("%d capture requests queued, want 1", n)
 	}
-	if _, err := h.client.DeleteConversation(ctx, &baagentv1.OrchestratorServiceDeleteConversationRequest{Tenant: testTenant, ConversationId: done.GetConversationId()}); err != nil {
+	if _, err := h.client.DeleteConversation(ctx, &baagentv1.OrchestratorServiceDeleteConversationRequest{Tenant: testTenant, ConversationId: ended.GetConversationId()}); err != nil {
 		t.Fatal(err)
 	}
-	if n := captureCount(ctx, t, h.js, done.GetConversationId()); n != 0 {
+	if n := captureCount(ctx, t, h.js, ended.GetConversationId()); n != 0 {
 		t.Fatalf("%d capture requests left after the deletion", n)
 	}
 }
