@@ -81,7 +81,10 @@ func (s *Server) ListEntities(ctx context.Context, req *baagentv1.ListEntitiesRe
 		store.EntityFilter{Type: req.GetType(), NamePrefix: req.GetNamePrefix()},
 		store.Page{Size: pageSize(req.GetPageSize()), Token: req.GetPageToken()})
 	if err != nil {
-		return nil, s.pageError(ctx, "ListEntities", err)
+		return nil, s.pageError(ctx, "ListEntities", req.GetPageToken(), err, func() error {
+			_, _, err := s.store.ListEntities(ctx, req.GetTenant(), store.EntityFilter{}, store.Page{Size: 1})
+			return err
+		})
 	}
 	resp := &baagentv1.ListEntitiesResponse{NextPageToken: next}
 	for _, e := range ents {

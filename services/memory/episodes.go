@@ -160,7 +160,10 @@ func (s *Server) ListEpisodes(ctx context.Context, req *baagentv1.ListEpisodesRe
 		store.EpisodeFilter{ConversationID: req.GetConversationId(), Status: store.EpisodeStatus(req.GetStatus())},
 		store.Page{Size: pageSize(req.GetPageSize()), Token: req.GetPageToken()})
 	if err != nil {
-		return nil, s.pageError(ctx, "ListEpisodes", err)
+		return nil, s.pageError(ctx, "ListEpisodes", req.GetPageToken(), err, func() error {
+			_, _, err := s.store.ListEpisodes(ctx, req.GetTenant(), store.EpisodeFilter{}, store.Page{Size: 1})
+			return err
+		})
 	}
 	resp := &baagentv1.ListEpisodesResponse{NextPageToken: next}
 	for _, ep := range eps {
@@ -205,10 +208,12 @@ func pageSize(n int32) int {
 	return int(n)
 }
 
-// pageError maps a listing's error: a page token the store cannot read is
-// the client's mistake.
-func (s *Server) pageError(ctx context.Context, op string, err error) error {
-	if errors.Is(err, store.ErrNotFound) {
+// pageError maps a listing's error. The stores refuse a page token they
+// did not write with an error of their own; a listing that fails with the
+// token and succeeds without it had a bad token, which is the client's
+// mistake.
+func (s *Server) pageError(ctx context.Context, op, token string, err error, again func() error) error {
+	if token != "" && ctx.Err() == nil && again() == nil {
 		var e validate.Errors
 		e.Add("page_token", "not a token from a previous response")
 		return e.Err()

@@ -109,13 +109,41 @@ func TestIDs(t *testing.T) {
 	if len(a) != 3+26 || a >= b {
 		t.Errorf("ids %q %q: want 29 characters, sorting by time", a, b)
 	}
+	if !validID(episodePrefix, "ep_"+strings.ToUpper(a[3:])) || validID(episodePrefix, "EP_"+a[3:]) {
+		t.Error("the body's case matters, or the prefix's does not")
+	}
 	if a == newID(episodePrefix, now) {
 		t.Error("two ids of one millisecond are equal")
 	}
-	for _, bad := range []string{"", "ep_", a[:len(a)-1], a + "0", "en_" + a[3:], "ep_" + strings.ToLower(a[3:]),
+	for _, bad := range []string{"", "ep_", a[:len(a)-1], a + "0", "en_" + a[3:], "ep_" + a[3:28] + "i",
 		"ep_8" + a[4:], "ep_" + a[3:28] + "U", "ep_" + a[3:28] + "!"} {
 		if validID(episodePrefix, bad) {
 			t.Errorf("validID(%q) = true", bad)
+		}
+	}
+}
+
+func TestNamesCompatible(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{"Acme Labs", "Acme Labs Inc", true},
+		{"Globex Corp", "Globex Corporation", true},
+		{"IBM", "International Business Machines", true},
+		{"Northwind Traders Ltd.", "northwind traders", true},
+		{"Pine Energy", "Pine Studios", false},
+		{"Acme Labs", "Blue Retail", false},
+		{"Edge Router R1", "Edge Router R2 Pro", false},
+		{"", "Acme", false},
+		{"IBX", "International Business Machines", false},
+	} {
+		if got := namesCompatible(tc.a, tc.b); got != tc.want {
+			t.Errorf("namesCompatible(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+		if got := namesCompatible(tc.b, tc.a); got != tc.want {
+			t.Errorf("namesCompatible(%q, %q) = %v, want %v", tc.b, tc.a, got, tc.want)
 		}
 	}
 }

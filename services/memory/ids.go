@@ -18,8 +18,9 @@ const (
 // Unix milliseconds and 80 random bits in Crockford base32).
 const idBodyLen = 26
 
-// crockford is Crockford's base32 alphabet (no I, L, O, U).
-const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+// crockford is Crockford's base32 alphabet (no i, l, o, u), lower case as
+// the stores write it.
+const crockford = "0123456789abcdefghjkmnpqrstvwxyz"
 
 // newID returns prefix and a ULID for now: ids of one prefix sort by
 // creation time to the millisecond and never collide in practice (80
@@ -45,8 +46,8 @@ func newID(prefix string, now time.Time) string {
 }
 
 // validID reports whether id is prefix followed by 26 characters of the
-// Crockford alphabet (upper case, the form newID writes), the first at most
-// '7' (a ULID is 128 bits).
+// Crockford alphabet (either case), the first at most '7' (a ULID is 128
+// bits).
 func validID(prefix, id string) bool {
 	if len(id) != len(prefix)+idBodyLen || id[:len(prefix)] != prefix {
 		return false
@@ -69,6 +70,8 @@ func isCrockford(c byte) bool {
 		return true
 	case c >= 'A' && c <= 'Z':
 		return c != 'I' && c != 'L' && c != 'O' && c != 'U'
+	case c >= 'a' && c <= 'z':
+		return c != 'i' && c != 'l' && c != 'o' && c != 'u'
 	}
 	return false
 }

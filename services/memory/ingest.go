@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -187,9 +188,13 @@ func lastError(msg string) string {
 }
 
 // retryable reports whether another attempt may succeed: errors that say
-// so themselves (the model client's) decide; a permanent error does not;
+// so themselves (extraction's, the model client's) decide; a permanent error does not;
 // anything else (network, a timeout, a model that answered badly) does.
 func retryable(err error) bool {
+	var xe *extract.Error
+	if errors.As(err, &xe) {
+		return xe.Kind == extract.Retryable
+	}
 	var r interface{ Retryable() bool }
 	if errors.As(err, &r) {
 		return r.Retryable()
@@ -255,12 +260,17 @@ const (
 // resolve deduplicates an extraction against the tenant's graph and
 // itself. Each entity, in order, is
 //   - the same as an earlier entity of the episode with its name and type
-//     (or merged into the same existing entity, or, when both are new, as
-//     similar as the threshold): folded into it;
+//     (or merged into the same existing entity under the same name, or,
+//     when both are new, as similar as the threshold with a compatible
+//     name): folded into it;
 //   - an existing entity with that name or alias and type: merged into it;
-//   - else the nearest of the 3 most similar entities of its type when the
-//     cosine similarity reaches the threshold: merged into it;
+//   - else the nearest of the 3 most similar entities of its type whose
+//     cosine similarity reaches the threshold and whose name is compatible
+//     (see namesCompatible): merged into it;
 //   - else new.
+//
+// Several names of one episode merging into one existing entity are kept
+// as separate merges, so that each becomes an alias.
 //
 // The entities' texts are embedded in one batch. Relations are mapped to
 // the resolved entities; a relation folded onto itself is dropped, and
@@ -297,19 +307,18 @@ func (s *Server) resolve(ctx context.Context, tenant string, res *extract.Result
 			return ir, err
 		}
 		j := -1
-		if target != "" {
-			if k, ok := byTarget[target]; ok {
-				j, how = k, resolvedEpisode
-			}
-		} else {
+		if target == "" {
 			// A new entity close to another new one of this episode.
 			for k := range ir.Entities {
 				x := &ir.Entities[k]
-				if x.MergeInto == "" && strings.EqualFold(x.Type, e.Type) && cosine(x.Embedding, vecs[i]) >= s.opts.DedupeThreshold {
+				if x.MergeInto == "" && strings.EqualFold(x.Type, e.Type) && namesCompatible(x.Name, e.Name) &&
+					cosine(x.Embedding, vecs[i]) >= s.opts.DedupeThreshold {
 					j, how = k, resolvedEpisode
 					break
 				}
 			}
+		} else if k, ok := byTarget[target]; ok && strings.EqualFold(ir.Entities[k].Name, e.Name) {
+			j, how = k, resolvedEpisode
 		}
 		if j >= 0 {
 			into[i] = j
@@ -318,9 +327,11 @@ func (s *Server) resolve(ctx context.Context, tenant string, res *extract.Result
 			s.metrics.entities.WithLabelValues(how).Inc()
 			continue
 		}
+		// A new entity, or a merge (several names of one episode may merge
+		// into one entity: each becomes an alias).
 		j = len(ir.Entities)
 		into[i], byKey[key] = j, j
-		if target != "" {
+		if _, ok := byTarget[target]; target != "" && !ok {
 			byTarget[target] = j
 		}
 		ir.Entities = append(ir.Entities, store.ExtractedEntity{
@@ -383,12 +394,63 @@ func (s *Server) existing(ctx context.Context, tenant string, e extract.Entity, 
 	if err != nil {
 		return "", "", fmt.Errorf("similar entities of %q: %w", e.Name, err)
 	}
+	var close []string
 	for _, h := range hits {
 		if h.Score >= s.opts.DedupeThreshold {
-			return h.ID, resolvedVector, nil
+			close = append(close, h.ID)
+		}
+	}
+	if len(close) == 0 {
+		return "", resolvedNew, nil
+	}
+	ents, err := s.store.GetEntities(ctx, tenant, close)
+	if err != nil {
+		return "", "", fmt.Errorf("similar entities of %q: %w", e.Name, err)
+	}
+	for _, id := range close { // best first
+		for _, c := range ents {
+			if c.ID == id && (namesCompatible(c.Name, e.Name) || slices.ContainsFunc(c.Aliases, func(a string) bool { return namesCompatible(a, e.Name) })) {
+				return c.ID, resolvedVector, nil
+			}
 		}
 	}
 	return "", resolvedNew, nil
+}
+
+// nameWords are a name's lower-cased words, punctuation trimmed.
+func nameWords(name string) []string {
+	return queryWords(strings.ToLower(name))
+}
+
+// namesCompatible is the guard on merging by similarity: descriptions
+// alike are not enough (two customers of one segment and region read the
+// same), the names must be compatible too — every word of the shorter
+// name begins a word of the longer one (`Acme Labs` and `Acme Labs Inc`,
+// `Globex Corp` and `Globex Corporation`), or the shorter is the longer's
+// initials (`IBM`, `International Business Machines`).
+func namesCompatible(a, b string) bool {
+	wa, wb := nameWords(a), nameWords(b)
+	if len(wa) == 0 || len(wb) == 0 {
+		return false
+	}
+	if len(wa) > len(wb) || (len(wa) == len(wb) && len(a) > len(b)) {
+		wa, wb = wb, wa
+	}
+	if len(wa) == 1 && len(wb) > 1 && len([]rune(wa[0])) == len(wb) {
+		initials := make([]rune, 0, len(wb))
+		for _, w := range wb {
+			initials = append(initials, []rune(w)[0])
+		}
+		if string(initials) == wa[0] {
+			return true
+		}
+	}
+	for _, w := range wa {
+		if !slices.ContainsFunc(wb, func(x string) bool { return strings.HasPrefix(x, w) }) {
+			return false
+		}
+	}
+	return true
 }
 
 // foldInto merges a later mention of the same entity within one episode:

@@ -158,6 +158,10 @@ func (s *Server) channels(ctx context.Context, p searchPlan) ([]rankList, error)
 		}
 		s.log.WarnContext(ctx, "embedding a query failed; searching without the vector channel", "err", vecErr)
 	}
+	if p.mode == baagentv1.SearchMode_SEARCH_MODE_HYBRID {
+		vecHits = cutWeak(vecHits, s.opts.RelativeCutoff)
+		kwHits = cutWeak(kwHits, s.opts.RelativeCutoff)
+	}
 	var lists []rankList
 	if useVector {
 		lists = append(lists, rankList{Channel: channelVector, Weight: p.weights[channelVector], Hits: vecHits})
@@ -169,6 +173,7 @@ func (s *Server) channels(ctx context.Context, p searchPlan) ([]rankList, error)
 	}
 	if useGraph {
 		if len(anchors) == 0 {
+			// kwHits is cut in a hybrid search: its best hits stay.
 			for _, h := range kwHits[:min(len(kwHits), DefaultKeywordAnchors)] {
 				anchors = append(anchors, h.ID)
 			}
@@ -181,6 +186,24 @@ func (s *Server) channels(ctx context.Context, p searchPlan) ([]rankList, error)
 		s.metrics.channelHits.WithLabelValues(channelGraph).Add(float64(len(graphHits)))
 	}
 	return lists, nil
+}
+
+// cutWeak keeps the hits scoring at least cutoff times the best one. A
+// vector search returns its k nearest entities however far they are, and a
+// keyword search matches any word of the query; in a fusion their weak
+// tail would outrank another channel's strong hits, so only the hits near
+// the channel's best take part.
+func cutWeak(hits []store.Scored, cutoff float64) []store.Scored {
+	if len(hits) == 0 || !(cutoff > 0) || !(hits[0].Score > 0) {
+		return hits
+	}
+	floor := hits[0].Score * cutoff
+	for i, h := range hits {
+		if h.Score < floor {
+			return hits[:i]
+		}
+	}
+	return hits
 }
 
 // graphChannel ranks the anchors first (path weight 1) and then the

@@ -77,10 +77,10 @@ const (
 	DefaultMaxClaims          = 5
 	DefaultDedupeThreshold    = 0.85
 	DefaultCommunityInterval  = 5 * time.Minute
-	DefaultCommunityBudget    = 20_000
 	DefaultMaxWaiters         = 4096
 	DefaultMaxWait            = 5 * time.Minute
 	DefaultChannelCandidates  = 50
+	DefaultRelativeCutoff     = 0.75
 	DefaultGraphDepth         = 2
 	DefaultMaxAnchorLookups   = 128
 	DefaultKeywordAnchors     = 3
@@ -146,9 +146,9 @@ type Options struct {
 	// CommunityInterval is the pause between community passes (default
 	// 5m); negative disables the updater.
 	CommunityInterval time.Duration
-	// CommunityTokenBudget bounds the model tokens one pass spends on one
-	// tenant's summaries (default 20000).
-	CommunityTokenBudget int
+	// CommunityTokensPerHour bounds the model tokens one tenant's community
+	// summaries spend per clock hour on this replica (default 20000).
+	CommunityTokensPerHour int
 
 	// MaxWaiters bounds the AddEpisode calls waiting (wait=true) on this
 	// replica for a notification; calls beyond it poll (default 4096).
@@ -158,6 +158,10 @@ type Options struct {
 	// ChannelCandidates is how many hits each search channel contributes
 	// to the fusion, at least top_k (default 50).
 	ChannelCandidates int
+	// RelativeCutoff: in a hybrid search, the vector and keyword hits
+	// scoring below this share of their channel's best hit are left out of
+	// the fusion (default 0.5; negative keeps every hit).
+	RelativeCutoff float64
 }
 
 func (o Options) withDefaults() Options {
@@ -194,9 +198,6 @@ func (o Options) withDefaults() Options {
 	if o.CommunityInterval == 0 {
 		o.CommunityInterval = DefaultCommunityInterval
 	}
-	if o.CommunityTokenBudget <= 0 {
-		o.CommunityTokenBudget = DefaultCommunityBudget
-	}
 	if o.MaxWaiters <= 0 {
 		o.MaxWaiters = DefaultMaxWaiters
 	}
@@ -205,6 +206,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ChannelCandidates <= 0 {
 		o.ChannelCandidates = DefaultChannelCandidates
+	}
+	if o.RelativeCutoff == 0 {
+		o.RelativeCutoff = DefaultRelativeCutoff
 	}
 	return o
 }
@@ -235,7 +239,9 @@ type Server struct {
 	wake chan struct{}
 	// settingsMu serialises this replica's read-modify-write of settings.
 	settingsMu sync.Mutex
-	now        func() time.Time
+	// budget caps the tokens of community summaries per tenant and hour.
+	budget *community.Budget
+	now    func() time.Time
 }
 
 var _ baagentv1.MemoryServiceServer = (*Server)(nil)
@@ -264,6 +270,7 @@ func New(opts Options) (*Server, error) {
 		metrics: m,
 		waiters: newWaiters(opts.MaxWaiters),
 		wake:    make(chan struct{}, 1),
+		budget:  community.NewBudget(opts.CommunityTokensPerHour),
 		now:     time.Now,
 	}, nil
 }
@@ -279,6 +286,9 @@ func (s *Server) Register(gs grpc.ServiceRegistrar) {
 func (s *Server) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.runIngest(ctx) })
+	if s.opts.CommunityInterval > 0 {
+		g.Go(func() error { return s.runCommunities(ctx) })
+	}
 	return g.Wait()
 }
 

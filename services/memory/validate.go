@@ -13,7 +13,7 @@ func memoryID(e *validate.Errors, field, v, prefix string) {
 	case v == "":
 		e.Add(field, "required")
 	case !validID(prefix, v):
-		e.Addf(field, "must be %q followed by 26 characters of a ULID (Crockford base32, upper case)", prefix)
+		e.Addf(field, "must be %q followed by 26 characters of a ULID (Crockford base32)", prefix)
 	}
 }
 
