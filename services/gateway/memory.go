@@ -95,7 +95,7 @@ func (s *Server) memoryReady() error {
 
 // memoryGRPC serves a memory RPC: authenticate and take an in-flight slot,
 // validate, forward; the outcome is counted whether or not it got that far.
-func memoryGRPC[Req, Resp any](s *Server, ctx context.Context, op, rpc string, req Req, check func(Req) error,
+func memoryGRPC[Req, Resp any](ctx context.Context, s *Server, op, rpc string, req Req, check func(Req) error,
 	call func(ctx context.Context, tenant string, req Req) (Resp, error)) (_ Resp, err error) {
 	defer func() { s.memoryM.observe(op, apiGRPC, err) }()
 	var zero Resp
@@ -295,7 +295,7 @@ func validateUpdateMemorySettings(req *baagentv1.GatewayServiceUpdateMemorySetti
 
 // SearchMemory recalls entities of the caller's tenant.
 func (s *Server) SearchMemory(ctx context.Context, req *baagentv1.GatewayServiceSearchMemoryRequest) (*baagentv1.GatewayServiceSearchMemoryResponse, error) {
-	return memoryGRPC(s, ctx, memOpSearch, "SearchMemory", req, validateSearchMemory, s.searchMemory)
+	return memoryGRPC(ctx, s, memOpSearch, "SearchMemory", req, validateSearchMemory, s.searchMemory)
 }
 
 func (s *Server) searchMemory(ctx context.Context, tenant string, req *baagentv1.GatewayServiceSearchMemoryRequest) (*baagentv1.GatewayServiceSearchMemoryResponse, error) {
@@ -312,7 +312,7 @@ func (s *Server) searchMemory(ctx context.Context, tenant string, req *baagentv1
 
 // AddMemoryEpisode adds text to the caller's tenant's memory.
 func (s *Server) AddMemoryEpisode(ctx context.Context, req *baagentv1.GatewayServiceAddMemoryEpisodeRequest) (*baagentv1.GatewayServiceAddMemoryEpisodeResponse, error) {
-	return memoryGRPC(s, ctx, memOpAddEpisode, "AddMemoryEpisode", req, validateAddMemoryEpisode, s.addMemoryEpisode)
+	return memoryGRPC(ctx, s, memOpAddEpisode, "AddMemoryEpisode", req, validateAddMemoryEpisode, s.addMemoryEpisode)
 }
 
 func (s *Server) addMemoryEpisode(ctx context.Context, tenant string, req *baagentv1.GatewayServiceAddMemoryEpisodeRequest) (*baagentv1.GatewayServiceAddMemoryEpisodeResponse, error) {
@@ -328,7 +328,7 @@ func (s *Server) addMemoryEpisode(ctx context.Context, tenant string, req *baage
 
 // ListMemoryEpisodes lists the caller's tenant's episodes.
 func (s *Server) ListMemoryEpisodes(ctx context.Context, req *baagentv1.GatewayServiceListMemoryEpisodesRequest) (*baagentv1.GatewayServiceListMemoryEpisodesResponse, error) {
-	return memoryGRPC(s, ctx, memOpListEpisodes, "ListMemoryEpisodes", req, validateListMemoryEpisodes, s.listMemoryEpisodes)
+	return memoryGRPC(ctx, s, memOpListEpisodes, "ListMemoryEpisodes", req, validateListMemoryEpisodes, s.listMemoryEpisodes)
 }
 
 func (s *Server) listMemoryEpisodes(ctx context.Context, tenant string, req *baagentv1.GatewayServiceListMemoryEpisodesRequest) (*baagentv1.GatewayServiceListMemoryEpisodesResponse, error) {
@@ -343,11 +343,13 @@ func (s *Server) listMemoryEpisodes(ctx context.Context, tenant string, req *baa
 
 // GetMemoryEpisode reads one of the caller's tenant's episodes.
 func (s *Server) GetMemoryEpisode(ctx context.Context, req *baagentv1.GatewayServiceGetMemoryEpisodeRequest) (*baagentv1.GatewayServiceGetMemoryEpisodeResponse, error) {
-	return memoryGRPC(s, ctx, memOpGetEpisode, "GetMemoryEpisode", req, checkMemoryID, s.getMemoryEpisode)
+	return memoryGRPC(ctx, s, memOpGetEpisode, "GetMemoryEpisode", req, checkMemoryID, s.getMemoryEpisode)
 }
 
 // checkMemoryID validates the id of an episode or entity.
-func checkMemoryID[T interface{ GetId() string }](req T) error { return validateMemoryID("id", req.GetId()) }
+func checkMemoryID[T interface{ GetId() string }](req T) error {
+	return validateMemoryID("id", req.GetId())
+}
 
 func (s *Server) getMemoryEpisode(ctx context.Context, tenant string, req *baagentv1.GatewayServiceGetMemoryEpisodeRequest) (*baagentv1.GatewayServiceGetMemoryEpisodeResponse, error) {
 	resp, err := s.opts.Memory.GetEpisode(ctx, &baagentv1.GetEpisodeRequest{Tenant: tenant, Id: req.GetId()})
@@ -359,7 +361,7 @@ func (s *Server) getMemoryEpisode(ctx context.Context, tenant string, req *baage
 
 // DeleteMemoryEpisode removes one of the caller's tenant's episodes.
 func (s *Server) DeleteMemoryEpisode(ctx context.Context, req *baagentv1.GatewayServiceDeleteMemoryEpisodeRequest) (*baagentv1.GatewayServiceDeleteMemoryEpisodeResponse, error) {
-	return memoryGRPC(s, ctx, memOpDeleteEpisode, "DeleteMemoryEpisode", req, checkMemoryID, s.deleteMemoryEpisode)
+	return memoryGRPC(ctx, s, memOpDeleteEpisode, "DeleteMemoryEpisode", req, checkMemoryID, s.deleteMemoryEpisode)
 }
 
 func (s *Server) deleteMemoryEpisode(ctx context.Context, tenant string, req *baagentv1.GatewayServiceDeleteMemoryEpisodeRequest) (*baagentv1.GatewayServiceDeleteMemoryEpisodeResponse, error) {
@@ -373,7 +375,7 @@ func (s *Server) deleteMemoryEpisode(ctx context.Context, tenant string, req *ba
 
 // ListMemoryEntities lists the caller's tenant's entities.
 func (s *Server) ListMemoryEntities(ctx context.Context, req *baagentv1.GatewayServiceListMemoryEntitiesRequest) (*baagentv1.GatewayServiceListMemoryEntitiesResponse, error) {
-	return memoryGRPC(s, ctx, memOpListEntities, "ListMemoryEntities", req, validateListMemoryEntities, s.listMemoryEntities)
+	return memoryGRPC(ctx, s, memOpListEntities, "ListMemoryEntities", req, validateListMemoryEntities, s.listMemoryEntities)
 }
 
 func (s *Server) listMemoryEntities(ctx context.Context, tenant string, req *baagentv1.GatewayServiceListMemoryEntitiesRequest) (*baagentv1.GatewayServiceListMemoryEntitiesResponse, error) {
@@ -388,7 +390,7 @@ func (s *Server) listMemoryEntities(ctx context.Context, tenant string, req *baa
 
 // GetMemoryEntity reads one of the caller's tenant's entities.
 func (s *Server) GetMemoryEntity(ctx context.Context, req *baagentv1.GatewayServiceGetMemoryEntityRequest) (*baagentv1.GatewayServiceGetMemoryEntityResponse, error) {
-	return memoryGRPC(s, ctx, memOpGetEntity, "GetMemoryEntity", req, checkMemoryID, s.getMemoryEntity)
+	return memoryGRPC(ctx, s, memOpGetEntity, "GetMemoryEntity", req, checkMemoryID, s.getMemoryEntity)
 }
 
 func (s *Server) getMemoryEntity(ctx context.Context, tenant string, req *baagentv1.GatewayServiceGetMemoryEntityRequest) (*baagentv1.GatewayServiceGetMemoryEntityResponse, error) {
@@ -404,7 +406,7 @@ func (s *Server) getMemoryEntity(ctx context.Context, tenant string, req *baagen
 
 // DeleteMemoryEntity removes one of the caller's tenant's entities.
 func (s *Server) DeleteMemoryEntity(ctx context.Context, req *baagentv1.GatewayServiceDeleteMemoryEntityRequest) (*baagentv1.GatewayServiceDeleteMemoryEntityResponse, error) {
-	return memoryGRPC(s, ctx, memOpDeleteEntity, "DeleteMemoryEntity", req, checkMemoryID, s.deleteMemoryEntity)
+	return memoryGRPC(ctx, s, memOpDeleteEntity, "DeleteMemoryEntity", req, checkMemoryID, s.deleteMemoryEntity)
 }
 
 func (s *Server) deleteMemoryEntity(ctx context.Context, tenant string, req *baagentv1.GatewayServiceDeleteMemoryEntityRequest) (*baagentv1.GatewayServiceDeleteMemoryEntityResponse, error) {
@@ -419,7 +421,7 @@ func (s *Server) deleteMemoryEntity(ctx context.Context, tenant string, req *baa
 // GetMemoryGraph reads the neighbourhood of one of the caller's tenant's
 // entities.
 func (s *Server) GetMemoryGraph(ctx context.Context, req *baagentv1.GatewayServiceGetMemoryGraphRequest) (*baagentv1.GatewayServiceGetMemoryGraphResponse, error) {
-	return memoryGRPC(s, ctx, memOpGraph, "GetMemoryGraph", req, validateGetMemoryGraph, s.getMemoryGraph)
+	return memoryGRPC(ctx, s, memOpGraph, "GetMemoryGraph", req, validateGetMemoryGraph, s.getMemoryGraph)
 }
 
 func (s *Server) getMemoryGraph(ctx context.Context, tenant string, req *baagentv1.GatewayServiceGetMemoryGraphRequest) (*baagentv1.GatewayServiceGetMemoryGraphResponse, error) {
@@ -434,7 +436,7 @@ func (s *Server) getMemoryGraph(ctx context.Context, tenant string, req *baagent
 
 // GetMemoryStats counts the caller's tenant's memory.
 func (s *Server) GetMemoryStats(ctx context.Context, req *baagentv1.GatewayServiceGetMemoryStatsRequest) (*baagentv1.GatewayServiceGetMemoryStatsResponse, error) {
-	return memoryGRPC(s, ctx, memOpStats, "GetMemoryStats", req, func(*baagentv1.GatewayServiceGetMemoryStatsRequest) error { return nil }, s.getMemoryStats)
+	return memoryGRPC(ctx, s, memOpStats, "GetMemoryStats", req, func(*baagentv1.GatewayServiceGetMemoryStatsRequest) error { return nil }, s.getMemoryStats)
 }
 
 func (s *Server) getMemoryStats(ctx context.Context, tenant string, _ *baagentv1.GatewayServiceGetMemoryStatsRequest) (*baagentv1.GatewayServiceGetMemoryStatsResponse, error) {
@@ -451,7 +453,7 @@ func (s *Server) getMemoryStats(ctx context.Context, tenant string, _ *baagentv1
 
 // GetMemorySettings reads the caller's tenant's memory switches.
 func (s *Server) GetMemorySettings(ctx context.Context, req *baagentv1.GatewayServiceGetMemorySettingsRequest) (*baagentv1.GatewayServiceGetMemorySettingsResponse, error) {
-	return memoryGRPC(s, ctx, memOpGetSettings, "GetMemorySettings", req, validateGetMemorySettings, s.getMemorySettings)
+	return memoryGRPC(ctx, s, memOpGetSettings, "GetMemorySettings", req, validateGetMemorySettings, s.getMemorySettings)
 }
 
 func (s *Server) getMemorySettings(ctx context.Context, tenant string, req *baagentv1.GatewayServiceGetMemorySettingsRequest) (*baagentv1.GatewayServiceGetMemorySettingsResponse, error) {
@@ -464,7 +466,7 @@ func (s *Server) getMemorySettings(ctx context.Context, tenant string, req *baag
 
 // UpdateMemorySettings changes the caller's tenant's memory switches.
 func (s *Server) UpdateMemorySettings(ctx context.Context, req *baagentv1.GatewayServiceUpdateMemorySettingsRequest) (*baagentv1.GatewayServiceUpdateMemorySettingsResponse, error) {
-	return memoryGRPC(s, ctx, memOpUpdateSettings, "UpdateMemorySettings", req, validateUpdateMemorySettings, s.updateMemorySettings)
+	return memoryGRPC(ctx, s, memOpUpdateSettings, "UpdateMemorySettings", req, validateUpdateMemorySettings, s.updateMemorySettings)
 }
 
 func (s *Server) updateMemorySettings(ctx context.Context, tenant string, req *baagentv1.GatewayServiceUpdateMemorySettingsRequest) (*baagentv1.GatewayServiceUpdateMemorySettingsResponse, error) {

@@ -154,7 +154,6 @@ func newMemoryEnv(t *testing.T, mem baagentv1.MemoryServiceServer) *env {
 	return newEnv(t, Options{Memory: baagentv1.NewMemoryServiceClient(conn)})
 }
 
-
 // TestMemoryGRPCForwardsWithTheKeysTenant calls every memory RPC and
 // checks the memory service was asked with the API key's tenant and the
 // request's fields, and that its answer came back whole.

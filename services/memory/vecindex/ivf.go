@@ -386,7 +386,7 @@ func (t *tenantIndex) search(q []float32, k int, types []string, probe float64) 
 func (t *tenantIndex) scan(l *list, q []float32, allow []bool, h *topK) {
 	d := t.dims
 	for i, id := range l.ids {
-		if allow != nil && !allow[l.types[i]] {
+		if len(allow) > 0 && !allow[l.types[i]] {
 			continue
 		}
 		s := dot(l.vecs[i*d:(i+1)*d], q)

@@ -33,14 +33,14 @@ func newMetrics(reg prometheus.Registerer) (*storeMetrics, error) {
 	}
 	loaded, err := metrics.RegisterShared(reg, prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "baagent_memory_postgres_vectors_loaded_total",
-		Help: "Entity vectors read from PostgreSQL into the in-process vector indexes.",
+		Help: "Entity vectors and removals read from PostgreSQL into the in-process vector index.",
 	}))
 	if err != nil {
 		return nil, err
 	}
 	catchup, err := metrics.RegisterShared(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "baagent_memory_postgres_vector_catchup_seconds",
-		Help:    "Time to bring a tenant's in-process vector index up to its change sequence.",
+		Help:    "Time to read one batch of a tenant's vectors or vector changes for the in-process index.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 	}))
 	if err != nil {

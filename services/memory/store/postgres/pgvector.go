@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -97,7 +98,7 @@ func vectorLiteral(v []float32) string {
 			b.WriteByte(',')
 		}
 		f := float64(x)
-		if f != f || f > 3.4e38 || f < -3.4e38 {
+		if math.IsNaN(f) || math.IsInf(f, 0) {
 			f = 0
 		}
 		b.WriteString(strconv.FormatFloat(f, 'g', -1, 32))

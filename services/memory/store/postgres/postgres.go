@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/baagent/baagent/services/memory/store"
+	"github.com/baagent/baagent/services/memory/vecindex"
 )
 
 // Options configure Open.
@@ -37,12 +38,10 @@ type Options struct {
 	// MaxConns bounds the pool; 0 keeps the DSN's pool_max_conns or
 	// pgxpool's default.
 	MaxConns int32
-	// VectorTenants bounds how many tenants' vector indexes stay in memory
-	// (least recently searched evicted); 0 means 64.
-	VectorTenants int
-	// VectorBudget bounds the vector indexes' total float32 count; 0 means
-	// 64 Mi floats (256 MiB).
-	VectorBudget int64
+	// Vectors tunes the in-process vector index (bounds on its memory and
+	// tenant count, when searches turn approximate); zero values take
+	// vecindex's defaults.
+	Vectors vecindex.Options
 	// DisablePgvector keeps vectors in real[] even when the pgvector
 	// extension is available.
 	DisablePgvector bool
@@ -55,7 +54,7 @@ type Store struct {
 	pool     *pgxpool.Pool
 	log      *slog.Logger
 	pgvector bool
-	vectors  *vectorCache
+	vectors  *vecindex.Index
 	metrics  *storeMetrics
 }
 
@@ -104,15 +103,7 @@ func openPool(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error
 			return nil, err
 		}
 	}
-	tenants := o.VectorTenants
-	if tenants <= 0 {
-		tenants = 64
-	}
-	budget := o.VectorBudget
-	if budget <= 0 {
-		budget = 64 << 20
-	}
-	s.vectors = newVectorCache(tenants, budget)
+	s.vectors = vecindex.New(vecSource{s}, o.Vectors)
 	log.Info("memory store on PostgreSQL", "backend", s.Backend(), "schema_version", SchemaVersion())
 	return s, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/baagent/baagent/internal/testkit/pgtest"
 	"github.com/baagent/baagent/services/memory/store"
+	"github.com/baagent/baagent/services/memory/vecindex"
 )
 
 // TestConcurrentClaimersAcrossPools has two replicas (two pools on one
@@ -338,9 +339,10 @@ func TestVectorIndexFollowsOtherReplica(t *testing.T) {
 	if hits, err := reader.VectorSearch(ctx, "acme", []float32{0, 0, 0}, 5, nil); err != nil || len(hits) != 0 {
 		t.Fatalf("zero vector: %+v %v", hits, err)
 	}
-	// Full load, then deltas: 2 + 1 vectors read, and none again.
-	if got := testutil.ToFloat64(reader.metrics.vectorsLoaded); got != 3 {
-		t.Fatalf("vectors loaded = %v, want 3 (incremental catch-up)", got)
+	// Full load, then deltas: the two first vectors, the third, the
+	// removal — each read once.
+	if got := testutil.ToFloat64(reader.metrics.vectorsLoaded); got != 4 {
+		t.Fatalf("vectors and removals read = %v, want 4 (incremental catch-up)", got)
 	}
 	if n, err := testutil.GatherAndCount(reg, "baagent_memory_postgres_vector_catchup_seconds"); err != nil || n != 1 {
 		t.Fatalf("catch-up histogram: %d %v", n, err)
@@ -352,7 +354,7 @@ func TestVectorIndexFollowsOtherReplica(t *testing.T) {
 func TestVectorCacheBounded(t *testing.T) {
 	_, dsn := openTest(t)
 	ctx := testCtx(t)
-	s, err := Open(ctx, dsn, Options{VectorTenants: 2})
+	s, err := Open(ctx, dsn, Options{Vectors: vecindex.Options{MaxTenants: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +366,7 @@ func TestVectorCacheBounded(t *testing.T) {
 			t.Fatalf("%s: %v %v", tenant, hits, err)
 		}
 	}
-	if n := s.vectors.c.Len(); n != 2 {
+	if n := s.vectors.Stats().Tenants; n != 2 {
 		t.Fatalf("%d tenant indexes cached, want 2", n)
 	}
 	if hits, err := s.VectorSearch(ctx, "t0", unit(1, 0), 3, nil); err != nil || len(hits) != 1 {

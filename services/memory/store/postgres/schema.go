@@ -25,6 +25,14 @@ var migrations = []string{
 	`
 CREATE EXTENSION IF NOT EXISTS btree_gin;
 
+-- Unstemmed words without English stop words: "the" must not match half
+-- of a tenant's entities.
+CREATE TEXT SEARCH DICTIONARY memory_simple_dict (TEMPLATE = pg_catalog.simple, STOPWORDS = english);
+CREATE TEXT SEARCH CONFIGURATION memory_simple (COPY = pg_catalog.simple);
+ALTER TEXT SEARCH CONFIGURATION memory_simple ALTER MAPPING FOR
+	asciiword, word, numword, asciihword, hword, numhword, hword_asciipart, hword_part, hword_numpart
+	WITH memory_simple_dict;
+
 CREATE TABLE memory_tenants (
 	tenant                 text PRIMARY KEY,
 	seq                    bigint NOT NULL DEFAULT 0,
@@ -80,9 +88,9 @@ CREATE TABLE memory_entities (
 	updated_at    timestamptz NOT NULL,
 	seq           bigint NOT NULL,
 	tsv tsvector GENERATED ALWAYS AS (
-		setweight(to_tsvector('simple'::regconfig, name || ' ' || alias_text), 'A') ||
+		setweight(to_tsvector('memory_simple'::regconfig, name || ' ' || alias_text), 'A') ||
 		setweight(to_tsvector('english'::regconfig, name || ' ' || alias_text), 'A') ||
-		setweight(to_tsvector('simple'::regconfig, summary || ' ' || attr_text), 'B') ||
+		setweight(to_tsvector('memory_simple'::regconfig, summary || ' ' || attr_text), 'B') ||
 		setweight(to_tsvector('english'::regconfig, summary || ' ' || attr_text), 'B')
 	) STORED,
 	PRIMARY KEY (tenant, id)

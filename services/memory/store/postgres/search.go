@@ -18,15 +18,13 @@ const maxQueryTerms = 32
 // maxTermLen bounds one word, in bytes (PostgreSQL refuses words of 2 KiB).
 const maxTermLen = 200
 
-// keywordQuery turns user text into a websearch_to_tsquery input that
-// matches any of its terms. A term is a run of letters and digits, or
-// several joined by hyphens, which is a phrase ("nothing-matches-this", as
-// the parser indexes a hyphenated word); every other character separates
-// terms. Each term is quoted and the terms are joined by " or ", so no
-// input — quotes, minus signs, operators — changes the query's shape; the
-// text still travels as a bound parameter, never spliced into SQL. Empty
-// when the text has no word.
-func keywordQuery(text string) string {
+// keywordTerms turns user text into websearch_to_tsquery terms. A term is
+// a run of letters and digits, or several joined by hyphens, which is a
+// phrase ("nothing-matches-this", as the parser indexes a hyphenated word);
+// every other character separates terms. Each term is quoted, so no input
+// — quotes, minus signs, operators — adds syntax of its own; the text still
+// travels as a bound parameter, never spliced into SQL.
+func keywordTerms(text string) []string {
 	seen := map[string]bool{}
 	var terms []string
 	isWord := func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
@@ -54,28 +52,88 @@ func keywordQuery(text string) string {
 			break
 		}
 	}
-	return strings.Join(terms, " or ")
+	return terms
+}
+
+// keywordQuery is the query matching any of the text's terms (joined by
+// " or "); empty when the text has no word.
+func keywordQuery(text string) string {
+	return strings.Join(keywordTerms(text), " or ")
 }
 
 // maxK bounds a search's result count.
 const maxK = 1000
 
+// keywordCandidates bounds the rows one keyword search ranks: a query whose
+// words are common would otherwise rank a large part of the tenant.
+const keywordCandidates = 5000
+
+// keywordSQL ranks the tenant's entities matching $2 (websearch syntax) in
+// both the unstemmed and the English-stemmed forms, among at most $5
+// candidates.
+const keywordSQL = `
+WITH q AS (SELECT websearch_to_tsquery('memory_simple', $2) || websearch_to_tsquery('english', $2) AS q),
+c AS (
+	SELECT e.id, e.tsv FROM memory_entities e, q
+	WHERE e.tenant = $1 AND e.tsv @@ q.q AND (cardinality($4::text[]) = 0 OR e.type = ANY($4))
+	LIMIT $5
+)
+SELECT c.id, ts_rank(c.tsv, q.q)::float8 AS score
+FROM c, q
+ORDER BY score DESC, c.id
+LIMIT $3`
+
 // KeywordSearch is full-text search over names and aliases (weight A) and
-// summaries and attributes (weight B), ranked by ts_rank, any word
-// matching; both the unstemmed and the English-stemmed forms are searched.
+// summaries and attributes (weight B), ranked by ts_rank; an entity
+// matching any word is found. A query of several words first asks for the
+// entities matching all of them, which is selective and ranks them first;
+// only when those are fewer than k does it rank the entities matching any
+// word (at most keywordCandidates of them).
 func (s *Store) KeywordSearch(ctx context.Context, tenant, query string, k int, types []string) ([]store.Scored, error) {
-	q := keywordQuery(query)
+	terms := keywordTerms(query)
 	types = typesArg(types)
-	if q == "" || k <= 0 || !validText(tenant) || !validText(types...) {
+	if len(terms) == 0 || k <= 0 || !validText(tenant) || !validText(types...) {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, `
-WITH q AS (SELECT websearch_to_tsquery('simple', $2) || websearch_to_tsquery('english', $2) AS q)
-SELECT e.id, ts_rank(e.tsv, q.q)::float8 AS score
-FROM memory_entities e, q
-WHERE e.tenant = $1 AND e.tsv @@ q.q AND (cardinality($4::text[]) = 0 OR e.type = ANY($4))
-ORDER BY score DESC, e.id
-LIMIT $3`, tenant, q, min(k, maxK), types)
+	k = min(k, maxK)
+	var all []store.Scored
+	if len(terms) > 1 {
+		var err error
+		if all, err = s.keywordRun(ctx, tenant, strings.Join(terms, " "), k, types); err != nil {
+			return nil, err
+		}
+		if len(all) >= k {
+			return all, nil
+		}
+	}
+	anyHits, err := s.keywordRun(ctx, tenant, strings.Join(terms, " or "), k, types)
+	if err != nil {
+		return nil, err
+	}
+	if len(all) == 0 {
+		return anyHits, nil
+	}
+	// The all-words hits first, then the others, scores kept descending.
+	out := all
+	have := make(map[string]bool, len(all))
+	for _, h := range all {
+		have[h.ID] = true
+	}
+	floor := all[len(all)-1].Score
+	for _, h := range anyHits {
+		if len(out) == k {
+			break
+		}
+		if !have[h.ID] {
+			h.Score = min(h.Score, floor)
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) keywordRun(ctx context.Context, tenant, q string, k int, types []string) ([]store.Scored, error) {
+	rows, err := s.pool.Query(ctx, keywordSQL, tenant, q, k, types, keywordCandidates)
 	if err != nil {
 		return nil, fmt.Errorf("memory store: keyword search: %w", err)
 	}
@@ -93,9 +151,15 @@ LIMIT $3`, tenant, q, min(k, maxK), types)
 // maxDepth bounds traversal: the walk's rows grow with degree^depth.
 const maxDepth = 4
 
-// traverseSQL walks RELATES_TO edges both ways from the seeds, multiplying
-// edge weights, and keeps each entity's best path (highest weight, then
-// fewest hops).
+// traverseFanOut is how many of an entity's strongest edges, per
+// direction, a walk follows: hubs with thousands of edges would otherwise
+// multiply the rows of every further hop.
+const traverseFanOut = 32
+
+// traverseSQL walks RELATES_TO edges both ways from the seeds, following
+// each entity's $5 strongest edges per direction and multiplying edge
+// weights, and keeps each entity's best path (highest weight, then fewest
+// hops).
 const traverseSQL = `
 WITH RECURSIVE walk(id, hops, weight) AS (
 	SELECT s, 0, 1.0::float8 FROM unnest($2::text[]) AS s
@@ -103,9 +167,11 @@ WITH RECURSIVE walk(id, hops, weight) AS (
 	SELECT n.other, w.hops + 1, w.weight * n.weight
 	FROM walk w
 	CROSS JOIN LATERAL (
-		SELECT r.target_id AS other, r.weight FROM memory_relations r WHERE r.tenant = $1 AND r.source_id = w.id
+		(SELECT r.target_id AS other, r.weight FROM memory_relations r
+			WHERE r.tenant = $1 AND r.source_id = w.id ORDER BY r.weight DESC LIMIT $5)
 		UNION ALL
-		SELECT r.source_id, r.weight FROM memory_relations r WHERE r.tenant = $1 AND r.target_id = w.id
+		(SELECT r.source_id, r.weight FROM memory_relations r
+			WHERE r.tenant = $1 AND r.target_id = w.id ORDER BY r.weight DESC LIMIT $5)
 	) n
 	WHERE w.hops < $3
 ), best AS (
@@ -123,7 +189,7 @@ func (s *Store) Traverse(ctx context.Context, tenant string, seeds []string, dep
 		return nil, nil
 	}
 	depth = min(depth, maxDepth)
-	rows, err := s.pool.Query(ctx, traverseSQL, tenant, uniq(seeds), depth, min(limit, maxK))
+	rows, err := s.pool.Query(ctx, traverseSQL, tenant, uniq(seeds), depth, min(limit, maxK), traverseFanOut)
 	if err != nil {
 		return nil, fmt.Errorf("memory store: traverse: %w", err)
 	}
@@ -237,9 +303,13 @@ func (s *Store) VectorSearch(ctx context.Context, tenant string, vec []float32, 
 	if s.pgvector {
 		return s.pgvectorSearch(ctx, tenant, vec, k, types)
 	}
-	idx, err := s.tenantIndex(ctx, tenant)
+	hits, err := s.vectors.Search(ctx, tenant, vec, k, types)
 	if err != nil {
 		return nil, fmt.Errorf("memory store: vector search: %w", err)
 	}
-	return idx.search(vec, k, types), nil
+	out := make([]store.Scored, len(hits))
+	for i, h := range hits {
+		out[i] = store.Scored{ID: h.ID, Score: h.Score}
+	}
+	return out, nil
 }

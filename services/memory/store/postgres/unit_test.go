@@ -2,16 +2,12 @@ package postgres
 
 import (
 	"math"
-	"math/rand/v2"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
-
-	"github.com/baagent/baagent/services/memory/store"
 )
 
 func TestKeywordQuery(t *testing.T) {
@@ -220,64 +216,5 @@ func TestValidText(t *testing.T) {
 	}
 	if got := cleanText("a\x00b\xffc"); got != "ab\uFFFDc" {
 		t.Fatalf("cleanText = %q", got)
-	}
-}
-
-// TestTenantVectorsMatchBruteForce checks the in-process index against a
-// plain sort, through puts, replacements and removals.
-func TestTenantVectorsMatchBruteForce(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	tv := newTenantVectors()
-	want := map[string][]float32{}
-	types := map[string]string{}
-	for i := range 400 {
-		id := "e" + strconv.Itoa(r.IntN(300))
-		switch {
-		case i%7 == 0:
-			tv.remove(id)
-			delete(want, id)
-		default:
-			v := make([]float32, 6)
-			for j := range v {
-				v[j] = float32(r.NormFloat64())
-			}
-			typ := []string{"a", "b"}[r.IntN(2)]
-			tv.put(id, typ, v)
-			want[id], types[id] = v, typ
-		}
-	}
-	if len(tv.ids) != len(want) || len(tv.pos) != len(want) || tv.floats != int64(6*len(want)) {
-		t.Fatalf("index holds %d ids, %d positions, %d floats; want %d", len(tv.ids), len(tv.pos), tv.floats, len(want))
-	}
-	q := []float32{1, 0.5, -0.25, 0, 2, -1}
-	cos := func(v []float32) float64 {
-		var d, a, b float64
-		for i := range v {
-			d += float64(v[i]) * float64(q[i])
-			a += float64(v[i]) * float64(v[i])
-			b += float64(q[i]) * float64(q[i])
-		}
-		return d / math.Sqrt(a*b)
-	}
-	for _, filter := range [][]string{nil, {"a"}} {
-		var all []store.Scored
-		for id, v := range want {
-			if filter == nil || types[id] == filter[0] {
-				all = append(all, store.Scored{ID: id, Score: cos(v)})
-			}
-		}
-		sort.Slice(all, func(i, j int) bool { return all[i].Score > all[j].Score })
-		got := tv.search(q, 10, filter)
-		if len(got) != 10 {
-			t.Fatalf("%d hits", len(got))
-		}
-		for i := range got {
-			if got[i].ID != all[i].ID || math.Abs(got[i].Score-all[i].Score) > 1e-5 {
-				t.Fatalf("hit %d = %+v, want %+v", i, got[i], all[i])
-			}
-		}
-	}
-	if got := tv.search([]float32{0, 0, 0, 0, 0, 0}, 5, nil); len(got) != 0 {
-		t.Fatalf("zero query: %v", got)
 	}
 }

@@ -284,7 +284,7 @@ func (s *Store) EntityEpisodes(ctx context.Context, tenant, entityID string, lim
 	limit = min(limit, 500)
 	eps, rids, err := s.queryEpisodes(ctx, s.r, `SELECT `+prefixed("ep.", episodeCols)+` FROM entities e
 		JOIN mentions m ON m.entity_rid = e.rid JOIN episodes ep ON ep.rid = m.episode_rid
-		WHERE e.tenant = ? AND e.id = ? AND ep.tenant = ?
+		WHERE +e.tenant = ? AND e.id = ? AND +ep.tenant = ?
 		ORDER BY ep.created_at DESC, ep.id DESC LIMIT ?`, tenant, entityID, tenant, limit)
 	if err != nil {
 		return nil, err

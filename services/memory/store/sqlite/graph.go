@@ -36,8 +36,8 @@ func (s *Store) edgesOf(ctx context.Context, tenant string, rids []int64) ([]edg
 		}
 		args = append(args, tenant)
 		ph := placeholders(len(part))
-		rows, err := s.r.QueryContext(ctx, `SELECT source_rid, target_rid, weight FROM relations WHERE source_rid IN (`+ph+`) AND tenant = ?
-			UNION ALL SELECT target_rid, source_rid, weight FROM relations WHERE target_rid IN (`+ph+`) AND tenant = ?`, args...)
+		rows, err := s.r.QueryContext(ctx, `SELECT source_rid, target_rid, weight FROM relations WHERE source_rid IN (`+ph+`) AND +tenant = ?
+			UNION ALL SELECT target_rid, source_rid, weight FROM relations WHERE target_rid IN (`+ph+`) AND +tenant = ?`, args...)
 		if err != nil {
 			return nil, fmt.Errorf("memory sqlite: edges: %w", err)
 		}
@@ -65,7 +65,7 @@ func (s *Store) ridsOf(ctx context.Context, tenant string, ids []string) (map[in
 		for _, id := range part {
 			args = append(args, id)
 		}
-		if err := s.pairs(ctx, out, `SELECT rid, id FROM entities WHERE tenant = ? AND id IN (`+placeholders(len(part))+`)`, args...); err != nil {
+		if err := s.pairs(ctx, out, `SELECT rid, id FROM entities WHERE +tenant = ? AND id IN (`+placeholders(len(part))+`)`, args...); err != nil {
 			return nil, err
 		}
 	}
@@ -80,7 +80,7 @@ func (s *Store) idsOf(ctx context.Context, tenant string, rids []int64) (map[int
 		for _, r := range part {
 			args = append(args, r)
 		}
-		if err := s.pairs(ctx, out, `SELECT rid, id FROM entities WHERE tenant = ? AND rid IN (`+placeholders(len(part))+`)`, args...); err != nil {
+		if err := s.pairs(ctx, out, `SELECT rid, id FROM entities WHERE +tenant = ? AND rid IN (`+placeholders(len(part))+`)`, args...); err != nil {
 			return nil, err
 		}
 	}
@@ -249,7 +249,7 @@ func (s *Store) Neighbourhood(ctx context.Context, tenant, centre string, depth,
 		for _, r := range part {
 			args = append(args, r)
 		}
-		es, rids, err := s.queryEntities(ctx, `SELECT `+entityCols+` FROM entities WHERE tenant = ? AND rid IN (`+placeholders(len(part))+`)`, args...)
+		es, rids, err := s.queryEntities(ctx, `SELECT `+entityCols+` FROM entities WHERE +tenant = ? AND rid IN (`+placeholders(len(part))+`)`, args...)
 		if err != nil {
 			return nil, err
 		}
@@ -274,7 +274,7 @@ func (s *Store) Neighbourhood(ctx context.Context, tenant, centre string, depth,
 		for _, r := range part {
 			args = append(args, r)
 		}
-		rows, err := s.r.QueryContext(ctx, `SELECT target_rid, `+relationCols+` FROM relations WHERE tenant = ? AND source_rid IN (`+placeholders(len(part))+`) ORDER BY weight DESC, id`, args...)
+		rows, err := s.r.QueryContext(ctx, `SELECT target_rid, `+relationCols+` FROM relations WHERE +tenant = ? AND source_rid IN (`+placeholders(len(part))+`) ORDER BY weight DESC, id`, args...)
 		if err != nil {
 			return nil, fmt.Errorf("memory sqlite: relations: %w", err)
 		}

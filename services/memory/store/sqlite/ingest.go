@@ -32,7 +32,7 @@ type entityRow struct {
 func loadEntityRow(ctx context.Context, tx *sql.Tx, tenant, id string) (*entityRow, error) {
 	var e entityRow
 	var attrs, aliases string
-	err := tx.QueryRowContext(ctx, `SELECT rid, id, name, type, summary, attributes, aliases, embedding FROM entities WHERE tenant = ? AND id = ?`, tenant, id).
+	err := tx.QueryRowContext(ctx, `SELECT rid, id, name, type, summary, attributes, aliases, embedding FROM entities WHERE +tenant = ? AND id = ?`, tenant, id).
 		Scan(&e.rid, &e.id, &e.name, &e.typ, &e.summary, &attrs, &aliases, &e.embedding)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("entity", id)
@@ -539,7 +539,7 @@ func (s *Store) DeleteEntity(ctx context.Context, tenant, id string) (store.Dele
 	var out store.DeleteOutcome
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		var rid int64
-		err := tx.QueryRowContext(ctx, `SELECT rid FROM entities WHERE tenant = ? AND id = ?`, tenant, id).Scan(&rid)
+		err := tx.QueryRowContext(ctx, `SELECT rid FROM entities WHERE +tenant = ? AND id = ?`, tenant, id).Scan(&rid)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFound("entity", id)
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"unicode"
@@ -59,7 +60,7 @@ func (s *Store) queryEntities(ctx context.Context, query string, args ...any) ([
 
 // GetEntity reads one entity.
 func (s *Store) GetEntity(ctx context.Context, tenant, id string) (*store.Entity, error) {
-	es, _, err := s.queryEntities(ctx, `SELECT `+entityCols+` FROM entities WHERE tenant = ? AND id = ?`, tenant, id)
+	es, _, err := s.queryEntities(ctx, `SELECT `+entityCols+` FROM entities WHERE +tenant = ? AND id = ?`, tenant, id)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +78,7 @@ func (s *Store) GetEntities(ctx context.Context, tenant string, ids []string) ([
 		for _, id := range part {
 			args = append(args, id)
 		}
-		es, _, err := s.queryEntities(ctx, `SELECT `+entityCols+` FROM entities WHERE tenant = ? AND id IN (`+placeholders(len(part))+`)`, args...)
+		es, _, err := s.queryEntities(ctx, `SELECT `+entityCols+` FROM entities WHERE +tenant = ? AND id IN (`+placeholders(len(part))+`)`, args...)
 		if err != nil {
 			return nil, err
 		}
@@ -197,9 +198,9 @@ func (s *Store) Relations(ctx context.Context, tenant string, entityIDs []string
 		}
 		seen["e:"+id] = true
 		rs, err := s.queryRelations(ctx, `SELECT `+relationCols+` FROM (
-				SELECT r.* FROM entities e JOIN relations r ON r.source_rid = e.rid WHERE e.tenant = ? AND e.id = ?
+				SELECT r.* FROM entities e JOIN relations r ON r.source_rid = e.rid WHERE +e.tenant = ? AND e.id = ?
 				UNION ALL
-				SELECT r.* FROM entities e JOIN relations r ON r.target_rid = e.rid WHERE e.tenant = ? AND e.id = ?)
+				SELECT r.* FROM entities e JOIN relations r ON r.target_rid = e.rid WHERE +e.tenant = ? AND e.id = ?)
 			WHERE tenant = ? ORDER BY weight DESC, id LIMIT ?`, tenant, id, tenant, id, tenant, limit)
 		if err != nil {
 			return nil, err
@@ -241,15 +242,33 @@ func (s *Store) VectorSearch(ctx context.Context, tenant string, vec []float32, 
 // maxTerms bounds the words of a keyword query.
 const maxTerms = 32
 
+// stopWords are English function words, left out of keyword queries when
+// the query has other words: they match nearly every summary, and ranking
+// every row that has "the" costs time and says nothing.
+var stopWords = func() map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(`a about above after again against all am an and any are as at be because been
+		before being below between both but by can could did do does doing down during each few for from further
+		had has have having he her here hers herself him himself his how i if in into is it its itself just me
+		more most my myself no nor not now of off on once only or other our ours ourselves out over own same she
+		should so some such than that the their theirs them themselves then there these they this those through
+		to too under until up very was we were what when where which while who whom why will with would you your
+		yours yourself yourselves`) {
+		m[w] = true
+	}
+	return m
+}()
+
 // ftsQuery turns user text into an FTS5 query over the name and body
 // columns matching any of its words: each word is quoted, so nothing in
 // the text is syntax. It is empty when the text has no words.
 func ftsQuery(text string) string {
 	words := strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsNumber(r) })
+	content := slices.ContainsFunc(words, func(w string) bool { return !stopWords[w] })
 	seen := map[string]bool{}
 	var terms []string
 	for _, w := range words {
-		if seen[w] || len(terms) == maxTerms {
+		if seen[w] || len(terms) == maxTerms || (content && stopWords[w]) {
 			continue
 		}
 		seen[w] = true
@@ -271,18 +290,38 @@ func (s *Store) KeywordSearch(ctx context.Context, tenant, query string, k int, 
 	if fq == "" {
 		return nil, nil
 	}
+	k = min(k, 1000)
 	match := `tk : "` + tenantToken(tenant) + `" AND ` + fq
-	q := `SELECT e.id, -bm25(entity_fts, 0, 2.0, 1.0) AS score FROM entity_fts JOIN entities e ON e.rid = entity_fts.rowid
-		WHERE entity_fts MATCH ? AND e.tenant = ?`
-	args := []any{match, tenant}
-	if len(types) > 0 {
-		q += ` AND e.type IN (` + placeholders(len(types)) + `)`
-		for _, t := range types {
-			args = append(args, t)
+	// The best candidates come from the FTS table alone (ranking there is
+	// cheap; joining every match is not); the join re-checks the tenant
+	// and filters types. With a type filter the candidates may run short:
+	// then the search is repeated over all matches.
+	run := func(candidates int) ([]store.Scored, error) {
+		q := `SELECT e.id, -f.score FROM (SELECT rowid, bm25(entity_fts, 0, 2.0, 1.0) AS score FROM entity_fts
+			WHERE entity_fts MATCH ? ORDER BY score LIMIT ?) f JOIN entities e ON e.rid = f.rowid WHERE +e.tenant = ?`
+		args := []any{match, candidates, tenant}
+		if len(types) > 0 {
+			q += ` AND e.type IN (` + placeholders(len(types)) + `)`
+			for _, t := range types {
+				args = append(args, t)
+			}
 		}
+		q += ` ORDER BY f.score, e.id LIMIT ?`
+		args = append(args, k)
+		return s.keywordRows(ctx, q, args...)
 	}
-	q += ` ORDER BY bm25(entity_fts, 0, 2.0, 1.0), e.id LIMIT ?`
-	args = append(args, min(k, 1000))
+	if len(types) == 0 {
+		return run(k)
+	}
+	out, err := run(k * 8)
+	if err != nil || len(out) >= k {
+		return out, err
+	}
+	return run(-1) // no limit
+}
+
+// keywordRows runs a keyword query.
+func (s *Store) keywordRows(ctx context.Context, q string, args ...any) ([]store.Scored, error) {
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("memory sqlite: keyword search: %w", err)

@@ -226,7 +226,7 @@ CREATE TABLE relations (
 );
 CREATE INDEX relations_source ON relations(source_rid, weight);
 CREATE INDEX relations_target ON relations(target_rid, weight);
-CREATE INDEX relations_tenant ON relations(tenant);
+CREATE INDEX relations_tenant ON relations(tenant, rid);
 
 -- which episodes support a relation, with what confidence
 CREATE TABLE relation_support (
