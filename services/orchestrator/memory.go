@@ -87,6 +87,30 @@ func (n *episodeNotes) snapshot() []string {
 	return append([]string(nil), n.lines...)
 }
 
+// restore puts back the notes of a checkpoint (a run resumed after a crash
+// or a question to the user), within the bounds of note.
+func (n *episodeNotes) restore(lines []string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.lines, n.bytes = nil, 0
+	for _, l := range lines {
+		if len(n.lines) == episodeObservationsN || n.bytes+len(l) > episodeObservationsMax {
+			break
+		}
+		n.lines = append(n.lines, strings.ToValidUTF8(l, "\uFFFD"))
+		n.bytes += len(l)
+	}
+}
+
+// checkpointNotes are the notes a checkpoint keeps: those of a run that
+// is captured, none otherwise.
+func (r *run) checkpointNotes() []string {
+	if r.s.opts.Memory == nil || r.rec.GetParentRunId() != "" {
+		return nil
+	}
+	return r.notes.snapshot()
+}
+
 // EpisodeContent is the text of a completed run's episode: the question,
 // the final answer and the key observations, each bounded (at most about
 // 33 KiB in all, within AddEpisode's 64 KiB).

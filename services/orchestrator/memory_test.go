@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -16,6 +17,7 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/internal/testkit"
 	vt "github.com/baagent/baagent/internal/validate/validatetest"
 	"github.com/baagent/baagent/services/memory/capture"
 )
@@ -353,5 +355,67 @@ func TestDeleteConversationMemoryUnimplemented(t *testing.T) {
 	}
 	if n := captureCount(ctx, t, h.js, ended.GetConversationId()); n != 0 {
 		t.Fatalf("%d capture requests left after the deletion", n)
+	}
+}
+
+// A run that pauses for the user's answer (its execution ends, and a new
+// one resumes it from the checkpoint) keeps the observations noted before
+// the pause for its episode.
+func TestCaptureKeepsNotesAcrossAPause(t *testing.T) {
+	ctx := testCtx(t)
+	mem := &fakeMemory{}
+	model := func(_ context.Context, _ int, req ModelRequest) (*ModelResponse, error) {
+		ids := toolResultIDs(req)
+		switch {
+		case !slices.Contains(ids, "q1"):
+			return callTools("Query first.", "q1", "sql_query", `{"query":"SELECT 1"}`), nil
+		case !slices.Contains(ids, "call_ask"):
+			return callTools("Ask the scope.", "call_ask", AskClarificationTool, clarifyArgs), nil
+		}
+		return answer("Electronics led."), nil
+	}
+	h := newHarness(t, model, harnessOptions{mutate: func(o *Options) { o.Memory = mem.client(t) }})
+	run := h.start(ctx, &baagentv1.RunSpec{Input: "compare revenue"})
+	waiting := h.waitState(ctx, run.GetRunId(), baagentv1.RunState_RUN_STATE_WAITING_INPUT)
+	testkit.Eventually(t, 10*time.Second, "the waiting run released by its replica", func() bool { return h.srv.local(run.GetRunId()) == nil })
+	q := waiting.GetPendingInput().GetClarification()
+	if err := h.submit(ctx, run.GetRunId(), &baagentv1.RunInput{InputId: q.GetQuestionId(), Answer: "Only Q4"}); err != nil {
+		t.Fatal(err)
+	}
+	done := h.waitRun(ctx, run.GetRunId())
+	if done.GetState() != baagentv1.RunState_RUN_STATE_COMPLETED {
+		t.Fatalf("run %v", done)
+	}
+	msg := captured(ctx, t, h.js, done.GetConversationId())
+	req, err := capture.Decode(msg.Subject, msg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(req.GetContent(), "[sql_query] Found 2 rows") || !strings.Contains(req.GetContent(), "Answer: Electronics led.") {
+		t.Fatalf("episode after a pause:\n%s", req.GetContent())
+	}
+}
+
+func TestEpisodeNotesRestoreBounds(t *testing.T) {
+	var n episodeNotes
+	lines := make([]string, 100)
+	for i := range lines {
+		lines[i] = "[t] " + strings.Repeat("x", 500) + "\xff"
+	}
+	n.restore(lines)
+	got := n.snapshot()
+	size := 0
+	for _, l := range got {
+		size += len(l)
+		if !utf8.ValidString(l) {
+			t.Fatalf("invalid UTF-8 kept: %q", l)
+		}
+	}
+	if len(got) == 0 || len(got) > episodeObservationsN || size > episodeObservationsMax+len(got)*2 {
+		t.Fatalf("%d notes of %d bytes restored", len(got), size)
+	}
+	n.restore(nil)
+	if len(n.snapshot()) != 0 {
+		t.Fatal("restore(nil) kept notes")
 	}
 }
