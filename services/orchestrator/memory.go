@@ -35,7 +35,9 @@ const (
 	episodeQuestionBytes    = 8 << 10  // the run's input
 	episodeAnswerBytes      = 16 << 10 // the final answer
 	episodeObservationBytes = 1 << 10  // one tool result
-	episodeObservationsMax  = 8 << 10  // every tool result together
+	episodeObservationsMax  = 8 << 10  // every tool result together, names included
+	episodeObservationsN    = 64       // tool results noted
+	recalledMaxEntities     = 100      // entities a memory_recalled event names
 )
 
 // Outcomes of a capture, the label of memory_captures_total.
@@ -66,20 +68,47 @@ func (n *episodeNotes) note(obs *baagentv1.ObservePayload) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	room := episodeObservationsMax - n.bytes
-	if room <= 0 {
+	prefix := fmt.Sprintf("[%s] ", obs.GetToolName())
+	room := episodeObservationsMax - n.bytes - len(prefix)
+	if room <= 0 || len(n.lines) == episodeObservationsN {
 		return
 	}
 	text := cutUTF8(strings.TrimSpace(obs.GetObservation()), min(episodeObservationBytes, room))
-	line := fmt.Sprintf("[%s] %s", obs.GetToolName(), text)
-	n.lines = append(n.lines, line)
-	n.bytes += len(text)
+	if text == "" {
+		return
+	}
+	n.lines = append(n.lines, prefix+text)
+	n.bytes += len(prefix) + len(text)
 }
 
 func (n *episodeNotes) snapshot() []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return append([]string(nil), n.lines...)
+}
+
+// restore puts back the notes of a checkpoint (a run resumed after a crash
+// or a question to the user), within the bounds of note.
+func (n *episodeNotes) restore(lines []string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.lines, n.bytes = nil, 0
+	for _, l := range lines {
+		if len(n.lines) == episodeObservationsN || n.bytes+len(l) > episodeObservationsMax {
+			break
+		}
+		n.lines = append(n.lines, strings.ToValidUTF8(l, "\uFFFD"))
+		n.bytes += len(l)
+	}
+}
+
+// checkpointNotes are the notes a checkpoint keeps: those of a run that
+// is captured, none otherwise.
+func (r *run) checkpointNotes() []string {
+	if r.s.opts.Memory == nil || r.rec.GetParentRunId() != "" {
+		return nil
+	}
+	return r.notes.snapshot()
 }
 
 // EpisodeContent is the text of a completed run's episode: the question,
@@ -180,6 +209,9 @@ func recalledPayload(c *baagentv1.ToolCall, args *structpb.Struct, res *baagentv
 		ToolCallId: c.GetId(),
 	}
 	for _, h := range res.GetMemoryHits() {
+		if len(p.Entities) == recalledMaxEntities {
+			break
+		}
 		e := h.GetEntity()
 		p.Entities = append(p.Entities, &baagentv1.MemoryRecalledEntity{
 			EntityId: e.GetId(), Name: e.GetName(), Type: e.GetType(), Score: h.GetScore(),
@@ -204,6 +236,11 @@ func (s *Server) purgeConversationMemory(ctx context.Context, tenant, id string)
 		return 0, status.Errorf(codes.Unavailable, "delete the memory captures of conversation %s: %v", id, err)
 	}
 	resp, err := s.opts.Memory.DeleteConversationMemory(ctx, &baagentv1.DeleteConversationMemoryRequest{Tenant: tenant, ConversationId: id})
+	if status.Code(err) == codes.Unimplemented {
+		// A memory service without the API holds no memory to delete.
+		s.log.WarnContext(ctx, "memory service does not implement DeleteConversationMemory; nothing deleted there", "tenant", tenant, "conversation_id", id)
+		return 0, nil
+	}
 	if err != nil {
 		return 0, peerStatus("memory", "DeleteConversationMemory", err)
 	}

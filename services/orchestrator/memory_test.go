@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -16,6 +17,7 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/internal/testkit"
 	vt "github.com/baagent/baagent/internal/validate/validatetest"
 	"github.com/baagent/baagent/services/memory/capture"
 )
@@ -143,14 +145,18 @@ func TestMemoryRecalledAndCapture(t *testing.T) {
 	if done.GetState() != baagentv1.RunState_RUN_STATE_COMPLETED {
 		t.Fatalf("run %v", done)
 	}
-	// memory_recalled follows memory_search's observe.
+	// memory_recalled follows memory_search's observe (the parallel
+	// sql_query's events may come between them).
 	var rec *baagentv1.MemoryRecalledPayload
-	for i, ev := range evs {
+	observed := false
+	for _, ev := range evs {
+		if ev.GetObserve().GetToolCallId() == "m1" {
+			observed = true
+		}
 		if p := ev.GetMemoryRecalled(); p != nil {
 			rec = p
-			prev := evs[i-1].GetObserve()
-			if prev.GetToolCallId() != "m1" {
-				t.Fatalf("memory_recalled after %v, want memory_search's observe", evs[i-1])
+			if !observed {
+				t.Fatal("memory_recalled before memory_search's observe")
 			}
 		}
 	}
@@ -277,6 +283,22 @@ func TestEpisodeContentBounds(t *testing.T) {
 	if len(c) > capture.MaxContentBytes || !utf8.ValidString(c) {
 		t.Fatalf("content of %d bytes", len(c))
 	}
+	// Many tiny results with long tool names stay within the bounds too.
+	var tiny episodeNotes
+	for range 10_000 {
+		tiny.note(&baagentv1.ObservePayload{ToolName: "mcp__" + strings.Repeat("x", 59), Observation: "1", Success: true})
+	}
+	lines := tiny.snapshot()
+	size := 0
+	for _, l := range lines {
+		size += len(l)
+	}
+	if len(lines) > episodeObservationsN || size > episodeObservationsMax {
+		t.Fatalf("%d notes of %d bytes", len(lines), size)
+	}
+	if c := EpisodeContent(strings.Repeat("é", 50_000), strings.Repeat("a", 100_000), lines); len(c) > capture.MaxContentBytes {
+		t.Fatalf("content of %d bytes", len(c))
+	}
 }
 
 func FuzzEpisodeContent(f *testing.F) {
@@ -285,7 +307,7 @@ func FuzzEpisodeContent(f *testing.F) {
 	f.Add("\xff\xfe", "é", strings.Repeat("x", 2000), 2)
 	f.Fuzz(func(t *testing.T, q, a, o string, n int) {
 		var notes episodeNotes
-		for range min(max(n, 0), 40) {
+		for range min(max(n, 0), 200) {
 			notes.note(&baagentv1.ObservePayload{ToolName: "t", Observation: o, Success: true})
 		}
 		c := EpisodeContent(q, a, notes.snapshot())
@@ -311,5 +333,89 @@ func BenchmarkEpisodeContent(b *testing.B) {
 			n.note(obs)
 		}
 		_ = EpisodeContent("Which product category had the highest revenue last quarter?", strings.Repeat("answer ", 200), n.snapshot())
+	}
+}
+
+// A memory service without the API (Unimplemented) holds nothing to
+// delete: the conversation's deletion goes on, its queued captures purged.
+func TestDeleteConversationMemoryUnimplemented(t *testing.T) {
+	ctx := testCtx(t)
+	none := baagentv1.NewMemoryServiceClient(vt.Serve(t, func(gs grpc.ServiceRegistrar) {
+		baagentv1.RegisterMemoryServiceServer(gs, baagentv1.UnimplementedMemoryServiceServer{})
+	}))
+	done := func(context.Context, int, ModelRequest) (*ModelResponse, error) { return answer("Done."), nil }
+	h := newHarness(t, done, harnessOptions{real: realPeersIn(&dataDirs{}), mutate: func(o *Options) { o.Memory = none }})
+	run := h.start(ctx, &baagentv1.RunSpec{Input: "What sold best?"})
+	ended := h.waitRun(ctx, run.GetRunId())
+	if n := captureCount(ctx, t, h.js, ended.GetConversationId()); n != 1 {
+		t.Fatalf("%d capture requests queued, want 1", n)
+	}
+	if _, err := h.client.DeleteConversation(ctx, &baagentv1.OrchestratorServiceDeleteConversationRequest{Tenant: testTenant, ConversationId: ended.GetConversationId()}); err != nil {
+		t.Fatal(err)
+	}
+	if n := captureCount(ctx, t, h.js, ended.GetConversationId()); n != 0 {
+		t.Fatalf("%d capture requests left after the deletion", n)
+	}
+}
+
+// A run that pauses for the user's answer (its execution ends, and a new
+// one resumes it from the checkpoint) keeps the observations noted before
+// the pause for its episode.
+func TestCaptureKeepsNotesAcrossAPause(t *testing.T) {
+	ctx := testCtx(t)
+	mem := &fakeMemory{}
+	model := func(_ context.Context, _ int, req ModelRequest) (*ModelResponse, error) {
+		ids := toolResultIDs(req)
+		switch {
+		case !slices.Contains(ids, "q1"):
+			return callTools("Query first.", "q1", "sql_query", `{"query":"SELECT 1"}`), nil
+		case !slices.Contains(ids, "call_ask"):
+			return callTools("Ask the scope.", "call_ask", AskClarificationTool, clarifyArgs), nil
+		}
+		return answer("Electronics led."), nil
+	}
+	h := newHarness(t, model, harnessOptions{mutate: func(o *Options) { o.Memory = mem.client(t) }})
+	run := h.start(ctx, &baagentv1.RunSpec{Input: "compare revenue"})
+	waiting := h.waitState(ctx, run.GetRunId(), baagentv1.RunState_RUN_STATE_WAITING_INPUT)
+	testkit.Eventually(t, 10*time.Second, "the waiting run released by its replica", func() bool { return h.srv.local(run.GetRunId()) == nil })
+	q := waiting.GetPendingInput().GetClarification()
+	if err := h.submit(ctx, run.GetRunId(), &baagentv1.RunInput{InputId: q.GetQuestionId(), Answer: "Only Q4"}); err != nil {
+		t.Fatal(err)
+	}
+	done := h.waitRun(ctx, run.GetRunId())
+	if done.GetState() != baagentv1.RunState_RUN_STATE_COMPLETED {
+		t.Fatalf("run %v", done)
+	}
+	msg := captured(ctx, t, h.js, done.GetConversationId())
+	req, err := capture.Decode(msg.Subject, msg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(req.GetContent(), "[sql_query] Found 2 rows") || !strings.Contains(req.GetContent(), "Answer: Electronics led.") {
+		t.Fatalf("episode after a pause:\n%s", req.GetContent())
+	}
+}
+
+func TestEpisodeNotesRestoreBounds(t *testing.T) {
+	var n episodeNotes
+	lines := make([]string, 100)
+	for i := range lines {
+		lines[i] = "[t] " + strings.Repeat("x", 500) + "\xff"
+	}
+	n.restore(lines)
+	got := n.snapshot()
+	size := 0
+	for _, l := range got {
+		size += len(l)
+		if !utf8.ValidString(l) {
+			t.Fatalf("invalid UTF-8 kept: %q", l)
+		}
+	}
+	if len(got) == 0 || len(got) > episodeObservationsN || size > episodeObservationsMax+len(got)*2 {
+		t.Fatalf("%d notes of %d bytes restored", len(got), size)
+	}
+	n.restore(nil)
+	if len(n.snapshot()) != 0 {
+		t.Fatal("restore(nil) kept notes")
 	}
 }

@@ -255,6 +255,7 @@ func (r *run) restore(cp *checkpoint.State) error {
 	}
 	r.roundReady = cp.Started
 	r.doom.Restore(cp.Calls)
+	r.notes.restore(cp.MemoryNotes)
 	r.rec.QueryComplexity, r.rec.ComplexitySignals = baagentv1.QueryComplexity(cp.Complexity), cp.ComplexitySignals
 	if err := r.restorePlan(cp.Plan); err != nil {
 		return err
