@@ -452,7 +452,7 @@ func FuzzMemoryHandlers(f *testing.F) {
 		vt.Handler(s.GetMemorySettings),
 		vt.Handler(s.UpdateMemorySettings),
 	}
-	seeds := []proto.Message{
+	corpus := []proto.Message{
 		&baagentv1.GatewayServiceSearchMemoryRequest{Query: "north", TopK: 5, EntityTypes: []string{"Region"}, VectorWeight: ptr(0.4)},
 		&baagentv1.GatewayServiceAddMemoryEpisodeRequest{Content: "North grew", ConversationId: "c1", IdempotencyKey: "k"},
 		&baagentv1.GatewayServiceListMemoryEpisodesRequest{PageSize: 10, Status: baagentv1.EpisodeStatus_EPISODE_STATUS_SYNCED},
@@ -466,7 +466,7 @@ func FuzzMemoryHandlers(f *testing.F) {
 		&baagentv1.GatewayServiceGetMemorySettingsRequest{ConversationId: "c1"},
 		&baagentv1.GatewayServiceUpdateMemorySettingsRequest{ConversationId: "c1", ConversationCapture: ptr(false)},
 	}
-	for i, m := range seeds {
+	for i, m := range corpus {
 		f.Add(uint8(i), vt.Marshal(f, m))
 	}
 	for i, h := range handlers {
