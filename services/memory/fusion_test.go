@@ -147,3 +147,20 @@ func TestNamesCompatible(t *testing.T) {
 		}
 	}
 }
+
+func TestCutWeak(t *testing.T) {
+	t.Parallel()
+	hits := []store.Scored{{ID: "a", Score: 2}, {ID: "b", Score: 1.5}, {ID: "c", Score: 1.49}, {ID: "d", Score: 1}}
+	if got := cutWeak(hits, 0.75); len(got) != 2 {
+		t.Errorf("cut at 0.75 of 2 kept %v, want a and b", got)
+	}
+	if got := cutWeak(hits, -1); len(got) != 4 {
+		t.Errorf("a negative cutoff cut %v", got)
+	}
+	if got := cutWeak([]store.Scored{{ID: "a", Score: 0}, {ID: "b", Score: -1}}, 0.5); len(got) != 2 {
+		t.Errorf("hits without a positive best were cut: %v", got)
+	}
+	if got := cutWeak(nil, 0.5); got != nil {
+		t.Errorf("cutting nothing gave %v", got)
+	}
+}

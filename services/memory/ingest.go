@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -433,7 +434,10 @@ func namesCompatible(a, b string) bool {
 	if len(wa) == 0 || len(wb) == 0 {
 		return false
 	}
-	if len(wa) > len(wb) || (len(wa) == len(wb) && len(a) > len(b)) {
+	// The shorter name by word count, then length, then text: a total
+	// order, so that the test does not depend on the argument order.
+	ka, kb := strings.Join(wa, " "), strings.Join(wb, " ")
+	if c := cmp.Or(cmp.Compare(len(wa), len(wb)), cmp.Compare(len(ka), len(kb)), strings.Compare(ka, kb)); c > 0 {
 		wa, wb = wb, wa
 	}
 	if len(wa) == 1 && len(wb) > 1 && len([]rune(wa[0])) == len(wb) {

@@ -119,7 +119,7 @@ func TestStuckExtractionGivesTheEpisodeBack(t *testing.T) {
 		}
 		return good.Extract(ctx, content)
 	})
-	ts := newTestServer(t, Options{Extractor: x, Lease: 400 * time.Millisecond, ExtractTimeout: time.Minute}, true)
+	ts := newTestServer(t, Options{Extractor: x, Lease: 2 * time.Second, ExtractTimeout: time.Minute}, true)
 	resp, err := ts.c.AddEpisode(t.Context(), &baagentv1.AddEpisodeRequest{Tenant: "t", Content: acmeText})
 	if err != nil {
 		t.Fatal(err)

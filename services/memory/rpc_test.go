@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -492,4 +493,28 @@ func TestUnknownPageToken(t *testing.T) {
 	_, err := ts.c.ListEntities(t.Context(), &baagentv1.ListEntitiesRequest{Tenant: "t", PageToken: "garbage"})
 	wantCode(t, "ListEntities(bad token)", err, codes.InvalidArgument)
 	_ = store.StatusPending
+}
+
+// TestPostgresBackend runs the main path over the PostgreSQL store: the
+// server is the same whichever store holds the graph.
+func TestPostgresBackend(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Options{Store: openPostgres(t), Extractor: sampleExtractor()}, true)
+	ctx := t.Context()
+	ep := ts.add(t, "acme", acmeText)
+	ts.add(t, "acme", cedarText)
+	res, err := ts.c.Search(ctx, &baagentv1.SearchRequest{Tenant: "acme", Query: "What did Acme Labs order?"})
+	if names := hitNames(res.GetHits()); err != nil || !slices.Contains(names, "Acme Labs") || !slices.Contains(names, "Edge Router R1") {
+		t.Fatalf("search = %v, %v", names, err)
+	}
+	router := findEntity(t, ts, "acme", "Edge Router R1")
+	if router.GetMentionCount() != 2 {
+		t.Errorf("router = %v, want merged from both episodes", router)
+	}
+	_, err = ts.c.GetEpisode(ctx, &baagentv1.GetEpisodeRequest{Tenant: "other", Id: ep.GetId()})
+	wantCode(t, "GetEpisode(other tenant)", err, codes.NotFound)
+	st, err := ts.c.Stats(ctx, &baagentv1.StatsRequest{Tenant: "acme"})
+	if err != nil || !strings.HasPrefix(st.GetBackend(), "postgres") || st.GetEntities() != 6 {
+		t.Fatalf("stats = %v, %v", st, err)
+	}
 }

@@ -159,8 +159,8 @@ func (s *Server) channels(ctx context.Context, p searchPlan) ([]rankList, error)
 		s.log.WarnContext(ctx, "embedding a query failed; searching without the vector channel", "err", vecErr)
 	}
 	if p.mode == baagentv1.SearchMode_SEARCH_MODE_HYBRID {
-		vecHits = cutWeak(vecHits, s.opts.RelativeCutoff)
-		kwHits = cutWeak(kwHits, s.opts.RelativeCutoff)
+		vecHits = cutWeak(vecHits, s.opts.VectorCutoff)
+		kwHits = cutWeak(kwHits, s.opts.KeywordCutoff)
 	}
 	var lists []rankList
 	if useVector {

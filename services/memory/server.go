@@ -80,7 +80,8 @@ const (
 	DefaultMaxWaiters         = 4096
 	DefaultMaxWait            = 5 * time.Minute
 	DefaultChannelCandidates  = 50
-	DefaultRelativeCutoff     = 0.75
+	DefaultVectorCutoff       = 0.9
+	DefaultKeywordCutoff      = 0.75
 	DefaultGraphDepth         = 2
 	DefaultMaxAnchorLookups   = 128
 	DefaultKeywordAnchors     = 3
@@ -158,10 +159,12 @@ type Options struct {
 	// ChannelCandidates is how many hits each search channel contributes
 	// to the fusion, at least top_k (default 50).
 	ChannelCandidates int
-	// RelativeCutoff: in a hybrid search, the vector and keyword hits
-	// scoring below this share of their channel's best hit are left out of
-	// the fusion (default 0.5; negative keeps every hit).
-	RelativeCutoff float64
+	// VectorCutoff and KeywordCutoff: in a hybrid search, the vector
+	// (keyword) hits scoring below this share of their channel's best hit
+	// are left out of the fusion (defaults 0.9 and 0.75, chosen on the
+	// recall evaluation with the lexical embedding; negative keeps every
+	// hit).
+	VectorCutoff, KeywordCutoff float64
 }
 
 func (o Options) withDefaults() Options {
@@ -207,8 +210,11 @@ func (o Options) withDefaults() Options {
 	if o.ChannelCandidates <= 0 {
 		o.ChannelCandidates = DefaultChannelCandidates
 	}
-	if o.RelativeCutoff == 0 {
-		o.RelativeCutoff = DefaultRelativeCutoff
+	if o.VectorCutoff == 0 {
+		o.VectorCutoff = DefaultVectorCutoff
+	}
+	if o.KeywordCutoff == 0 {
+		o.KeywordCutoff = DefaultKeywordCutoff
 	}
 	return o
 }

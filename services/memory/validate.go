@@ -2,6 +2,7 @@ package memory
 
 import (
 	"math"
+	"strings"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/validate"
@@ -24,6 +25,14 @@ func entityType(e *validate.Errors, field, v string) {
 	validate.MaxBytes(e, field, v, MaxTypeBytes)
 }
 
+// noNUL refuses NUL characters in free text: no meaning in text, and
+// PostgreSQL cannot store them.
+func noNUL(e *validate.Errors, field, v string) {
+	if strings.IndexByte(v, 0) >= 0 {
+		e.Add(field, "must not contain NUL characters")
+	}
+}
+
 func page(e *validate.Errors, size int32, token string) {
 	validate.PageSize(e, "page_size", size, MaxPageSize)
 	validate.Optional(e, "page_token", token, validate.PageToken)
@@ -33,6 +42,7 @@ func validateAddEpisode(r *baagentv1.AddEpisodeRequest) error {
 	var e validate.Errors
 	validate.Tenant(&e, "tenant", r.GetTenant())
 	validate.RequiredText(&e, "content", r.GetContent(), MaxContentBytes)
+	noNUL(&e, "content", r.GetContent())
 	validate.Enum(&e, "source", r.GetSource(), baagentv1.EpisodeSource_name, true)
 	validate.Optional(&e, "conversation_id", r.GetConversationId(), validate.ID)
 	validate.Optional(&e, "run_id", r.GetRunId(), validate.RunID)
@@ -64,6 +74,7 @@ func validateListEntities(r *baagentv1.ListEntitiesRequest) error {
 	validate.Tenant(&e, "tenant", r.GetTenant())
 	validate.Optional(&e, "type", r.GetType(), entityType)
 	validate.Text(&e, "name_prefix", r.GetNamePrefix(), MaxNamePrefixBytes)
+	noNUL(&e, "name_prefix", r.GetNamePrefix())
 	page(&e, r.GetPageSize(), r.GetPageToken())
 	return e.Err()
 }
@@ -72,6 +83,7 @@ func validateSearch(r *baagentv1.SearchRequest) error {
 	var e validate.Errors
 	validate.Tenant(&e, "tenant", r.GetTenant())
 	validate.RequiredText(&e, "query", r.GetQuery(), MaxQueryBytes)
+	noNUL(&e, "query", r.GetQuery())
 	validate.Enum(&e, "mode", r.GetMode(), baagentv1.SearchMode_name, true)
 	if k := r.GetTopK(); k != 0 {
 		validate.Range(&e, "top_k", k, 1, MaxTopK)

@@ -48,6 +48,7 @@ func TestValidation(t *testing.T) {
 		{"AddEpisode/content not UTF-8", vt.Call(func(ctx context.Context, r *baagentv1.AddEpisodeRequest, _ ...grpc.CallOption) (*baagentv1.AddEpisodeResponse, error) {
 			return ts.srv.AddEpisode(ctx, r)
 		}, vt.With(add, func(r *baagentv1.AddEpisodeRequest) { r.Content = "a\xffb" })), "content"},
+		{"AddEpisode/NUL in content", vt.Call(c.AddEpisode, vt.With(add, func(r *baagentv1.AddEpisodeRequest) { r.Content = "a\x00b" })), "content"},
 		{"AddEpisode/unknown source", vt.Call(c.AddEpisode, vt.With(add, func(r *baagentv1.AddEpisodeRequest) { r.Source = 9 })), "source"},
 		{"AddEpisode/bad conversation", vt.Call(c.AddEpisode, vt.With(add, func(r *baagentv1.AddEpisodeRequest) { r.ConversationId = "a/b" })), "conversation_id"},
 		{"AddEpisode/bad run", vt.Call(c.AddEpisode, vt.With(add, func(r *baagentv1.AddEpisodeRequest) { r.RunId = "run.1" })), "run_id"},
@@ -72,6 +73,7 @@ func TestValidation(t *testing.T) {
 		{"Search/no tenant", vt.Call(c.Search, vt.With(search, func(r *baagentv1.SearchRequest) { r.Tenant = "" })), "tenant"},
 		{"Search/no query", vt.Call(c.Search, vt.With(search, func(r *baagentv1.SearchRequest) { r.Query = "" })), "query"},
 		{"Search/query too long", vt.Call(c.Search, vt.With(search, func(r *baagentv1.SearchRequest) { r.Query = strings.Repeat("q", MaxQueryBytes+1) })), "query"},
+		{"Search/NUL in query", vt.Call(c.Search, vt.With(search, func(r *baagentv1.SearchRequest) { r.Query = "a\x00b" })), "query"},
 		{"Search/mode", vt.Call(c.Search, vt.With(search, func(r *baagentv1.SearchRequest) { r.Mode = 5 })), "mode"},
 		{"Search/top_k high", vt.Call(c.Search, vt.With(search, func(r *baagentv1.SearchRequest) { r.TopK = 101 })), "top_k"},
 		{"Search/top_k negative", vt.Call(c.Search, vt.With(search, func(r *baagentv1.SearchRequest) { r.TopK = -1 })), "top_k"},
