@@ -210,6 +210,63 @@ func runAs() (*syscall.Credential, error) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}, nil
 }
 
+// tempParent is where the server's directory goes: the usual temporary
+// directory, unless the server runs as another user who could not reach
+// it (a private TMPDIR of root's), then /tmp.
+func tempParent(cred *syscall.Credential) string {
+	tmp := os.TempDir()
+	if cred == nil {
+		return tmp
+	}
+	for d := tmp; ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err != nil || st.Mode().Perm()&0o001 == 0 {
+			return "/tmp"
+		}
+		if d == filepath.Dir(d) {
+			return tmp
+		}
+	}
+}
+
+// staleAfter is how old a server directory must be before sweepStale may
+// remove it (a younger one may be another process's initdb under way).
+const staleAfter = 10 * time.Minute
+
+// sweepStale removes the directories of servers whose test process was
+// killed before it could stop them (a fuzzing worker, an interrupted run):
+// older than before, and no live postmaster in them.
+func sweepStale(parent string, before time.Time) {
+	dirs, _ := filepath.Glob(filepath.Join(parent, "baagent-pg-*"))
+	for _, d := range dirs {
+		st, err := os.Stat(d)
+		if err != nil || !st.IsDir() || st.ModTime().After(before) {
+			continue
+		}
+		if pid, ok := postmasterPID(filepath.Join(d, "data", "postmaster.pid")); ok && alive(pid) {
+			continue
+		}
+		_ = os.RemoveAll(d)
+	}
+}
+
+// postmasterPID reads the pid on the first line of a postmaster.pid file.
+func postmasterPID(path string) (int, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	return pid, err == nil && pid > 0
+}
+
+// alive tells whether a process exists.
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
 // Start runs initdb and starts a server with the binaries in bin. Close
 // stops it and removes its directory.
 func Start(bin string) (*Server, error) {
@@ -217,7 +274,8 @@ func Start(bin string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "baagent-pg-")
+	sweepStale(tempParent(cred), time.Now().Add(-staleAfter))
+	dir, err := os.MkdirTemp(tempParent(cred), "baagent-pg-")
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,10 @@ package pgtest
 import (
 	"context"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,13 +80,72 @@ func TestDropOnCleanup(t *testing.T) {
 	}
 	conn, err := pgx.Connect(ctx, s.DSN("postgres"))
 	if err != nil {
+		t.Fatalf("the server is gone after a test's cleanup: %v", err)
+	}
+	if err := conn.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = conn.Close(ctx) }()
 }
 
 func TestStartFailsCleanlyOnBadBinDir(t *testing.T) {
 	if _, err := Start(t.TempDir()); err == nil {
 		t.Fatal("Start with no binaries succeeded")
+	}
+}
+
+// TestMissingPostgres runs a test needing PostgreSQL in a child process
+// whose binaries directory is empty: skipped, or failed when required.
+func TestMissingPostgres(t *testing.T) {
+	if os.Getenv("PGTEST_CHILD") == "1" {
+		Shared(t)
+		t.Fatal("Shared returned without PostgreSQL")
+	}
+	run := func(require string) (string, error) {
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestMissingPostgres$", "-test.v")
+		cmd.Env = append(os.Environ(), "PGTEST_CHILD=1", BinDirEnv+"="+t.TempDir(), RequireEnv+"="+require)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := run("")
+	if err != nil || !strings.Contains(out, "--- SKIP: TestMissingPostgres") {
+		t.Fatalf("without PostgreSQL: %v\n%s", err, out)
+	}
+	out, err = run("1")
+	if err == nil || !strings.Contains(out, "PostgreSQL is required") {
+		t.Fatalf("without PostgreSQL, required: %v\n%s", err, out)
+	}
+}
+
+// TestSweepStale removes an old server directory without a live server and
+// keeps a young one and one whose server runs.
+func TestSweepStale(t *testing.T) {
+	parent := t.TempDir()
+	mk := func(name, pid string, age time.Duration) string {
+		d := filepath.Join(parent, name)
+		if err := os.MkdirAll(filepath.Join(d, "data"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if pid != "" {
+			if err := os.WriteFile(filepath.Join(d, "data", "postmaster.pid"), []byte(pid+"\n/data\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		old := time.Now().Add(-age)
+		if err := os.Chtimes(d, old, old); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	dead := mk("baagent-pg-dead", "999999999", time.Hour)
+	noPid := mk("baagent-pg-nopid", "", time.Hour)
+	young := mk("baagent-pg-young", "", time.Second)
+	live := mk("baagent-pg-live", strconv.Itoa(os.Getpid()), time.Hour)
+	other := mk("unrelated", "", time.Hour)
+	sweepStale(parent, time.Now().Add(-staleAfter))
+	for d, want := range map[string]bool{dead: false, noPid: false, young: true, live: true, other: true} {
+		_, err := os.Stat(d)
+		if (err == nil) != want {
+			t.Errorf("%s: exists %v, want %v", filepath.Base(d), err == nil, want)
+		}
 	}
 }

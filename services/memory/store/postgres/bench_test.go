@@ -160,8 +160,12 @@ func loadBench(srv *pgtest.Server) error {
 	if _, err := conn.Exec(ctx, "VACUUM ANALYZE"); err != nil {
 		return err
 	}
-	fmt.Printf("bench: loaded %d entities and %d relations (+%d tenants a tenth the size) in %s\n",
-		benchEntities, benchRelations, benchOthers, time.Since(start).Round(time.Millisecond))
+	var size string
+	if err := conn.QueryRow(ctx, "SELECT pg_size_pretty(pg_database_size(current_database()))").Scan(&size); err != nil {
+		return err
+	}
+	fmt.Printf("bench: loaded %d entities and %d relations (+%d tenants a tenth the size) in %s; database %s\n",
+		benchEntities, benchRelations, benchOthers, time.Since(start).Round(time.Millisecond), size)
 	return nil
 }
 
@@ -213,6 +217,25 @@ func BenchmarkVectorSearch(b *testing.B) {
 		}
 	}
 	lat.report(b)
+}
+
+// BenchmarkVectorIndexLoad is a replica's first search of the large
+// tenant: its 100,000 vectors read from PostgreSQL and indexed.
+func BenchmarkVectorIndexLoad(b *testing.B) {
+	benchStore(b)
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(6, 6))
+	for b.Loop() {
+		s, err := Open(ctx, bench.dsn, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		hits, err := s.VectorSearch(ctx, benchTenant, randomUnit(r, benchDims), 10, nil)
+		_ = s.Close()
+		if err != nil || len(hits) != 10 {
+			b.Fatalf("%d hits, %v", len(hits), err)
+		}
+	}
 }
 
 func BenchmarkKeywordSearch(b *testing.B) {
@@ -287,18 +310,20 @@ func BenchmarkHybrid(b *testing.B) {
 }
 
 // BenchmarkCompleteEpisode completes episodes of five entities (two of
-// them already known) and four relations; parallel runs complete with
-// four workers, as replicas would.
+// them already known) and four relations, with one worker or four (as
+// replicas would), the episodes of one tenant or of four.
 func BenchmarkCompleteEpisode(b *testing.B) {
-	for _, workers := range []int{1, 4} {
-		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+	for _, c := range []struct{ workers, tenants int }{{1, 1}, {4, 1}, {4, 4}} {
+		workers := c.workers
+		b.Run(fmt.Sprintf("workers=%d/tenants=%d", c.workers, c.tenants), func(b *testing.B) {
 			s := benchStore(b)
 			ctx := context.Background()
-			tenant := fmt.Sprintf("complete-%d-%d", workers, time.Now().UnixNano())
+			run := time.Now().UnixNano()
+			tenantOf := func(i int) string { return fmt.Sprintf("complete-%d-%d", run, i%c.tenants) }
 			n := b.N
 			eps := make([]*store.Episode, n)
 			for i := range eps {
-				ep, _, err := s.CreateEpisode(ctx, &store.Episode{ID: newID("ep_"), Tenant: tenant, Source: store.SourceRun,
+				ep, _, err := s.CreateEpisode(ctx, &store.Episode{ID: newID("ep_"), Tenant: tenantOf(i), Source: store.SourceRun,
 					Content: "benchmark", CreatedAt: time.Now(), Status: store.StatusPending})
 				if err != nil {
 					b.Fatal(err)
@@ -312,7 +337,7 @@ func BenchmarkCompleteEpisode(b *testing.B) {
 				}
 				claimed += len(got)
 			}
-			r := rand.New(rand.NewPCG(5, uint64(workers)))
+			r := rand.New(rand.NewPCG(5, uint64(workers*10+c.tenants)))
 			results := make([]store.IngestResult, n)
 			for i := range results {
 				res := store.IngestResult{}
@@ -343,7 +368,7 @@ func BenchmarkCompleteEpisode(b *testing.B) {
 				go func() {
 					defer wg.Done()
 					for i := range next {
-						if _, err := s.CompleteEpisode(ctx, tenant, eps[i].ID, "bench", results[i]); err != nil {
+						if _, err := s.CompleteEpisode(ctx, eps[i].Tenant, eps[i].ID, "bench", results[i]); err != nil {
 							errs <- err
 							return
 						}

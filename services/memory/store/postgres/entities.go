@@ -158,6 +158,11 @@ WHERE tenant = $1 AND id = $2`, tenant, id, int32(store.StatusSynced))
 		return store.IngestOutcome{}, fmt.Errorf("memory store: complete episode: %w", err)
 	}
 	s.metrics.completeSeconds.Observe(time.Since(start).Seconds())
+	if s.pgvector {
+		for _, e := range r.Entities {
+			s.ensureHNSW(ctx, len(e.Embedding))
+		}
+	}
 	return out, nil
 }
 

@@ -498,7 +498,33 @@ INSERT INTO memory_entity_tombstones (tenant, id, seq) SELECT $1, id, $3 FROM un
 ON CONFLICT (tenant, id) DO UPDATE SET seq = EXCLUDED.seq`, tenant, ids, seq); err != nil {
 		return 0, err
 	}
+	if err := pruneTombstones(ctx, tx, tenant); err != nil {
+		return 0, err
+	}
 	return len(comms), nil
+}
+
+// maxTombstones is how many deleted-entity records a tenant keeps for the
+// vector indexes of other replicas; an index further behind reloads the
+// tenant. A variable for tests.
+var maxTombstones = 10_000
+
+// pruneTombstones keeps the tenant's newest maxTombstones tombstones and
+// raises the tenant's tombstone floor past the ones it drops, inside the
+// deleting transaction (which holds the tenant row's lock).
+func pruneTombstones(ctx context.Context, tx pgx.Tx, tenant string) error {
+	_, err := tx.Exec(ctx, `
+WITH cut AS (
+	SELECT seq FROM memory_entity_tombstones WHERE tenant = $1
+	ORDER BY seq DESC OFFSET $2 LIMIT 1
+), gone AS (
+	DELETE FROM memory_entity_tombstones t USING cut
+	WHERE t.tenant = $1 AND t.seq <= cut.seq
+	RETURNING t.seq
+)
+UPDATE memory_tenants SET tomb_floor = greatest(tomb_floor, (SELECT max(seq) FROM gone))
+WHERE tenant = $1 AND EXISTS (SELECT 1 FROM gone)`, tenant, maxTombstones)
+	return err
 }
 
 // uniq returns ss without repeats, in first-seen order.

@@ -8,22 +8,19 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/baagent/baagent/services/memory/store"
 )
-
-// hnswIndexes remembers the HNSW indexes this process made sure of, by
-// dimension count (a handful: one per embedding model in use).
-var hnswIndexes sync.Map
 
 // maxVectorDims is the largest dimension count pgvector indexes with HNSW.
 const maxVectorDims = 2000
@@ -107,21 +104,50 @@ func vectorLiteral(v []float32) string {
 	return b.String()
 }
 
-// setVector writes an entity's vector column and makes sure the HNSW index
-// of its dimension count exists.
+// setVector writes an entity's vector column.
 func (s *Store) setVector(ctx context.Context, tx pgx.Tx, tenant, id string, v []float32) error {
 	if len(v) > maxVectorDims {
 		return nil // left to real[] only; such vectors are not searchable with the index
 	}
-	if _, err := tx.Exec(ctx, `UPDATE memory_entities SET embedding_vec = $3::vector WHERE tenant = $1 AND id = $2`,
-		tenant, id, vectorLiteral(v)); err != nil {
-		return err
+	_, err := tx.Exec(ctx, `UPDATE memory_entities SET embedding_vec = $3::vector WHERE tenant = $1 AND id = $2`,
+		tenant, id, vectorLiteral(v))
+	return err
+}
+
+// ensureHNSW makes sure the HNSW index of vectors of dims dimensions
+// exists, once per store and dimension count (a handful: one per embedding
+// model in use). It runs outside any transaction, after the first such
+// vector is committed, since building the index locks the table against
+// writes; a failure is logged (searches still work, unindexed).
+func (s *Store) ensureHNSW(ctx context.Context, dims int) {
+	if dims <= 0 || dims > maxVectorDims {
+		return
 	}
-	if _, done := hnswIndexes.Load(len(v)); !done {
-		if _, err := tx.Exec(ctx, hnswIndexSQL(len(v))); err != nil {
-			return err
-		}
-		hnswIndexes.Store(len(v), true)
+	if _, done := s.hnsw.Load(dims); done {
+		return
+	}
+	_, err := s.pool.Exec(ctx, hnswIndexSQL(dims))
+	var pe *pgconn.PgError
+	if err != nil && !(errors.As(err, &pe) && (pe.Code == "42P07" || pe.Code == "23505")) { // created meanwhile
+		s.log.Warn("pgvector: HNSW index not created", "dims", dims, "error", err)
+		return
+	}
+	s.hnsw.Store(dims, true)
+}
+
+// ensureExistingHNSW makes sure of the HNSW indexes of the vectors already
+// stored (a database that had vectors before pgvector was installed).
+func (s *Store) ensureExistingHNSW(ctx context.Context) error {
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT vector_dims(embedding_vec) FROM memory_entities WHERE embedding_vec IS NOT NULL`)
+	if err != nil {
+		return fmt.Errorf("memory postgres: vector dimensions: %w", err)
+	}
+	dims, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return fmt.Errorf("memory postgres: vector dimensions: %w", err)
+	}
+	for _, d := range dims {
+		s.ensureHNSW(ctx, int(d))
 	}
 	return nil
 }

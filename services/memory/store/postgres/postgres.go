@@ -19,11 +19,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -55,6 +55,7 @@ type Store struct {
 	log      *slog.Logger
 	pgvector bool
 	vectors  *vecindex.Index
+	hnsw     sync.Map // dimension counts whose HNSW index exists (pgvector)
 	metrics  *storeMetrics
 }
 
@@ -101,6 +102,11 @@ func openPool(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error
 		s.pgvector, err = enablePgvector(ctx, pool, log)
 		if err != nil {
 			return nil, err
+		}
+		if s.pgvector {
+			if err := s.ensureExistingHNSW(ctx); err != nil {
+				return nil, err
+			}
 		}
 	}
 	s.vectors = vecindex.New(vecSource{s}, o.Vectors)
@@ -195,12 +201,6 @@ func decodeToken(tok string) (key, id string, err error) {
 // notFound wraps store.ErrNotFound with what was missing.
 func notFound(what, id string) error {
 	return fmt.Errorf("%w: %s %q", store.ErrNotFound, what, id)
-}
-
-// isUniqueViolation tells a unique-constraint violation.
-func isUniqueViolation(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "23505"
 }
 
 // bumpTenant advances the tenant's change sequence inside tx and returns the

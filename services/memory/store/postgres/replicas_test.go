@@ -379,3 +379,48 @@ func newDSN(t *testing.T) string {
 	t.Helper()
 	return pgtest.NewDatabase(t)
 }
+
+// TestTombstonesPruned keeps a tenant's tombstones bounded: a replica whose
+// index is older than the oldest kept one reloads the tenant and still
+// answers right.
+func TestTombstonesPruned(t *testing.T) {
+	old := maxTombstones
+	maxTombstones = 2
+	t.Cleanup(func() { maxTombstones = old })
+	writer, dsn := openTest(t)
+	reader := openDSN(t, dsn)
+	ctx := testCtx(t)
+	var es []store.ExtractedEntity
+	for i := range 6 {
+		v := make([]float32, 6)
+		v[i] = 1
+		es = append(es, store.ExtractedEntity{Name: fmt.Sprintf("E%d", i), Type: "x", Embedding: v})
+	}
+	out := ingest(t, writer, addEpisode(t, writer, "acme", ""), store.IngestResult{Entities: es})
+	if hits, err := reader.VectorSearch(ctx, "acme", es[0].Embedding, 10, nil); err != nil || len(hits) != 6 {
+		t.Fatalf("before: %v %v", hits, err)
+	}
+	for _, id := range out.EntityIDs[:4] {
+		if _, err := writer.DeleteEntity(ctx, "acme", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var tombs int
+	var floor int64
+	if err := writer.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM memory_entity_tombstones WHERE tenant = 'acme'),
+		(SELECT tomb_floor FROM memory_tenants WHERE tenant = 'acme')`).Scan(&tombs, &floor); err != nil {
+		t.Fatal(err)
+	}
+	if tombs != 2 || floor == 0 {
+		t.Fatalf("%d tombstones kept, floor %d; want 2 and a raised floor", tombs, floor)
+	}
+	hits, err := reader.VectorSearch(ctx, "acme", es[0].Embedding, 10, nil)
+	if err != nil || len(hits) != 2 {
+		t.Fatalf("after pruning: %v %v", hits, err)
+	}
+	for _, h := range hits {
+		if h.ID != out.EntityIDs[4] && h.ID != out.EntityIDs[5] {
+			t.Fatalf("deleted entity %s found", h.ID)
+		}
+	}
+}

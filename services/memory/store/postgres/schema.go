@@ -36,6 +36,7 @@ ALTER TEXT SEARCH CONFIGURATION memory_simple ALTER MAPPING FOR
 CREATE TABLE memory_tenants (
 	tenant                 text PRIMARY KEY,
 	seq                    bigint NOT NULL DEFAULT 0,
+	tomb_floor             bigint NOT NULL DEFAULT 0,
 	graph_changed_at       timestamptz,
 	communities_updated_at timestamptz
 );

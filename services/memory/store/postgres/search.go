@@ -66,7 +66,7 @@ const maxK = 1000
 
 // keywordCandidates bounds the rows one keyword search ranks: a query whose
 // words are common would otherwise rank a large part of the tenant.
-const keywordCandidates = 5000
+const keywordCandidates = 2000
 
 // keywordSQL ranks the tenant's entities matching $2 (websearch syntax) in
 // both the unstemmed and the English-stemmed forms, among at most $5

@@ -63,13 +63,21 @@ ORDER BY 1, 2`
 
 // Changes returns the changes after since, in sequence order. A page never
 // ends inside one sequence's changes (it is completed past limit), since
-// the index resumes after the last sequence it saw. Tombstones are all
-// kept, so the history is never too old.
+// the index resumes after the last sequence it saw. ErrTooOld when
+// tombstones after since were pruned.
 func (v vecSource) Changes(ctx context.Context, tenant string, since int64, limit int) ([]vecindex.Change, int64, error) {
 	start := time.Now()
-	cur, err := v.Seq(ctx, tenant) // read first: all changes up to it are visible below
+	// Read first: all changes up to cur are visible to the queries below.
+	var cur, floor int64
+	err := v.s.pool.QueryRow(ctx, `SELECT seq, tomb_floor FROM memory_tenants WHERE tenant = $1`, tenant).Scan(&cur, &floor)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, 0, nil
+	}
 	if err != nil {
 		return nil, 0, err
+	}
+	if since < floor {
+		return nil, 0, vecindex.ErrTooOld
 	}
 	rows, err := v.s.pool.Query(ctx, changesSQL, tenant, since, limit)
 	if err != nil {
@@ -91,6 +99,13 @@ func (v vecSource) Changes(ctx context.Context, tenant string, since int64, limi
 			return nil, 0, err
 		}
 		out, next = append(out, rest...), last.Seq
+	}
+	// Tombstones pruned while the queries ran would be missing from them.
+	if err := v.s.pool.QueryRow(ctx, `SELECT tomb_floor FROM memory_tenants WHERE tenant = $1`, tenant).Scan(&floor); err != nil {
+		return nil, 0, err
+	}
+	if since < floor {
+		return nil, 0, vecindex.ErrTooOld
 	}
 	v.s.metrics.vectorsLoaded.Add(float64(len(out)))
 	v.s.metrics.vectorCatchup.Observe(time.Since(start).Seconds())
