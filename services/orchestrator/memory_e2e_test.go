@@ -186,8 +186,14 @@ func TestMemoryEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(found.GetHits()) == 0 || found.GetHits()[0].GetEntity().GetName() != "Software" {
-		t.Fatalf("search after the first run: %v", found.GetHits())
+	var software string
+	for _, h := range found.GetHits() {
+		if h.GetEntity().GetName() == "Software" {
+			software = h.GetEntity().GetId()
+		}
+	}
+	if software == "" {
+		t.Fatalf("search after the first run does not find Software: %v", found.GetHits())
 	}
 
 	second, evs := s.ask(ctx, "", "What do we know about the Software category?")
@@ -204,8 +210,12 @@ func TestMemoryEndToEnd(t *testing.T) {
 	if rec == nil || rec.GetOrigin() != "tool" || rec.GetQuery() != "Software category" || len(rec.GetEntities()) == 0 {
 		t.Fatalf("memory_recalled %v (events %v)", rec, types(evs))
 	}
-	if rec.GetEntities()[0].GetName() != "Software" || rec.GetEntities()[0].GetEntityId() != found.GetHits()[0].GetEntity().GetId() {
-		t.Fatalf("recalled %v", rec.GetEntities())
+	recalledSoftware := false
+	for _, e := range rec.GetEntities() {
+		recalledSoftware = recalledSoftware || e.GetName() == "Software" && e.GetEntityId() == software && e.GetType() == "ProductCategory"
+	}
+	if !recalledSoftware {
+		t.Fatalf("recalled %v, want Software (%s) among them", rec.GetEntities(), software)
 	}
 	if !strings.Contains(obs, "Software [ProductCategory]") {
 		t.Fatalf("memory_search observation:\n%s", obs)
