@@ -20,7 +20,7 @@ import (
 // pathSettings are the settings that name a file or directory, and whether
 // the process writes there.
 var pathSettings = map[string]bool{
-	"data-dir": true, "workspace-dir": true, "artifact-dir": true,
+	"data-dir": true, "workspace-dir": true, "artifact-dir": true, "memory-db": true,
 	"skills-dir": false, "scenarios-dir": false, "workspace-seed-dir": false,
 	"token-encoders-file": false, "tools-file": false, "api-keys-file": false, "config": false,
 }

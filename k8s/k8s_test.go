@@ -32,7 +32,8 @@ type overlay struct {
 var overlays = []overlay{
 	{name: "dev", dev: true, natsReplicas: 1},
 	{name: "prod", natsReplicas: 3, externalSecrets: map[string]map[string]string{
-		"baagent-secrets": {"api-keys": "stand-in-key-for-validation=acme\n", "model-api-key": "stand-in"},
+		"baagent-secrets": {"api-keys": "stand-in-key-for-validation=acme\n", "model-api-key": "stand-in",
+			"memory-postgres-url": "postgres://baagent:stand-in@postgres:5432/baagent?sslmode=require"},
 	}},
 	// The dev overlay with the otel component.
 	{name: "dev-otel", dev: true, natsReplicas: 1, traced: true},
@@ -61,8 +62,8 @@ func TestBaseRenders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Deployments) != 6 || len(m.StatefulSets) != 1 || len(m.HPAs) != 3 {
-		t.Fatalf("base: %d Deployments, %d StatefulSets, %d HPAs; want 6, 1, 3", len(m.Deployments), len(m.StatefulSets), len(m.HPAs))
+	if len(m.Deployments) != 7 || len(m.StatefulSets) != 1 || len(m.HPAs) != 3 {
+		t.Fatalf("base: %d Deployments, %d StatefulSets, %d HPAs; want 7, 1, 3", len(m.Deployments), len(m.StatefulSets), len(m.HPAs))
 	}
 }
 
@@ -88,6 +89,7 @@ func check(t *testing.T, m *render.Manifest, o overlay) []error {
 	add(checkTracing(t, m, o)...)
 	add(checkConfigFiles(t, m, o)...)
 	add(checkServiceMonitor(m)...)
+	add(checkMemoryStore(t, m, o)...)
 	return errs
 }
 

@@ -20,15 +20,18 @@ import (
 
 // dials lists the peers each service connects to (cmd/baagent/app), which are
 // the gRPC edges of docs/architecture.md's diagram plus tokens counting for the
-// orchestrator and skills, and the gateway's read-only pass-through
-// (ListSkills, ListTools, CountTokens).
+// orchestrator and skills, the gateway's read-only pass-through
+// (ListSkills, ListTools, CountTokens), and memory for the gateway (the
+// memory API), the orchestrator (conversation deletion) and the toolrunner
+// (memory_search, memory_add).
 var dials = map[string][]string{
 	config.TargetTokens:       nil,
 	config.TargetContext:      {config.TargetTokens},
 	config.TargetSkills:       {config.TargetTokens},
-	config.TargetToolRunner:   nil,
-	config.TargetOrchestrator: {config.TargetContext, config.TargetSkills, config.TargetToolRunner, config.TargetTokens},
-	config.TargetGateway:      {config.TargetOrchestrator, config.TargetSkills, config.TargetToolRunner, config.TargetTokens},
+	config.TargetMemory:       nil,
+	config.TargetToolRunner:   {config.TargetMemory},
+	config.TargetOrchestrator: {config.TargetContext, config.TargetSkills, config.TargetToolRunner, config.TargetTokens, config.TargetMemory},
+	config.TargetGateway:      {config.TargetOrchestrator, config.TargetSkills, config.TargetToolRunner, config.TargetTokens, config.TargetMemory},
 }
 
 const natsWorkload = "nats"

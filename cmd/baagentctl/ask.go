@@ -424,6 +424,8 @@ func (v *liveView) show(ev *baagentv1.Event) error {
 	switch p := ev.GetPayload().(type) {
 	case *baagentv1.Event_SubagentAssigned:
 		v.showAssigned(p.SubagentAssigned)
+	case *baagentv1.Event_MemoryRecalled:
+		v.printf("%s\n", recalledLine(p.MemoryRecalled))
 	case *baagentv1.Event_DoomLoopIntervened:
 		v.showIntervened(p.DoomLoopIntervened)
 	case *baagentv1.Event_Start:

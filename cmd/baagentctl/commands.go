@@ -97,6 +97,7 @@ func commandSpecs() []spec {
 		usageSpec(),
 		budgetSpec(),
 		mcpSpec(),
+		memorySpec(),
 	}
 }
 

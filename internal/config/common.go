@@ -99,10 +99,11 @@ func (c *Common) RunServices() []string {
 // NeedsNATS reports whether service publishes or consumes on NATS.
 func NeedsNATS(service string) bool {
 	switch service {
-	case TargetGateway, TargetOrchestrator, TargetContext, TargetToolRunner, TargetSkills:
+	case TargetGateway, TargetOrchestrator, TargetContext, TargetToolRunner, TargetSkills, TargetMemory:
 		// The toolrunner keeps its idempotency records in a KV bucket
 		// that every replica shares; skills keeps uploaded skills in
-		// JetStream (unless -skills-store=off).
+		// JetStream (unless -skills-store=off); memory consumes the
+		// capture queue of finished runs.
 		return true
 	}
 	return false

@@ -9,6 +9,7 @@ const (
 	TargetTokens       = topology.Tokens
 	TargetContext      = topology.Context
 	TargetSkills       = topology.Skills
+	TargetMemory       = topology.Memory
 	TargetToolRunner   = topology.ToolRunner
 	TargetOrchestrator = topology.Orchestrator
 	TargetGateway      = topology.Gateway

@@ -17,6 +17,9 @@ const (
 	StreamRuns = "BAAGENT_RUNS"
 	// StreamHistory is the durable, append-only conversation history.
 	StreamHistory = "BAAGENT_HISTORY"
+	// StreamMemoryCapture is the work queue of finished runs waiting to
+	// become memory episodes (services/memory/capture consumes it).
+	StreamMemoryCapture = "BAAGENT_MEMORY_CAPTURE"
 	// BucketCheckpoints holds run checkpoints for resuming on another replica.
 	BucketCheckpoints = "baagent_checkpoints"
 	// BucketRuns holds run records (status, timestamps) for get and list.
@@ -55,6 +58,8 @@ const (
 	EventsSubjects  = "baagent.*.run.*.events"
 	RunsSubjects    = "baagent.runs.*.*"
 	HistorySubjects = "baagent.*.conversation.*.messages"
+	// MemoryCaptureSubjects: baagent.memcapture.<tenant>.<conversation_id>.
+	MemoryCaptureSubjects = "baagent.memcapture.*.*"
 )
 
 // Defaults for ProvisionConfig.
@@ -82,6 +87,10 @@ const (
 	DefaultUsageMaxBytes = 256 << 20 // 256 MiB
 	// Conversation index entries live until the conversation is deleted.
 	DefaultConversationsMaxBytes = 256 << 20 // 256 MiB
+	// A capture request waits at most as long as the memory service may
+	// reasonably be down; one is a few KiB.
+	DefaultMemoryCaptureMaxAge   = 7 * 24 * time.Hour
+	DefaultMemoryCaptureMaxBytes = 256 << 20 // 256 MiB
 )
 
 // ProvisionConfig holds the limits of what Provision creates. Zero fields
@@ -220,6 +229,18 @@ func (c ProvisionConfig) Streams() ([]jetstream.StreamConfig, error) {
 			MaxAge:      c.HistoryMaxAge,
 			MaxBytes:    c.HistoryMaxBytes,
 			Discard:     jetstream.DiscardOld,
+			Duplicates:  c.DuplicateWindow,
+			Replicas:    c.Replicas,
+		},
+		{
+			Name:        StreamMemoryCapture,
+			Description: "BA-Agent finished runs waiting to become memory episodes; one consumer",
+			Subjects:    []string{MemoryCaptureSubjects},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     jetstream.FileStorage,
+			MaxAge:      DefaultMemoryCaptureMaxAge,
+			MaxBytes:    DefaultMemoryCaptureMaxBytes,
+			Discard:     jetstream.DiscardNew,
 			Duplicates:  c.DuplicateWindow,
 			Replicas:    c.Replicas,
 		},

@@ -76,6 +76,30 @@ func RunSubject(tenant, runID string) (string, error) {
 	return build("baagent.runs.%s.%s", "tenant", tenant, "run_id", runID)
 }
 
+// MemoryCaptureSubject is where a finished run waits to become a memory
+// episode: "baagent.memcapture.<tenant>.<conversation_id>" (captured by
+// the work-queue StreamMemoryCapture). Per conversation, so that deleting
+// a conversation can purge its pending captures.
+func MemoryCaptureSubject(tenant, conversationID string) (string, error) {
+	return build("baagent.memcapture.%s.%s", "tenant", tenant, "conversation_id", conversationID)
+}
+
+// ParseMemoryCaptureSubject splits a subject built by MemoryCaptureSubject
+// back into its tenant and conversation id.
+func ParseMemoryCaptureSubject(subject string) (tenant, conversationID string, err error) {
+	t := strings.Split(subject, ".")
+	if len(t) != 4 || t[0] != "baagent" || t[1] != "memcapture" {
+		return "", "", fmt.Errorf("subject %q is not a memory capture subject (want baagent.memcapture.<tenant>.<conversation_id>)", subject)
+	}
+	if err := ValidateToken("tenant", t[2]); err != nil {
+		return "", "", fmt.Errorf("subject %q: %w", subject, err)
+	}
+	if err := ValidateToken("conversation_id", t[3]); err != nil {
+		return "", "", fmt.Errorf("subject %q: %w", subject, err)
+	}
+	return t[2], t[3], nil
+}
+
 // HistorySubject is where a conversation's messages are appended:
 // "baagent.<tenant>.conversation.<conversation_id>.messages" (StreamHistory).
 func HistorySubject(tenant, conversationID string) (string, error) {

@@ -147,3 +147,48 @@ func FuzzEventSubject(f *testing.F) {
 		}
 	})
 }
+
+func TestParseMemoryCaptureSubject(t *testing.T) {
+	ten, conv, err := ParseMemoryCaptureSubject("baagent.memcapture.acme.conv_1")
+	if err != nil || ten != "acme" || conv != "conv_1" {
+		t.Fatalf("got %q %q %v", ten, conv, err)
+	}
+	for _, bad := range []string{
+		"", "baagent.memcapture.acme", "baagent.memcapture.acme.c.x", "other.memcapture.acme.c",
+		"baagent.runs.acme.c", "baagent.memcapture.*.c", "baagent.memcapture.acme.>", "baagent.memcapture..c",
+	} {
+		if _, _, err := ParseMemoryCaptureSubject(bad); err == nil {
+			t.Errorf("ParseMemoryCaptureSubject(%q): want error", bad)
+		}
+	}
+}
+
+func FuzzMemoryCaptureSubject(f *testing.F) {
+	for _, s := range [][2]string{
+		{"acme", "conv_1"}, {"", ""}, {"a.b", "c"}, {"*", ">"}, {"a b", "x"}, {"ä", "\x00"},
+		{strings.Repeat("a", 129), "c"},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, tenant, conv string) {
+		subj, err := MemoryCaptureSubject(tenant, conv)
+		if err != nil {
+			if ValidateToken("tenant", tenant) == nil && ValidateToken("conversation_id", conv) == nil {
+				t.Fatalf("rejected valid tokens %q, %q: %v", tenant, conv, err)
+			}
+			return
+		}
+		if !server.IsValidLiteralSubject(subj) || !server.SubjectsCollide(subj, MemoryCaptureSubjects) {
+			t.Fatalf("subject %q is not a literal subject captured by %s", subj, MemoryCaptureSubjects)
+		}
+		for _, other := range []string{EventsSubjects, RunsSubjects, HistorySubjects} {
+			if server.SubjectsCollide(subj, other) {
+				t.Fatalf("subject %q is also captured by %s", subj, other)
+			}
+		}
+		gt, gc, err := ParseMemoryCaptureSubject(subj)
+		if err != nil || gt != tenant || gc != conv {
+			t.Fatalf("round trip of %q = %q, %q, %v", subj, gt, gc, err)
+		}
+	})
+}

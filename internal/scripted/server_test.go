@@ -164,6 +164,7 @@ func TestEveryShippedScenarioPlaysThrough(t *testing.T) {
 		"plan-quarterly-report":     {"plan", "sql_query", "update_plan", "sql_query", "update_plan"},
 		"plan-revision":             {"plan", "sql_query", "update_plan", "sql_query", "update_plan", "sql_query", "update_plan"},
 		"plan-approval":             {"plan", "sql_query", "update_plan"},
+		"memory-software-category":  {"memory_search"},
 	}
 	for _, sc := range srv.Scenarios() {
 		t.Run(sc.Name, func(t *testing.T) {

@@ -12,13 +12,14 @@ const (
 	Tokens       = "tokens"
 	Context      = "context"
 	Skills       = "skills"
+	Memory       = "memory"
 	ToolRunner   = "toolrunner"
 	Orchestrator = "orchestrator"
 	Gateway      = "gateway"
 )
 
 // Services lists every service in start order.
-var Services = []string{Tokens, Context, Skills, ToolRunner, Orchestrator, Gateway}
+var Services = []string{Tokens, Context, Skills, Memory, ToolRunner, Orchestrator, Gateway}
 
 // DefaultPorts are the services' default gRPC ports (see
 // docs/operations/configuration.md).
@@ -29,6 +30,7 @@ var DefaultPorts = map[string]int{
 	Skills:       7703,
 	Context:      7704,
 	Tokens:       7705,
+	Memory:       7706,
 }
 
 // GRPCServices maps each service to the gRPC service it serves, which is
@@ -42,6 +44,7 @@ var GRPCServices = map[string]string{
 	Skills:       "baagent.v1.SkillsService",
 	Context:      "baagent.v1.ContextService",
 	Tokens:       "baagent.v1.TokensService",
+	Memory:       "baagent.v1.MemoryService",
 }
 
 // DefaultGatewayHTTPPort serves the gateway's HTTP/JSON, SSE, WebSocket and

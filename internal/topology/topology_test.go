@@ -25,6 +25,9 @@ func TestEveryServiceHasADistinctDefaultPort(t *testing.T) {
 	if got := DefaultDialAddr(Tokens); got != "localhost:7705" {
 		t.Errorf("DefaultDialAddr(tokens) = %q", got)
 	}
+	if got := DefaultDialAddr(Memory); got != "localhost:7706" {
+		t.Errorf("DefaultDialAddr(memory) = %q", got)
+	}
 }
 
 func TestGRPCServicesAreTheGeneratedNames(t *testing.T) {
@@ -36,6 +39,7 @@ func TestGRPCServicesAreTheGeneratedNames(t *testing.T) {
 		Skills:       baagentv1.SkillsService_ServiceDesc.ServiceName,
 		Context:      baagentv1.ContextService_ServiceDesc.ServiceName,
 		Tokens:       baagentv1.TokensService_ServiceDesc.ServiceName,
+		Memory:       baagentv1.MemoryService_ServiceDesc.ServiceName,
 	}
 	if len(GRPCServices) != len(Services) {
 		t.Errorf("GRPCServices has %d entries, want one per service (%d)", len(GRPCServices), len(Services))

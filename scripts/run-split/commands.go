@@ -46,6 +46,7 @@ func tryCommands(ctl string, ports map[string]int, apiKey string) []string {
 		addrEnv(config.Services...) + ctl + " health",
 		key + gw + ctl + " ask " + shellQuote(question),
 		key + gw + ctl + " runs list",
+		key + gw + ctl + " memory stats",
 		"curl -fsS -H " + shellQuote("Authorization: Bearer "+apiKey) + " " + httpURL + "/v1/whoami",
 		"curl -fsS " + metricsURL + " | grep '^# HELP baagent_'",
 	}

@@ -73,6 +73,7 @@ func (s *Server) routes() http.Handler {
 	s.chatRoutes(api)
 	s.conversationRoutes(api)
 	s.mcpAuthRoutes(api)
+	s.memoryRoutes(api)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")

@@ -109,6 +109,9 @@ type Options struct {
 	// MCPAuth is the toolrunner's McpAuthService; nil answers the MCP
 	// OAuth routes with 501.
 	MCPAuth baagentv1.McpAuthServiceClient
+	// Memory is the memory service; nil answers the memory API
+	// Unavailable.
+	Memory baagentv1.MemoryServiceClient
 
 	// APIKeys maps API keys to tenants (config api-keys / api-keys-file).
 	// Empty serves the single tenant "default" to loopback clients only.
@@ -260,6 +263,8 @@ type Server struct {
 	skillMetrics *skillMetrics
 	// exportM count exports (export.go).
 	exportM *exportMetrics
+	// memoryM count memory API calls (memory.go).
+	memoryM *memoryMetrics
 
 	runOnce sync.Once
 
@@ -360,6 +365,14 @@ func New(opts Options) *Server {
 	}
 	if s.exportM == nil {
 		s.exportM, _ = newExportMetrics(nil)
+	}
+	if s.initErr == nil {
+		if s.memoryM, err = newMemoryMetrics(opts.Registerer); err != nil {
+			s.initErr = err
+		}
+	}
+	if s.memoryM == nil {
+		s.memoryM, _ = newMemoryMetrics(nil)
 	}
 	s.streamSlots = newKeySlots(limitStreams, opts.MaxStreamsPerKey, s.edge.held.WithLabelValues(limitStreams))
 	s.inFlight = newKeySlots(limitInFlight, opts.MaxInFlightPerKey, s.edge.held.WithLabelValues(limitInFlight))

@@ -822,6 +822,13 @@ func (s *Server) purgeConversation(ctx context.Context, tenant, id string, runs 
 		return peerStatus("toolrunner", "ReleaseConversation", err)
 	}
 	resp.ArtifactsDeleted, resp.BytesFreed = rel.GetArtifactsDeleted(), rel.GetBytesFreed()
+	episodes, err := s.purgeConversationMemory(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	if episodes > 0 {
+		s.log.InfoContext(ctx, "conversation's memory deleted", "tenant", tenant, "conversation_id", id, "episodes", episodes)
+	}
 	for _, key := range runs.idemKeys {
 		if _, err := natsx.PurgeKeys(ctx, js, natsx.BucketRuns, key); err != nil {
 			return status.Errorf(codes.Unavailable, "delete an idempotency key: %v", err)

@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -493,6 +494,32 @@ func jetStreamNaming(ctx context.Context, t *testing.T, js jetstream.JetStream, 
 		if info.State.Msgs == 0 {
 			continue
 		}
+		check := func(subject string, header map[string][]string, data []byte) {
+			var hdr strings.Builder
+			for k, vs := range header {
+				fmt.Fprintf(&hdr, "%s:%s\n", k, strings.Join(vs, ","))
+			}
+			for _, n := range needles {
+				if strings.Contains(subject, n) || strings.Contains(hdr.String(), n) || bytes.Contains(data, []byte(n)) {
+					out = append(out, fmt.Sprintf("%s %s names %s", name, subject, n))
+					break
+				}
+			}
+		}
+		if info.Config.Retention == jetstream.WorkQueuePolicy {
+			// A work queue takes no ordered consumer: read it by sequence.
+			for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+				msg, err := st.GetMsg(ctx, seq)
+				if errors.Is(err, jetstream.ErrMsgNotFound) {
+					continue
+				}
+				if err != nil {
+					t.Fatalf("stream %s seq %d: %v", name, seq, err)
+				}
+				check(msg.Subject, msg.Header, msg.Data)
+			}
+			continue
+		}
 		cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
 		if err != nil {
 			t.Fatal(err)
@@ -502,16 +529,7 @@ func jetStreamNaming(ctx context.Context, t *testing.T, js jetstream.JetStream, 
 			if err != nil {
 				t.Fatalf("stream %s: %v", name, err)
 			}
-			var hdr strings.Builder
-			for k, vs := range msg.Headers() {
-				fmt.Fprintf(&hdr, "%s:%s\n", k, strings.Join(vs, ","))
-			}
-			for _, n := range needles {
-				if strings.Contains(msg.Subject(), n) || strings.Contains(hdr.String(), n) || bytes.Contains(msg.Data(), []byte(n)) {
-					out = append(out, fmt.Sprintf("%s %s names %s", name, msg.Subject(), n))
-					break
-				}
-			}
+			check(msg.Subject(), msg.Headers(), msg.Data())
 		}
 	}
 	if err := names.Err(); err != nil {
@@ -529,7 +547,12 @@ func jetStreamNaming(ctx context.Context, t *testing.T, js jetstream.JetStream, 
 func TestDeleteConversationRemovesEverything(t *testing.T) {
 	ctx := testCtx(t)
 	dirs := &dataDirs{}
-	h := convHarness(t, dirs, nil)
+	mem := &fakeMemory{}
+	memClient := mem.client(t)
+	h := newHarness(t, conversationModel, harnessOptions{real: realPeersIn(dirs), mutate: func(o *Options) {
+		o.SubAgentsDir = "../../examples/agents"
+		o.Memory = memClient
+	}})
 
 	r1 := h.start(ctx, &baagentv1.RunSpec{Input: "WORK on the notes", IdempotencyKey: "delete-me-key"})
 	r1 = h.waitRun(ctx, r1.GetRunId())
@@ -567,6 +590,25 @@ func TestDeleteConversationRemovesEverything(t *testing.T) {
 	if n := idemRecords(ctx, t, h.js); n == 0 {
 		t.Fatal("no tool idempotency record before the deletion")
 	}
+	// The completed top-level runs wait in the capture queue (no
+	// consumer yet): one each, none for the sub-agent run.
+	if n := captureCount(ctx, t, h.js, conv); n != 2 {
+		t.Fatalf("%d capture requests queued for the conversation, want 2", n)
+	}
+	// A consumer turns the other conversation's into an episode; this
+	// conversation's two are remembered too.
+	stopConsumer := consumeCaptures(t, h.js, memClient)
+	testkit.Eventually(t, 20*time.Second, "the runs' episodes stored", func() bool {
+		return len(mem.of(conv)) == 2 && len(mem.of(keep.GetConversationId())) == 1
+	})
+	stopConsumer()
+	// A capture still queued when the conversation is deleted goes too:
+	// queue one by hand (a run completing as the deletion starts) while
+	// no consumer takes it.
+	subj, _ := natsx.MemoryCaptureSubject(testTenant, conv)
+	if _, err := h.js.Publish(ctx, subj, []byte("late capture "+conv)); err != nil {
+		t.Fatal(err)
+	}
 
 	resp, err := h.client.DeleteConversation(ctx, &baagentv1.OrchestratorServiceDeleteConversationRequest{Tenant: testTenant, ConversationId: conv})
 	if err != nil {
@@ -578,6 +620,12 @@ func TestDeleteConversationRemovesEverything(t *testing.T) {
 	}
 	if found := jetStreamNaming(ctx, t, h.js, needles...); len(found) != 0 {
 		t.Errorf("left in JetStream after the deletion:\n%s", strings.Join(found, "\n"))
+	}
+	if eps := mem.of(conv); len(eps) != 0 {
+		t.Errorf("%d episodes of the deleted conversation remain", len(eps))
+	}
+	if eps := mem.of(keep.GetConversationId()); len(eps) != 1 {
+		t.Errorf("the other conversation's episodes: %d, want 1", len(eps))
 	}
 	for _, d := range []string{dirs.workspaces, dirs.artifacts} {
 		if found := filesNaming(t, d, needles...); len(found) != 0 {

@@ -26,6 +26,8 @@ type metrics struct {
 
 	convOps           *prometheus.CounterVec // by op and outcome
 	convIndexFailures prometheus.Counter
+
+	memoryCaptures *prometheus.CounterVec // by outcome (queued, failed)
 }
 
 // Outcomes of a tool call, the label of tool_calls_total.
@@ -105,6 +107,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, o := range []string{toolOK, toolFailed, toolInvalidArgs, toolUnknown} {
 		m.toolCalls.WithLabelValues(o)
 	}
+	m.memoryCaptures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: ns, Subsystem: sub, Name: "memory_captures_total",
+		Help: "Completed top-level runs queued to become memory episodes, by outcome (queued, failed).",
+	}, []string{"outcome"})
+	for _, o := range []string{captureQueued, captureFailed} {
+		m.memoryCaptures.WithLabelValues(o)
+	}
 	if err := basemetrics.RegisterExclusive(reg, "orchestrator", m.collectors()...); err != nil {
 		return nil, err
 	}
@@ -112,6 +121,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return append([]prometheus.Collector{m.runs, m.runsActive, m.waits, m.resumed, m.steps, m.stepOverhead, m.modelLatency, m.modelTokens, m.toolCalls, m.toolDuration, m.eventFailures, m.convOps, m.convIndexFailures},
+	return append([]prometheus.Collector{m.runs, m.runsActive, m.waits, m.resumed, m.steps, m.stepOverhead, m.modelLatency, m.modelTokens, m.toolCalls, m.toolDuration, m.eventFailures, m.convOps, m.convIndexFailures, m.memoryCaptures},
 		m.cost.collectors()...)
 }

@@ -95,6 +95,8 @@ type run struct {
 	traceparent string
 	// budget is the run's budget state (budgets.go).
 	budget runBudget
+	// notes are the key observations of the run's episode (memory.go).
+	notes episodeNotes
 }
 
 func newRun(s *Server, rec *baagentv1.Run, spec *baagentv1.RunSpec) *run {
@@ -253,6 +255,7 @@ func (r *run) restore(cp *checkpoint.State) error {
 	}
 	r.roundReady = cp.Started
 	r.doom.Restore(cp.Calls)
+	r.notes.restore(cp.MemoryNotes)
 	r.rec.QueryComplexity, r.rec.ComplexitySignals = baagentv1.QueryComplexity(cp.Complexity), cp.ComplexitySignals
 	if err := r.restorePlan(cp.Plan); err != nil {
 		return err

@@ -91,8 +91,10 @@ func (r *run) snapshot(kind string) (*checkpoint.State, error) {
 		Started: true,
 		Metrics: protoenc.Marshal(r.metrics.Snapshot(now, false)),
 		Calls:   r.doom.Window(),
-		Wait:    r.wait,
-		Span:    r.traceparent,
+
+		MemoryNotes: r.checkpointNotes(),
+		Wait:        r.wait,
+		Span:        r.traceparent,
 
 		Plan:              r.planCheckpoint(),
 		Complexity:        int32(r.rec.GetQueryComplexity()),

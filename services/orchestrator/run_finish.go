@@ -25,6 +25,9 @@ func (r *run) finish(answer string, err error) {
 	switch {
 	case err == nil:
 		ev.Payload = &baagentv1.Event_Complete{Complete: &baagentv1.CompletePayload{Content: answer, Format: "markdown", Metrics: metrics}}
+		// Queued before the terminal event: a crash in between completes
+		// the run again and queues it again, which is deduplicated.
+		r.captureEpisode(ctx, answer)
 	case errors.As(err, &cc) || errors.As(context.Cause(r.ctx), &cc):
 		outcome = "cancelled"
 		ev.Payload = &baagentv1.Event_Cancelled{Cancelled: &baagentv1.CancelledPayload{Reason: cc.reason}}

@@ -88,6 +88,11 @@ type Options struct {
 	Skills     baagentv1.SkillsServiceClient
 	ToolRunner baagentv1.ToolRunnerServiceClient
 	Tokens     baagentv1.TokensServiceClient
+	// Memory, when set, is the memory service: completed top-level runs
+	// are queued on the capture stream to become episodes, and deleting a
+	// conversation deletes its episodes (docs/concepts/memory.md). Nil:
+	// runs are not remembered.
+	Memory baagentv1.MemoryServiceClient
 
 	// Model answers the model calls.
 	Model Model

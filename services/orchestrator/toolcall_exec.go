@@ -31,6 +31,9 @@ type callResult struct {
 	// inner are the act/observe events of the calls a tool composition
 	// made, emitted between the composition's act and its observe.
 	inner []*baagentv1.Event
+	// recalled is the memory_recalled event of a memory_search call,
+	// emitted after its observe.
+	recalled *baagentv1.MemoryRecalledPayload
 }
 
 // observed publishes a result's observe event and records its metrics.
@@ -53,7 +56,14 @@ func (r *run) observed(res *callResult) error {
 			return err
 		}
 	}
-	return r.emit(&baagentv1.Event{Payload: &baagentv1.Event_Observe{Observe: res.observe}})
+	r.notes.note(res.observe)
+	if err := r.emit(&baagentv1.Event{Payload: &baagentv1.Event_Observe{Observe: res.observe}}); err != nil {
+		return err
+	}
+	if res.recalled != nil {
+		return r.emit(&baagentv1.Event{Payload: &baagentv1.Event_MemoryRecalled{MemoryRecalled: res.recalled}})
+	}
+	return nil
 }
 
 // innerEvents are the act and observe events of the calls a tool
@@ -176,6 +186,7 @@ func (r *run) invokeTool(ctx context.Context, c *baagentv1.ToolCall, ts *toolset
 		Cached:      res.GetCached(),
 	})
 	cr.inner = innerEvents(c.GetId(), res.GetInnerCalls())
+	cr.recalled = recalledPayload(c, args, res)
 	return cr, nil
 }
 

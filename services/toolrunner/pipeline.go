@@ -379,6 +379,9 @@ func (s *Server) attempt(ctx context.Context, t tool.Tool, call tool.Call, timeo
 func (s *Server) present(ctx context.Context, res *baagentv1.ToolExecutionResult, name string, data any, level baagentv1.OutputLevel, owner artifact.Owner, req *baagentv1.ToolInvocationRequest) {
 	r := render(data, level)
 	res.Success = true
+	if d, ok := data.(tool.Document); ok && d.Recall != nil {
+		res.MemoryHits = d.Recall.Hits
+	}
 	res.DataSizeBytes = int64(len(r.content))
 	res.DataHash = artifact.DataHash(r.content)
 	large := len(r.content) > s.largeDataBytes

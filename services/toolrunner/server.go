@@ -68,6 +68,10 @@ type Options struct {
 	// Sources offer tools besides the built-in ones (ToolProvider and MCP
 	// managers); their tools may come and go while the service runs.
 	Sources []tool.Source
+	// Memory, when set, offers the memory tools (memory_search,
+	// memory_add) to the tenants whose memory settings enable them; nil:
+	// no memory tools.
+	Memory baagentv1.MemoryServiceClient
 	// ServerStatus, when set, reports the configured MCP servers' state
 	// for a tenant in ListTools (up, needs_auth).
 	ServerStatus func(ctx context.Context, tenant string) []*baagentv1.ExternalServerStatus
@@ -255,7 +259,11 @@ func New(opts Options) (*Server, error) {
 	bo := opts.Builtin
 	bo.Artifacts, bo.QueryTimeout = s.artifacts, opts.QueryTimeout
 	builtins := builtin.Tools(bo)
-	if s.tools, err = newRegistry(s.log, builtins, opts.Sources); err != nil {
+	sources := opts.Sources
+	if opts.Memory != nil {
+		sources = append([]tool.Source{builtin.NewMemorySource(builtin.MemoryOptions{Client: opts.Memory, Logger: s.log})}, sources...)
+	}
+	if s.tools, err = newRegistry(s.log, builtins, sources); err != nil {
 		s.Close()
 		return nil, err
 	}

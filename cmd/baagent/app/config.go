@@ -25,6 +25,7 @@ type Config struct {
 	ToolRunner   toolrunner.Settings
 	Orchestrator orchestrator.Settings
 	Gateway      gateway.Settings
+	Memory       MemorySettings
 }
 
 // RegisterFlags registers every setting on fs.
@@ -35,6 +36,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.ToolRunner.RegisterFlags(fs)
 	c.Orchestrator.RegisterFlags(fs)
 	c.Gateway.RegisterFlags(fs)
+	c.Memory.RegisterFlags(fs)
 }
 
 // Validate checks every setting, the common ones first, and fills in the
@@ -44,7 +46,8 @@ func (c *Config) Validate() error {
 		return err
 	}
 	c.ToolRunner.ApplyDataDir(c.DataDir)
-	checks := []func() error{c.Tokens.Validate, c.ToolRunner.Validate, c.Orchestrator.Validate, c.Gateway.Validate}
+	c.Memory.ApplyDataDir(c.DataDir)
+	checks := []func() error{c.Tokens.Validate, c.ToolRunner.Validate, c.Orchestrator.Validate, c.Gateway.Validate, c.Memory.Validate}
 	// The skills root is required only where the skills service runs.
 	if c.Runs(config.TargetSkills) {
 		checks = append(checks, c.Skills.Validate)

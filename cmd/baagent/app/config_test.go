@@ -52,6 +52,7 @@ func TestDefaultsAllMode(t *testing.T) {
 	want := map[string]string{
 		config.TargetGateway: "127.0.0.1:7700", config.TargetOrchestrator: "127.0.0.1:7701", config.TargetToolRunner: "127.0.0.1:7702",
 		config.TargetSkills: "127.0.0.1:7703", config.TargetContext: "127.0.0.1:7704", config.TargetTokens: "127.0.0.1:7705",
+		config.TargetMemory: "127.0.0.1:7706",
 	}
 	for svc, addr := range want {
 		if c.Listen[svc] != addr {
@@ -64,8 +65,8 @@ func TestDefaultsAllMode(t *testing.T) {
 	if c.DataDir != "./data" || c.ToolRunner.WorkspaceDir != filepath.Join("data", "workspaces") || c.ToolRunner.ArtifactDir != filepath.Join("data", "artifacts") {
 		t.Errorf("dirs: data %q workspace %q artifact %q", c.DataDir, c.ToolRunner.WorkspaceDir, c.ToolRunner.ArtifactDir)
 	}
-	if got := c.RunServices(); len(got) != 6 {
-		t.Errorf("RunServices() = %v, want all six", got)
+	if got := c.RunServices(); len(got) != 7 {
+		t.Errorf("RunServices() = %v, want all seven", got)
 	}
 	if c.ModelBaseURL != "" || c.ShutdownTimeout != 4*time.Second {
 		t.Errorf("model-base-url %q shutdown %s", c.ModelBaseURL, c.ShutdownTimeout)

@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"net"
 
 	"google.golang.org/grpc"
 
@@ -12,9 +13,14 @@ import (
 // in-process channel when this process runs it (-target=all), else a
 // network connection dialled lazily, so a peer that is down shows up as
 // Unavailable on the first call, not as a start-up failure.
+//
+// A service this process runs itself is reached in process, or in a
+// single-target process on its own bound listener (a memory replica's
+// capture consumer calls its own memory service), never through
+// -<service>-addr, which names the other replicas.
 func (a *App) peer(svc string) (grpc.ClientConnInterface, error) {
-	if a.inproc != nil && a.servers[svc] != nil {
-		return a.inproc, nil
+	if a.servers[svc] != nil {
+		return a.selfConn(svc)
 	}
 	return a.network(svc)
 }
@@ -30,6 +36,32 @@ func (a *App) peersOf(svcs ...string) (map[string]grpc.ClientConnInterface, erro
 		conns[svc] = conn
 	}
 	return conns, nil
+}
+
+// selfConn is a connection to svc, which this process runs: the in-process
+// channel in -target=all, else the service's own bound listener (on
+// loopback when it listens on every interface), shared.
+func (a *App) selfConn(svc string) (grpc.ClientConnInterface, error) {
+	if a.inproc != nil {
+		return a.inproc, nil
+	}
+	if conn, ok := a.networkPeers[svc]; ok {
+		return conn, nil
+	}
+	host, port, err := net.SplitHostPort(a.servers[svc].Addr().String())
+	if err != nil {
+		return nil, err
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	conn, err := grpcclient.Dial(net.JoinHostPort(host, port), grpcclient.Options{MaxMsgBytes: a.cfg.MaxMsgBytes, TracerProvider: a.tp})
+	if err != nil {
+		return nil, fmt.Errorf("%s: dial its own listener: %w", svc, err)
+	}
+	a.networkPeers[svc] = conn
+	a.cleanup = append(a.cleanup, func() { _ = conn.Close() })
+	return conn, nil
 }
 
 // network returns the shared network connection to svc.

@@ -129,6 +129,11 @@ func (a *App) buildService(ctx context.Context, svc string, dial map[string]stri
 		opts.Logger = log
 		opts.Registerer = a.reg
 		opts.Records = records
+		memConn, err := a.peer(config.TargetMemory)
+		if err != nil {
+			return nil, err
+		}
+		opts.Memory = baagentv1.NewMemoryServiceClient(memConn)
 		if mgr != nil {
 			opts.Sources = mgr.Sources()
 			var authorized external.Authorized
@@ -152,6 +157,15 @@ func (a *App) buildService(ctx context.Context, svc string, dial map[string]stri
 			return s, nil
 		}
 		return registrars{s, auth}, nil
+	case config.TargetMemory:
+		r, err := a.buildMemory(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := a.startMemoryCapture(); err != nil {
+			return nil, err
+		}
+		return r, nil
 	case config.TargetOrchestrator:
 		return a.buildOrchestrator()
 	case config.TargetGateway:
@@ -163,7 +177,7 @@ func (a *App) buildService(ctx context.Context, svc string, dial map[string]stri
 // buildOrchestrator connects the ReAct loop to its peers, JetStream and
 // the model endpoint (the scripted model when none is configured).
 func (a *App) buildOrchestrator() (registrar, error) {
-	conns, err := a.peersOf(config.TargetContext, config.TargetSkills, config.TargetToolRunner, config.TargetTokens)
+	conns, err := a.peersOf(config.TargetContext, config.TargetSkills, config.TargetToolRunner, config.TargetTokens, config.TargetMemory)
 	if err != nil {
 		return nil, err
 	}
@@ -202,6 +216,7 @@ func (a *App) buildOrchestrator() (registrar, error) {
 	opts.Skills = baagentv1.NewSkillsServiceClient(conns[config.TargetSkills])
 	opts.ToolRunner = baagentv1.NewToolRunnerServiceClient(conns[config.TargetToolRunner])
 	opts.Tokens = baagentv1.NewTokensServiceClient(conns[config.TargetTokens])
+	opts.Memory = baagentv1.NewMemoryServiceClient(conns[config.TargetMemory])
 	opts.Model = orchestrator.LLM(client)
 	opts.ScriptedModel = ep.scripted
 	opts.DefaultModel = ep.model
@@ -214,7 +229,7 @@ func (a *App) buildOrchestrator() (registrar, error) {
 // buildGateway binds the public HTTP listener and connects the gateway to
 // JetStream (event streams) and its peers (the run and read-only APIs).
 func (a *App) buildGateway() (registrar, error) {
-	conns, err := a.peersOf(config.TargetOrchestrator, config.TargetSkills, config.TargetToolRunner, config.TargetTokens)
+	conns, err := a.peersOf(config.TargetOrchestrator, config.TargetSkills, config.TargetToolRunner, config.TargetTokens, config.TargetMemory)
 	if err != nil {
 		return nil, err
 	}
@@ -238,6 +253,7 @@ func (a *App) buildGateway() (registrar, error) {
 	opts.ToolRunner = baagentv1.NewToolRunnerServiceClient(conns[config.TargetToolRunner])
 	opts.MCPAuth = baagentv1.NewMcpAuthServiceClient(conns[config.TargetToolRunner])
 	opts.Tokens = baagentv1.NewTokensServiceClient(conns[config.TargetTokens])
+	opts.Memory = baagentv1.NewMemoryServiceClient(conns[config.TargetMemory])
 	opts.MaxMsgBytes = a.cfg.MaxMsgBytes
 	// The chat interfaces (GET /v1/models) serve the configured default
 	// model: the gateway cannot see what else the endpoint offers.

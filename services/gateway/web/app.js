@@ -302,7 +302,8 @@ async function connect(cursor) {
   const types = ["start", "thought", "thought_delta", "text_delta", "act", "observe", "skill_activated",
     "context_compressed", "clarification_asked", "clarification_answered", "decision_asked",
     "decision_answered", "permission_asked", "permission_replied", "doom_loop_detected", "cost_update", "step_start", "step_end", "complete",
-    "error", "cancelled", "stream_reset", "doom_loop_intervened", "subagent_assigned"];
+    "error", "cancelled", "stream_reset", "doom_loop_intervened", "subagent_assigned",
+    "memory_recalled"];
   for (const t of types) es.addEventListener(t, (m) => onEvent(JSON.parse(m.data)));
   for (const t of PLAN_EVENT_TYPES) es.addEventListener(t, (m) => onEvent(JSON.parse(m.data)));
   es.addEventListener("slow_consumer", () => setConn("catching up"));
@@ -402,6 +403,7 @@ function onEvent(ev) {
     case "subagent_assigned":
       item(ev, " " + p.subagent_type + " → run " + p.child_run_id, p.description || p.prompt);
       break;
+    case "memory_recalled": item(ev, recalledTitle(p), recalledDetail(p)); break;
     case "cost_update":
       $("u-in").textContent = String(p.total_input_tokens || 0);
       $("u-out").textContent = String(p.total_output_tokens || 0);
@@ -454,10 +456,24 @@ function subAgentEvent(ev) {
     case "error": title = p.code || ""; detail = p.message; break;
     case "cancelled": title = p.reason || ""; break;
     case "subagent_assigned": title = p.subagent_type + " → run " + p.child_run_id; break;
+    case "memory_recalled": title = recalledTitle(p); detail = recalledDetail(p); break;
   }
   const li = item(ev, " ↳ …" + child.slice(-8) + " " + title, detail);
   li.classList.add("sub");
   li.title = "sub-agent run " + child;
+}
+
+// A memory_recalled event as a line: how many entities the query
+// recalled and the first names; the detail lists each with its type and
+// fused score.
+function recalledTitle(p) {
+  const es = p.entities || [];
+  const names = es.slice(0, 3).map((e) => e.name).join(", ");
+  return " " + es.length + " for \"" + (p.query || "") + "\"" + (names ? ": " + names : "") + (es.length > 3 ? ", …" : "");
+}
+
+function recalledDetail(p) {
+  return (p.entities || []).map((e) => e.name + " [" + (e.type || "") + "] " + Number(e.score || 0).toFixed(3)).join("\n");
 }
 
 function askQuestion(id, text, options) {

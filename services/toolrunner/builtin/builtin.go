@@ -2,7 +2,9 @@
 // file_read, file_write, file_edit, glob, grep, sql_query and artifact_read.
 // Every file tool works inside the conversation's workspace through the
 // os.Root in tool.Call.Workspace, so no path, `..` or symlink can leave it;
-// artifact_read reads only the calling conversation's artifacts.
+// artifact_read reads only the calling conversation's artifacts. The memory
+// tools, memory_search and memory_add, call the memory service for the
+// tenants whose settings enable them (MemorySource).
 package builtin
 
 import (

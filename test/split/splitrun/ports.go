@@ -35,10 +35,10 @@ const DefaultNATSMonitorPort = 8222
 const DefaultNATSPort = 4222
 
 // DefaultPorts returns the port every listener of the split suite wants:
-// the ports of `make run` (gRPC 7700-7705, HTTP 7780, NATS 4222), and for
-// the six /metrics listeners, which `make run` shares in one on 9090, 9090
+// the ports of `make run` (gRPC 7700-7706, HTTP 7780, NATS 4222), and for
+// the seven /metrics listeners, which `make run` shares in one on 9090, 9090
 // for the gateway and the next ones in the order of the gRPC ports
-// (orchestrator 9091 ... tokens 9095); NATS monitoring on 8222.
+// (orchestrator 9091 ... tokens 9095, memory 9096); NATS monitoring on 8222.
 func DefaultPorts() map[string]int {
 	want := map[string]int{
 		ListenerHTTP:        config.DefaultGatewayHTTPPort,

@@ -78,7 +78,7 @@ type process struct {
 	log  *os.File
 }
 
-// Start renders the dev overlay, starts NATS and the six services, and waits
+// Start renders the dev overlay, starts NATS and the seven services, and waits
 // until NATS answers and every service reports SERVING on gRPC health. On
 // error everything started is stopped.
 func Start(ctx context.Context, opts Options) (_ *Suite, err error) {

@@ -6,6 +6,7 @@ from baagent.v1 import budgets_pb2 as baagent_dot_v1_dot_budgets__pb2
 from baagent.v1 import conversations_pb2 as baagent_dot_v1_dot_conversations__pb2
 from baagent.v1 import export_pb2 as baagent_dot_v1_dot_export__pb2
 from baagent.v1 import gateway_pb2 as baagent_dot_v1_dot_gateway__pb2
+from baagent.v1 import memory_pb2 as baagent_dot_v1_dot_memory__pb2
 
 
 class GatewayServiceStub(object):
@@ -160,6 +161,66 @@ class GatewayServiceStub(object):
                 '/baagent.v1.GatewayService/RevokeMcpAuthorization',
                 request_serializer=baagent_dot_v1_dot_gateway__pb2.GatewayServiceRevokeMcpAuthorizationRequest.SerializeToString,
                 response_deserializer=baagent_dot_v1_dot_gateway__pb2.GatewayServiceRevokeMcpAuthorizationResponse.FromString,
+                )
+        self.SearchMemory = channel.unary_unary(
+                '/baagent.v1.GatewayService/SearchMemory',
+                request_serializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceSearchMemoryRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceSearchMemoryResponse.FromString,
+                )
+        self.AddMemoryEpisode = channel.unary_unary(
+                '/baagent.v1.GatewayService/AddMemoryEpisode',
+                request_serializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceAddMemoryEpisodeRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceAddMemoryEpisodeResponse.FromString,
+                )
+        self.ListMemoryEpisodes = channel.unary_unary(
+                '/baagent.v1.GatewayService/ListMemoryEpisodes',
+                request_serializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceListMemoryEpisodesRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceListMemoryEpisodesResponse.FromString,
+                )
+        self.GetMemoryEpisode = channel.unary_unary(
+                '/baagent.v1.GatewayService/GetMemoryEpisode',
+                request_serializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemoryEpisodeRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemoryEpisodeResponse.FromString,
+                )
+        self.DeleteMemoryEpisode = channel.unary_unary(
+                '/baagent.v1.GatewayService/DeleteMemoryEpisode',
+                request_serializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceDeleteMemoryEpisodeRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceDeleteMemoryEpisodeResponse.FromString,
+                )
+        self.ListMemoryEntities = channel.unary_unary(
+                '/baagent.v1.GatewayService/ListMemoryEntities',
+                request_serializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceListMemoryEntitiesRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceListMemoryEntitiesResponse.FromString,
+                )
+        self.GetMemoryEntity = channel.unary_unary(
+                '/baagent.v1.GatewayService/GetMemoryEntity',
+                request_serializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemoryEntityRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemoryEntityResponse.FromString,
+                )
+        self.DeleteMemoryEntity = channel.unary_unary(
+                '/baagent.v1.GatewayService/DeleteMemoryEntity',
+                request_serializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceDeleteMemoryEntityRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceDeleteMemoryEntityResponse.FromString,
+                )
+        self.GetMemoryGraph = channel.unary_unary(
+                '/baagent.v1.GatewayService/GetMemoryGraph',
+                request_serializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemoryGraphRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemoryGraphResponse.FromString,
+                )
+        self.GetMemoryStats = channel.unary_unary(
+                '/baagent.v1.GatewayService/GetMemoryStats',
+                request_serializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemoryStatsRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemoryStatsResponse.FromString,
+                )
+        self.GetMemorySettings = channel.unary_unary(
+                '/baagent.v1.GatewayService/GetMemorySettings',
+                request_serializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemorySettingsRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemorySettingsResponse.FromString,
+                )
+        self.UpdateMemorySettings = channel.unary_unary(
+                '/baagent.v1.GatewayService/UpdateMemorySettings',
+                request_serializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceUpdateMemorySettingsRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceUpdateMemorySettingsResponse.FromString,
                 )
 
 
@@ -380,6 +441,98 @@ class GatewayServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SearchMemory(self, request, context):
+        """Recalls entities from the caller's tenant's memory by hybrid retrieval
+        (GET /v1/memory/search?q=&mode=&top_k=).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddMemoryEpisode(self, request, context):
+        """Adds text to the caller's tenant's memory as an episode
+        (POST /v1/memory/episodes).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListMemoryEpisodes(self, request, context):
+        """Lists the caller's tenant's episodes, newest first
+        (GET /v1/memory/episodes).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetMemoryEpisode(self, request, context):
+        """Reads one episode with the entities it mentions
+        (GET /v1/memory/episodes/{id}).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteMemoryEpisode(self, request, context):
+        """Removes an episode and what only it supported
+        (DELETE /v1/memory/episodes/{id}).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListMemoryEntities(self, request, context):
+        """Lists the caller's tenant's entities (GET /v1/memory/entities).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetMemoryEntity(self, request, context):
+        """Reads one entity with its relations, community and episodes
+        (GET /v1/memory/entities/{id}).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteMemoryEntity(self, request, context):
+        """Removes an entity and its relations (DELETE /v1/memory/entities/{id}).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetMemoryGraph(self, request, context):
+        """Reads an entity's neighbourhood, bounded in depth and size
+        (GET /v1/memory/entities/{id}/graph?depth=&max_nodes=).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetMemoryStats(self, request, context):
+        """Counts the caller's tenant's memory (GET /v1/memory/stats).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetMemorySettings(self, request, context):
+        """Reads the caller's tenant's memory switches (GET /v1/memory/settings).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateMemorySettings(self, request, context):
+        """Changes them, tenant-wide or for one conversation
+        (PATCH /v1/memory/settings).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -522,6 +675,66 @@ def add_GatewayServiceServicer_to_server(servicer, server):
                     servicer.RevokeMcpAuthorization,
                     request_deserializer=baagent_dot_v1_dot_gateway__pb2.GatewayServiceRevokeMcpAuthorizationRequest.FromString,
                     response_serializer=baagent_dot_v1_dot_gateway__pb2.GatewayServiceRevokeMcpAuthorizationResponse.SerializeToString,
+            ),
+            'SearchMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchMemory,
+                    request_deserializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceSearchMemoryRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceSearchMemoryResponse.SerializeToString,
+            ),
+            'AddMemoryEpisode': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddMemoryEpisode,
+                    request_deserializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceAddMemoryEpisodeRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceAddMemoryEpisodeResponse.SerializeToString,
+            ),
+            'ListMemoryEpisodes': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMemoryEpisodes,
+                    request_deserializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceListMemoryEpisodesRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceListMemoryEpisodesResponse.SerializeToString,
+            ),
+            'GetMemoryEpisode': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetMemoryEpisode,
+                    request_deserializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemoryEpisodeRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemoryEpisodeResponse.SerializeToString,
+            ),
+            'DeleteMemoryEpisode': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteMemoryEpisode,
+                    request_deserializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceDeleteMemoryEpisodeRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceDeleteMemoryEpisodeResponse.SerializeToString,
+            ),
+            'ListMemoryEntities': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMemoryEntities,
+                    request_deserializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceListMemoryEntitiesRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceListMemoryEntitiesResponse.SerializeToString,
+            ),
+            'GetMemoryEntity': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetMemoryEntity,
+                    request_deserializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemoryEntityRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemoryEntityResponse.SerializeToString,
+            ),
+            'DeleteMemoryEntity': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteMemoryEntity,
+                    request_deserializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceDeleteMemoryEntityRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceDeleteMemoryEntityResponse.SerializeToString,
+            ),
+            'GetMemoryGraph': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetMemoryGraph,
+                    request_deserializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemoryGraphRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemoryGraphResponse.SerializeToString,
+            ),
+            'GetMemoryStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetMemoryStats,
+                    request_deserializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemoryStatsRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemoryStatsResponse.SerializeToString,
+            ),
+            'GetMemorySettings': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetMemorySettings,
+                    request_deserializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemorySettingsRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemorySettingsResponse.SerializeToString,
+            ),
+            'UpdateMemorySettings': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateMemorySettings,
+                    request_deserializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceUpdateMemorySettingsRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceUpdateMemorySettingsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1010,5 +1223,209 @@ class GatewayService(object):
         return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/RevokeMcpAuthorization',
             baagent_dot_v1_dot_gateway__pb2.GatewayServiceRevokeMcpAuthorizationRequest.SerializeToString,
             baagent_dot_v1_dot_gateway__pb2.GatewayServiceRevokeMcpAuthorizationResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SearchMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/SearchMemory',
+            baagent_dot_v1_dot_memory__pb2.GatewayServiceSearchMemoryRequest.SerializeToString,
+            baagent_dot_v1_dot_memory__pb2.GatewayServiceSearchMemoryResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def AddMemoryEpisode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/AddMemoryEpisode',
+            baagent_dot_v1_dot_memory__pb2.GatewayServiceAddMemoryEpisodeRequest.SerializeToString,
+            baagent_dot_v1_dot_memory__pb2.GatewayServiceAddMemoryEpisodeResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListMemoryEpisodes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/ListMemoryEpisodes',
+            baagent_dot_v1_dot_memory__pb2.GatewayServiceListMemoryEpisodesRequest.SerializeToString,
+            baagent_dot_v1_dot_memory__pb2.GatewayServiceListMemoryEpisodesResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetMemoryEpisode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/GetMemoryEpisode',
+            baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemoryEpisodeRequest.SerializeToString,
+            baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemoryEpisodeResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DeleteMemoryEpisode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/DeleteMemoryEpisode',
+            baagent_dot_v1_dot_memory__pb2.GatewayServiceDeleteMemoryEpisodeRequest.SerializeToString,
+            baagent_dot_v1_dot_memory__pb2.GatewayServiceDeleteMemoryEpisodeResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListMemoryEntities(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/ListMemoryEntities',
+            baagent_dot_v1_dot_memory__pb2.GatewayServiceListMemoryEntitiesRequest.SerializeToString,
+            baagent_dot_v1_dot_memory__pb2.GatewayServiceListMemoryEntitiesResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetMemoryEntity(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/GetMemoryEntity',
+            baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemoryEntityRequest.SerializeToString,
+            baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemoryEntityResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DeleteMemoryEntity(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/DeleteMemoryEntity',
+            baagent_dot_v1_dot_memory__pb2.GatewayServiceDeleteMemoryEntityRequest.SerializeToString,
+            baagent_dot_v1_dot_memory__pb2.GatewayServiceDeleteMemoryEntityResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetMemoryGraph(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/GetMemoryGraph',
+            baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemoryGraphRequest.SerializeToString,
+            baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemoryGraphResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetMemoryStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/GetMemoryStats',
+            baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemoryStatsRequest.SerializeToString,
+            baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemoryStatsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetMemorySettings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/GetMemorySettings',
+            baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemorySettingsRequest.SerializeToString,
+            baagent_dot_v1_dot_memory__pb2.GatewayServiceGetMemorySettingsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def UpdateMemorySettings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/UpdateMemorySettings',
+            baagent_dot_v1_dot_memory__pb2.GatewayServiceUpdateMemorySettingsRequest.SerializeToString,
+            baagent_dot_v1_dot_memory__pb2.GatewayServiceUpdateMemorySettingsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

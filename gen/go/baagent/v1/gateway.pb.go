@@ -2015,7 +2015,7 @@ var File_baagent_v1_gateway_proto protoreflect.FileDescriptor
 const file_baagent_v1_gateway_proto_rawDesc = "" +
 	"\n" +
 	"\x18baagent/v1/gateway.proto\x12\n" +
-	"baagent.v1\x1a\x18baagent/v1/budgets.proto\x1a\x1ebaagent/v1/conversations.proto\x1a\x17baagent/v1/events.proto\x1a\x17baagent/v1/export.proto\x1a\x18baagent/v1/mcpauth.proto\x1a\x1dbaagent/v1/orchestrator.proto\x1a\x14baagent/v1/run.proto\x1a\x17baagent/v1/skills.proto\x1a\x17baagent/v1/tokens.proto\x1a\x1bbaagent/v1/toolrunner.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\":\n" +
+	"baagent.v1\x1a\x18baagent/v1/budgets.proto\x1a\x1ebaagent/v1/conversations.proto\x1a\x17baagent/v1/events.proto\x1a\x17baagent/v1/export.proto\x1a\x18baagent/v1/mcpauth.proto\x1a\x17baagent/v1/memory.proto\x1a\x1dbaagent/v1/orchestrator.proto\x1a\x14baagent/v1/run.proto\x1a\x17baagent/v1/skills.proto\x1a\x17baagent/v1/tokens.proto\x1a\x1bbaagent/v1/toolrunner.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\":\n" +
 	"\x0fStartRunRequest\x12'\n" +
 	"\x04spec\x18\x01 \x01(\v2\x13.baagent.v1.RunSpecR\x04spec\"5\n" +
 	"\x10StartRunResponse\x12!\n" +
@@ -2125,7 +2125,7 @@ const file_baagent_v1_gateway_proto_rawDesc = "" +
 	"+GatewayServiceRevokeMcpAuthorizationRequest\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\"H\n" +
 	",GatewayServiceRevokeMcpAuthorizationResponse\x12\x18\n" +
-	"\arevoked\x18\x01 \x01(\bR\arevoked2\xf1\x16\n" +
+	"\arevoked\x18\x01 \x01(\bR\arevoked2\xc6\"\n" +
 	"\x0eGatewayService\x12E\n" +
 	"\bStartRun\x12\x1b.baagent.v1.StartRunRequest\x1a\x1c.baagent.v1.StartRunResponse\x12Y\n" +
 	"\x0eStartRunStream\x12!.baagent.v1.StartRunStreamRequest\x1a\".baagent.v1.StartRunStreamResponse0\x01\x12?\n" +
@@ -2156,7 +2156,19 @@ const file_baagent_v1_gateway_proto_rawDesc = "" +
 	"\x12DeleteConversation\x123.baagent.v1.GatewayServiceDeleteConversationRequest\x1a4.baagent.v1.GatewayServiceDeleteConversationResponse\x12\x88\x01\n" +
 	"\x15StartMcpAuthorization\x126.baagent.v1.GatewayServiceStartMcpAuthorizationRequest\x1a7.baagent.v1.GatewayServiceStartMcpAuthorizationResponse\x12\x82\x01\n" +
 	"\x13GetMcpAuthorization\x124.baagent.v1.GatewayServiceGetMcpAuthorizationRequest\x1a5.baagent.v1.GatewayServiceGetMcpAuthorizationResponse\x12\x8b\x01\n" +
-	"\x16RevokeMcpAuthorization\x127.baagent.v1.GatewayServiceRevokeMcpAuthorizationRequest\x1a8.baagent.v1.GatewayServiceRevokeMcpAuthorizationResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3"
+	"\x16RevokeMcpAuthorization\x127.baagent.v1.GatewayServiceRevokeMcpAuthorizationRequest\x1a8.baagent.v1.GatewayServiceRevokeMcpAuthorizationResponse\x12m\n" +
+	"\fSearchMemory\x12-.baagent.v1.GatewayServiceSearchMemoryRequest\x1a..baagent.v1.GatewayServiceSearchMemoryResponse\x12y\n" +
+	"\x10AddMemoryEpisode\x121.baagent.v1.GatewayServiceAddMemoryEpisodeRequest\x1a2.baagent.v1.GatewayServiceAddMemoryEpisodeResponse\x12\x7f\n" +
+	"\x12ListMemoryEpisodes\x123.baagent.v1.GatewayServiceListMemoryEpisodesRequest\x1a4.baagent.v1.GatewayServiceListMemoryEpisodesResponse\x12y\n" +
+	"\x10GetMemoryEpisode\x121.baagent.v1.GatewayServiceGetMemoryEpisodeRequest\x1a2.baagent.v1.GatewayServiceGetMemoryEpisodeResponse\x12\x82\x01\n" +
+	"\x13DeleteMemoryEpisode\x124.baagent.v1.GatewayServiceDeleteMemoryEpisodeRequest\x1a5.baagent.v1.GatewayServiceDeleteMemoryEpisodeResponse\x12\x7f\n" +
+	"\x12ListMemoryEntities\x123.baagent.v1.GatewayServiceListMemoryEntitiesRequest\x1a4.baagent.v1.GatewayServiceListMemoryEntitiesResponse\x12v\n" +
+	"\x0fGetMemoryEntity\x120.baagent.v1.GatewayServiceGetMemoryEntityRequest\x1a1.baagent.v1.GatewayServiceGetMemoryEntityResponse\x12\x7f\n" +
+	"\x12DeleteMemoryEntity\x123.baagent.v1.GatewayServiceDeleteMemoryEntityRequest\x1a4.baagent.v1.GatewayServiceDeleteMemoryEntityResponse\x12s\n" +
+	"\x0eGetMemoryGraph\x12/.baagent.v1.GatewayServiceGetMemoryGraphRequest\x1a0.baagent.v1.GatewayServiceGetMemoryGraphResponse\x12s\n" +
+	"\x0eGetMemoryStats\x12/.baagent.v1.GatewayServiceGetMemoryStatsRequest\x1a0.baagent.v1.GatewayServiceGetMemoryStatsResponse\x12|\n" +
+	"\x11GetMemorySettings\x122.baagent.v1.GatewayServiceGetMemorySettingsRequest\x1a3.baagent.v1.GatewayServiceGetMemorySettingsResponse\x12\x85\x01\n" +
+	"\x14UpdateMemorySettings\x125.baagent.v1.GatewayServiceUpdateMemorySettingsRequest\x1a6.baagent.v1.GatewayServiceUpdateMemorySettingsResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3"
 
 var (
 	file_baagent_v1_gateway_proto_rawDescOnce sync.Once
@@ -2237,16 +2249,40 @@ var file_baagent_v1_gateway_proto_goTypes = []any{
 	(*GatewayServiceGetConversationMessagesRequest)(nil),  // 62: baagent.v1.GatewayServiceGetConversationMessagesRequest
 	(*GatewayServiceEndConversationRequest)(nil),          // 63: baagent.v1.GatewayServiceEndConversationRequest
 	(*GatewayServiceDeleteConversationRequest)(nil),       // 64: baagent.v1.GatewayServiceDeleteConversationRequest
-	(*ExportRunResponse)(nil),                             // 65: baagent.v1.ExportRunResponse
-	(*ExportConversationResponse)(nil),                    // 66: baagent.v1.ExportConversationResponse
-	(*GatewayServiceGetUsageResponse)(nil),                // 67: baagent.v1.GatewayServiceGetUsageResponse
-	(*GatewayServiceGetBudgetResponse)(nil),               // 68: baagent.v1.GatewayServiceGetBudgetResponse
-	(*GatewayServiceSetBudgetResponse)(nil),               // 69: baagent.v1.GatewayServiceSetBudgetResponse
-	(*GatewayServiceListConversationsResponse)(nil),       // 70: baagent.v1.GatewayServiceListConversationsResponse
-	(*GatewayServiceGetConversationResponse)(nil),         // 71: baagent.v1.GatewayServiceGetConversationResponse
-	(*GatewayServiceGetConversationMessagesResponse)(nil), // 72: baagent.v1.GatewayServiceGetConversationMessagesResponse
-	(*GatewayServiceEndConversationResponse)(nil),         // 73: baagent.v1.GatewayServiceEndConversationResponse
-	(*GatewayServiceDeleteConversationResponse)(nil),      // 74: baagent.v1.GatewayServiceDeleteConversationResponse
+	(*GatewayServiceSearchMemoryRequest)(nil),             // 65: baagent.v1.GatewayServiceSearchMemoryRequest
+	(*GatewayServiceAddMemoryEpisodeRequest)(nil),         // 66: baagent.v1.GatewayServiceAddMemoryEpisodeRequest
+	(*GatewayServiceListMemoryEpisodesRequest)(nil),       // 67: baagent.v1.GatewayServiceListMemoryEpisodesRequest
+	(*GatewayServiceGetMemoryEpisodeRequest)(nil),         // 68: baagent.v1.GatewayServiceGetMemoryEpisodeRequest
+	(*GatewayServiceDeleteMemoryEpisodeRequest)(nil),      // 69: baagent.v1.GatewayServiceDeleteMemoryEpisodeRequest
+	(*GatewayServiceListMemoryEntitiesRequest)(nil),       // 70: baagent.v1.GatewayServiceListMemoryEntitiesRequest
+	(*GatewayServiceGetMemoryEntityRequest)(nil),          // 71: baagent.v1.GatewayServiceGetMemoryEntityRequest
+	(*GatewayServiceDeleteMemoryEntityRequest)(nil),       // 72: baagent.v1.GatewayServiceDeleteMemoryEntityRequest
+	(*GatewayServiceGetMemoryGraphRequest)(nil),           // 73: baagent.v1.GatewayServiceGetMemoryGraphRequest
+	(*GatewayServiceGetMemoryStatsRequest)(nil),           // 74: baagent.v1.GatewayServiceGetMemoryStatsRequest
+	(*GatewayServiceGetMemorySettingsRequest)(nil),        // 75: baagent.v1.GatewayServiceGetMemorySettingsRequest
+	(*GatewayServiceUpdateMemorySettingsRequest)(nil),     // 76: baagent.v1.GatewayServiceUpdateMemorySettingsRequest
+	(*ExportRunResponse)(nil),                             // 77: baagent.v1.ExportRunResponse
+	(*ExportConversationResponse)(nil),                    // 78: baagent.v1.ExportConversationResponse
+	(*GatewayServiceGetUsageResponse)(nil),                // 79: baagent.v1.GatewayServiceGetUsageResponse
+	(*GatewayServiceGetBudgetResponse)(nil),               // 80: baagent.v1.GatewayServiceGetBudgetResponse
+	(*GatewayServiceSetBudgetResponse)(nil),               // 81: baagent.v1.GatewayServiceSetBudgetResponse
+	(*GatewayServiceListConversationsResponse)(nil),       // 82: baagent.v1.GatewayServiceListConversationsResponse
+	(*GatewayServiceGetConversationResponse)(nil),         // 83: baagent.v1.GatewayServiceGetConversationResponse
+	(*GatewayServiceGetConversationMessagesResponse)(nil), // 84: baagent.v1.GatewayServiceGetConversationMessagesResponse
+	(*GatewayServiceEndConversationResponse)(nil),         // 85: baagent.v1.GatewayServiceEndConversationResponse
+	(*GatewayServiceDeleteConversationResponse)(nil),      // 86: baagent.v1.GatewayServiceDeleteConversationResponse
+	(*GatewayServiceSearchMemoryResponse)(nil),            // 87: baagent.v1.GatewayServiceSearchMemoryResponse
+	(*GatewayServiceAddMemoryEpisodeResponse)(nil),        // 88: baagent.v1.GatewayServiceAddMemoryEpisodeResponse
+	(*GatewayServiceListMemoryEpisodesResponse)(nil),      // 89: baagent.v1.GatewayServiceListMemoryEpisodesResponse
+	(*GatewayServiceGetMemoryEpisodeResponse)(nil),        // 90: baagent.v1.GatewayServiceGetMemoryEpisodeResponse
+	(*GatewayServiceDeleteMemoryEpisodeResponse)(nil),     // 91: baagent.v1.GatewayServiceDeleteMemoryEpisodeResponse
+	(*GatewayServiceListMemoryEntitiesResponse)(nil),      // 92: baagent.v1.GatewayServiceListMemoryEntitiesResponse
+	(*GatewayServiceGetMemoryEntityResponse)(nil),         // 93: baagent.v1.GatewayServiceGetMemoryEntityResponse
+	(*GatewayServiceDeleteMemoryEntityResponse)(nil),      // 94: baagent.v1.GatewayServiceDeleteMemoryEntityResponse
+	(*GatewayServiceGetMemoryGraphResponse)(nil),          // 95: baagent.v1.GatewayServiceGetMemoryGraphResponse
+	(*GatewayServiceGetMemoryStatsResponse)(nil),          // 96: baagent.v1.GatewayServiceGetMemoryStatsResponse
+	(*GatewayServiceGetMemorySettingsResponse)(nil),       // 97: baagent.v1.GatewayServiceGetMemorySettingsResponse
+	(*GatewayServiceUpdateMemorySettingsResponse)(nil),    // 98: baagent.v1.GatewayServiceUpdateMemorySettingsResponse
 }
 var file_baagent_v1_gateway_proto_depIdxs = []int32{
 	36, // 0: baagent.v1.StartRunRequest.spec:type_name -> baagent.v1.RunSpec
@@ -2306,36 +2342,60 @@ var file_baagent_v1_gateway_proto_depIdxs = []int32{
 	30, // 54: baagent.v1.GatewayService.StartMcpAuthorization:input_type -> baagent.v1.GatewayServiceStartMcpAuthorizationRequest
 	32, // 55: baagent.v1.GatewayService.GetMcpAuthorization:input_type -> baagent.v1.GatewayServiceGetMcpAuthorizationRequest
 	34, // 56: baagent.v1.GatewayService.RevokeMcpAuthorization:input_type -> baagent.v1.GatewayServiceRevokeMcpAuthorizationRequest
-	1,  // 57: baagent.v1.GatewayService.StartRun:output_type -> baagent.v1.StartRunResponse
-	3,  // 58: baagent.v1.GatewayService.StartRunStream:output_type -> baagent.v1.StartRunStreamResponse
-	5,  // 59: baagent.v1.GatewayService.GetRun:output_type -> baagent.v1.GetRunResponse
-	7,  // 60: baagent.v1.GatewayService.ListRuns:output_type -> baagent.v1.ListRunsResponse
-	9,  // 61: baagent.v1.GatewayService.CancelRun:output_type -> baagent.v1.CancelRunResponse
-	11, // 62: baagent.v1.GatewayService.SubmitInput:output_type -> baagent.v1.SubmitInputResponse
-	13, // 63: baagent.v1.GatewayService.StreamRunEvents:output_type -> baagent.v1.StreamRunEventsResponse
-	15, // 64: baagent.v1.GatewayService.ListSkills:output_type -> baagent.v1.GatewayServiceListSkillsResponse
-	17, // 65: baagent.v1.GatewayService.GetSkill:output_type -> baagent.v1.GatewayServiceGetSkillResponse
-	25, // 66: baagent.v1.GatewayService.PutSkill:output_type -> baagent.v1.GatewayServicePutSkillResponse
-	27, // 67: baagent.v1.GatewayService.DeleteSkill:output_type -> baagent.v1.GatewayServiceDeleteSkillResponse
-	29, // 68: baagent.v1.GatewayService.SetSystemSkillState:output_type -> baagent.v1.GatewayServiceSetSystemSkillStateResponse
-	19, // 69: baagent.v1.GatewayService.ListTools:output_type -> baagent.v1.GatewayServiceListToolsResponse
-	21, // 70: baagent.v1.GatewayService.InvokeTool:output_type -> baagent.v1.InvokeToolResponse
-	23, // 71: baagent.v1.GatewayService.CountTokens:output_type -> baagent.v1.GatewayServiceCountTokensResponse
-	65, // 72: baagent.v1.GatewayService.ExportRun:output_type -> baagent.v1.ExportRunResponse
-	66, // 73: baagent.v1.GatewayService.ExportConversation:output_type -> baagent.v1.ExportConversationResponse
-	67, // 74: baagent.v1.GatewayService.GetUsage:output_type -> baagent.v1.GatewayServiceGetUsageResponse
-	68, // 75: baagent.v1.GatewayService.GetBudget:output_type -> baagent.v1.GatewayServiceGetBudgetResponse
-	69, // 76: baagent.v1.GatewayService.SetBudget:output_type -> baagent.v1.GatewayServiceSetBudgetResponse
-	70, // 77: baagent.v1.GatewayService.ListConversations:output_type -> baagent.v1.GatewayServiceListConversationsResponse
-	71, // 78: baagent.v1.GatewayService.GetConversation:output_type -> baagent.v1.GatewayServiceGetConversationResponse
-	72, // 79: baagent.v1.GatewayService.GetConversationMessages:output_type -> baagent.v1.GatewayServiceGetConversationMessagesResponse
-	73, // 80: baagent.v1.GatewayService.EndConversation:output_type -> baagent.v1.GatewayServiceEndConversationResponse
-	74, // 81: baagent.v1.GatewayService.DeleteConversation:output_type -> baagent.v1.GatewayServiceDeleteConversationResponse
-	31, // 82: baagent.v1.GatewayService.StartMcpAuthorization:output_type -> baagent.v1.GatewayServiceStartMcpAuthorizationResponse
-	33, // 83: baagent.v1.GatewayService.GetMcpAuthorization:output_type -> baagent.v1.GatewayServiceGetMcpAuthorizationResponse
-	35, // 84: baagent.v1.GatewayService.RevokeMcpAuthorization:output_type -> baagent.v1.GatewayServiceRevokeMcpAuthorizationResponse
-	57, // [57:85] is the sub-list for method output_type
-	29, // [29:57] is the sub-list for method input_type
+	65, // 57: baagent.v1.GatewayService.SearchMemory:input_type -> baagent.v1.GatewayServiceSearchMemoryRequest
+	66, // 58: baagent.v1.GatewayService.AddMemoryEpisode:input_type -> baagent.v1.GatewayServiceAddMemoryEpisodeRequest
+	67, // 59: baagent.v1.GatewayService.ListMemoryEpisodes:input_type -> baagent.v1.GatewayServiceListMemoryEpisodesRequest
+	68, // 60: baagent.v1.GatewayService.GetMemoryEpisode:input_type -> baagent.v1.GatewayServiceGetMemoryEpisodeRequest
+	69, // 61: baagent.v1.GatewayService.DeleteMemoryEpisode:input_type -> baagent.v1.GatewayServiceDeleteMemoryEpisodeRequest
+	70, // 62: baagent.v1.GatewayService.ListMemoryEntities:input_type -> baagent.v1.GatewayServiceListMemoryEntitiesRequest
+	71, // 63: baagent.v1.GatewayService.GetMemoryEntity:input_type -> baagent.v1.GatewayServiceGetMemoryEntityRequest
+	72, // 64: baagent.v1.GatewayService.DeleteMemoryEntity:input_type -> baagent.v1.GatewayServiceDeleteMemoryEntityRequest
+	73, // 65: baagent.v1.GatewayService.GetMemoryGraph:input_type -> baagent.v1.GatewayServiceGetMemoryGraphRequest
+	74, // 66: baagent.v1.GatewayService.GetMemoryStats:input_type -> baagent.v1.GatewayServiceGetMemoryStatsRequest
+	75, // 67: baagent.v1.GatewayService.GetMemorySettings:input_type -> baagent.v1.GatewayServiceGetMemorySettingsRequest
+	76, // 68: baagent.v1.GatewayService.UpdateMemorySettings:input_type -> baagent.v1.GatewayServiceUpdateMemorySettingsRequest
+	1,  // 69: baagent.v1.GatewayService.StartRun:output_type -> baagent.v1.StartRunResponse
+	3,  // 70: baagent.v1.GatewayService.StartRunStream:output_type -> baagent.v1.StartRunStreamResponse
+	5,  // 71: baagent.v1.GatewayService.GetRun:output_type -> baagent.v1.GetRunResponse
+	7,  // 72: baagent.v1.GatewayService.ListRuns:output_type -> baagent.v1.ListRunsResponse
+	9,  // 73: baagent.v1.GatewayService.CancelRun:output_type -> baagent.v1.CancelRunResponse
+	11, // 74: baagent.v1.GatewayService.SubmitInput:output_type -> baagent.v1.SubmitInputResponse
+	13, // 75: baagent.v1.GatewayService.StreamRunEvents:output_type -> baagent.v1.StreamRunEventsResponse
+	15, // 76: baagent.v1.GatewayService.ListSkills:output_type -> baagent.v1.GatewayServiceListSkillsResponse
+	17, // 77: baagent.v1.GatewayService.GetSkill:output_type -> baagent.v1.GatewayServiceGetSkillResponse
+	25, // 78: baagent.v1.GatewayService.PutSkill:output_type -> baagent.v1.GatewayServicePutSkillResponse
+	27, // 79: baagent.v1.GatewayService.DeleteSkill:output_type -> baagent.v1.GatewayServiceDeleteSkillResponse
+	29, // 80: baagent.v1.GatewayService.SetSystemSkillState:output_type -> baagent.v1.GatewayServiceSetSystemSkillStateResponse
+	19, // 81: baagent.v1.GatewayService.ListTools:output_type -> baagent.v1.GatewayServiceListToolsResponse
+	21, // 82: baagent.v1.GatewayService.InvokeTool:output_type -> baagent.v1.InvokeToolResponse
+	23, // 83: baagent.v1.GatewayService.CountTokens:output_type -> baagent.v1.GatewayServiceCountTokensResponse
+	77, // 84: baagent.v1.GatewayService.ExportRun:output_type -> baagent.v1.ExportRunResponse
+	78, // 85: baagent.v1.GatewayService.ExportConversation:output_type -> baagent.v1.ExportConversationResponse
+	79, // 86: baagent.v1.GatewayService.GetUsage:output_type -> baagent.v1.GatewayServiceGetUsageResponse
+	80, // 87: baagent.v1.GatewayService.GetBudget:output_type -> baagent.v1.GatewayServiceGetBudgetResponse
+	81, // 88: baagent.v1.GatewayService.SetBudget:output_type -> baagent.v1.GatewayServiceSetBudgetResponse
+	82, // 89: baagent.v1.GatewayService.ListConversations:output_type -> baagent.v1.GatewayServiceListConversationsResponse
+	83, // 90: baagent.v1.GatewayService.GetConversation:output_type -> baagent.v1.GatewayServiceGetConversationResponse
+	84, // 91: baagent.v1.GatewayService.GetConversationMessages:output_type -> baagent.v1.GatewayServiceGetConversationMessagesResponse
+	85, // 92: baagent.v1.GatewayService.EndConversation:output_type -> baagent.v1.GatewayServiceEndConversationResponse
+	86, // 93: baagent.v1.GatewayService.DeleteConversation:output_type -> baagent.v1.GatewayServiceDeleteConversationResponse
+	31, // 94: baagent.v1.GatewayService.StartMcpAuthorization:output_type -> baagent.v1.GatewayServiceStartMcpAuthorizationResponse
+	33, // 95: baagent.v1.GatewayService.GetMcpAuthorization:output_type -> baagent.v1.GatewayServiceGetMcpAuthorizationResponse
+	35, // 96: baagent.v1.GatewayService.RevokeMcpAuthorization:output_type -> baagent.v1.GatewayServiceRevokeMcpAuthorizationResponse
+	87, // 97: baagent.v1.GatewayService.SearchMemory:output_type -> baagent.v1.GatewayServiceSearchMemoryResponse
+	88, // 98: baagent.v1.GatewayService.AddMemoryEpisode:output_type -> baagent.v1.GatewayServiceAddMemoryEpisodeResponse
+	89, // 99: baagent.v1.GatewayService.ListMemoryEpisodes:output_type -> baagent.v1.GatewayServiceListMemoryEpisodesResponse
+	90, // 100: baagent.v1.GatewayService.GetMemoryEpisode:output_type -> baagent.v1.GatewayServiceGetMemoryEpisodeResponse
+	91, // 101: baagent.v1.GatewayService.DeleteMemoryEpisode:output_type -> baagent.v1.GatewayServiceDeleteMemoryEpisodeResponse
+	92, // 102: baagent.v1.GatewayService.ListMemoryEntities:output_type -> baagent.v1.GatewayServiceListMemoryEntitiesResponse
+	93, // 103: baagent.v1.GatewayService.GetMemoryEntity:output_type -> baagent.v1.GatewayServiceGetMemoryEntityResponse
+	94, // 104: baagent.v1.GatewayService.DeleteMemoryEntity:output_type -> baagent.v1.GatewayServiceDeleteMemoryEntityResponse
+	95, // 105: baagent.v1.GatewayService.GetMemoryGraph:output_type -> baagent.v1.GatewayServiceGetMemoryGraphResponse
+	96, // 106: baagent.v1.GatewayService.GetMemoryStats:output_type -> baagent.v1.GatewayServiceGetMemoryStatsResponse
+	97, // 107: baagent.v1.GatewayService.GetMemorySettings:output_type -> baagent.v1.GatewayServiceGetMemorySettingsResponse
+	98, // 108: baagent.v1.GatewayService.UpdateMemorySettings:output_type -> baagent.v1.GatewayServiceUpdateMemorySettingsResponse
+	69, // [69:109] is the sub-list for method output_type
+	29, // [29:69] is the sub-list for method input_type
 	29, // [29:29] is the sub-list for extension type_name
 	29, // [29:29] is the sub-list for extension extendee
 	0,  // [0:29] is the sub-list for field type_name
@@ -2351,6 +2411,7 @@ func file_baagent_v1_gateway_proto_init() {
 	file_baagent_v1_events_proto_init()
 	file_baagent_v1_export_proto_init()
 	file_baagent_v1_mcpauth_proto_init()
+	file_baagent_v1_memory_proto_init()
 	file_baagent_v1_orchestrator_proto_init()
 	file_baagent_v1_run_proto_init()
 	file_baagent_v1_skills_proto_init()

@@ -47,6 +47,18 @@ const (
 	GatewayService_StartMcpAuthorization_FullMethodName   = "/baagent.v1.GatewayService/StartMcpAuthorization"
 	GatewayService_GetMcpAuthorization_FullMethodName     = "/baagent.v1.GatewayService/GetMcpAuthorization"
 	GatewayService_RevokeMcpAuthorization_FullMethodName  = "/baagent.v1.GatewayService/RevokeMcpAuthorization"
+	GatewayService_SearchMemory_FullMethodName            = "/baagent.v1.GatewayService/SearchMemory"
+	GatewayService_AddMemoryEpisode_FullMethodName        = "/baagent.v1.GatewayService/AddMemoryEpisode"
+	GatewayService_ListMemoryEpisodes_FullMethodName      = "/baagent.v1.GatewayService/ListMemoryEpisodes"
+	GatewayService_GetMemoryEpisode_FullMethodName        = "/baagent.v1.GatewayService/GetMemoryEpisode"
+	GatewayService_DeleteMemoryEpisode_FullMethodName     = "/baagent.v1.GatewayService/DeleteMemoryEpisode"
+	GatewayService_ListMemoryEntities_FullMethodName      = "/baagent.v1.GatewayService/ListMemoryEntities"
+	GatewayService_GetMemoryEntity_FullMethodName         = "/baagent.v1.GatewayService/GetMemoryEntity"
+	GatewayService_DeleteMemoryEntity_FullMethodName      = "/baagent.v1.GatewayService/DeleteMemoryEntity"
+	GatewayService_GetMemoryGraph_FullMethodName          = "/baagent.v1.GatewayService/GetMemoryGraph"
+	GatewayService_GetMemoryStats_FullMethodName          = "/baagent.v1.GatewayService/GetMemoryStats"
+	GatewayService_GetMemorySettings_FullMethodName       = "/baagent.v1.GatewayService/GetMemorySettings"
+	GatewayService_UpdateMemorySettings_FullMethodName    = "/baagent.v1.GatewayService/UpdateMemorySettings"
 )
 
 // GatewayServiceClient is the client API for GatewayService service.
@@ -128,6 +140,38 @@ type GatewayServiceClient interface {
 	GetMcpAuthorization(ctx context.Context, in *GatewayServiceGetMcpAuthorizationRequest, opts ...grpc.CallOption) (*GatewayServiceGetMcpAuthorizationResponse, error)
 	// Revokes it (DELETE /v1/mcp/servers/{server}/authorization).
 	RevokeMcpAuthorization(ctx context.Context, in *GatewayServiceRevokeMcpAuthorizationRequest, opts ...grpc.CallOption) (*GatewayServiceRevokeMcpAuthorizationResponse, error)
+	// Recalls entities from the caller's tenant's memory by hybrid retrieval
+	// (GET /v1/memory/search?q=&mode=&top_k=).
+	SearchMemory(ctx context.Context, in *GatewayServiceSearchMemoryRequest, opts ...grpc.CallOption) (*GatewayServiceSearchMemoryResponse, error)
+	// Adds text to the caller's tenant's memory as an episode
+	// (POST /v1/memory/episodes).
+	AddMemoryEpisode(ctx context.Context, in *GatewayServiceAddMemoryEpisodeRequest, opts ...grpc.CallOption) (*GatewayServiceAddMemoryEpisodeResponse, error)
+	// Lists the caller's tenant's episodes, newest first
+	// (GET /v1/memory/episodes).
+	ListMemoryEpisodes(ctx context.Context, in *GatewayServiceListMemoryEpisodesRequest, opts ...grpc.CallOption) (*GatewayServiceListMemoryEpisodesResponse, error)
+	// Reads one episode with the entities it mentions
+	// (GET /v1/memory/episodes/{id}).
+	GetMemoryEpisode(ctx context.Context, in *GatewayServiceGetMemoryEpisodeRequest, opts ...grpc.CallOption) (*GatewayServiceGetMemoryEpisodeResponse, error)
+	// Removes an episode and what only it supported
+	// (DELETE /v1/memory/episodes/{id}).
+	DeleteMemoryEpisode(ctx context.Context, in *GatewayServiceDeleteMemoryEpisodeRequest, opts ...grpc.CallOption) (*GatewayServiceDeleteMemoryEpisodeResponse, error)
+	// Lists the caller's tenant's entities (GET /v1/memory/entities).
+	ListMemoryEntities(ctx context.Context, in *GatewayServiceListMemoryEntitiesRequest, opts ...grpc.CallOption) (*GatewayServiceListMemoryEntitiesResponse, error)
+	// Reads one entity with its relations, community and episodes
+	// (GET /v1/memory/entities/{id}).
+	GetMemoryEntity(ctx context.Context, in *GatewayServiceGetMemoryEntityRequest, opts ...grpc.CallOption) (*GatewayServiceGetMemoryEntityResponse, error)
+	// Removes an entity and its relations (DELETE /v1/memory/entities/{id}).
+	DeleteMemoryEntity(ctx context.Context, in *GatewayServiceDeleteMemoryEntityRequest, opts ...grpc.CallOption) (*GatewayServiceDeleteMemoryEntityResponse, error)
+	// Reads an entity's neighbourhood, bounded in depth and size
+	// (GET /v1/memory/entities/{id}/graph?depth=&max_nodes=).
+	GetMemoryGraph(ctx context.Context, in *GatewayServiceGetMemoryGraphRequest, opts ...grpc.CallOption) (*GatewayServiceGetMemoryGraphResponse, error)
+	// Counts the caller's tenant's memory (GET /v1/memory/stats).
+	GetMemoryStats(ctx context.Context, in *GatewayServiceGetMemoryStatsRequest, opts ...grpc.CallOption) (*GatewayServiceGetMemoryStatsResponse, error)
+	// Reads the caller's tenant's memory switches (GET /v1/memory/settings).
+	GetMemorySettings(ctx context.Context, in *GatewayServiceGetMemorySettingsRequest, opts ...grpc.CallOption) (*GatewayServiceGetMemorySettingsResponse, error)
+	// Changes them, tenant-wide or for one conversation
+	// (PATCH /v1/memory/settings).
+	UpdateMemorySettings(ctx context.Context, in *GatewayServiceUpdateMemorySettingsRequest, opts ...grpc.CallOption) (*GatewayServiceUpdateMemorySettingsResponse, error)
 }
 
 type gatewayServiceClient struct {
@@ -454,6 +498,126 @@ func (c *gatewayServiceClient) RevokeMcpAuthorization(ctx context.Context, in *G
 	return out, nil
 }
 
+func (c *gatewayServiceClient) SearchMemory(ctx context.Context, in *GatewayServiceSearchMemoryRequest, opts ...grpc.CallOption) (*GatewayServiceSearchMemoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceSearchMemoryResponse)
+	err := c.cc.Invoke(ctx, GatewayService_SearchMemory_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayServiceClient) AddMemoryEpisode(ctx context.Context, in *GatewayServiceAddMemoryEpisodeRequest, opts ...grpc.CallOption) (*GatewayServiceAddMemoryEpisodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceAddMemoryEpisodeResponse)
+	err := c.cc.Invoke(ctx, GatewayService_AddMemoryEpisode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayServiceClient) ListMemoryEpisodes(ctx context.Context, in *GatewayServiceListMemoryEpisodesRequest, opts ...grpc.CallOption) (*GatewayServiceListMemoryEpisodesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceListMemoryEpisodesResponse)
+	err := c.cc.Invoke(ctx, GatewayService_ListMemoryEpisodes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayServiceClient) GetMemoryEpisode(ctx context.Context, in *GatewayServiceGetMemoryEpisodeRequest, opts ...grpc.CallOption) (*GatewayServiceGetMemoryEpisodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceGetMemoryEpisodeResponse)
+	err := c.cc.Invoke(ctx, GatewayService_GetMemoryEpisode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayServiceClient) DeleteMemoryEpisode(ctx context.Context, in *GatewayServiceDeleteMemoryEpisodeRequest, opts ...grpc.CallOption) (*GatewayServiceDeleteMemoryEpisodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceDeleteMemoryEpisodeResponse)
+	err := c.cc.Invoke(ctx, GatewayService_DeleteMemoryEpisode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayServiceClient) ListMemoryEntities(ctx context.Context, in *GatewayServiceListMemoryEntitiesRequest, opts ...grpc.CallOption) (*GatewayServiceListMemoryEntitiesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceListMemoryEntitiesResponse)
+	err := c.cc.Invoke(ctx, GatewayService_ListMemoryEntities_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayServiceClient) GetMemoryEntity(ctx context.Context, in *GatewayServiceGetMemoryEntityRequest, opts ...grpc.CallOption) (*GatewayServiceGetMemoryEntityResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceGetMemoryEntityResponse)
+	err := c.cc.Invoke(ctx, GatewayService_GetMemoryEntity_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayServiceClient) DeleteMemoryEntity(ctx context.Context, in *GatewayServiceDeleteMemoryEntityRequest, opts ...grpc.CallOption) (*GatewayServiceDeleteMemoryEntityResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceDeleteMemoryEntityResponse)
+	err := c.cc.Invoke(ctx, GatewayService_DeleteMemoryEntity_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayServiceClient) GetMemoryGraph(ctx context.Context, in *GatewayServiceGetMemoryGraphRequest, opts ...grpc.CallOption) (*GatewayServiceGetMemoryGraphResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceGetMemoryGraphResponse)
+	err := c.cc.Invoke(ctx, GatewayService_GetMemoryGraph_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayServiceClient) GetMemoryStats(ctx context.Context, in *GatewayServiceGetMemoryStatsRequest, opts ...grpc.CallOption) (*GatewayServiceGetMemoryStatsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceGetMemoryStatsResponse)
+	err := c.cc.Invoke(ctx, GatewayService_GetMemoryStats_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayServiceClient) GetMemorySettings(ctx context.Context, in *GatewayServiceGetMemorySettingsRequest, opts ...grpc.CallOption) (*GatewayServiceGetMemorySettingsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceGetMemorySettingsResponse)
+	err := c.cc.Invoke(ctx, GatewayService_GetMemorySettings_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayServiceClient) UpdateMemorySettings(ctx context.Context, in *GatewayServiceUpdateMemorySettingsRequest, opts ...grpc.CallOption) (*GatewayServiceUpdateMemorySettingsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceUpdateMemorySettingsResponse)
+	err := c.cc.Invoke(ctx, GatewayService_UpdateMemorySettings_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GatewayServiceServer is the server API for GatewayService service.
 // All implementations must embed UnimplementedGatewayServiceServer
 // for forward compatibility.
@@ -533,6 +697,38 @@ type GatewayServiceServer interface {
 	GetMcpAuthorization(context.Context, *GatewayServiceGetMcpAuthorizationRequest) (*GatewayServiceGetMcpAuthorizationResponse, error)
 	// Revokes it (DELETE /v1/mcp/servers/{server}/authorization).
 	RevokeMcpAuthorization(context.Context, *GatewayServiceRevokeMcpAuthorizationRequest) (*GatewayServiceRevokeMcpAuthorizationResponse, error)
+	// Recalls entities from the caller's tenant's memory by hybrid retrieval
+	// (GET /v1/memory/search?q=&mode=&top_k=).
+	SearchMemory(context.Context, *GatewayServiceSearchMemoryRequest) (*GatewayServiceSearchMemoryResponse, error)
+	// Adds text to the caller's tenant's memory as an episode
+	// (POST /v1/memory/episodes).
+	AddMemoryEpisode(context.Context, *GatewayServiceAddMemoryEpisodeRequest) (*GatewayServiceAddMemoryEpisodeResponse, error)
+	// Lists the caller's tenant's episodes, newest first
+	// (GET /v1/memory/episodes).
+	ListMemoryEpisodes(context.Context, *GatewayServiceListMemoryEpisodesRequest) (*GatewayServiceListMemoryEpisodesResponse, error)
+	// Reads one episode with the entities it mentions
+	// (GET /v1/memory/episodes/{id}).
+	GetMemoryEpisode(context.Context, *GatewayServiceGetMemoryEpisodeRequest) (*GatewayServiceGetMemoryEpisodeResponse, error)
+	// Removes an episode and what only it supported
+	// (DELETE /v1/memory/episodes/{id}).
+	DeleteMemoryEpisode(context.Context, *GatewayServiceDeleteMemoryEpisodeRequest) (*GatewayServiceDeleteMemoryEpisodeResponse, error)
+	// Lists the caller's tenant's entities (GET /v1/memory/entities).
+	ListMemoryEntities(context.Context, *GatewayServiceListMemoryEntitiesRequest) (*GatewayServiceListMemoryEntitiesResponse, error)
+	// Reads one entity with its relations, community and episodes
+	// (GET /v1/memory/entities/{id}).
+	GetMemoryEntity(context.Context, *GatewayServiceGetMemoryEntityRequest) (*GatewayServiceGetMemoryEntityResponse, error)
+	// Removes an entity and its relations (DELETE /v1/memory/entities/{id}).
+	DeleteMemoryEntity(context.Context, *GatewayServiceDeleteMemoryEntityRequest) (*GatewayServiceDeleteMemoryEntityResponse, error)
+	// Reads an entity's neighbourhood, bounded in depth and size
+	// (GET /v1/memory/entities/{id}/graph?depth=&max_nodes=).
+	GetMemoryGraph(context.Context, *GatewayServiceGetMemoryGraphRequest) (*GatewayServiceGetMemoryGraphResponse, error)
+	// Counts the caller's tenant's memory (GET /v1/memory/stats).
+	GetMemoryStats(context.Context, *GatewayServiceGetMemoryStatsRequest) (*GatewayServiceGetMemoryStatsResponse, error)
+	// Reads the caller's tenant's memory switches (GET /v1/memory/settings).
+	GetMemorySettings(context.Context, *GatewayServiceGetMemorySettingsRequest) (*GatewayServiceGetMemorySettingsResponse, error)
+	// Changes them, tenant-wide or for one conversation
+	// (PATCH /v1/memory/settings).
+	UpdateMemorySettings(context.Context, *GatewayServiceUpdateMemorySettingsRequest) (*GatewayServiceUpdateMemorySettingsResponse, error)
 	mustEmbedUnimplementedGatewayServiceServer()
 }
 
@@ -626,6 +822,42 @@ func (UnimplementedGatewayServiceServer) GetMcpAuthorization(context.Context, *G
 }
 func (UnimplementedGatewayServiceServer) RevokeMcpAuthorization(context.Context, *GatewayServiceRevokeMcpAuthorizationRequest) (*GatewayServiceRevokeMcpAuthorizationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RevokeMcpAuthorization not implemented")
+}
+func (UnimplementedGatewayServiceServer) SearchMemory(context.Context, *GatewayServiceSearchMemoryRequest) (*GatewayServiceSearchMemoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SearchMemory not implemented")
+}
+func (UnimplementedGatewayServiceServer) AddMemoryEpisode(context.Context, *GatewayServiceAddMemoryEpisodeRequest) (*GatewayServiceAddMemoryEpisodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddMemoryEpisode not implemented")
+}
+func (UnimplementedGatewayServiceServer) ListMemoryEpisodes(context.Context, *GatewayServiceListMemoryEpisodesRequest) (*GatewayServiceListMemoryEpisodesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListMemoryEpisodes not implemented")
+}
+func (UnimplementedGatewayServiceServer) GetMemoryEpisode(context.Context, *GatewayServiceGetMemoryEpisodeRequest) (*GatewayServiceGetMemoryEpisodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetMemoryEpisode not implemented")
+}
+func (UnimplementedGatewayServiceServer) DeleteMemoryEpisode(context.Context, *GatewayServiceDeleteMemoryEpisodeRequest) (*GatewayServiceDeleteMemoryEpisodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteMemoryEpisode not implemented")
+}
+func (UnimplementedGatewayServiceServer) ListMemoryEntities(context.Context, *GatewayServiceListMemoryEntitiesRequest) (*GatewayServiceListMemoryEntitiesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListMemoryEntities not implemented")
+}
+func (UnimplementedGatewayServiceServer) GetMemoryEntity(context.Context, *GatewayServiceGetMemoryEntityRequest) (*GatewayServiceGetMemoryEntityResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetMemoryEntity not implemented")
+}
+func (UnimplementedGatewayServiceServer) DeleteMemoryEntity(context.Context, *GatewayServiceDeleteMemoryEntityRequest) (*GatewayServiceDeleteMemoryEntityResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteMemoryEntity not implemented")
+}
+func (UnimplementedGatewayServiceServer) GetMemoryGraph(context.Context, *GatewayServiceGetMemoryGraphRequest) (*GatewayServiceGetMemoryGraphResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetMemoryGraph not implemented")
+}
+func (UnimplementedGatewayServiceServer) GetMemoryStats(context.Context, *GatewayServiceGetMemoryStatsRequest) (*GatewayServiceGetMemoryStatsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetMemoryStats not implemented")
+}
+func (UnimplementedGatewayServiceServer) GetMemorySettings(context.Context, *GatewayServiceGetMemorySettingsRequest) (*GatewayServiceGetMemorySettingsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetMemorySettings not implemented")
+}
+func (UnimplementedGatewayServiceServer) UpdateMemorySettings(context.Context, *GatewayServiceUpdateMemorySettingsRequest) (*GatewayServiceUpdateMemorySettingsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateMemorySettings not implemented")
 }
 func (UnimplementedGatewayServiceServer) mustEmbedUnimplementedGatewayServiceServer() {}
 func (UnimplementedGatewayServiceServer) testEmbeddedByValue()                        {}
@@ -1124,6 +1356,222 @@ func _GatewayService_RevokeMcpAuthorization_Handler(srv interface{}, ctx context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _GatewayService_SearchMemory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceSearchMemoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).SearchMemory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_SearchMemory_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).SearchMemory(ctx, req.(*GatewayServiceSearchMemoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GatewayService_AddMemoryEpisode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceAddMemoryEpisodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).AddMemoryEpisode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_AddMemoryEpisode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).AddMemoryEpisode(ctx, req.(*GatewayServiceAddMemoryEpisodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GatewayService_ListMemoryEpisodes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceListMemoryEpisodesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).ListMemoryEpisodes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_ListMemoryEpisodes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).ListMemoryEpisodes(ctx, req.(*GatewayServiceListMemoryEpisodesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GatewayService_GetMemoryEpisode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceGetMemoryEpisodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).GetMemoryEpisode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_GetMemoryEpisode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).GetMemoryEpisode(ctx, req.(*GatewayServiceGetMemoryEpisodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GatewayService_DeleteMemoryEpisode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceDeleteMemoryEpisodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).DeleteMemoryEpisode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_DeleteMemoryEpisode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).DeleteMemoryEpisode(ctx, req.(*GatewayServiceDeleteMemoryEpisodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GatewayService_ListMemoryEntities_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceListMemoryEntitiesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).ListMemoryEntities(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_ListMemoryEntities_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).ListMemoryEntities(ctx, req.(*GatewayServiceListMemoryEntitiesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GatewayService_GetMemoryEntity_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceGetMemoryEntityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).GetMemoryEntity(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_GetMemoryEntity_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).GetMemoryEntity(ctx, req.(*GatewayServiceGetMemoryEntityRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GatewayService_DeleteMemoryEntity_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceDeleteMemoryEntityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).DeleteMemoryEntity(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_DeleteMemoryEntity_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).DeleteMemoryEntity(ctx, req.(*GatewayServiceDeleteMemoryEntityRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GatewayService_GetMemoryGraph_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceGetMemoryGraphRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).GetMemoryGraph(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_GetMemoryGraph_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).GetMemoryGraph(ctx, req.(*GatewayServiceGetMemoryGraphRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GatewayService_GetMemoryStats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceGetMemoryStatsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).GetMemoryStats(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_GetMemoryStats_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).GetMemoryStats(ctx, req.(*GatewayServiceGetMemoryStatsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GatewayService_GetMemorySettings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceGetMemorySettingsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).GetMemorySettings(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_GetMemorySettings_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).GetMemorySettings(ctx, req.(*GatewayServiceGetMemorySettingsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GatewayService_UpdateMemorySettings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceUpdateMemorySettingsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).UpdateMemorySettings(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_UpdateMemorySettings_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).UpdateMemorySettings(ctx, req.(*GatewayServiceUpdateMemorySettingsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // GatewayService_ServiceDesc is the grpc.ServiceDesc for GatewayService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1226,6 +1674,54 @@ var GatewayService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RevokeMcpAuthorization",
 			Handler:    _GatewayService_RevokeMcpAuthorization_Handler,
+		},
+		{
+			MethodName: "SearchMemory",
+			Handler:    _GatewayService_SearchMemory_Handler,
+		},
+		{
+			MethodName: "AddMemoryEpisode",
+			Handler:    _GatewayService_AddMemoryEpisode_Handler,
+		},
+		{
+			MethodName: "ListMemoryEpisodes",
+			Handler:    _GatewayService_ListMemoryEpisodes_Handler,
+		},
+		{
+			MethodName: "GetMemoryEpisode",
+			Handler:    _GatewayService_GetMemoryEpisode_Handler,
+		},
+		{
+			MethodName: "DeleteMemoryEpisode",
+			Handler:    _GatewayService_DeleteMemoryEpisode_Handler,
+		},
+		{
+			MethodName: "ListMemoryEntities",
+			Handler:    _GatewayService_ListMemoryEntities_Handler,
+		},
+		{
+			MethodName: "GetMemoryEntity",
+			Handler:    _GatewayService_GetMemoryEntity_Handler,
+		},
+		{
+			MethodName: "DeleteMemoryEntity",
+			Handler:    _GatewayService_DeleteMemoryEntity_Handler,
+		},
+		{
+			MethodName: "GetMemoryGraph",
+			Handler:    _GatewayService_GetMemoryGraph_Handler,
+		},
+		{
+			MethodName: "GetMemoryStats",
+			Handler:    _GatewayService_GetMemoryStats_Handler,
+		},
+		{
+			MethodName: "GetMemorySettings",
+			Handler:    _GatewayService_GetMemorySettings_Handler,
+		},
+		{
+			MethodName: "UpdateMemorySettings",
+			Handler:    _GatewayService_UpdateMemorySettings_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -2619,6 +2619,1500 @@ func (x *DeleteConversationMemoryResponse) GetEntitiesRemoved() int32 {
 	return 0
 }
 
+// GatewayServiceSearchMemoryRequest recalls entities of the caller's tenant.
+type GatewayServiceSearchMemoryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Query text; required, at most 4 KiB.
+	Query string `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	// Channels; default HYBRID.
+	Mode SearchMode `protobuf:"varint,2,opt,name=mode,proto3,enum=baagent.v1.SearchMode" json:"mode,omitempty"`
+	// Results (default 10, maximum 100).
+	TopK int32 `protobuf:"varint,3,opt,name=top_k,json=topK,proto3" json:"top_k,omitempty"`
+	// Only entities of these types (at most 20); optional.
+	EntityTypes []string `protobuf:"bytes,4,rep,name=entity_types,json=entityTypes,proto3" json:"entity_types,omitempty"`
+	// Weight of the vector channel in the fusion (default 0.4).
+	VectorWeight *float64 `protobuf:"fixed64,5,opt,name=vector_weight,json=vectorWeight,proto3,oneof" json:"vector_weight,omitempty"`
+	// Weight of the keyword channel (default 0.3).
+	KeywordWeight *float64 `protobuf:"fixed64,6,opt,name=keyword_weight,json=keywordWeight,proto3,oneof" json:"keyword_weight,omitempty"`
+	// Weight of the graph channel (default 0.3).
+	GraphWeight *float64 `protobuf:"fixed64,7,opt,name=graph_weight,json=graphWeight,proto3,oneof" json:"graph_weight,omitempty"`
+	// The fusion constant k of 1/(k + rank) (default 60).
+	RrfK          *int32 `protobuf:"varint,8,opt,name=rrf_k,json=rrfK,proto3,oneof" json:"rrf_k,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayServiceSearchMemoryRequest) Reset() {
+	*x = GatewayServiceSearchMemoryRequest{}
+	mi := &file_baagent_v1_memory_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceSearchMemoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceSearchMemoryRequest) ProtoMessage() {}
+
+func (x *GatewayServiceSearchMemoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_memory_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceSearchMemoryRequest.ProtoReflect.Descriptor instead.
+func (*GatewayServiceSearchMemoryRequest) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_memory_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *GatewayServiceSearchMemoryRequest) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *GatewayServiceSearchMemoryRequest) GetMode() SearchMode {
+	if x != nil {
+		return x.Mode
+	}
+	return SearchMode_SEARCH_MODE_UNSPECIFIED
+}
+
+func (x *GatewayServiceSearchMemoryRequest) GetTopK() int32 {
+	if x != nil {
+		return x.TopK
+	}
+	return 0
+}
+
+func (x *GatewayServiceSearchMemoryRequest) GetEntityTypes() []string {
+	if x != nil {
+		return x.EntityTypes
+	}
+	return nil
+}
+
+func (x *GatewayServiceSearchMemoryRequest) GetVectorWeight() float64 {
+	if x != nil && x.VectorWeight != nil {
+		return *x.VectorWeight
+	}
+	return 0
+}
+
+func (x *GatewayServiceSearchMemoryRequest) GetKeywordWeight() float64 {
+	if x != nil && x.KeywordWeight != nil {
+		return *x.KeywordWeight
+	}
+	return 0
+}
+
+func (x *GatewayServiceSearchMemoryRequest) GetGraphWeight() float64 {
+	if x != nil && x.GraphWeight != nil {
+		return *x.GraphWeight
+	}
+	return 0
+}
+
+func (x *GatewayServiceSearchMemoryRequest) GetRrfK() int32 {
+	if x != nil && x.RrfK != nil {
+		return *x.RrfK
+	}
+	return 0
+}
+
+// GatewayServiceSearchMemoryResponse is the recalled entities, best first.
+type GatewayServiceSearchMemoryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Hits, best first.
+	Hits []*SearchHit `protobuf:"bytes,1,rep,name=hits,proto3" json:"hits,omitempty"`
+	// The embedding model used for the query (`lexical-hash-v1` offline).
+	EmbeddingModel string `protobuf:"bytes,2,opt,name=embedding_model,json=embeddingModel,proto3" json:"embedding_model,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *GatewayServiceSearchMemoryResponse) Reset() {
+	*x = GatewayServiceSearchMemoryResponse{}
+	mi := &file_baagent_v1_memory_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceSearchMemoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceSearchMemoryResponse) ProtoMessage() {}
+
+func (x *GatewayServiceSearchMemoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_memory_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceSearchMemoryResponse.ProtoReflect.Descriptor instead.
+func (*GatewayServiceSearchMemoryResponse) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_memory_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *GatewayServiceSearchMemoryResponse) GetHits() []*SearchHit {
+	if x != nil {
+		return x.Hits
+	}
+	return nil
+}
+
+func (x *GatewayServiceSearchMemoryResponse) GetEmbeddingModel() string {
+	if x != nil {
+		return x.EmbeddingModel
+	}
+	return ""
+}
+
+// GatewayServiceAddMemoryEpisodeRequest adds text to the caller's tenant's
+// memory; its source is USER.
+type GatewayServiceAddMemoryEpisodeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Text to remember; required, at most 64 KiB.
+	Content string `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
+	// Conversation it belongs to; optional.
+	ConversationId string `protobuf:"bytes,2,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	// Answer once the episode is processed (or failed), up to the call's
+	// deadline; otherwise answer once it is stored.
+	Wait bool `protobuf:"varint,3,opt,name=wait,proto3" json:"wait,omitempty"`
+	// Idempotency key: a repeated request with the same key returns the
+	// first episode; optional, at most 128 bytes.
+	IdempotencyKey string `protobuf:"bytes,4,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *GatewayServiceAddMemoryEpisodeRequest) Reset() {
+	*x = GatewayServiceAddMemoryEpisodeRequest{}
+	mi := &file_baagent_v1_memory_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceAddMemoryEpisodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceAddMemoryEpisodeRequest) ProtoMessage() {}
+
+func (x *GatewayServiceAddMemoryEpisodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_memory_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceAddMemoryEpisodeRequest.ProtoReflect.Descriptor instead.
+func (*GatewayServiceAddMemoryEpisodeRequest) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_memory_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *GatewayServiceAddMemoryEpisodeRequest) GetContent() string {
+	if x != nil {
+		return x.Content
+	}
+	return ""
+}
+
+func (x *GatewayServiceAddMemoryEpisodeRequest) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *GatewayServiceAddMemoryEpisodeRequest) GetWait() bool {
+	if x != nil {
+		return x.Wait
+	}
+	return false
+}
+
+func (x *GatewayServiceAddMemoryEpisodeRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+// GatewayServiceAddMemoryEpisodeResponse is the stored episode.
+type GatewayServiceAddMemoryEpisodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The episode; unset when skipped.
+	Episode *Episode `protobuf:"bytes,1,opt,name=episode,proto3" json:"episode,omitempty"`
+	// True when memory is switched off for the tenant or conversation and
+	// nothing was stored.
+	Skipped       bool `protobuf:"varint,2,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayServiceAddMemoryEpisodeResponse) Reset() {
+	*x = GatewayServiceAddMemoryEpisodeResponse{}
+	mi := &file_baagent_v1_memory_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceAddMemoryEpisodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceAddMemoryEpisodeResponse) ProtoMessage() {}
+
+func (x *GatewayServiceAddMemoryEpisodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_memory_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceAddMemoryEpisodeResponse.ProtoReflect.Descriptor instead.
+func (*GatewayServiceAddMemoryEpisodeResponse) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_memory_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *GatewayServiceAddMemoryEpisodeResponse) GetEpisode() *Episode {
+	if x != nil {
+		return x.Episode
+	}
+	return nil
+}
+
+func (x *GatewayServiceAddMemoryEpisodeResponse) GetSkipped() bool {
+	if x != nil {
+		return x.Skipped
+	}
+	return false
+}
+
+// GatewayServiceListMemoryEpisodesRequest lists the caller's tenant's
+// episodes.
+type GatewayServiceListMemoryEpisodesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this conversation's; optional.
+	ConversationId string `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	// Only episodes in this state; optional.
+	Status EpisodeStatus `protobuf:"varint,2,opt,name=status,proto3,enum=baagent.v1.EpisodeStatus" json:"status,omitempty"`
+	// Page size (default 50, maximum 500).
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Opaque token from a previous response.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayServiceListMemoryEpisodesRequest) Reset() {
+	*x = GatewayServiceListMemoryEpisodesRequest{}
+	mi := &file_baagent_v1_memory_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceListMemoryEpisodesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceListMemoryEpisodesRequest) ProtoMessage() {}
+
+func (x *GatewayServiceListMemoryEpisodesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_memory_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceListMemoryEpisodesRequest.ProtoReflect.Descriptor instead.
+func (*GatewayServiceListMemoryEpisodesRequest) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_memory_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *GatewayServiceListMemoryEpisodesRequest) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *GatewayServiceListMemoryEpisodesRequest) GetStatus() EpisodeStatus {
+	if x != nil {
+		return x.Status
+	}
+	return EpisodeStatus_EPISODE_STATUS_UNSPECIFIED
+}
+
+func (x *GatewayServiceListMemoryEpisodesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *GatewayServiceListMemoryEpisodesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// GatewayServiceListMemoryEpisodesResponse is a page of episodes.
+type GatewayServiceListMemoryEpisodesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Episodes, newest first.
+	Episodes []*Episode `protobuf:"bytes,1,rep,name=episodes,proto3" json:"episodes,omitempty"`
+	// Token for the next page; empty at the end.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayServiceListMemoryEpisodesResponse) Reset() {
+	*x = GatewayServiceListMemoryEpisodesResponse{}
+	mi := &file_baagent_v1_memory_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceListMemoryEpisodesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceListMemoryEpisodesResponse) ProtoMessage() {}
+
+func (x *GatewayServiceListMemoryEpisodesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_memory_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceListMemoryEpisodesResponse.ProtoReflect.Descriptor instead.
+func (*GatewayServiceListMemoryEpisodesResponse) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_memory_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *GatewayServiceListMemoryEpisodesResponse) GetEpisodes() []*Episode {
+	if x != nil {
+		return x.Episodes
+	}
+	return nil
+}
+
+func (x *GatewayServiceListMemoryEpisodesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// GatewayServiceGetMemoryEpisodeRequest reads one episode.
+type GatewayServiceGetMemoryEpisodeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Episode id; required.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayServiceGetMemoryEpisodeRequest) Reset() {
+	*x = GatewayServiceGetMemoryEpisodeRequest{}
+	mi := &file_baagent_v1_memory_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceGetMemoryEpisodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceGetMemoryEpisodeRequest) ProtoMessage() {}
+
+func (x *GatewayServiceGetMemoryEpisodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_memory_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceGetMemoryEpisodeRequest.ProtoReflect.Descriptor instead.
+func (*GatewayServiceGetMemoryEpisodeRequest) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_memory_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *GatewayServiceGetMemoryEpisodeRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// GatewayServiceGetMemoryEpisodeResponse is one episode.
+type GatewayServiceGetMemoryEpisodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The episode.
+	Episode *Episode `protobuf:"bytes,1,opt,name=episode,proto3" json:"episode,omitempty"`
+	// The entities it mentions.
+	Entities      []*Entity `protobuf:"bytes,2,rep,name=entities,proto3" json:"entities,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayServiceGetMemoryEpisodeResponse) Reset() {
+	*x = GatewayServiceGetMemoryEpisodeResponse{}
+	mi := &file_baagent_v1_memory_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceGetMemoryEpisodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceGetMemoryEpisodeResponse) ProtoMessage() {}
+
+func (x *GatewayServiceGetMemoryEpisodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_memory_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceGetMemoryEpisodeResponse.ProtoReflect.Descriptor instead.
+func (*GatewayServiceGetMemoryEpisodeResponse) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_memory_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *GatewayServiceGetMemoryEpisodeResponse) GetEpisode() *Episode {
+	if x != nil {
+		return x.Episode
+	}
+	return nil
+}
+
+func (x *GatewayServiceGetMemoryEpisodeResponse) GetEntities() []*Entity {
+	if x != nil {
+		return x.Entities
+	}
+	return nil
+}
+
+// GatewayServiceDeleteMemoryEpisodeRequest removes an episode.
+type GatewayServiceDeleteMemoryEpisodeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Episode id; required.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayServiceDeleteMemoryEpisodeRequest) Reset() {
+	*x = GatewayServiceDeleteMemoryEpisodeRequest{}
+	mi := &file_baagent_v1_memory_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceDeleteMemoryEpisodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceDeleteMemoryEpisodeRequest) ProtoMessage() {}
+
+func (x *GatewayServiceDeleteMemoryEpisodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_memory_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceDeleteMemoryEpisodeRequest.ProtoReflect.Descriptor instead.
+func (*GatewayServiceDeleteMemoryEpisodeRequest) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_memory_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *GatewayServiceDeleteMemoryEpisodeRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// GatewayServiceDeleteMemoryEpisodeResponse says what went with it.
+type GatewayServiceDeleteMemoryEpisodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Entities removed because no other episode mentioned them.
+	EntitiesRemoved int32 `protobuf:"varint,1,opt,name=entities_removed,json=entitiesRemoved,proto3" json:"entities_removed,omitempty"`
+	// Relations removed because no other episode supported them.
+	RelationsRemoved int32 `protobuf:"varint,2,opt,name=relations_removed,json=relationsRemoved,proto3" json:"relations_removed,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *GatewayServiceDeleteMemoryEpisodeResponse) Reset() {
+	*x = GatewayServiceDeleteMemoryEpisodeResponse{}
+	mi := &file_baagent_v1_memory_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceDeleteMemoryEpisodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceDeleteMemoryEpisodeResponse) ProtoMessage() {}
+
+func (x *GatewayServiceDeleteMemoryEpisodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_memory_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceDeleteMemoryEpisodeResponse.ProtoReflect.Descriptor instead.
+func (*GatewayServiceDeleteMemoryEpisodeResponse) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_memory_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *GatewayServiceDeleteMemoryEpisodeResponse) GetEntitiesRemoved() int32 {
+	if x != nil {
+		return x.EntitiesRemoved
+	}
+	return 0
+}
+
+func (x *GatewayServiceDeleteMemoryEpisodeResponse) GetRelationsRemoved() int32 {
+	if x != nil {
+		return x.RelationsRemoved
+	}
+	return 0
+}
+
+// GatewayServiceListMemoryEntitiesRequest lists the caller's tenant's
+// entities.
+type GatewayServiceListMemoryEntitiesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this type; optional.
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// Only names starting with this (case-insensitive); optional.
+	NamePrefix string `protobuf:"bytes,2,opt,name=name_prefix,json=namePrefix,proto3" json:"name_prefix,omitempty"`
+	// Page size (default 50, maximum 500).
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Opaque token from a previous response.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayServiceListMemoryEntitiesRequest) Reset() {
+	*x = GatewayServiceListMemoryEntitiesRequest{}
+	mi := &file_baagent_v1_memory_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceListMemoryEntitiesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceListMemoryEntitiesRequest) ProtoMessage() {}
+
+func (x *GatewayServiceListMemoryEntitiesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_memory_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceListMemoryEntitiesRequest.ProtoReflect.Descriptor instead.
+func (*GatewayServiceListMemoryEntitiesRequest) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_memory_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *GatewayServiceListMemoryEntitiesRequest) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *GatewayServiceListMemoryEntitiesRequest) GetNamePrefix() string {
+	if x != nil {
+		return x.NamePrefix
+	}
+	return ""
+}
+
+func (x *GatewayServiceListMemoryEntitiesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *GatewayServiceListMemoryEntitiesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// GatewayServiceListMemoryEntitiesResponse is a page of entities.
+type GatewayServiceListMemoryEntitiesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Entities by name.
+	Entities []*Entity `protobuf:"bytes,1,rep,name=entities,proto3" json:"entities,omitempty"`
+	// Token for the next page; empty at the end.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayServiceListMemoryEntitiesResponse) Reset() {
+	*x = GatewayServiceListMemoryEntitiesResponse{}
+	mi := &file_baagent_v1_memory_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceListMemoryEntitiesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceListMemoryEntitiesResponse) ProtoMessage() {}
+
+func (x *GatewayServiceListMemoryEntitiesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_memory_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceListMemoryEntitiesResponse.ProtoReflect.Descriptor instead.
+func (*GatewayServiceListMemoryEntitiesResponse) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_memory_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *GatewayServiceListMemoryEntitiesResponse) GetEntities() []*Entity {
+	if x != nil {
+		return x.Entities
+	}
+	return nil
+}
+
+func (x *GatewayServiceListMemoryEntitiesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// GatewayServiceGetMemoryEntityRequest reads one entity.
+type GatewayServiceGetMemoryEntityRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Entity id; required.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayServiceGetMemoryEntityRequest) Reset() {
+	*x = GatewayServiceGetMemoryEntityRequest{}
+	mi := &file_baagent_v1_memory_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceGetMemoryEntityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceGetMemoryEntityRequest) ProtoMessage() {}
+
+func (x *GatewayServiceGetMemoryEntityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_memory_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceGetMemoryEntityRequest.ProtoReflect.Descriptor instead.
+func (*GatewayServiceGetMemoryEntityRequest) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_memory_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *GatewayServiceGetMemoryEntityRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// GatewayServiceGetMemoryEntityResponse is one entity with its edges.
+type GatewayServiceGetMemoryEntityResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The entity.
+	Entity *Entity `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
+	// Its relations, either direction (at most 200, strongest first).
+	Relations []*Relation `protobuf:"bytes,2,rep,name=relations,proto3" json:"relations,omitempty"`
+	// Names of the other ends, by id.
+	RelatedNames map[string]string `protobuf:"bytes,3,rep,name=related_names,json=relatedNames,proto3" json:"related_names,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Its community, when it has one.
+	Community *Community `protobuf:"bytes,4,opt,name=community,proto3" json:"community,omitempty"`
+	// The newest episodes that mention it (at most 20).
+	Episodes      []*Episode `protobuf:"bytes,5,rep,name=episodes,proto3" json:"episodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayServiceGetMemoryEntityResponse) Reset() {
+	*x = GatewayServiceGetMemoryEntityResponse{}
+	mi := &file_baagent_v1_memory_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceGetMemoryEntityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceGetMemoryEntityResponse) ProtoMessage() {}
+
+func (x *GatewayServiceGetMemoryEntityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_memory_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceGetMemoryEntityResponse.ProtoReflect.Descriptor instead.
+func (*GatewayServiceGetMemoryEntityResponse) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_memory_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *GatewayServiceGetMemoryEntityResponse) GetEntity() *Entity {
+	if x != nil {
+		return x.Entity
+	}
+	return nil
+}
+
+func (x *GatewayServiceGetMemoryEntityResponse) GetRelations() []*Relation {
+	if x != nil {
+		return x.Relations
+	}
+	return nil
+}
+
+func (x *GatewayServiceGetMemoryEntityResponse) GetRelatedNames() map[string]string {
+	if x != nil {
+		return x.RelatedNames
+	}
+	return nil
+}
+
+func (x *GatewayServiceGetMemoryEntityResponse) GetCommunity() *Community {
+	if x != nil {
+		return x.Community
+	}
+	return nil
+}
+
+func (x *GatewayServiceGetMemoryEntityResponse) GetEpisodes() []*Episode {
+	if x != nil {
+		return x.Episodes
+	}
+	return nil
+}
+
+// GatewayServiceDeleteMemoryEntityRequest removes an entity.
+type GatewayServiceDeleteMemoryEntityRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Entity id; required.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayServiceDeleteMemoryEntityRequest) Reset() {
+	*x = GatewayServiceDeleteMemoryEntityRequest{}
+	mi := &file_baagent_v1_memory_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceDeleteMemoryEntityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceDeleteMemoryEntityRequest) ProtoMessage() {}
+
+func (x *GatewayServiceDeleteMemoryEntityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_memory_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceDeleteMemoryEntityRequest.ProtoReflect.Descriptor instead.
+func (*GatewayServiceDeleteMemoryEntityRequest) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_memory_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *GatewayServiceDeleteMemoryEntityRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// GatewayServiceDeleteMemoryEntityResponse says what went with it.
+type GatewayServiceDeleteMemoryEntityResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Relations removed with it.
+	RelationsRemoved int32 `protobuf:"varint,1,opt,name=relations_removed,json=relationsRemoved,proto3" json:"relations_removed,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *GatewayServiceDeleteMemoryEntityResponse) Reset() {
+	*x = GatewayServiceDeleteMemoryEntityResponse{}
+	mi := &file_baagent_v1_memory_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceDeleteMemoryEntityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceDeleteMemoryEntityResponse) ProtoMessage() {}
+
+func (x *GatewayServiceDeleteMemoryEntityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_memory_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceDeleteMemoryEntityResponse.ProtoReflect.Descriptor instead.
+func (*GatewayServiceDeleteMemoryEntityResponse) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_memory_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *GatewayServiceDeleteMemoryEntityResponse) GetRelationsRemoved() int32 {
+	if x != nil {
+		return x.RelationsRemoved
+	}
+	return 0
+}
+
+// GatewayServiceGetMemoryGraphRequest reads an entity's neighbourhood.
+type GatewayServiceGetMemoryGraphRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Entity at the centre; required.
+	EntityId string `protobuf:"bytes,1,opt,name=entity_id,json=entityId,proto3" json:"entity_id,omitempty"`
+	// Hops from the centre (default 1, maximum 3).
+	Depth int32 `protobuf:"varint,2,opt,name=depth,proto3" json:"depth,omitempty"`
+	// Most entities returned (default 50, maximum 500).
+	MaxNodes      int32 `protobuf:"varint,3,opt,name=max_nodes,json=maxNodes,proto3" json:"max_nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayServiceGetMemoryGraphRequest) Reset() {
+	*x = GatewayServiceGetMemoryGraphRequest{}
+	mi := &file_baagent_v1_memory_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceGetMemoryGraphRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceGetMemoryGraphRequest) ProtoMessage() {}
+
+func (x *GatewayServiceGetMemoryGraphRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_memory_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceGetMemoryGraphRequest.ProtoReflect.Descriptor instead.
+func (*GatewayServiceGetMemoryGraphRequest) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_memory_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *GatewayServiceGetMemoryGraphRequest) GetEntityId() string {
+	if x != nil {
+		return x.EntityId
+	}
+	return ""
+}
+
+func (x *GatewayServiceGetMemoryGraphRequest) GetDepth() int32 {
+	if x != nil {
+		return x.Depth
+	}
+	return 0
+}
+
+func (x *GatewayServiceGetMemoryGraphRequest) GetMaxNodes() int32 {
+	if x != nil {
+		return x.MaxNodes
+	}
+	return 0
+}
+
+// GatewayServiceGetMemoryGraphResponse is a bounded subgraph.
+type GatewayServiceGetMemoryGraphResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Entities, the centre first.
+	Entities []*Entity `protobuf:"bytes,1,rep,name=entities,proto3" json:"entities,omitempty"`
+	// Relations among them.
+	Relations []*Relation `protobuf:"bytes,2,rep,name=relations,proto3" json:"relations,omitempty"`
+	// Communities of those entities.
+	Communities []*Community `protobuf:"bytes,3,rep,name=communities,proto3" json:"communities,omitempty"`
+	// True when max_nodes cut the neighbourhood short.
+	Truncated     bool `protobuf:"varint,4,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayServiceGetMemoryGraphResponse) Reset() {
+	*x = GatewayServiceGetMemoryGraphResponse{}
+	mi := &file_baagent_v1_memory_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceGetMemoryGraphResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceGetMemoryGraphResponse) ProtoMessage() {}
+
+func (x *GatewayServiceGetMemoryGraphResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_memory_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceGetMemoryGraphResponse.ProtoReflect.Descriptor instead.
+func (*GatewayServiceGetMemoryGraphResponse) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_memory_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *GatewayServiceGetMemoryGraphResponse) GetEntities() []*Entity {
+	if x != nil {
+		return x.Entities
+	}
+	return nil
+}
+
+func (x *GatewayServiceGetMemoryGraphResponse) GetRelations() []*Relation {
+	if x != nil {
+		return x.Relations
+	}
+	return nil
+}
+
+func (x *GatewayServiceGetMemoryGraphResponse) GetCommunities() []*Community {
+	if x != nil {
+		return x.Communities
+	}
+	return nil
+}
+
+func (x *GatewayServiceGetMemoryGraphResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+// GatewayServiceGetMemoryStatsRequest counts the caller's tenant's memory.
+type GatewayServiceGetMemoryStatsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayServiceGetMemoryStatsRequest) Reset() {
+	*x = GatewayServiceGetMemoryStatsRequest{}
+	mi := &file_baagent_v1_memory_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceGetMemoryStatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceGetMemoryStatsRequest) ProtoMessage() {}
+
+func (x *GatewayServiceGetMemoryStatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_memory_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceGetMemoryStatsRequest.ProtoReflect.Descriptor instead.
+func (*GatewayServiceGetMemoryStatsRequest) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_memory_proto_rawDescGZIP(), []int{51}
+}
+
+// GatewayServiceGetMemoryStatsResponse is the counts.
+type GatewayServiceGetMemoryStatsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Episodes.
+	Episodes int64 `protobuf:"varint,1,opt,name=episodes,proto3" json:"episodes,omitempty"`
+	// Episodes waiting or in processing.
+	EpisodesPending int64 `protobuf:"varint,2,opt,name=episodes_pending,json=episodesPending,proto3" json:"episodes_pending,omitempty"`
+	// Episodes that failed.
+	EpisodesFailed int64 `protobuf:"varint,3,opt,name=episodes_failed,json=episodesFailed,proto3" json:"episodes_failed,omitempty"`
+	// Entities.
+	Entities int64 `protobuf:"varint,4,opt,name=entities,proto3" json:"entities,omitempty"`
+	// Relations.
+	Relations int64 `protobuf:"varint,5,opt,name=relations,proto3" json:"relations,omitempty"`
+	// Communities.
+	Communities int64 `protobuf:"varint,6,opt,name=communities,proto3" json:"communities,omitempty"`
+	// The storage backend (`sqlite` or `postgres`, with `+pgvector`).
+	Backend string `protobuf:"bytes,7,opt,name=backend,proto3" json:"backend,omitempty"`
+	// The embedding model (`lexical-hash-v1` when offline).
+	EmbeddingModel string `protobuf:"bytes,8,opt,name=embedding_model,json=embeddingModel,proto3" json:"embedding_model,omitempty"`
+	// When communities were last recomputed.
+	CommunitiesUpdatedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=communities_updated_at,json=communitiesUpdatedAt,proto3" json:"communities_updated_at,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *GatewayServiceGetMemoryStatsResponse) Reset() {
+	*x = GatewayServiceGetMemoryStatsResponse{}
+	mi := &file_baagent_v1_memory_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceGetMemoryStatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceGetMemoryStatsResponse) ProtoMessage() {}
+
+func (x *GatewayServiceGetMemoryStatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_memory_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceGetMemoryStatsResponse.ProtoReflect.Descriptor instead.
+func (*GatewayServiceGetMemoryStatsResponse) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_memory_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *GatewayServiceGetMemoryStatsResponse) GetEpisodes() int64 {
+	if x != nil {
+		return x.Episodes
+	}
+	return 0
+}
+
+func (x *GatewayServiceGetMemoryStatsResponse) GetEpisodesPending() int64 {
+	if x != nil {
+		return x.EpisodesPending
+	}
+	return 0
+}
+
+func (x *GatewayServiceGetMemoryStatsResponse) GetEpisodesFailed() int64 {
+	if x != nil {
+		return x.EpisodesFailed
+	}
+	return 0
+}
+
+func (x *GatewayServiceGetMemoryStatsResponse) GetEntities() int64 {
+	if x != nil {
+		return x.Entities
+	}
+	return 0
+}
+
+func (x *GatewayServiceGetMemoryStatsResponse) GetRelations() int64 {
+	if x != nil {
+		return x.Relations
+	}
+	return 0
+}
+
+func (x *GatewayServiceGetMemoryStatsResponse) GetCommunities() int64 {
+	if x != nil {
+		return x.Communities
+	}
+	return 0
+}
+
+func (x *GatewayServiceGetMemoryStatsResponse) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
+}
+
+func (x *GatewayServiceGetMemoryStatsResponse) GetEmbeddingModel() string {
+	if x != nil {
+		return x.EmbeddingModel
+	}
+	return ""
+}
+
+func (x *GatewayServiceGetMemoryStatsResponse) GetCommunitiesUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CommunitiesUpdatedAt
+	}
+	return nil
+}
+
+// GatewayServiceGetMemorySettingsRequest reads the caller's tenant's
+// memory switches.
+type GatewayServiceGetMemorySettingsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When set, capture_effective says whether this conversation's runs are
+	// captured.
+	ConversationId string `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *GatewayServiceGetMemorySettingsRequest) Reset() {
+	*x = GatewayServiceGetMemorySettingsRequest{}
+	mi := &file_baagent_v1_memory_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceGetMemorySettingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceGetMemorySettingsRequest) ProtoMessage() {}
+
+func (x *GatewayServiceGetMemorySettingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_memory_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceGetMemorySettingsRequest.ProtoReflect.Descriptor instead.
+func (*GatewayServiceGetMemorySettingsRequest) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_memory_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *GatewayServiceGetMemorySettingsRequest) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+// GatewayServiceGetMemorySettingsResponse is the switches.
+type GatewayServiceGetMemorySettingsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tenant's settings.
+	Settings *MemorySettings `protobuf:"bytes,1,opt,name=settings,proto3" json:"settings,omitempty"`
+	// Whether the conversation asked about (or the tenant, when none) is
+	// captured.
+	CaptureEffective bool `protobuf:"varint,2,opt,name=capture_effective,json=captureEffective,proto3" json:"capture_effective,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *GatewayServiceGetMemorySettingsResponse) Reset() {
+	*x = GatewayServiceGetMemorySettingsResponse{}
+	mi := &file_baagent_v1_memory_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceGetMemorySettingsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceGetMemorySettingsResponse) ProtoMessage() {}
+
+func (x *GatewayServiceGetMemorySettingsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_memory_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceGetMemorySettingsResponse.ProtoReflect.Descriptor instead.
+func (*GatewayServiceGetMemorySettingsResponse) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_memory_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *GatewayServiceGetMemorySettingsResponse) GetSettings() *MemorySettings {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
+func (x *GatewayServiceGetMemorySettingsResponse) GetCaptureEffective() bool {
+	if x != nil {
+		return x.CaptureEffective
+	}
+	return false
+}
+
+// GatewayServiceUpdateMemorySettingsRequest changes the caller's tenant's
+// memory switches; unset fields keep their value.
+type GatewayServiceUpdateMemorySettingsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tenant-wide capture of finished runs.
+	CaptureRuns *bool `protobuf:"varint,1,opt,name=capture_runs,json=captureRuns,proto3,oneof" json:"capture_runs,omitempty"`
+	// Tenant-wide memory tools.
+	ToolsEnabled *bool `protobuf:"varint,2,opt,name=tools_enabled,json=toolsEnabled,proto3,oneof" json:"tools_enabled,omitempty"`
+	// Conversation whose capture conversation_capture sets; optional.
+	ConversationId string `protobuf:"bytes,3,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	// Capture for conversation_id (false adds it to the disabled list);
+	// requires conversation_id.
+	ConversationCapture *bool `protobuf:"varint,4,opt,name=conversation_capture,json=conversationCapture,proto3,oneof" json:"conversation_capture,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *GatewayServiceUpdateMemorySettingsRequest) Reset() {
+	*x = GatewayServiceUpdateMemorySettingsRequest{}
+	mi := &file_baagent_v1_memory_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceUpdateMemorySettingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceUpdateMemorySettingsRequest) ProtoMessage() {}
+
+func (x *GatewayServiceUpdateMemorySettingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_memory_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceUpdateMemorySettingsRequest.ProtoReflect.Descriptor instead.
+func (*GatewayServiceUpdateMemorySettingsRequest) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_memory_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *GatewayServiceUpdateMemorySettingsRequest) GetCaptureRuns() bool {
+	if x != nil && x.CaptureRuns != nil {
+		return *x.CaptureRuns
+	}
+	return false
+}
+
+func (x *GatewayServiceUpdateMemorySettingsRequest) GetToolsEnabled() bool {
+	if x != nil && x.ToolsEnabled != nil {
+		return *x.ToolsEnabled
+	}
+	return false
+}
+
+func (x *GatewayServiceUpdateMemorySettingsRequest) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *GatewayServiceUpdateMemorySettingsRequest) GetConversationCapture() bool {
+	if x != nil && x.ConversationCapture != nil {
+		return *x.ConversationCapture
+	}
+	return false
+}
+
+// GatewayServiceUpdateMemorySettingsResponse is the settings after the
+// change.
+type GatewayServiceUpdateMemorySettingsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tenant's settings.
+	Settings      *MemorySettings `protobuf:"bytes,1,opt,name=settings,proto3" json:"settings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayServiceUpdateMemorySettingsResponse) Reset() {
+	*x = GatewayServiceUpdateMemorySettingsResponse{}
+	mi := &file_baagent_v1_memory_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayServiceUpdateMemorySettingsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayServiceUpdateMemorySettingsResponse) ProtoMessage() {}
+
+func (x *GatewayServiceUpdateMemorySettingsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_baagent_v1_memory_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayServiceUpdateMemorySettingsResponse.ProtoReflect.Descriptor instead.
+func (*GatewayServiceUpdateMemorySettingsResponse) Descriptor() ([]byte, []int) {
+	return file_baagent_v1_memory_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *GatewayServiceUpdateMemorySettingsResponse) GetSettings() *MemorySettings {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
 var File_baagent_v1_memory_proto protoreflect.FileDescriptor
 
 const file_baagent_v1_memory_proto_rawDesc = "" +
@@ -2820,7 +4314,110 @@ const file_baagent_v1_memory_proto_rawDesc = "" +
 	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\"x\n" +
 	" DeleteConversationMemoryResponse\x12)\n" +
 	"\x10episodes_removed\x18\x01 \x01(\x05R\x0fepisodesRemoved\x12)\n" +
-	"\x10entities_removed\x18\x02 \x01(\x05R\x0fentitiesRemoved*z\n" +
+	"\x10entities_removed\x18\x02 \x01(\x05R\x0fentitiesRemoved\"\xf5\x02\n" +
+	"!GatewayServiceSearchMemoryRequest\x12\x14\n" +
+	"\x05query\x18\x01 \x01(\tR\x05query\x12*\n" +
+	"\x04mode\x18\x02 \x01(\x0e2\x16.baagent.v1.SearchModeR\x04mode\x12\x13\n" +
+	"\x05top_k\x18\x03 \x01(\x05R\x04topK\x12!\n" +
+	"\fentity_types\x18\x04 \x03(\tR\ventityTypes\x12(\n" +
+	"\rvector_weight\x18\x05 \x01(\x01H\x00R\fvectorWeight\x88\x01\x01\x12*\n" +
+	"\x0ekeyword_weight\x18\x06 \x01(\x01H\x01R\rkeywordWeight\x88\x01\x01\x12&\n" +
+	"\fgraph_weight\x18\a \x01(\x01H\x02R\vgraphWeight\x88\x01\x01\x12\x18\n" +
+	"\x05rrf_k\x18\b \x01(\x05H\x03R\x04rrfK\x88\x01\x01B\x10\n" +
+	"\x0e_vector_weightB\x11\n" +
+	"\x0f_keyword_weightB\x0f\n" +
+	"\r_graph_weightB\b\n" +
+	"\x06_rrf_k\"x\n" +
+	"\"GatewayServiceSearchMemoryResponse\x12)\n" +
+	"\x04hits\x18\x01 \x03(\v2\x15.baagent.v1.SearchHitR\x04hits\x12'\n" +
+	"\x0fembedding_model\x18\x02 \x01(\tR\x0eembeddingModel\"\xa7\x01\n" +
+	"%GatewayServiceAddMemoryEpisodeRequest\x12\x18\n" +
+	"\acontent\x18\x01 \x01(\tR\acontent\x12'\n" +
+	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x12\n" +
+	"\x04wait\x18\x03 \x01(\bR\x04wait\x12'\n" +
+	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\"q\n" +
+	"&GatewayServiceAddMemoryEpisodeResponse\x12-\n" +
+	"\aepisode\x18\x01 \x01(\v2\x13.baagent.v1.EpisodeR\aepisode\x12\x18\n" +
+	"\askipped\x18\x02 \x01(\bR\askipped\"\xc1\x01\n" +
+	"'GatewayServiceListMemoryEpisodesRequest\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x121\n" +
+	"\x06status\x18\x02 \x01(\x0e2\x19.baagent.v1.EpisodeStatusR\x06status\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"\x83\x01\n" +
+	"(GatewayServiceListMemoryEpisodesResponse\x12/\n" +
+	"\bepisodes\x18\x01 \x03(\v2\x13.baagent.v1.EpisodeR\bepisodes\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"7\n" +
+	"%GatewayServiceGetMemoryEpisodeRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x87\x01\n" +
+	"&GatewayServiceGetMemoryEpisodeResponse\x12-\n" +
+	"\aepisode\x18\x01 \x01(\v2\x13.baagent.v1.EpisodeR\aepisode\x12.\n" +
+	"\bentities\x18\x02 \x03(\v2\x12.baagent.v1.EntityR\bentities\":\n" +
+	"(GatewayServiceDeleteMemoryEpisodeRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x83\x01\n" +
+	")GatewayServiceDeleteMemoryEpisodeResponse\x12)\n" +
+	"\x10entities_removed\x18\x01 \x01(\x05R\x0fentitiesRemoved\x12+\n" +
+	"\x11relations_removed\x18\x02 \x01(\x05R\x10relationsRemoved\"\x9a\x01\n" +
+	"'GatewayServiceListMemoryEntitiesRequest\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x1f\n" +
+	"\vname_prefix\x18\x02 \x01(\tR\n" +
+	"namePrefix\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"\x82\x01\n" +
+	"(GatewayServiceListMemoryEntitiesResponse\x12.\n" +
+	"\bentities\x18\x01 \x03(\v2\x12.baagent.v1.EntityR\bentities\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"6\n" +
+	"$GatewayServiceGetMemoryEntityRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x98\x03\n" +
+	"%GatewayServiceGetMemoryEntityResponse\x12*\n" +
+	"\x06entity\x18\x01 \x01(\v2\x12.baagent.v1.EntityR\x06entity\x122\n" +
+	"\trelations\x18\x02 \x03(\v2\x14.baagent.v1.RelationR\trelations\x12h\n" +
+	"\rrelated_names\x18\x03 \x03(\v2C.baagent.v1.GatewayServiceGetMemoryEntityResponse.RelatedNamesEntryR\frelatedNames\x123\n" +
+	"\tcommunity\x18\x04 \x01(\v2\x15.baagent.v1.CommunityR\tcommunity\x12/\n" +
+	"\bepisodes\x18\x05 \x03(\v2\x13.baagent.v1.EpisodeR\bepisodes\x1a?\n" +
+	"\x11RelatedNamesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"9\n" +
+	"'GatewayServiceDeleteMemoryEntityRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"W\n" +
+	"(GatewayServiceDeleteMemoryEntityResponse\x12+\n" +
+	"\x11relations_removed\x18\x01 \x01(\x05R\x10relationsRemoved\"u\n" +
+	"#GatewayServiceGetMemoryGraphRequest\x12\x1b\n" +
+	"\tentity_id\x18\x01 \x01(\tR\bentityId\x12\x14\n" +
+	"\x05depth\x18\x02 \x01(\x05R\x05depth\x12\x1b\n" +
+	"\tmax_nodes\x18\x03 \x01(\x05R\bmaxNodes\"\xe1\x01\n" +
+	"$GatewayServiceGetMemoryGraphResponse\x12.\n" +
+	"\bentities\x18\x01 \x03(\v2\x12.baagent.v1.EntityR\bentities\x122\n" +
+	"\trelations\x18\x02 \x03(\v2\x14.baagent.v1.RelationR\trelations\x127\n" +
+	"\vcommunities\x18\x03 \x03(\v2\x15.baagent.v1.CommunityR\vcommunities\x12\x1c\n" +
+	"\ttruncated\x18\x04 \x01(\bR\ttruncated\"%\n" +
+	"#GatewayServiceGetMemoryStatsRequest\"\x87\x03\n" +
+	"$GatewayServiceGetMemoryStatsResponse\x12\x1a\n" +
+	"\bepisodes\x18\x01 \x01(\x03R\bepisodes\x12)\n" +
+	"\x10episodes_pending\x18\x02 \x01(\x03R\x0fepisodesPending\x12'\n" +
+	"\x0fepisodes_failed\x18\x03 \x01(\x03R\x0eepisodesFailed\x12\x1a\n" +
+	"\bentities\x18\x04 \x01(\x03R\bentities\x12\x1c\n" +
+	"\trelations\x18\x05 \x01(\x03R\trelations\x12 \n" +
+	"\vcommunities\x18\x06 \x01(\x03R\vcommunities\x12\x18\n" +
+	"\abackend\x18\a \x01(\tR\abackend\x12'\n" +
+	"\x0fembedding_model\x18\b \x01(\tR\x0eembeddingModel\x12P\n" +
+	"\x16communities_updated_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x14communitiesUpdatedAt\"Q\n" +
+	"&GatewayServiceGetMemorySettingsRequest\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\"\x8e\x01\n" +
+	"'GatewayServiceGetMemorySettingsResponse\x126\n" +
+	"\bsettings\x18\x01 \x01(\v2\x1a.baagent.v1.MemorySettingsR\bsettings\x12+\n" +
+	"\x11capture_effective\x18\x02 \x01(\bR\x10captureEffective\"\x9a\x02\n" +
+	")GatewayServiceUpdateMemorySettingsRequest\x12&\n" +
+	"\fcapture_runs\x18\x01 \x01(\bH\x00R\vcaptureRuns\x88\x01\x01\x12(\n" +
+	"\rtools_enabled\x18\x02 \x01(\bH\x01R\ftoolsEnabled\x88\x01\x01\x12'\n" +
+	"\x0fconversation_id\x18\x03 \x01(\tR\x0econversationId\x126\n" +
+	"\x14conversation_capture\x18\x04 \x01(\bH\x02R\x13conversationCapture\x88\x01\x01B\x0f\n" +
+	"\r_capture_runsB\x10\n" +
+	"\x0e_tools_enabledB\x17\n" +
+	"\x15_conversation_capture\"d\n" +
+	"*GatewayServiceUpdateMemorySettingsResponse\x126\n" +
+	"\bsettings\x18\x01 \x01(\v2\x1a.baagent.v1.MemorySettingsR\bsettings*z\n" +
 	"\rEpisodeSource\x12\x1e\n" +
 	"\x1aEPISODE_SOURCE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12EPISODE_SOURCE_RUN\x10\x01\x12\x17\n" +
@@ -2869,59 +4466,84 @@ func file_baagent_v1_memory_proto_rawDescGZIP() []byte {
 }
 
 var file_baagent_v1_memory_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_baagent_v1_memory_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_baagent_v1_memory_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_baagent_v1_memory_proto_goTypes = []any{
-	(EpisodeSource)(0),                       // 0: baagent.v1.EpisodeSource
-	(EpisodeStatus)(0),                       // 1: baagent.v1.EpisodeStatus
-	(SearchMode)(0),                          // 2: baagent.v1.SearchMode
-	(*Episode)(nil),                          // 3: baagent.v1.Episode
-	(*Entity)(nil),                           // 4: baagent.v1.Entity
-	(*Relation)(nil),                         // 5: baagent.v1.Relation
-	(*Community)(nil),                        // 6: baagent.v1.Community
-	(*AddEpisodeRequest)(nil),                // 7: baagent.v1.AddEpisodeRequest
-	(*AddEpisodeResponse)(nil),               // 8: baagent.v1.AddEpisodeResponse
-	(*GetEpisodeRequest)(nil),                // 9: baagent.v1.GetEpisodeRequest
-	(*GetEpisodeResponse)(nil),               // 10: baagent.v1.GetEpisodeResponse
-	(*ListEpisodesRequest)(nil),              // 11: baagent.v1.ListEpisodesRequest
-	(*ListEpisodesResponse)(nil),             // 12: baagent.v1.ListEpisodesResponse
-	(*DeleteEpisodeRequest)(nil),             // 13: baagent.v1.DeleteEpisodeRequest
-	(*DeleteEpisodeResponse)(nil),            // 14: baagent.v1.DeleteEpisodeResponse
-	(*SearchRequest)(nil),                    // 15: baagent.v1.SearchRequest
-	(*ChannelRank)(nil),                      // 16: baagent.v1.ChannelRank
-	(*SearchHit)(nil),                        // 17: baagent.v1.SearchHit
-	(*SearchResponse)(nil),                   // 18: baagent.v1.SearchResponse
-	(*GetEntityRequest)(nil),                 // 19: baagent.v1.GetEntityRequest
-	(*GetEntityResponse)(nil),                // 20: baagent.v1.GetEntityResponse
-	(*ListEntitiesRequest)(nil),              // 21: baagent.v1.ListEntitiesRequest
-	(*ListEntitiesResponse)(nil),             // 22: baagent.v1.ListEntitiesResponse
-	(*DeleteEntityRequest)(nil),              // 23: baagent.v1.DeleteEntityRequest
-	(*DeleteEntityResponse)(nil),             // 24: baagent.v1.DeleteEntityResponse
-	(*GetGraphRequest)(nil),                  // 25: baagent.v1.GetGraphRequest
-	(*GetGraphResponse)(nil),                 // 26: baagent.v1.GetGraphResponse
-	(*StatsRequest)(nil),                     // 27: baagent.v1.StatsRequest
-	(*StatsResponse)(nil),                    // 28: baagent.v1.StatsResponse
-	(*MemorySettings)(nil),                   // 29: baagent.v1.MemorySettings
-	(*GetMemorySettingsRequest)(nil),         // 30: baagent.v1.GetMemorySettingsRequest
-	(*GetMemorySettingsResponse)(nil),        // 31: baagent.v1.GetMemorySettingsResponse
-	(*UpdateMemorySettingsRequest)(nil),      // 32: baagent.v1.UpdateMemorySettingsRequest
-	(*UpdateMemorySettingsResponse)(nil),     // 33: baagent.v1.UpdateMemorySettingsResponse
-	(*DeleteConversationMemoryRequest)(nil),  // 34: baagent.v1.DeleteConversationMemoryRequest
-	(*DeleteConversationMemoryResponse)(nil), // 35: baagent.v1.DeleteConversationMemoryResponse
-	nil,                                      // 36: baagent.v1.Entity.AttributesEntry
-	nil,                                      // 37: baagent.v1.SearchHit.RelatedNamesEntry
-	nil,                                      // 38: baagent.v1.GetEntityResponse.RelatedNamesEntry
-	(*timestamppb.Timestamp)(nil),            // 39: google.protobuf.Timestamp
+	(EpisodeSource)(0),                                 // 0: baagent.v1.EpisodeSource
+	(EpisodeStatus)(0),                                 // 1: baagent.v1.EpisodeStatus
+	(SearchMode)(0),                                    // 2: baagent.v1.SearchMode
+	(*Episode)(nil),                                    // 3: baagent.v1.Episode
+	(*Entity)(nil),                                     // 4: baagent.v1.Entity
+	(*Relation)(nil),                                   // 5: baagent.v1.Relation
+	(*Community)(nil),                                  // 6: baagent.v1.Community
+	(*AddEpisodeRequest)(nil),                          // 7: baagent.v1.AddEpisodeRequest
+	(*AddEpisodeResponse)(nil),                         // 8: baagent.v1.AddEpisodeResponse
+	(*GetEpisodeRequest)(nil),                          // 9: baagent.v1.GetEpisodeRequest
+	(*GetEpisodeResponse)(nil),                         // 10: baagent.v1.GetEpisodeResponse
+	(*ListEpisodesRequest)(nil),                        // 11: baagent.v1.ListEpisodesRequest
+	(*ListEpisodesResponse)(nil),                       // 12: baagent.v1.ListEpisodesResponse
+	(*DeleteEpisodeRequest)(nil),                       // 13: baagent.v1.DeleteEpisodeRequest
+	(*DeleteEpisodeResponse)(nil),                      // 14: baagent.v1.DeleteEpisodeResponse
+	(*SearchRequest)(nil),                              // 15: baagent.v1.SearchRequest
+	(*ChannelRank)(nil),                                // 16: baagent.v1.ChannelRank
+	(*SearchHit)(nil),                                  // 17: baagent.v1.SearchHit
+	(*SearchResponse)(nil),                             // 18: baagent.v1.SearchResponse
+	(*GetEntityRequest)(nil),                           // 19: baagent.v1.GetEntityRequest
+	(*GetEntityResponse)(nil),                          // 20: baagent.v1.GetEntityResponse
+	(*ListEntitiesRequest)(nil),                        // 21: baagent.v1.ListEntitiesRequest
+	(*ListEntitiesResponse)(nil),                       // 22: baagent.v1.ListEntitiesResponse
+	(*DeleteEntityRequest)(nil),                        // 23: baagent.v1.DeleteEntityRequest
+	(*DeleteEntityResponse)(nil),                       // 24: baagent.v1.DeleteEntityResponse
+	(*GetGraphRequest)(nil),                            // 25: baagent.v1.GetGraphRequest
+	(*GetGraphResponse)(nil),                           // 26: baagent.v1.GetGraphResponse
+	(*StatsRequest)(nil),                               // 27: baagent.v1.StatsRequest
+	(*StatsResponse)(nil),                              // 28: baagent.v1.StatsResponse
+	(*MemorySettings)(nil),                             // 29: baagent.v1.MemorySettings
+	(*GetMemorySettingsRequest)(nil),                   // 30: baagent.v1.GetMemorySettingsRequest
+	(*GetMemorySettingsResponse)(nil),                  // 31: baagent.v1.GetMemorySettingsResponse
+	(*UpdateMemorySettingsRequest)(nil),                // 32: baagent.v1.UpdateMemorySettingsRequest
+	(*UpdateMemorySettingsResponse)(nil),               // 33: baagent.v1.UpdateMemorySettingsResponse
+	(*DeleteConversationMemoryRequest)(nil),            // 34: baagent.v1.DeleteConversationMemoryRequest
+	(*DeleteConversationMemoryResponse)(nil),           // 35: baagent.v1.DeleteConversationMemoryResponse
+	(*GatewayServiceSearchMemoryRequest)(nil),          // 36: baagent.v1.GatewayServiceSearchMemoryRequest
+	(*GatewayServiceSearchMemoryResponse)(nil),         // 37: baagent.v1.GatewayServiceSearchMemoryResponse
+	(*GatewayServiceAddMemoryEpisodeRequest)(nil),      // 38: baagent.v1.GatewayServiceAddMemoryEpisodeRequest
+	(*GatewayServiceAddMemoryEpisodeResponse)(nil),     // 39: baagent.v1.GatewayServiceAddMemoryEpisodeResponse
+	(*GatewayServiceListMemoryEpisodesRequest)(nil),    // 40: baagent.v1.GatewayServiceListMemoryEpisodesRequest
+	(*GatewayServiceListMemoryEpisodesResponse)(nil),   // 41: baagent.v1.GatewayServiceListMemoryEpisodesResponse
+	(*GatewayServiceGetMemoryEpisodeRequest)(nil),      // 42: baagent.v1.GatewayServiceGetMemoryEpisodeRequest
+	(*GatewayServiceGetMemoryEpisodeResponse)(nil),     // 43: baagent.v1.GatewayServiceGetMemoryEpisodeResponse
+	(*GatewayServiceDeleteMemoryEpisodeRequest)(nil),   // 44: baagent.v1.GatewayServiceDeleteMemoryEpisodeRequest
+	(*GatewayServiceDeleteMemoryEpisodeResponse)(nil),  // 45: baagent.v1.GatewayServiceDeleteMemoryEpisodeResponse
+	(*GatewayServiceListMemoryEntitiesRequest)(nil),    // 46: baagent.v1.GatewayServiceListMemoryEntitiesRequest
+	(*GatewayServiceListMemoryEntitiesResponse)(nil),   // 47: baagent.v1.GatewayServiceListMemoryEntitiesResponse
+	(*GatewayServiceGetMemoryEntityRequest)(nil),       // 48: baagent.v1.GatewayServiceGetMemoryEntityRequest
+	(*GatewayServiceGetMemoryEntityResponse)(nil),      // 49: baagent.v1.GatewayServiceGetMemoryEntityResponse
+	(*GatewayServiceDeleteMemoryEntityRequest)(nil),    // 50: baagent.v1.GatewayServiceDeleteMemoryEntityRequest
+	(*GatewayServiceDeleteMemoryEntityResponse)(nil),   // 51: baagent.v1.GatewayServiceDeleteMemoryEntityResponse
+	(*GatewayServiceGetMemoryGraphRequest)(nil),        // 52: baagent.v1.GatewayServiceGetMemoryGraphRequest
+	(*GatewayServiceGetMemoryGraphResponse)(nil),       // 53: baagent.v1.GatewayServiceGetMemoryGraphResponse
+	(*GatewayServiceGetMemoryStatsRequest)(nil),        // 54: baagent.v1.GatewayServiceGetMemoryStatsRequest
+	(*GatewayServiceGetMemoryStatsResponse)(nil),       // 55: baagent.v1.GatewayServiceGetMemoryStatsResponse
+	(*GatewayServiceGetMemorySettingsRequest)(nil),     // 56: baagent.v1.GatewayServiceGetMemorySettingsRequest
+	(*GatewayServiceGetMemorySettingsResponse)(nil),    // 57: baagent.v1.GatewayServiceGetMemorySettingsResponse
+	(*GatewayServiceUpdateMemorySettingsRequest)(nil),  // 58: baagent.v1.GatewayServiceUpdateMemorySettingsRequest
+	(*GatewayServiceUpdateMemorySettingsResponse)(nil), // 59: baagent.v1.GatewayServiceUpdateMemorySettingsResponse
+	nil,                           // 60: baagent.v1.Entity.AttributesEntry
+	nil,                           // 61: baagent.v1.SearchHit.RelatedNamesEntry
+	nil,                           // 62: baagent.v1.GetEntityResponse.RelatedNamesEntry
+	nil,                           // 63: baagent.v1.GatewayServiceGetMemoryEntityResponse.RelatedNamesEntry
+	(*timestamppb.Timestamp)(nil), // 64: google.protobuf.Timestamp
 }
 var file_baagent_v1_memory_proto_depIdxs = []int32{
 	0,  // 0: baagent.v1.Episode.source:type_name -> baagent.v1.EpisodeSource
-	39, // 1: baagent.v1.Episode.created_at:type_name -> google.protobuf.Timestamp
+	64, // 1: baagent.v1.Episode.created_at:type_name -> google.protobuf.Timestamp
 	1,  // 2: baagent.v1.Episode.status:type_name -> baagent.v1.EpisodeStatus
-	39, // 3: baagent.v1.Episode.processed_at:type_name -> google.protobuf.Timestamp
-	36, // 4: baagent.v1.Entity.attributes:type_name -> baagent.v1.Entity.AttributesEntry
-	39, // 5: baagent.v1.Entity.created_at:type_name -> google.protobuf.Timestamp
-	39, // 6: baagent.v1.Entity.updated_at:type_name -> google.protobuf.Timestamp
-	39, // 7: baagent.v1.Relation.updated_at:type_name -> google.protobuf.Timestamp
-	39, // 8: baagent.v1.Community.updated_at:type_name -> google.protobuf.Timestamp
+	64, // 3: baagent.v1.Episode.processed_at:type_name -> google.protobuf.Timestamp
+	60, // 4: baagent.v1.Entity.attributes:type_name -> baagent.v1.Entity.AttributesEntry
+	64, // 5: baagent.v1.Entity.created_at:type_name -> google.protobuf.Timestamp
+	64, // 6: baagent.v1.Entity.updated_at:type_name -> google.protobuf.Timestamp
+	64, // 7: baagent.v1.Relation.updated_at:type_name -> google.protobuf.Timestamp
+	64, // 8: baagent.v1.Community.updated_at:type_name -> google.protobuf.Timestamp
 	0,  // 9: baagent.v1.AddEpisodeRequest.source:type_name -> baagent.v1.EpisodeSource
 	3,  // 10: baagent.v1.AddEpisodeResponse.episode:type_name -> baagent.v1.Episode
 	3,  // 11: baagent.v1.GetEpisodeResponse.episode:type_name -> baagent.v1.Episode
@@ -2932,52 +4554,71 @@ var file_baagent_v1_memory_proto_depIdxs = []int32{
 	4,  // 16: baagent.v1.SearchHit.entity:type_name -> baagent.v1.Entity
 	16, // 17: baagent.v1.SearchHit.channels:type_name -> baagent.v1.ChannelRank
 	5,  // 18: baagent.v1.SearchHit.relations:type_name -> baagent.v1.Relation
-	37, // 19: baagent.v1.SearchHit.related_names:type_name -> baagent.v1.SearchHit.RelatedNamesEntry
+	61, // 19: baagent.v1.SearchHit.related_names:type_name -> baagent.v1.SearchHit.RelatedNamesEntry
 	6,  // 20: baagent.v1.SearchHit.community:type_name -> baagent.v1.Community
 	17, // 21: baagent.v1.SearchResponse.hits:type_name -> baagent.v1.SearchHit
 	4,  // 22: baagent.v1.GetEntityResponse.entity:type_name -> baagent.v1.Entity
 	5,  // 23: baagent.v1.GetEntityResponse.relations:type_name -> baagent.v1.Relation
-	38, // 24: baagent.v1.GetEntityResponse.related_names:type_name -> baagent.v1.GetEntityResponse.RelatedNamesEntry
+	62, // 24: baagent.v1.GetEntityResponse.related_names:type_name -> baagent.v1.GetEntityResponse.RelatedNamesEntry
 	6,  // 25: baagent.v1.GetEntityResponse.community:type_name -> baagent.v1.Community
 	3,  // 26: baagent.v1.GetEntityResponse.episodes:type_name -> baagent.v1.Episode
 	4,  // 27: baagent.v1.ListEntitiesResponse.entities:type_name -> baagent.v1.Entity
 	4,  // 28: baagent.v1.GetGraphResponse.entities:type_name -> baagent.v1.Entity
 	5,  // 29: baagent.v1.GetGraphResponse.relations:type_name -> baagent.v1.Relation
 	6,  // 30: baagent.v1.GetGraphResponse.communities:type_name -> baagent.v1.Community
-	39, // 31: baagent.v1.StatsResponse.communities_updated_at:type_name -> google.protobuf.Timestamp
+	64, // 31: baagent.v1.StatsResponse.communities_updated_at:type_name -> google.protobuf.Timestamp
 	29, // 32: baagent.v1.GetMemorySettingsResponse.settings:type_name -> baagent.v1.MemorySettings
 	29, // 33: baagent.v1.UpdateMemorySettingsResponse.settings:type_name -> baagent.v1.MemorySettings
-	7,  // 34: baagent.v1.MemoryService.AddEpisode:input_type -> baagent.v1.AddEpisodeRequest
-	9,  // 35: baagent.v1.MemoryService.GetEpisode:input_type -> baagent.v1.GetEpisodeRequest
-	11, // 36: baagent.v1.MemoryService.ListEpisodes:input_type -> baagent.v1.ListEpisodesRequest
-	13, // 37: baagent.v1.MemoryService.DeleteEpisode:input_type -> baagent.v1.DeleteEpisodeRequest
-	15, // 38: baagent.v1.MemoryService.Search:input_type -> baagent.v1.SearchRequest
-	19, // 39: baagent.v1.MemoryService.GetEntity:input_type -> baagent.v1.GetEntityRequest
-	21, // 40: baagent.v1.MemoryService.ListEntities:input_type -> baagent.v1.ListEntitiesRequest
-	23, // 41: baagent.v1.MemoryService.DeleteEntity:input_type -> baagent.v1.DeleteEntityRequest
-	25, // 42: baagent.v1.MemoryService.GetGraph:input_type -> baagent.v1.GetGraphRequest
-	27, // 43: baagent.v1.MemoryService.Stats:input_type -> baagent.v1.StatsRequest
-	30, // 44: baagent.v1.MemoryService.GetMemorySettings:input_type -> baagent.v1.GetMemorySettingsRequest
-	32, // 45: baagent.v1.MemoryService.UpdateMemorySettings:input_type -> baagent.v1.UpdateMemorySettingsRequest
-	34, // 46: baagent.v1.MemoryService.DeleteConversationMemory:input_type -> baagent.v1.DeleteConversationMemoryRequest
-	8,  // 47: baagent.v1.MemoryService.AddEpisode:output_type -> baagent.v1.AddEpisodeResponse
-	10, // 48: baagent.v1.MemoryService.GetEpisode:output_type -> baagent.v1.GetEpisodeResponse
-	12, // 49: baagent.v1.MemoryService.ListEpisodes:output_type -> baagent.v1.ListEpisodesResponse
-	14, // 50: baagent.v1.MemoryService.DeleteEpisode:output_type -> baagent.v1.DeleteEpisodeResponse
-	18, // 51: baagent.v1.MemoryService.Search:output_type -> baagent.v1.SearchResponse
-	20, // 52: baagent.v1.MemoryService.GetEntity:output_type -> baagent.v1.GetEntityResponse
-	22, // 53: baagent.v1.MemoryService.ListEntities:output_type -> baagent.v1.ListEntitiesResponse
-	24, // 54: baagent.v1.MemoryService.DeleteEntity:output_type -> baagent.v1.DeleteEntityResponse
-	26, // 55: baagent.v1.MemoryService.GetGraph:output_type -> baagent.v1.GetGraphResponse
-	28, // 56: baagent.v1.MemoryService.Stats:output_type -> baagent.v1.StatsResponse
-	31, // 57: baagent.v1.MemoryService.GetMemorySettings:output_type -> baagent.v1.GetMemorySettingsResponse
-	33, // 58: baagent.v1.MemoryService.UpdateMemorySettings:output_type -> baagent.v1.UpdateMemorySettingsResponse
-	35, // 59: baagent.v1.MemoryService.DeleteConversationMemory:output_type -> baagent.v1.DeleteConversationMemoryResponse
-	47, // [47:60] is the sub-list for method output_type
-	34, // [34:47] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	2,  // 34: baagent.v1.GatewayServiceSearchMemoryRequest.mode:type_name -> baagent.v1.SearchMode
+	17, // 35: baagent.v1.GatewayServiceSearchMemoryResponse.hits:type_name -> baagent.v1.SearchHit
+	3,  // 36: baagent.v1.GatewayServiceAddMemoryEpisodeResponse.episode:type_name -> baagent.v1.Episode
+	1,  // 37: baagent.v1.GatewayServiceListMemoryEpisodesRequest.status:type_name -> baagent.v1.EpisodeStatus
+	3,  // 38: baagent.v1.GatewayServiceListMemoryEpisodesResponse.episodes:type_name -> baagent.v1.Episode
+	3,  // 39: baagent.v1.GatewayServiceGetMemoryEpisodeResponse.episode:type_name -> baagent.v1.Episode
+	4,  // 40: baagent.v1.GatewayServiceGetMemoryEpisodeResponse.entities:type_name -> baagent.v1.Entity
+	4,  // 41: baagent.v1.GatewayServiceListMemoryEntitiesResponse.entities:type_name -> baagent.v1.Entity
+	4,  // 42: baagent.v1.GatewayServiceGetMemoryEntityResponse.entity:type_name -> baagent.v1.Entity
+	5,  // 43: baagent.v1.GatewayServiceGetMemoryEntityResponse.relations:type_name -> baagent.v1.Relation
+	63, // 44: baagent.v1.GatewayServiceGetMemoryEntityResponse.related_names:type_name -> baagent.v1.GatewayServiceGetMemoryEntityResponse.RelatedNamesEntry
+	6,  // 45: baagent.v1.GatewayServiceGetMemoryEntityResponse.community:type_name -> baagent.v1.Community
+	3,  // 46: baagent.v1.GatewayServiceGetMemoryEntityResponse.episodes:type_name -> baagent.v1.Episode
+	4,  // 47: baagent.v1.GatewayServiceGetMemoryGraphResponse.entities:type_name -> baagent.v1.Entity
+	5,  // 48: baagent.v1.GatewayServiceGetMemoryGraphResponse.relations:type_name -> baagent.v1.Relation
+	6,  // 49: baagent.v1.GatewayServiceGetMemoryGraphResponse.communities:type_name -> baagent.v1.Community
+	64, // 50: baagent.v1.GatewayServiceGetMemoryStatsResponse.communities_updated_at:type_name -> google.protobuf.Timestamp
+	29, // 51: baagent.v1.GatewayServiceGetMemorySettingsResponse.settings:type_name -> baagent.v1.MemorySettings
+	29, // 52: baagent.v1.GatewayServiceUpdateMemorySettingsResponse.settings:type_name -> baagent.v1.MemorySettings
+	7,  // 53: baagent.v1.MemoryService.AddEpisode:input_type -> baagent.v1.AddEpisodeRequest
+	9,  // 54: baagent.v1.MemoryService.GetEpisode:input_type -> baagent.v1.GetEpisodeRequest
+	11, // 55: baagent.v1.MemoryService.ListEpisodes:input_type -> baagent.v1.ListEpisodesRequest
+	13, // 56: baagent.v1.MemoryService.DeleteEpisode:input_type -> baagent.v1.DeleteEpisodeRequest
+	15, // 57: baagent.v1.MemoryService.Search:input_type -> baagent.v1.SearchRequest
+	19, // 58: baagent.v1.MemoryService.GetEntity:input_type -> baagent.v1.GetEntityRequest
+	21, // 59: baagent.v1.MemoryService.ListEntities:input_type -> baagent.v1.ListEntitiesRequest
+	23, // 60: baagent.v1.MemoryService.DeleteEntity:input_type -> baagent.v1.DeleteEntityRequest
+	25, // 61: baagent.v1.MemoryService.GetGraph:input_type -> baagent.v1.GetGraphRequest
+	27, // 62: baagent.v1.MemoryService.Stats:input_type -> baagent.v1.StatsRequest
+	30, // 63: baagent.v1.MemoryService.GetMemorySettings:input_type -> baagent.v1.GetMemorySettingsRequest
+	32, // 64: baagent.v1.MemoryService.UpdateMemorySettings:input_type -> baagent.v1.UpdateMemorySettingsRequest
+	34, // 65: baagent.v1.MemoryService.DeleteConversationMemory:input_type -> baagent.v1.DeleteConversationMemoryRequest
+	8,  // 66: baagent.v1.MemoryService.AddEpisode:output_type -> baagent.v1.AddEpisodeResponse
+	10, // 67: baagent.v1.MemoryService.GetEpisode:output_type -> baagent.v1.GetEpisodeResponse
+	12, // 68: baagent.v1.MemoryService.ListEpisodes:output_type -> baagent.v1.ListEpisodesResponse
+	14, // 69: baagent.v1.MemoryService.DeleteEpisode:output_type -> baagent.v1.DeleteEpisodeResponse
+	18, // 70: baagent.v1.MemoryService.Search:output_type -> baagent.v1.SearchResponse
+	20, // 71: baagent.v1.MemoryService.GetEntity:output_type -> baagent.v1.GetEntityResponse
+	22, // 72: baagent.v1.MemoryService.ListEntities:output_type -> baagent.v1.ListEntitiesResponse
+	24, // 73: baagent.v1.MemoryService.DeleteEntity:output_type -> baagent.v1.DeleteEntityResponse
+	26, // 74: baagent.v1.MemoryService.GetGraph:output_type -> baagent.v1.GetGraphResponse
+	28, // 75: baagent.v1.MemoryService.Stats:output_type -> baagent.v1.StatsResponse
+	31, // 76: baagent.v1.MemoryService.GetMemorySettings:output_type -> baagent.v1.GetMemorySettingsResponse
+	33, // 77: baagent.v1.MemoryService.UpdateMemorySettings:output_type -> baagent.v1.UpdateMemorySettingsResponse
+	35, // 78: baagent.v1.MemoryService.DeleteConversationMemory:output_type -> baagent.v1.DeleteConversationMemoryResponse
+	66, // [66:79] is the sub-list for method output_type
+	53, // [53:66] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_baagent_v1_memory_proto_init() }
@@ -2987,13 +4628,15 @@ func file_baagent_v1_memory_proto_init() {
 	}
 	file_baagent_v1_memory_proto_msgTypes[12].OneofWrappers = []any{}
 	file_baagent_v1_memory_proto_msgTypes[29].OneofWrappers = []any{}
+	file_baagent_v1_memory_proto_msgTypes[33].OneofWrappers = []any{}
+	file_baagent_v1_memory_proto_msgTypes[55].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_baagent_v1_memory_proto_rawDesc), len(file_baagent_v1_memory_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   36,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

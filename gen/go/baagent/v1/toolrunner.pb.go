@@ -658,7 +658,13 @@ type ToolExecutionResult struct {
 	// The calls a tool composition made, in the order they ran (fallbacks
 	// included); empty for an ordinary tool. The orchestrator reports each as
 	// its own act/observe pair nested under the composition's call.
-	InnerCalls    []*InnerToolCall `protobuf:"bytes,20,rep,name=inner_calls,json=innerCalls,proto3" json:"inner_calls,omitempty"`
+	InnerCalls []*InnerToolCall `protobuf:"bytes,20,rep,name=inner_calls,json=innerCalls,proto3" json:"inner_calls,omitempty"`
+	// What a memory_search call recalled, best first, structured (the
+	// observation shows the same hits as text to the model): only each
+	// entity's id, name and type and the fused score are set. The
+	// orchestrator reports them as the run's `memory_recalled` event. Empty
+	// for every other tool.
+	MemoryHits    []*SearchHit `protobuf:"bytes,22,rep,name=memory_hits,json=memoryHits,proto3" json:"memory_hits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -836,6 +842,13 @@ func (x *ToolExecutionResult) GetHookAnnotations() []string {
 func (x *ToolExecutionResult) GetInnerCalls() []*InnerToolCall {
 	if x != nil {
 		return x.InnerCalls
+	}
+	return nil
+}
+
+func (x *ToolExecutionResult) GetMemoryHits() []*SearchHit {
+	if x != nil {
+		return x.MemoryHits
 	}
 	return nil
 }
@@ -1588,7 +1601,7 @@ var File_baagent_v1_toolrunner_proto protoreflect.FileDescriptor
 const file_baagent_v1_toolrunner_proto_rawDesc = "" +
 	"\n" +
 	"\x1bbaagent/v1/toolrunner.proto\x12\n" +
-	"baagent.v1\x1a\x19baagent/v1/messages.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xcd\x02\n" +
+	"baagent.v1\x1a\x17baagent/v1/memory.proto\x1a\x19baagent/v1/messages.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xcd\x02\n" +
 	"\x0fToolRetryPolicy\x12$\n" +
 	"\vmax_retries\x18\x01 \x01(\x05H\x00R\n" +
 	"maxRetries\x88\x01\x01\x124\n" +
@@ -1626,7 +1639,7 @@ const file_baagent_v1_toolrunner_proto_rawDesc = "" +
 	"\rallowed_tools\x18\x11 \x01(\v2\x19.baagent.v1.ToolAllowListR\fallowedTools\x12>\n" +
 	"\fretry_policy\x18\x12 \x01(\v2\x1b.baagent.v1.ToolRetryPolicyR\vretryPolicy\x12\x1a\n" +
 	"\bapproved\x18\x13 \x01(\bR\bapprovedB\x13\n" +
-	"\x11_retry_on_timeout\"\xa6\x06\n" +
+	"\x11_retry_on_timeout\"\xde\x06\n" +
 	"\x13ToolExecutionResult\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
 	"toolCallId\x12 \n" +
@@ -1657,7 +1670,9 @@ const file_baagent_v1_toolrunner_proto_rawDesc = "" +
 	"\breplayed\x18\x13 \x01(\bR\breplayed\x12)\n" +
 	"\x10hook_annotations\x18\x15 \x03(\tR\x0fhookAnnotations\x12:\n" +
 	"\vinner_calls\x18\x14 \x03(\v2\x19.baagent.v1.InnerToolCallR\n" +
-	"innerCalls\"\xbe\x01\n" +
+	"innerCalls\x126\n" +
+	"\vmemory_hits\x18\x16 \x03(\v2\x15.baagent.v1.SearchHitR\n" +
+	"memoryHits\"\xbe\x01\n" +
 	"\rInnerToolCall\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
 	"toolCallId\x12\x1b\n" +
@@ -1787,7 +1802,8 @@ var file_baagent_v1_toolrunner_proto_goTypes = []any{
 	(*ReleaseConversationResponse)(nil), // 17: baagent.v1.ReleaseConversationResponse
 	(*structpb.Struct)(nil),             // 18: google.protobuf.Struct
 	(*ToolAllowList)(nil),               // 19: baagent.v1.ToolAllowList
-	(*ToolSchema)(nil),                  // 20: baagent.v1.ToolSchema
+	(*SearchHit)(nil),                   // 20: baagent.v1.SearchHit
+	(*ToolSchema)(nil),                  // 21: baagent.v1.ToolSchema
 }
 var file_baagent_v1_toolrunner_proto_depIdxs = []int32{
 	2,  // 0: baagent.v1.ToolRetryPolicy.retry_on:type_name -> baagent.v1.ToolErrorType
@@ -1799,31 +1815,32 @@ var file_baagent_v1_toolrunner_proto_depIdxs = []int32{
 	0,  // 6: baagent.v1.ToolExecutionResult.output_level:type_name -> baagent.v1.OutputLevel
 	2,  // 7: baagent.v1.ToolExecutionResult.error_type:type_name -> baagent.v1.ToolErrorType
 	7,  // 8: baagent.v1.ToolExecutionResult.inner_calls:type_name -> baagent.v1.InnerToolCall
-	18, // 9: baagent.v1.InnerToolCall.arguments:type_name -> google.protobuf.Struct
-	6,  // 10: baagent.v1.InnerToolCall.result:type_name -> baagent.v1.ToolExecutionResult
-	20, // 11: baagent.v1.ToolDefinition.schema:type_name -> baagent.v1.ToolSchema
-	0,  // 12: baagent.v1.ToolDefinition.default_output_level:type_name -> baagent.v1.OutputLevel
-	1,  // 13: baagent.v1.ToolDefinition.cache_policy:type_name -> baagent.v1.ToolCachePolicy
-	4,  // 14: baagent.v1.ToolDefinition.retry_policy:type_name -> baagent.v1.ToolRetryPolicy
-	3,  // 15: baagent.v1.ToolDefinition.permission:type_name -> baagent.v1.ToolPermission
-	5,  // 16: baagent.v1.InvokeRequest.request:type_name -> baagent.v1.ToolInvocationRequest
-	6,  // 17: baagent.v1.InvokeResponse.result:type_name -> baagent.v1.ToolExecutionResult
-	19, // 18: baagent.v1.ListToolsRequest.allowed_tools:type_name -> baagent.v1.ToolAllowList
-	8,  // 19: baagent.v1.ListToolsResponse.tools:type_name -> baagent.v1.ToolDefinition
-	13, // 20: baagent.v1.ListToolsResponse.servers:type_name -> baagent.v1.ExternalServerStatus
-	9,  // 21: baagent.v1.ToolRunnerService.Invoke:input_type -> baagent.v1.InvokeRequest
-	11, // 22: baagent.v1.ToolRunnerService.ListTools:input_type -> baagent.v1.ListToolsRequest
-	14, // 23: baagent.v1.ToolRunnerService.ReadArtifact:input_type -> baagent.v1.ReadArtifactRequest
-	16, // 24: baagent.v1.ToolRunnerService.ReleaseConversation:input_type -> baagent.v1.ReleaseConversationRequest
-	10, // 25: baagent.v1.ToolRunnerService.Invoke:output_type -> baagent.v1.InvokeResponse
-	12, // 26: baagent.v1.ToolRunnerService.ListTools:output_type -> baagent.v1.ListToolsResponse
-	15, // 27: baagent.v1.ToolRunnerService.ReadArtifact:output_type -> baagent.v1.ReadArtifactResponse
-	17, // 28: baagent.v1.ToolRunnerService.ReleaseConversation:output_type -> baagent.v1.ReleaseConversationResponse
-	25, // [25:29] is the sub-list for method output_type
-	21, // [21:25] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	20, // 9: baagent.v1.ToolExecutionResult.memory_hits:type_name -> baagent.v1.SearchHit
+	18, // 10: baagent.v1.InnerToolCall.arguments:type_name -> google.protobuf.Struct
+	6,  // 11: baagent.v1.InnerToolCall.result:type_name -> baagent.v1.ToolExecutionResult
+	21, // 12: baagent.v1.ToolDefinition.schema:type_name -> baagent.v1.ToolSchema
+	0,  // 13: baagent.v1.ToolDefinition.default_output_level:type_name -> baagent.v1.OutputLevel
+	1,  // 14: baagent.v1.ToolDefinition.cache_policy:type_name -> baagent.v1.ToolCachePolicy
+	4,  // 15: baagent.v1.ToolDefinition.retry_policy:type_name -> baagent.v1.ToolRetryPolicy
+	3,  // 16: baagent.v1.ToolDefinition.permission:type_name -> baagent.v1.ToolPermission
+	5,  // 17: baagent.v1.InvokeRequest.request:type_name -> baagent.v1.ToolInvocationRequest
+	6,  // 18: baagent.v1.InvokeResponse.result:type_name -> baagent.v1.ToolExecutionResult
+	19, // 19: baagent.v1.ListToolsRequest.allowed_tools:type_name -> baagent.v1.ToolAllowList
+	8,  // 20: baagent.v1.ListToolsResponse.tools:type_name -> baagent.v1.ToolDefinition
+	13, // 21: baagent.v1.ListToolsResponse.servers:type_name -> baagent.v1.ExternalServerStatus
+	9,  // 22: baagent.v1.ToolRunnerService.Invoke:input_type -> baagent.v1.InvokeRequest
+	11, // 23: baagent.v1.ToolRunnerService.ListTools:input_type -> baagent.v1.ListToolsRequest
+	14, // 24: baagent.v1.ToolRunnerService.ReadArtifact:input_type -> baagent.v1.ReadArtifactRequest
+	16, // 25: baagent.v1.ToolRunnerService.ReleaseConversation:input_type -> baagent.v1.ReleaseConversationRequest
+	10, // 26: baagent.v1.ToolRunnerService.Invoke:output_type -> baagent.v1.InvokeResponse
+	12, // 27: baagent.v1.ToolRunnerService.ListTools:output_type -> baagent.v1.ListToolsResponse
+	15, // 28: baagent.v1.ToolRunnerService.ReadArtifact:output_type -> baagent.v1.ReadArtifactResponse
+	17, // 29: baagent.v1.ToolRunnerService.ReleaseConversation:output_type -> baagent.v1.ReleaseConversationResponse
+	26, // [26:30] is the sub-list for method output_type
+	22, // [22:26] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_baagent_v1_toolrunner_proto_init() }
@@ -1831,6 +1848,7 @@ func file_baagent_v1_toolrunner_proto_init() {
 	if File_baagent_v1_toolrunner_proto != nil {
 		return
 	}
+	file_baagent_v1_memory_proto_init()
 	file_baagent_v1_messages_proto_init()
 	file_baagent_v1_toolrunner_proto_msgTypes[0].OneofWrappers = []any{}
 	file_baagent_v1_toolrunner_proto_msgTypes[1].OneofWrappers = []any{}

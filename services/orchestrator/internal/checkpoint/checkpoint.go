@@ -94,6 +94,10 @@ type State struct {
 	Metrics []byte `json:"metrics,omitempty"`
 	// Calls is the doom-loop detector's window.
 	Calls []doomloop.Call `json:"calls,omitempty"`
+	// MemoryNotes are the key observations noted so far for the run's
+	// memory episode (bounded: at most 64, about 8 KiB); absent when the
+	// run is not captured.
+	MemoryNotes []string `json:"memory_notes,omitempty"`
 	// Wait is the question the run waits on, when WAITING_INPUT.
 	Wait *hitl.Wait `json:"wait,omitempty"`
 	// Plan is the run's planning state: its complexity, the work plan, the

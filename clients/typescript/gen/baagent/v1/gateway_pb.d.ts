@@ -15,6 +15,7 @@ import type { McpAuthorization } from "./mcpauth_pb.js";
 import type { ExportConversationRequestSchema, ExportConversationResponseSchema, ExportRunRequestSchema, ExportRunResponseSchema } from "./export_pb.js";
 import type { GatewayServiceGetBudgetRequestSchema, GatewayServiceGetBudgetResponseSchema, GatewayServiceGetUsageRequestSchema, GatewayServiceGetUsageResponseSchema, GatewayServiceSetBudgetRequestSchema, GatewayServiceSetBudgetResponseSchema } from "./budgets_pb.js";
 import type { GatewayServiceDeleteConversationRequestSchema, GatewayServiceDeleteConversationResponseSchema, GatewayServiceEndConversationRequestSchema, GatewayServiceEndConversationResponseSchema, GatewayServiceGetConversationMessagesRequestSchema, GatewayServiceGetConversationMessagesResponseSchema, GatewayServiceGetConversationRequestSchema, GatewayServiceGetConversationResponseSchema, GatewayServiceListConversationsRequestSchema, GatewayServiceListConversationsResponseSchema } from "./conversations_pb.js";
+import type { GatewayServiceAddMemoryEpisodeRequestSchema, GatewayServiceAddMemoryEpisodeResponseSchema, GatewayServiceDeleteMemoryEntityRequestSchema, GatewayServiceDeleteMemoryEntityResponseSchema, GatewayServiceDeleteMemoryEpisodeRequestSchema, GatewayServiceDeleteMemoryEpisodeResponseSchema, GatewayServiceGetMemoryEntityRequestSchema, GatewayServiceGetMemoryEntityResponseSchema, GatewayServiceGetMemoryEpisodeRequestSchema, GatewayServiceGetMemoryEpisodeResponseSchema, GatewayServiceGetMemoryGraphRequestSchema, GatewayServiceGetMemoryGraphResponseSchema, GatewayServiceGetMemorySettingsRequestSchema, GatewayServiceGetMemorySettingsResponseSchema, GatewayServiceGetMemoryStatsRequestSchema, GatewayServiceGetMemoryStatsResponseSchema, GatewayServiceListMemoryEntitiesRequestSchema, GatewayServiceListMemoryEntitiesResponseSchema, GatewayServiceListMemoryEpisodesRequestSchema, GatewayServiceListMemoryEpisodesResponseSchema, GatewayServiceSearchMemoryRequestSchema, GatewayServiceSearchMemoryResponseSchema, GatewayServiceUpdateMemorySettingsRequestSchema, GatewayServiceUpdateMemorySettingsResponseSchema } from "./memory_pb.js";
 
 /**
  * Describes the file baagent/v1/gateway.proto.
@@ -1288,6 +1289,134 @@ export declare const GatewayService: GenService<{
     methodKind: "unary";
     input: typeof GatewayServiceRevokeMcpAuthorizationRequestSchema;
     output: typeof GatewayServiceRevokeMcpAuthorizationResponseSchema;
+  },
+  /**
+   * Recalls entities from the caller's tenant's memory by hybrid retrieval
+   * (GET /v1/memory/search?q=&mode=&top_k=).
+   *
+   * @generated from rpc baagent.v1.GatewayService.SearchMemory
+   */
+  searchMemory: {
+    methodKind: "unary";
+    input: typeof GatewayServiceSearchMemoryRequestSchema;
+    output: typeof GatewayServiceSearchMemoryResponseSchema;
+  },
+  /**
+   * Adds text to the caller's tenant's memory as an episode
+   * (POST /v1/memory/episodes).
+   *
+   * @generated from rpc baagent.v1.GatewayService.AddMemoryEpisode
+   */
+  addMemoryEpisode: {
+    methodKind: "unary";
+    input: typeof GatewayServiceAddMemoryEpisodeRequestSchema;
+    output: typeof GatewayServiceAddMemoryEpisodeResponseSchema;
+  },
+  /**
+   * Lists the caller's tenant's episodes, newest first
+   * (GET /v1/memory/episodes).
+   *
+   * @generated from rpc baagent.v1.GatewayService.ListMemoryEpisodes
+   */
+  listMemoryEpisodes: {
+    methodKind: "unary";
+    input: typeof GatewayServiceListMemoryEpisodesRequestSchema;
+    output: typeof GatewayServiceListMemoryEpisodesResponseSchema;
+  },
+  /**
+   * Reads one episode with the entities it mentions
+   * (GET /v1/memory/episodes/{id}).
+   *
+   * @generated from rpc baagent.v1.GatewayService.GetMemoryEpisode
+   */
+  getMemoryEpisode: {
+    methodKind: "unary";
+    input: typeof GatewayServiceGetMemoryEpisodeRequestSchema;
+    output: typeof GatewayServiceGetMemoryEpisodeResponseSchema;
+  },
+  /**
+   * Removes an episode and what only it supported
+   * (DELETE /v1/memory/episodes/{id}).
+   *
+   * @generated from rpc baagent.v1.GatewayService.DeleteMemoryEpisode
+   */
+  deleteMemoryEpisode: {
+    methodKind: "unary";
+    input: typeof GatewayServiceDeleteMemoryEpisodeRequestSchema;
+    output: typeof GatewayServiceDeleteMemoryEpisodeResponseSchema;
+  },
+  /**
+   * Lists the caller's tenant's entities (GET /v1/memory/entities).
+   *
+   * @generated from rpc baagent.v1.GatewayService.ListMemoryEntities
+   */
+  listMemoryEntities: {
+    methodKind: "unary";
+    input: typeof GatewayServiceListMemoryEntitiesRequestSchema;
+    output: typeof GatewayServiceListMemoryEntitiesResponseSchema;
+  },
+  /**
+   * Reads one entity with its relations, community and episodes
+   * (GET /v1/memory/entities/{id}).
+   *
+   * @generated from rpc baagent.v1.GatewayService.GetMemoryEntity
+   */
+  getMemoryEntity: {
+    methodKind: "unary";
+    input: typeof GatewayServiceGetMemoryEntityRequestSchema;
+    output: typeof GatewayServiceGetMemoryEntityResponseSchema;
+  },
+  /**
+   * Removes an entity and its relations (DELETE /v1/memory/entities/{id}).
+   *
+   * @generated from rpc baagent.v1.GatewayService.DeleteMemoryEntity
+   */
+  deleteMemoryEntity: {
+    methodKind: "unary";
+    input: typeof GatewayServiceDeleteMemoryEntityRequestSchema;
+    output: typeof GatewayServiceDeleteMemoryEntityResponseSchema;
+  },
+  /**
+   * Reads an entity's neighbourhood, bounded in depth and size
+   * (GET /v1/memory/entities/{id}/graph?depth=&max_nodes=).
+   *
+   * @generated from rpc baagent.v1.GatewayService.GetMemoryGraph
+   */
+  getMemoryGraph: {
+    methodKind: "unary";
+    input: typeof GatewayServiceGetMemoryGraphRequestSchema;
+    output: typeof GatewayServiceGetMemoryGraphResponseSchema;
+  },
+  /**
+   * Counts the caller's tenant's memory (GET /v1/memory/stats).
+   *
+   * @generated from rpc baagent.v1.GatewayService.GetMemoryStats
+   */
+  getMemoryStats: {
+    methodKind: "unary";
+    input: typeof GatewayServiceGetMemoryStatsRequestSchema;
+    output: typeof GatewayServiceGetMemoryStatsResponseSchema;
+  },
+  /**
+   * Reads the caller's tenant's memory switches (GET /v1/memory/settings).
+   *
+   * @generated from rpc baagent.v1.GatewayService.GetMemorySettings
+   */
+  getMemorySettings: {
+    methodKind: "unary";
+    input: typeof GatewayServiceGetMemorySettingsRequestSchema;
+    output: typeof GatewayServiceGetMemorySettingsResponseSchema;
+  },
+  /**
+   * Changes them, tenant-wide or for one conversation
+   * (PATCH /v1/memory/settings).
+   *
+   * @generated from rpc baagent.v1.GatewayService.UpdateMemorySettings
+   */
+  updateMemorySettings: {
+    methodKind: "unary";
+    input: typeof GatewayServiceUpdateMemorySettingsRequestSchema;
+    output: typeof GatewayServiceUpdateMemorySettingsResponseSchema;
   },
 }>;
 

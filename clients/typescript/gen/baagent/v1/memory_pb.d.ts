@@ -1373,6 +1373,793 @@ export declare type DeleteConversationMemoryResponse = Message<"baagent.v1.Delet
 export declare const DeleteConversationMemoryResponseSchema: GenMessage<DeleteConversationMemoryResponse>;
 
 /**
+ * GatewayServiceSearchMemoryRequest recalls entities of the caller's tenant.
+ *
+ * @generated from message baagent.v1.GatewayServiceSearchMemoryRequest
+ */
+export declare type GatewayServiceSearchMemoryRequest = Message<"baagent.v1.GatewayServiceSearchMemoryRequest"> & {
+  /**
+   * Query text; required, at most 4 KiB.
+   *
+   * @generated from field: string query = 1;
+   */
+  query: string;
+
+  /**
+   * Channels; default HYBRID.
+   *
+   * @generated from field: baagent.v1.SearchMode mode = 2;
+   */
+  mode: SearchMode;
+
+  /**
+   * Results (default 10, maximum 100).
+   *
+   * @generated from field: int32 top_k = 3;
+   */
+  topK: number;
+
+  /**
+   * Only entities of these types (at most 20); optional.
+   *
+   * @generated from field: repeated string entity_types = 4;
+   */
+  entityTypes: string[];
+
+  /**
+   * Weight of the vector channel in the fusion (default 0.4).
+   *
+   * @generated from field: optional double vector_weight = 5;
+   */
+  vectorWeight?: number | undefined;
+
+  /**
+   * Weight of the keyword channel (default 0.3).
+   *
+   * @generated from field: optional double keyword_weight = 6;
+   */
+  keywordWeight?: number | undefined;
+
+  /**
+   * Weight of the graph channel (default 0.3).
+   *
+   * @generated from field: optional double graph_weight = 7;
+   */
+  graphWeight?: number | undefined;
+
+  /**
+   * The fusion constant k of 1/(k + rank) (default 60).
+   *
+   * @generated from field: optional int32 rrf_k = 8;
+   */
+  rrfK?: number | undefined;
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceSearchMemoryRequest.
+ * Use `create(GatewayServiceSearchMemoryRequestSchema)` to create a new message.
+ */
+export declare const GatewayServiceSearchMemoryRequestSchema: GenMessage<GatewayServiceSearchMemoryRequest>;
+
+/**
+ * GatewayServiceSearchMemoryResponse is the recalled entities, best first.
+ *
+ * @generated from message baagent.v1.GatewayServiceSearchMemoryResponse
+ */
+export declare type GatewayServiceSearchMemoryResponse = Message<"baagent.v1.GatewayServiceSearchMemoryResponse"> & {
+  /**
+   * Hits, best first.
+   *
+   * @generated from field: repeated baagent.v1.SearchHit hits = 1;
+   */
+  hits: SearchHit[];
+
+  /**
+   * The embedding model used for the query (`lexical-hash-v1` offline).
+   *
+   * @generated from field: string embedding_model = 2;
+   */
+  embeddingModel: string;
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceSearchMemoryResponse.
+ * Use `create(GatewayServiceSearchMemoryResponseSchema)` to create a new message.
+ */
+export declare const GatewayServiceSearchMemoryResponseSchema: GenMessage<GatewayServiceSearchMemoryResponse>;
+
+/**
+ * GatewayServiceAddMemoryEpisodeRequest adds text to the caller's tenant's
+ * memory; its source is USER.
+ *
+ * @generated from message baagent.v1.GatewayServiceAddMemoryEpisodeRequest
+ */
+export declare type GatewayServiceAddMemoryEpisodeRequest = Message<"baagent.v1.GatewayServiceAddMemoryEpisodeRequest"> & {
+  /**
+   * Text to remember; required, at most 64 KiB.
+   *
+   * @generated from field: string content = 1;
+   */
+  content: string;
+
+  /**
+   * Conversation it belongs to; optional.
+   *
+   * @generated from field: string conversation_id = 2;
+   */
+  conversationId: string;
+
+  /**
+   * Answer once the episode is processed (or failed), up to the call's
+   * deadline; otherwise answer once it is stored.
+   *
+   * @generated from field: bool wait = 3;
+   */
+  wait: boolean;
+
+  /**
+   * Idempotency key: a repeated request with the same key returns the
+   * first episode; optional, at most 128 bytes.
+   *
+   * @generated from field: string idempotency_key = 4;
+   */
+  idempotencyKey: string;
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceAddMemoryEpisodeRequest.
+ * Use `create(GatewayServiceAddMemoryEpisodeRequestSchema)` to create a new message.
+ */
+export declare const GatewayServiceAddMemoryEpisodeRequestSchema: GenMessage<GatewayServiceAddMemoryEpisodeRequest>;
+
+/**
+ * GatewayServiceAddMemoryEpisodeResponse is the stored episode.
+ *
+ * @generated from message baagent.v1.GatewayServiceAddMemoryEpisodeResponse
+ */
+export declare type GatewayServiceAddMemoryEpisodeResponse = Message<"baagent.v1.GatewayServiceAddMemoryEpisodeResponse"> & {
+  /**
+   * The episode; unset when skipped.
+   *
+   * @generated from field: baagent.v1.Episode episode = 1;
+   */
+  episode?: Episode | undefined;
+
+  /**
+   * True when memory is switched off for the tenant or conversation and
+   * nothing was stored.
+   *
+   * @generated from field: bool skipped = 2;
+   */
+  skipped: boolean;
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceAddMemoryEpisodeResponse.
+ * Use `create(GatewayServiceAddMemoryEpisodeResponseSchema)` to create a new message.
+ */
+export declare const GatewayServiceAddMemoryEpisodeResponseSchema: GenMessage<GatewayServiceAddMemoryEpisodeResponse>;
+
+/**
+ * GatewayServiceListMemoryEpisodesRequest lists the caller's tenant's
+ * episodes.
+ *
+ * @generated from message baagent.v1.GatewayServiceListMemoryEpisodesRequest
+ */
+export declare type GatewayServiceListMemoryEpisodesRequest = Message<"baagent.v1.GatewayServiceListMemoryEpisodesRequest"> & {
+  /**
+   * Only this conversation's; optional.
+   *
+   * @generated from field: string conversation_id = 1;
+   */
+  conversationId: string;
+
+  /**
+   * Only episodes in this state; optional.
+   *
+   * @generated from field: baagent.v1.EpisodeStatus status = 2;
+   */
+  status: EpisodeStatus;
+
+  /**
+   * Page size (default 50, maximum 500).
+   *
+   * @generated from field: int32 page_size = 3;
+   */
+  pageSize: number;
+
+  /**
+   * Opaque token from a previous response.
+   *
+   * @generated from field: string page_token = 4;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceListMemoryEpisodesRequest.
+ * Use `create(GatewayServiceListMemoryEpisodesRequestSchema)` to create a new message.
+ */
+export declare const GatewayServiceListMemoryEpisodesRequestSchema: GenMessage<GatewayServiceListMemoryEpisodesRequest>;
+
+/**
+ * GatewayServiceListMemoryEpisodesResponse is a page of episodes.
+ *
+ * @generated from message baagent.v1.GatewayServiceListMemoryEpisodesResponse
+ */
+export declare type GatewayServiceListMemoryEpisodesResponse = Message<"baagent.v1.GatewayServiceListMemoryEpisodesResponse"> & {
+  /**
+   * Episodes, newest first.
+   *
+   * @generated from field: repeated baagent.v1.Episode episodes = 1;
+   */
+  episodes: Episode[];
+
+  /**
+   * Token for the next page; empty at the end.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceListMemoryEpisodesResponse.
+ * Use `create(GatewayServiceListMemoryEpisodesResponseSchema)` to create a new message.
+ */
+export declare const GatewayServiceListMemoryEpisodesResponseSchema: GenMessage<GatewayServiceListMemoryEpisodesResponse>;
+
+/**
+ * GatewayServiceGetMemoryEpisodeRequest reads one episode.
+ *
+ * @generated from message baagent.v1.GatewayServiceGetMemoryEpisodeRequest
+ */
+export declare type GatewayServiceGetMemoryEpisodeRequest = Message<"baagent.v1.GatewayServiceGetMemoryEpisodeRequest"> & {
+  /**
+   * Episode id; required.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceGetMemoryEpisodeRequest.
+ * Use `create(GatewayServiceGetMemoryEpisodeRequestSchema)` to create a new message.
+ */
+export declare const GatewayServiceGetMemoryEpisodeRequestSchema: GenMessage<GatewayServiceGetMemoryEpisodeRequest>;
+
+/**
+ * GatewayServiceGetMemoryEpisodeResponse is one episode.
+ *
+ * @generated from message baagent.v1.GatewayServiceGetMemoryEpisodeResponse
+ */
+export declare type GatewayServiceGetMemoryEpisodeResponse = Message<"baagent.v1.GatewayServiceGetMemoryEpisodeResponse"> & {
+  /**
+   * The episode.
+   *
+   * @generated from field: baagent.v1.Episode episode = 1;
+   */
+  episode?: Episode | undefined;
+
+  /**
+   * The entities it mentions.
+   *
+   * @generated from field: repeated baagent.v1.Entity entities = 2;
+   */
+  entities: Entity[];
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceGetMemoryEpisodeResponse.
+ * Use `create(GatewayServiceGetMemoryEpisodeResponseSchema)` to create a new message.
+ */
+export declare const GatewayServiceGetMemoryEpisodeResponseSchema: GenMessage<GatewayServiceGetMemoryEpisodeResponse>;
+
+/**
+ * GatewayServiceDeleteMemoryEpisodeRequest removes an episode.
+ *
+ * @generated from message baagent.v1.GatewayServiceDeleteMemoryEpisodeRequest
+ */
+export declare type GatewayServiceDeleteMemoryEpisodeRequest = Message<"baagent.v1.GatewayServiceDeleteMemoryEpisodeRequest"> & {
+  /**
+   * Episode id; required.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceDeleteMemoryEpisodeRequest.
+ * Use `create(GatewayServiceDeleteMemoryEpisodeRequestSchema)` to create a new message.
+ */
+export declare const GatewayServiceDeleteMemoryEpisodeRequestSchema: GenMessage<GatewayServiceDeleteMemoryEpisodeRequest>;
+
+/**
+ * GatewayServiceDeleteMemoryEpisodeResponse says what went with it.
+ *
+ * @generated from message baagent.v1.GatewayServiceDeleteMemoryEpisodeResponse
+ */
+export declare type GatewayServiceDeleteMemoryEpisodeResponse = Message<"baagent.v1.GatewayServiceDeleteMemoryEpisodeResponse"> & {
+  /**
+   * Entities removed because no other episode mentioned them.
+   *
+   * @generated from field: int32 entities_removed = 1;
+   */
+  entitiesRemoved: number;
+
+  /**
+   * Relations removed because no other episode supported them.
+   *
+   * @generated from field: int32 relations_removed = 2;
+   */
+  relationsRemoved: number;
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceDeleteMemoryEpisodeResponse.
+ * Use `create(GatewayServiceDeleteMemoryEpisodeResponseSchema)` to create a new message.
+ */
+export declare const GatewayServiceDeleteMemoryEpisodeResponseSchema: GenMessage<GatewayServiceDeleteMemoryEpisodeResponse>;
+
+/**
+ * GatewayServiceListMemoryEntitiesRequest lists the caller's tenant's
+ * entities.
+ *
+ * @generated from message baagent.v1.GatewayServiceListMemoryEntitiesRequest
+ */
+export declare type GatewayServiceListMemoryEntitiesRequest = Message<"baagent.v1.GatewayServiceListMemoryEntitiesRequest"> & {
+  /**
+   * Only this type; optional.
+   *
+   * @generated from field: string type = 1;
+   */
+  type: string;
+
+  /**
+   * Only names starting with this (case-insensitive); optional.
+   *
+   * @generated from field: string name_prefix = 2;
+   */
+  namePrefix: string;
+
+  /**
+   * Page size (default 50, maximum 500).
+   *
+   * @generated from field: int32 page_size = 3;
+   */
+  pageSize: number;
+
+  /**
+   * Opaque token from a previous response.
+   *
+   * @generated from field: string page_token = 4;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceListMemoryEntitiesRequest.
+ * Use `create(GatewayServiceListMemoryEntitiesRequestSchema)` to create a new message.
+ */
+export declare const GatewayServiceListMemoryEntitiesRequestSchema: GenMessage<GatewayServiceListMemoryEntitiesRequest>;
+
+/**
+ * GatewayServiceListMemoryEntitiesResponse is a page of entities.
+ *
+ * @generated from message baagent.v1.GatewayServiceListMemoryEntitiesResponse
+ */
+export declare type GatewayServiceListMemoryEntitiesResponse = Message<"baagent.v1.GatewayServiceListMemoryEntitiesResponse"> & {
+  /**
+   * Entities by name.
+   *
+   * @generated from field: repeated baagent.v1.Entity entities = 1;
+   */
+  entities: Entity[];
+
+  /**
+   * Token for the next page; empty at the end.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceListMemoryEntitiesResponse.
+ * Use `create(GatewayServiceListMemoryEntitiesResponseSchema)` to create a new message.
+ */
+export declare const GatewayServiceListMemoryEntitiesResponseSchema: GenMessage<GatewayServiceListMemoryEntitiesResponse>;
+
+/**
+ * GatewayServiceGetMemoryEntityRequest reads one entity.
+ *
+ * @generated from message baagent.v1.GatewayServiceGetMemoryEntityRequest
+ */
+export declare type GatewayServiceGetMemoryEntityRequest = Message<"baagent.v1.GatewayServiceGetMemoryEntityRequest"> & {
+  /**
+   * Entity id; required.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceGetMemoryEntityRequest.
+ * Use `create(GatewayServiceGetMemoryEntityRequestSchema)` to create a new message.
+ */
+export declare const GatewayServiceGetMemoryEntityRequestSchema: GenMessage<GatewayServiceGetMemoryEntityRequest>;
+
+/**
+ * GatewayServiceGetMemoryEntityResponse is one entity with its edges.
+ *
+ * @generated from message baagent.v1.GatewayServiceGetMemoryEntityResponse
+ */
+export declare type GatewayServiceGetMemoryEntityResponse = Message<"baagent.v1.GatewayServiceGetMemoryEntityResponse"> & {
+  /**
+   * The entity.
+   *
+   * @generated from field: baagent.v1.Entity entity = 1;
+   */
+  entity?: Entity | undefined;
+
+  /**
+   * Its relations, either direction (at most 200, strongest first).
+   *
+   * @generated from field: repeated baagent.v1.Relation relations = 2;
+   */
+  relations: Relation[];
+
+  /**
+   * Names of the other ends, by id.
+   *
+   * @generated from field: map<string, string> related_names = 3;
+   */
+  relatedNames: { [key: string]: string };
+
+  /**
+   * Its community, when it has one.
+   *
+   * @generated from field: baagent.v1.Community community = 4;
+   */
+  community?: Community | undefined;
+
+  /**
+   * The newest episodes that mention it (at most 20).
+   *
+   * @generated from field: repeated baagent.v1.Episode episodes = 5;
+   */
+  episodes: Episode[];
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceGetMemoryEntityResponse.
+ * Use `create(GatewayServiceGetMemoryEntityResponseSchema)` to create a new message.
+ */
+export declare const GatewayServiceGetMemoryEntityResponseSchema: GenMessage<GatewayServiceGetMemoryEntityResponse>;
+
+/**
+ * GatewayServiceDeleteMemoryEntityRequest removes an entity.
+ *
+ * @generated from message baagent.v1.GatewayServiceDeleteMemoryEntityRequest
+ */
+export declare type GatewayServiceDeleteMemoryEntityRequest = Message<"baagent.v1.GatewayServiceDeleteMemoryEntityRequest"> & {
+  /**
+   * Entity id; required.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceDeleteMemoryEntityRequest.
+ * Use `create(GatewayServiceDeleteMemoryEntityRequestSchema)` to create a new message.
+ */
+export declare const GatewayServiceDeleteMemoryEntityRequestSchema: GenMessage<GatewayServiceDeleteMemoryEntityRequest>;
+
+/**
+ * GatewayServiceDeleteMemoryEntityResponse says what went with it.
+ *
+ * @generated from message baagent.v1.GatewayServiceDeleteMemoryEntityResponse
+ */
+export declare type GatewayServiceDeleteMemoryEntityResponse = Message<"baagent.v1.GatewayServiceDeleteMemoryEntityResponse"> & {
+  /**
+   * Relations removed with it.
+   *
+   * @generated from field: int32 relations_removed = 1;
+   */
+  relationsRemoved: number;
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceDeleteMemoryEntityResponse.
+ * Use `create(GatewayServiceDeleteMemoryEntityResponseSchema)` to create a new message.
+ */
+export declare const GatewayServiceDeleteMemoryEntityResponseSchema: GenMessage<GatewayServiceDeleteMemoryEntityResponse>;
+
+/**
+ * GatewayServiceGetMemoryGraphRequest reads an entity's neighbourhood.
+ *
+ * @generated from message baagent.v1.GatewayServiceGetMemoryGraphRequest
+ */
+export declare type GatewayServiceGetMemoryGraphRequest = Message<"baagent.v1.GatewayServiceGetMemoryGraphRequest"> & {
+  /**
+   * Entity at the centre; required.
+   *
+   * @generated from field: string entity_id = 1;
+   */
+  entityId: string;
+
+  /**
+   * Hops from the centre (default 1, maximum 3).
+   *
+   * @generated from field: int32 depth = 2;
+   */
+  depth: number;
+
+  /**
+   * Most entities returned (default 50, maximum 500).
+   *
+   * @generated from field: int32 max_nodes = 3;
+   */
+  maxNodes: number;
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceGetMemoryGraphRequest.
+ * Use `create(GatewayServiceGetMemoryGraphRequestSchema)` to create a new message.
+ */
+export declare const GatewayServiceGetMemoryGraphRequestSchema: GenMessage<GatewayServiceGetMemoryGraphRequest>;
+
+/**
+ * GatewayServiceGetMemoryGraphResponse is a bounded subgraph.
+ *
+ * @generated from message baagent.v1.GatewayServiceGetMemoryGraphResponse
+ */
+export declare type GatewayServiceGetMemoryGraphResponse = Message<"baagent.v1.GatewayServiceGetMemoryGraphResponse"> & {
+  /**
+   * Entities, the centre first.
+   *
+   * @generated from field: repeated baagent.v1.Entity entities = 1;
+   */
+  entities: Entity[];
+
+  /**
+   * Relations among them.
+   *
+   * @generated from field: repeated baagent.v1.Relation relations = 2;
+   */
+  relations: Relation[];
+
+  /**
+   * Communities of those entities.
+   *
+   * @generated from field: repeated baagent.v1.Community communities = 3;
+   */
+  communities: Community[];
+
+  /**
+   * True when max_nodes cut the neighbourhood short.
+   *
+   * @generated from field: bool truncated = 4;
+   */
+  truncated: boolean;
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceGetMemoryGraphResponse.
+ * Use `create(GatewayServiceGetMemoryGraphResponseSchema)` to create a new message.
+ */
+export declare const GatewayServiceGetMemoryGraphResponseSchema: GenMessage<GatewayServiceGetMemoryGraphResponse>;
+
+/**
+ * GatewayServiceGetMemoryStatsRequest counts the caller's tenant's memory.
+ *
+ * @generated from message baagent.v1.GatewayServiceGetMemoryStatsRequest
+ */
+export declare type GatewayServiceGetMemoryStatsRequest = Message<"baagent.v1.GatewayServiceGetMemoryStatsRequest"> & {
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceGetMemoryStatsRequest.
+ * Use `create(GatewayServiceGetMemoryStatsRequestSchema)` to create a new message.
+ */
+export declare const GatewayServiceGetMemoryStatsRequestSchema: GenMessage<GatewayServiceGetMemoryStatsRequest>;
+
+/**
+ * GatewayServiceGetMemoryStatsResponse is the counts.
+ *
+ * @generated from message baagent.v1.GatewayServiceGetMemoryStatsResponse
+ */
+export declare type GatewayServiceGetMemoryStatsResponse = Message<"baagent.v1.GatewayServiceGetMemoryStatsResponse"> & {
+  /**
+   * Episodes.
+   *
+   * @generated from field: int64 episodes = 1;
+   */
+  episodes: bigint;
+
+  /**
+   * Episodes waiting or in processing.
+   *
+   * @generated from field: int64 episodes_pending = 2;
+   */
+  episodesPending: bigint;
+
+  /**
+   * Episodes that failed.
+   *
+   * @generated from field: int64 episodes_failed = 3;
+   */
+  episodesFailed: bigint;
+
+  /**
+   * Entities.
+   *
+   * @generated from field: int64 entities = 4;
+   */
+  entities: bigint;
+
+  /**
+   * Relations.
+   *
+   * @generated from field: int64 relations = 5;
+   */
+  relations: bigint;
+
+  /**
+   * Communities.
+   *
+   * @generated from field: int64 communities = 6;
+   */
+  communities: bigint;
+
+  /**
+   * The storage backend (`sqlite` or `postgres`, with `+pgvector`).
+   *
+   * @generated from field: string backend = 7;
+   */
+  backend: string;
+
+  /**
+   * The embedding model (`lexical-hash-v1` when offline).
+   *
+   * @generated from field: string embedding_model = 8;
+   */
+  embeddingModel: string;
+
+  /**
+   * When communities were last recomputed.
+   *
+   * @generated from field: google.protobuf.Timestamp communities_updated_at = 9;
+   */
+  communitiesUpdatedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceGetMemoryStatsResponse.
+ * Use `create(GatewayServiceGetMemoryStatsResponseSchema)` to create a new message.
+ */
+export declare const GatewayServiceGetMemoryStatsResponseSchema: GenMessage<GatewayServiceGetMemoryStatsResponse>;
+
+/**
+ * GatewayServiceGetMemorySettingsRequest reads the caller's tenant's
+ * memory switches.
+ *
+ * @generated from message baagent.v1.GatewayServiceGetMemorySettingsRequest
+ */
+export declare type GatewayServiceGetMemorySettingsRequest = Message<"baagent.v1.GatewayServiceGetMemorySettingsRequest"> & {
+  /**
+   * When set, capture_effective says whether this conversation's runs are
+   * captured.
+   *
+   * @generated from field: string conversation_id = 1;
+   */
+  conversationId: string;
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceGetMemorySettingsRequest.
+ * Use `create(GatewayServiceGetMemorySettingsRequestSchema)` to create a new message.
+ */
+export declare const GatewayServiceGetMemorySettingsRequestSchema: GenMessage<GatewayServiceGetMemorySettingsRequest>;
+
+/**
+ * GatewayServiceGetMemorySettingsResponse is the switches.
+ *
+ * @generated from message baagent.v1.GatewayServiceGetMemorySettingsResponse
+ */
+export declare type GatewayServiceGetMemorySettingsResponse = Message<"baagent.v1.GatewayServiceGetMemorySettingsResponse"> & {
+  /**
+   * The tenant's settings.
+   *
+   * @generated from field: baagent.v1.MemorySettings settings = 1;
+   */
+  settings?: MemorySettings | undefined;
+
+  /**
+   * Whether the conversation asked about (or the tenant, when none) is
+   * captured.
+   *
+   * @generated from field: bool capture_effective = 2;
+   */
+  captureEffective: boolean;
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceGetMemorySettingsResponse.
+ * Use `create(GatewayServiceGetMemorySettingsResponseSchema)` to create a new message.
+ */
+export declare const GatewayServiceGetMemorySettingsResponseSchema: GenMessage<GatewayServiceGetMemorySettingsResponse>;
+
+/**
+ * GatewayServiceUpdateMemorySettingsRequest changes the caller's tenant's
+ * memory switches; unset fields keep their value.
+ *
+ * @generated from message baagent.v1.GatewayServiceUpdateMemorySettingsRequest
+ */
+export declare type GatewayServiceUpdateMemorySettingsRequest = Message<"baagent.v1.GatewayServiceUpdateMemorySettingsRequest"> & {
+  /**
+   * Tenant-wide capture of finished runs.
+   *
+   * @generated from field: optional bool capture_runs = 1;
+   */
+  captureRuns?: boolean | undefined;
+
+  /**
+   * Tenant-wide memory tools.
+   *
+   * @generated from field: optional bool tools_enabled = 2;
+   */
+  toolsEnabled?: boolean | undefined;
+
+  /**
+   * Conversation whose capture conversation_capture sets; optional.
+   *
+   * @generated from field: string conversation_id = 3;
+   */
+  conversationId: string;
+
+  /**
+   * Capture for conversation_id (false adds it to the disabled list);
+   * requires conversation_id.
+   *
+   * @generated from field: optional bool conversation_capture = 4;
+   */
+  conversationCapture?: boolean | undefined;
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceUpdateMemorySettingsRequest.
+ * Use `create(GatewayServiceUpdateMemorySettingsRequestSchema)` to create a new message.
+ */
+export declare const GatewayServiceUpdateMemorySettingsRequestSchema: GenMessage<GatewayServiceUpdateMemorySettingsRequest>;
+
+/**
+ * GatewayServiceUpdateMemorySettingsResponse is the settings after the
+ * change.
+ *
+ * @generated from message baagent.v1.GatewayServiceUpdateMemorySettingsResponse
+ */
+export declare type GatewayServiceUpdateMemorySettingsResponse = Message<"baagent.v1.GatewayServiceUpdateMemorySettingsResponse"> & {
+  /**
+   * The tenant's settings.
+   *
+   * @generated from field: baagent.v1.MemorySettings settings = 1;
+   */
+  settings?: MemorySettings | undefined;
+};
+
+/**
+ * Describes the message baagent.v1.GatewayServiceUpdateMemorySettingsResponse.
+ * Use `create(GatewayServiceUpdateMemorySettingsResponseSchema)` to create a new message.
+ */
+export declare const GatewayServiceUpdateMemorySettingsResponseSchema: GenMessage<GatewayServiceUpdateMemorySettingsResponse>;
+
+/**
  * EpisodeSource says where an episode came from.
  *
  * @generated from enum baagent.v1.EpisodeSource

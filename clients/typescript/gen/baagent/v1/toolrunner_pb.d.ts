@@ -5,6 +5,7 @@
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
 import type { ToolAllowList, ToolSchema } from "./messages_pb.js";
+import type { SearchHit } from "./memory_pb.js";
 
 /**
  * Describes the file baagent/v1/toolrunner.proto.
@@ -383,6 +384,17 @@ export declare type ToolExecutionResult = Message<"baagent.v1.ToolExecutionResul
    * @generated from field: repeated baagent.v1.InnerToolCall inner_calls = 20;
    */
   innerCalls: InnerToolCall[];
+
+  /**
+   * What a memory_search call recalled, best first, structured (the
+   * observation shows the same hits as text to the model): only each
+   * entity's id, name and type and the fused score are set. The
+   * orchestrator reports them as the run's `memory_recalled` event. Empty
+   * for every other tool.
+   *
+   * @generated from field: repeated baagent.v1.SearchHit memory_hits = 22;
+   */
+  memoryHits: SearchHit[];
 };
 
 /**

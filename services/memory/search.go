@@ -1,0 +1,410 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/memory/store"
+)
+
+// searchPlan is a validated search with its defaults applied.
+type searchPlan struct {
+	tenant, query string
+	mode          baagentv1.SearchMode
+	topK, rrfK    int
+	candidates    int
+	types         []string
+	weights       map[string]float64 // channels to run and their weights
+}
+
+func (s *Server) plan(req *baagentv1.SearchRequest) searchPlan {
+	p := searchPlan{
+		tenant: req.GetTenant(), query: req.GetQuery(), mode: req.GetMode(),
+		topK: int(req.GetTopK()), rrfK: DefaultRRFK, types: req.GetEntityTypes(),
+	}
+	if p.mode == baagentv1.SearchMode_SEARCH_MODE_UNSPECIFIED {
+		p.mode = baagentv1.SearchMode_SEARCH_MODE_HYBRID
+	}
+	if p.topK == 0 {
+		p.topK = DefaultTopK
+	}
+	if req.RrfK != nil {
+		p.rrfK = int(req.GetRrfK())
+	}
+	p.candidates = max(s.opts.ChannelCandidates, p.topK)
+	switch p.mode {
+	case baagentv1.SearchMode_SEARCH_MODE_VECTOR:
+		p.weights = map[string]float64{channelVector: 1}
+	case baagentv1.SearchMode_SEARCH_MODE_KEYWORD:
+		p.weights = map[string]float64{channelKeyword: 1}
+	case baagentv1.SearchMode_SEARCH_MODE_GRAPH:
+		p.weights = map[string]float64{channelGraph: 1}
+	default:
+		p.weights = map[string]float64{
+			channelVector:  weightOr(req.VectorWeight, DefaultVectorWeight),
+			channelKeyword: weightOr(req.KeywordWeight, DefaultKeywordWeight),
+			channelGraph:   weightOr(req.GraphWeight, DefaultGraphWeight),
+		}
+	}
+	return p
+}
+
+func weightOr(v *float64, def float64) float64 {
+	if v == nil {
+		return def
+	}
+	return *v
+}
+
+func modeLabel(m baagentv1.SearchMode) string {
+	switch m {
+	case baagentv1.SearchMode_SEARCH_MODE_VECTOR:
+		return "vector"
+	case baagentv1.SearchMode_SEARCH_MODE_KEYWORD:
+		return "keyword"
+	case baagentv1.SearchMode_SEARCH_MODE_GRAPH:
+		return "graph"
+	default:
+		return "hybrid"
+	}
+}
+
+// Search recalls entities: the vector, keyword and graph channels run
+// concurrently and are fused by weighted reciprocal rank fusion (see
+// fuse); the best top_k are hydrated with their strongest relations and
+// community. In a hybrid search a channel that fails for want of the
+// embedding model is left out (and logged); in a vector search it fails
+// the call with Unavailable.
+func (s *Server) Search(ctx context.Context, req *baagentv1.SearchRequest) (*baagentv1.SearchResponse, error) {
+	if err := validateSearch(req); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	p := s.plan(req)
+	lists, err := s.channels(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	fused := fuse(lists, p.rrfK)
+	if len(fused) > p.topK {
+		fused = fused[:p.topK]
+	}
+	hits, err := s.hydrate(ctx, p.tenant, fused)
+	if err != nil {
+		return nil, s.storeError(ctx, "Search", "entities", err)
+	}
+	s.metrics.searchDuration.WithLabelValues(modeLabel(p.mode)).Observe(time.Since(start).Seconds())
+	return &baagentv1.SearchResponse{Hits: hits, EmbeddingModel: s.embed.Model()}, nil
+}
+
+// channels runs the channels p weighs and returns their rank lists.
+func (s *Server) channels(ctx context.Context, p searchPlan) ([]rankList, error) {
+	useVector := p.weights[channelVector] > 0
+	useKeyword := p.weights[channelKeyword] > 0
+	useGraph := p.weights[channelGraph] > 0
+	var (
+		vecHits, kwHits []store.Scored
+		anchors         []string
+		vecErr          error
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	if useVector {
+		g.Go(func() error {
+			vecs, err := s.embed.Embed(gctx, []string{p.query})
+			if err == nil && len(vecs) != 1 {
+				err = errors.New("embedder returned no vector")
+			}
+			if err != nil {
+				if gctx.Err() != nil {
+					return gctx.Err()
+				}
+				vecErr = err
+				return nil
+			}
+			vecHits, err = s.store.VectorSearch(gctx, p.tenant, vecs[0], p.candidates, p.types)
+			return err
+		})
+	}
+	if useKeyword || useGraph {
+		g.Go(func() error {
+			var err error
+			kwHits, err = s.store.KeywordSearch(gctx, p.tenant, p.query, p.candidates, p.types)
+			return err
+		})
+	}
+	if useGraph {
+		g.Go(func() error {
+			var err error
+			anchors, err = s.namedEntities(gctx, p.tenant, p.query)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, s.storeError(ctx, "Search", "search", err)
+	}
+	if vecErr != nil {
+		if p.mode == baagentv1.SearchMode_SEARCH_MODE_VECTOR {
+			s.log.ErrorContext(ctx, "embedding a query", "err", vecErr)
+			return nil, status.Error(codes.Unavailable, "the embedding model is unavailable")
+		}
+		s.log.WarnContext(ctx, "embedding a query failed; searching without the vector channel", "err", vecErr)
+	}
+	if p.mode == baagentv1.SearchMode_SEARCH_MODE_HYBRID {
+		vecHits = cutWeak(vecHits, s.opts.VectorCutoff)
+		kwHits = cutWeak(kwHits, s.opts.KeywordCutoff)
+	}
+	var lists []rankList
+	if useVector {
+		lists = append(lists, rankList{Channel: channelVector, Weight: p.weights[channelVector], Hits: vecHits})
+		s.metrics.channelHits.WithLabelValues(channelVector).Add(float64(len(vecHits)))
+	}
+	if useKeyword {
+		lists = append(lists, rankList{Channel: channelKeyword, Weight: p.weights[channelKeyword], Hits: kwHits})
+		s.metrics.channelHits.WithLabelValues(channelKeyword).Add(float64(len(kwHits)))
+	}
+	if useGraph {
+		if len(anchors) == 0 {
+			// kwHits is cut in a hybrid search: its best hits stay.
+			for _, h := range kwHits[:min(len(kwHits), DefaultKeywordAnchors)] {
+				anchors = append(anchors, h.ID)
+			}
+		}
+		graphHits, err := s.graphChannel(ctx, p, anchors)
+		if err != nil {
+			return nil, s.storeError(ctx, "Search", "graph", err)
+		}
+		lists = append(lists, rankList{Channel: channelGraph, Weight: p.weights[channelGraph], Hits: graphHits})
+		s.metrics.channelHits.WithLabelValues(channelGraph).Add(float64(len(graphHits)))
+	}
+	return lists, nil
+}
+
+// cutWeak keeps the hits scoring at least cutoff times the best one. A
+// vector search returns its k nearest entities however far they are, and a
+// keyword search matches any word of the query; in a fusion their weak
+// tail would outrank another channel's strong hits, so only the hits near
+// the channel's best take part.
+func cutWeak(hits []store.Scored, cutoff float64) []store.Scored {
+	if len(hits) == 0 || !(cutoff > 0) || !(hits[0].Score > 0) {
+		return hits
+	}
+	floor := hits[0].Score * cutoff
+	for i, h := range hits {
+		if h.Score < floor {
+			return hits[:i]
+		}
+	}
+	return hits
+}
+
+// graphChannel ranks the anchors first (path weight 1) and then the
+// entities a depth-2 traversal reaches from them, strongest path first,
+// keeping only entities of the requested types.
+func (s *Server) graphChannel(ctx context.Context, p searchPlan, anchors []string) ([]store.Scored, error) {
+	if len(anchors) == 0 {
+		return nil, nil
+	}
+	reached, err := s.store.Traverse(ctx, p.tenant, anchors, DefaultGraphDepth, p.candidates)
+	if err != nil {
+		return nil, err
+	}
+	hits := make([]store.Scored, 0, len(anchors)+len(reached))
+	for _, id := range anchors {
+		hits = append(hits, store.Scored{ID: id, Score: 1})
+	}
+	for _, r := range reached {
+		hits = append(hits, store.Scored{ID: r.ID, Score: r.Weight})
+	}
+	if len(p.types) == 0 {
+		return hits, nil
+	}
+	ids := make([]string, len(hits))
+	for i, h := range hits {
+		ids[i] = h.ID
+	}
+	ents, err := s.store.GetEntities(ctx, p.tenant, ids)
+	if err != nil {
+		return nil, err
+	}
+	keep := make(map[string]bool, len(ents))
+	for _, e := range ents {
+		if slices.Contains(p.types, e.Type) {
+			keep[e.ID] = true
+		}
+	}
+	return slices.DeleteFunc(hits, func(h store.Scored) bool { return !keep[h.ID] }), nil
+}
+
+// maxPhraseWords is the longest phrase of the query looked up as an
+// entity name.
+const maxPhraseWords = 4
+
+// stopwords are words never looked up alone as entity names.
+var stopwords = map[string]bool{
+	"a": true, "an": true, "and": true, "are": true, "as": true, "at": true, "be": true, "by": true,
+	"did": true, "do": true, "does": true, "for": true, "from": true, "has": true, "have": true,
+	"how": true, "in": true, "is": true, "it": true, "its": true, "me": true, "my": true, "of": true,
+	"on": true, "or": true, "our": true, "that": true, "the": true, "their": true, "this": true,
+	"to": true, "was": true, "we": true, "were": true, "what": true, "when": true, "where": true,
+	"which": true, "who": true, "whom": true, "why": true, "with": true, "you": true, "your": true,
+	"about": true, "all": true, "any": true, "tell": true, "show": true, "list": true, "give": true,
+}
+
+// queryWords splits a query into words, trimming the punctuation around
+// each (inner punctuation stays: `ORD-1001`, `A&B`).
+func queryWords(q string) []string {
+	fields := strings.Fields(q)
+	out := fields[:0]
+	for _, f := range fields {
+		f = strings.TrimFunc(f, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+		if f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// namedEntities finds the entities the query names: phrases of up to
+// maxPhraseWords words, longest first, looked up by exact name or alias;
+// the words of a matched phrase are not looked up again. At most
+// DefaultMaxAnchorLookups lookups are made.
+func (s *Server) namedEntities(ctx context.Context, tenant, query string) ([]string, error) {
+	words := queryWords(query)
+	covered := make([]bool, len(words))
+	var found []string
+	lookups := 0
+	for n := min(maxPhraseWords, len(words)); n >= 1; n-- {
+		for i := 0; i+n <= len(words); i++ {
+			if slices.Contains(covered[i:i+n], true) {
+				continue
+			}
+			if n == 1 && (stopwords[strings.ToLower(words[i])] || len([]rune(words[i])) < 2) {
+				continue
+			}
+			if lookups >= DefaultMaxAnchorLookups {
+				return found, nil
+			}
+			lookups++
+			e, err := s.store.FindEntity(ctx, tenant, strings.Join(words[i:i+n], " "), "")
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			for k := i; k < i+n; k++ {
+				covered[k] = true
+			}
+			if !slices.Contains(found, e.ID) {
+				found = append(found, e.ID)
+			}
+		}
+	}
+	return found, nil
+}
+
+// hydrate reads the fused hits' entities, their strongest relations (at
+// most DefaultHitRelations each) with the related entities' names, and
+// their communities. Hits whose entity is gone (deleted meanwhile) are
+// left out.
+func (s *Server) hydrate(ctx context.Context, tenant string, fused []fusedHit) ([]*baagentv1.SearchHit, error) {
+	if len(fused) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, len(fused))
+	for i, f := range fused {
+		ids[i] = f.ID
+	}
+	ents, err := s.store.GetEntities(ctx, tenant, ids)
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[string]*store.Entity, len(ents))
+	var communityIDs []string
+	for _, e := range ents {
+		byID[e.ID] = e
+		if e.CommunityID != "" && !slices.Contains(communityIDs, e.CommunityID) {
+			communityIDs = append(communityIDs, e.CommunityID)
+		}
+	}
+	rels, err := s.store.Relations(ctx, tenant, ids, DefaultHitRelations)
+	if err != nil {
+		return nil, err
+	}
+	perEntity := make(map[string][]*store.Relation, len(ids))
+	var missing []string
+	wanted := make(map[string]bool)
+	for _, r := range rels {
+		for _, end := range [2]string{r.SourceID, r.TargetID} {
+			if _, hit := byID[end]; hit {
+				if len(perEntity[end]) < DefaultHitRelations {
+					perEntity[end] = append(perEntity[end], r)
+				}
+			} else if !wanted[end] {
+				wanted[end] = true
+				missing = append(missing, end)
+			}
+		}
+	}
+	names := make(map[string]string, len(byID)+len(missing))
+	for id, e := range byID {
+		names[id] = e.Name
+	}
+	if len(missing) > 0 {
+		others, err := s.store.GetEntities(ctx, tenant, missing)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range others {
+			names[e.ID] = e.Name
+		}
+	}
+	communities := make(map[string]*store.Community, len(communityIDs))
+	if len(communityIDs) > 0 {
+		cs, err := s.store.GetCommunities(ctx, tenant, communityIDs)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range cs {
+			communities[c.ID] = c
+		}
+	}
+	hits := make([]*baagentv1.SearchHit, 0, len(fused))
+	for _, f := range fused {
+		e := byID[f.ID]
+		if e == nil {
+			continue
+		}
+		h := &baagentv1.SearchHit{Entity: entityProto(e), Score: f.Score}
+		for _, c := range f.Channels {
+			h.Channels = append(h.Channels, &baagentv1.ChannelRank{Channel: c.Channel, Rank: clamp32(c.Rank), Score: c.Score})
+		}
+		for _, r := range perEntity[e.ID] {
+			h.Relations = append(h.Relations, relationProto(r))
+			other := r.TargetID
+			if other == e.ID {
+				other = r.SourceID
+			}
+			if n, ok := names[other]; ok {
+				if h.RelatedNames == nil {
+					h.RelatedNames = make(map[string]string)
+				}
+				h.RelatedNames[other] = n
+			}
+		}
+		if c := communities[e.CommunityID]; c != nil {
+			h.Community = communityProto(c)
+		}
+		hits = append(hits, h)
+	}
+	return hits, nil
+}

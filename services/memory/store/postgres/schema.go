@@ -1,0 +1,205 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// migrationLock is the advisory lock key under which migrations run, so
+// that replicas starting together apply each migration once ("bamemory" in
+// ASCII, as an int64).
+const migrationLock int64 = 0x62616d656d6f7279
+
+// migrations are applied in order; each runs in one transaction and is
+// recorded in memory_schema_version. Never edit one that has shipped:
+// append a new one.
+//
+// Every primary key and index starts with the tenant column, except the
+// claim queue's partial index and the tenants table's change time, which
+// serve the cross-tenant ClaimEpisodes and TenantsChangedSince.
+var migrations = []string{
+	// 1: the graph.
+	`
+CREATE EXTENSION IF NOT EXISTS btree_gin;
+
+-- Unstemmed words without English stop words: "the" must not match half
+-- of a tenant's entities.
+CREATE TEXT SEARCH DICTIONARY memory_simple_dict (TEMPLATE = pg_catalog.simple, STOPWORDS = english);
+CREATE TEXT SEARCH CONFIGURATION memory_simple (COPY = pg_catalog.simple);
+ALTER TEXT SEARCH CONFIGURATION memory_simple ALTER MAPPING FOR
+	asciiword, word, numword, asciihword, hword, numhword, hword_asciipart, hword_part, hword_numpart
+	WITH memory_simple_dict;
+
+CREATE TABLE memory_tenants (
+	tenant                 text PRIMARY KEY,
+	seq                    bigint NOT NULL DEFAULT 0,
+	tomb_floor             bigint NOT NULL DEFAULT 0,
+	graph_changed_at       timestamptz,
+	communities_updated_at timestamptz
+);
+
+CREATE TABLE memory_settings (
+	tenant                 text PRIMARY KEY,
+	capture_runs           boolean NOT NULL,
+	tools_enabled          boolean NOT NULL,
+	disabled_conversations text[] NOT NULL DEFAULT '{}'
+);
+
+CREATE TABLE memory_episodes (
+	tenant          text NOT NULL,
+	id              text NOT NULL,
+	source          integer NOT NULL,
+	content         text NOT NULL,
+	conversation_id text NOT NULL DEFAULT '',
+	run_id          text NOT NULL DEFAULT '',
+	idempotency_key text NOT NULL DEFAULT '',
+	created_at      timestamptz NOT NULL,
+	status          integer NOT NULL,
+	error           text NOT NULL DEFAULT '',
+	attempts        integer NOT NULL DEFAULT 0,
+	redactions      integer NOT NULL DEFAULT 0,
+	processed_at    timestamptz,
+	lease_owner     text NOT NULL DEFAULT '',
+	lease_until     timestamptz,
+	PRIMARY KEY (tenant, id)
+);
+CREATE UNIQUE INDEX memory_episodes_idem ON memory_episodes (tenant, idempotency_key) WHERE idempotency_key <> '';
+CREATE INDEX memory_episodes_newest ON memory_episodes (tenant, created_at DESC, id DESC);
+CREATE INDEX memory_episodes_conversation ON memory_episodes (tenant, conversation_id, created_at DESC, id DESC);
+CREATE INDEX memory_episodes_claim ON memory_episodes (created_at, id) WHERE status IN (1, 2);
+
+CREATE TABLE memory_entities (
+	tenant        text NOT NULL,
+	id            text NOT NULL,
+	name          text NOT NULL,
+	type          text NOT NULL,
+	summary       text NOT NULL DEFAULT '',
+	attributes    jsonb NOT NULL DEFAULT '{}',
+	aliases       text[] NOT NULL DEFAULT '{}',
+	aliases_lower text[] NOT NULL DEFAULT '{}',
+	alias_text    text NOT NULL DEFAULT '',
+	attr_text     text NOT NULL DEFAULT '',
+	embedding     real[],
+	mention_count integer NOT NULL DEFAULT 0,
+	community_id  text NOT NULL DEFAULT '',
+	created_at    timestamptz NOT NULL,
+	updated_at    timestamptz NOT NULL,
+	seq           bigint NOT NULL,
+	tsv tsvector GENERATED ALWAYS AS (
+		setweight(to_tsvector('memory_simple'::regconfig, name || ' ' || alias_text), 'A') ||
+		setweight(to_tsvector('english'::regconfig, name || ' ' || alias_text), 'A') ||
+		setweight(to_tsvector('memory_simple'::regconfig, summary || ' ' || attr_text), 'B') ||
+		setweight(to_tsvector('english'::regconfig, summary || ' ' || attr_text), 'B')
+	) STORED,
+	PRIMARY KEY (tenant, id)
+);
+CREATE UNIQUE INDEX memory_entities_name ON memory_entities (tenant, type, lower(name));
+CREATE INDEX memory_entities_lname ON memory_entities (tenant, lower(name), id);
+CREATE INDEX memory_entities_aliases ON memory_entities USING gin (tenant, aliases_lower);
+CREATE INDEX memory_entities_tsv ON memory_entities USING gin (tenant, tsv);
+CREATE INDEX memory_entities_seq ON memory_entities (tenant, seq);
+CREATE INDEX memory_entities_community ON memory_entities (tenant, community_id) WHERE community_id <> '';
+
+CREATE TABLE memory_entity_tombstones (
+	tenant text NOT NULL,
+	id     text NOT NULL,
+	seq    bigint NOT NULL,
+	PRIMARY KEY (tenant, id)
+);
+CREATE INDEX memory_entity_tombstones_seq ON memory_entity_tombstones (tenant, seq);
+
+CREATE TABLE memory_mentions (
+	tenant     text NOT NULL,
+	episode_id text NOT NULL,
+	entity_id  text NOT NULL,
+	pos        integer NOT NULL,
+	PRIMARY KEY (tenant, episode_id, entity_id)
+);
+CREATE INDEX memory_mentions_entity ON memory_mentions (tenant, entity_id, episode_id);
+
+CREATE TABLE memory_relations (
+	tenant        text NOT NULL,
+	id            text NOT NULL,
+	source_id     text NOT NULL,
+	target_id     text NOT NULL,
+	type          text NOT NULL,
+	fact          text NOT NULL DEFAULT '',
+	weight        double precision NOT NULL,
+	episode_count integer NOT NULL DEFAULT 0,
+	updated_at    timestamptz NOT NULL,
+	PRIMARY KEY (tenant, id)
+);
+CREATE UNIQUE INDEX memory_relations_key ON memory_relations (tenant, source_id, target_id, type);
+CREATE INDEX memory_relations_source ON memory_relations (tenant, source_id, weight DESC);
+CREATE INDEX memory_relations_target ON memory_relations (tenant, target_id, weight DESC);
+
+CREATE TABLE memory_relation_episodes (
+	tenant      text NOT NULL,
+	relation_id text NOT NULL,
+	episode_id  text NOT NULL,
+	confidence  double precision NOT NULL,
+	PRIMARY KEY (tenant, relation_id, episode_id)
+);
+CREATE INDEX memory_relation_episodes_episode ON memory_relation_episodes (tenant, episode_id);
+
+CREATE TABLE memory_communities (
+	tenant       text NOT NULL,
+	id           text NOT NULL,
+	name         text NOT NULL DEFAULT '',
+	summary      text NOT NULL DEFAULT '',
+	member_count integer NOT NULL DEFAULT 0,
+	updated_at   timestamptz NOT NULL,
+	PRIMARY KEY (tenant, id)
+);
+`,
+}
+
+// Migrate brings the schema up to date. It holds a session advisory lock
+// while it works, so concurrent callers (replicas starting together) wait
+// for each other and each migration is applied exactly once.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("memory postgres: migrate: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", migrationLock); err != nil {
+		return fmt.Errorf("memory postgres: migration lock: %w", err)
+	}
+	defer func() {
+		// On a broken connection the lock ends with the session.
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", migrationLock)
+	}()
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS memory_schema_version (
+		version    integer PRIMARY KEY,
+		applied_at timestamptz NOT NULL DEFAULT now()
+	)`); err != nil {
+		return fmt.Errorf("memory postgres: version table: %w", err)
+	}
+	var current int
+	if err := conn.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM memory_schema_version").Scan(&current); err != nil {
+		return fmt.Errorf("memory postgres: schema version: %w", err)
+	}
+	if current > len(migrations) {
+		return fmt.Errorf("memory postgres: schema version %d is newer than this binary's %d", current, len(migrations))
+	}
+	for v := current + 1; v <= len(migrations); v++ {
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, migrations[v-1]); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, "INSERT INTO memory_schema_version (version) VALUES ($1)", v)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("memory postgres: migration %d: %w", v, err)
+		}
+	}
+	return nil
+}
+
+// SchemaVersion is the newest migration this binary knows.
+func SchemaVersion() int { return len(migrations) }
