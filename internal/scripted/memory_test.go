@@ -2,6 +2,7 @@ package scripted
 
 import (
 	"encoding/csv"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -101,8 +102,8 @@ func TestGazetteerFindsWholeWordsLongestFirst(t *testing.T) {
 		}
 		return out
 	}
-	got := names("Analytics Suite Pro (annual) sold well in the north region during Q3 2026; Northwind is not a region.")
-	want := []string{"Analytics Suite Pro (annual)", "North", "Q3 2026"}
+	got := names("Analytics Suite Pro (annual) sold well in the north region during Q3 2026; Northwind is not a region. 2025-Q4 was weaker.")
+	want := []string{"Analytics Suite Pro (annual)", "North", "Q3 2026", "Q4 2025"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("found %q, want %q", got, want)
 	}
@@ -225,6 +226,53 @@ func FuzzGazetteerAnswers(f *testing.F) {
 		_ = g.reflexion(s)
 		if c := community(s); c.Name == "" || c.Summary == "" {
 			t.Fatalf("empty community answer %+v", c)
+		}
+	})
+}
+
+func FuzzParseGazetteer(f *testing.F) {
+	f.Add([]byte("kind: memory-extraction\nname: g\nentities: [{name: A, type: Other, summary: s, aliases: [b]}, {name: C, type: Metric, summary: s}]\nrelations: [{source: A, target: c, type: X_Y, fact: f}]"))
+	f.Add([]byte("kind: memory-extraction\nname: g\nentities: [{name: A, type: Robot, summary: ''}]"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		g, err := parseGazetteer("fuzz.yaml", data)
+		if err != nil {
+			if !strings.Contains(err.Error(), "fuzz.yaml") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		// An accepted gazetteer answers any text within the caps, with
+		// relations only among the entities it returns.
+		for _, text := range []string{string(data), "A and C"} {
+			ex := g.extraction(text)
+			names := map[string]bool{}
+			for _, e := range ex.Entities {
+				names[e.Name] = true
+			}
+			for _, r := range ex.Relations {
+				if !names[r.Source] || !names[r.Target] {
+					t.Fatalf("relation %+v names an entity not returned", r)
+				}
+			}
+		}
+	})
+}
+
+func FuzzCheckStrict(f *testing.F) {
+	f.Add(`{"type":"object","additionalProperties":false,"required":["a"],"properties":{"a":{"type":"array","items":{"type":"object","additionalProperties":false,"required":[],"properties":{}}}}}`)
+	f.Add(`{"type":"object","properties":{"a":{"anyOf":[{"type":"object","properties":{"b":{}}}]}},"$defs":{"x":{"type":"object"}}}`)
+	f.Fuzz(func(t *testing.T, schema string) {
+		var v any
+		if json.Unmarshal([]byte(schema), &v) != nil {
+			return
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			return
+		}
+		msg := checkStrict(m, nil, 0)
+		if msg != "" && !strings.HasPrefix(msg, "In context=") {
+			t.Fatalf("message %q", msg)
 		}
 	})
 }

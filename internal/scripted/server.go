@@ -9,6 +9,10 @@
 // next (the assistant messages since that request), so any number of
 // conversations can run at once. The scenario format is documented in
 // examples/scenarios/README.md.
+//
+// Requests for the memory service's structured outputs (response_format
+// json_schema memory_extraction, memory_reflexion, memory_community) are
+// answered from the directory's gazetteer file instead (memory.go).
 package scripted
 
 import (

@@ -320,3 +320,28 @@ func BenchmarkDetect(b *testing.B) {
 	}
 	b.ReportMetric(float64(n), "communities")
 }
+
+func TestSummarizeSwitchesToMaxCompletionTokens(t *testing.T) {
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		calls++
+		w.Header().Set("Content-Type", "application/json")
+		if strings.Contains(string(b), `"max_tokens"`) {
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"error":{"message":"Unsupported parameter: 'max_tokens'. Use 'max_completion_tokens' instead.","type":"invalid_request_error","param":"max_tokens"}}`)
+			return
+		}
+		fmt.Fprint(w, chat(`{"name":"n","summary":"s"}`, "stop"))
+	}))
+	defer srv.Close()
+	s, _ := NewOpenAISummarizer(SummarizerConfig{BaseURL: srv.URL + "/v1", Model: "o-test"})
+	for range 2 {
+		if _, err := s.Summarize(context.Background(), members, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls != 3 {
+		t.Errorf("%d calls, want 3 (one refused, then max_completion_tokens twice)", calls)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -66,6 +67,8 @@ type SummarizerConfig struct {
 type OpenAISummarizer struct {
 	cfg    SummarizerConfig
 	client *openai.Client
+	// completionTokens is set once the model refused max_tokens.
+	completionTokens atomic.Bool
 }
 
 var _ Summarizer = (*OpenAISummarizer)(nil)
@@ -149,7 +152,7 @@ func (s *OpenAISummarizer) Summarize(ctx context.Context, members []Member, fact
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	resp, err := s.client.CreateChatCompletion(cctx, openai.ChatCompletionRequest{
+	req := openai.ChatCompletionRequest{
 		Model: s.cfg.Model,
 		Messages: []openai.ChatCompletionMessage{
 			{Role: openai.ChatMessageRoleSystem, Content: communityPrompt},
@@ -163,7 +166,18 @@ func (s *OpenAISummarizer) Summarize(ctx context.Context, members []Member, fact
 				Schema: json.RawMessage(communitySchema), Strict: true,
 			},
 		},
-	})
+	}
+	if s.completionTokens.Load() {
+		req.MaxCompletionTokens, req.MaxTokens = req.MaxTokens, 0 //nolint:staticcheck // see above
+	}
+	resp, err := s.client.CreateChatCompletion(cctx, req)
+	if err != nil && wantsMaxCompletionTokens(err) && req.MaxTokens != 0 { //nolint:staticcheck // see above
+		// Reasoning models refuse max_tokens: say max_completion_tokens
+		// from now on.
+		s.completionTokens.Store(true)
+		req.MaxCompletionTokens, req.MaxTokens = req.MaxTokens, 0 //nolint:staticcheck // see above
+		resp, err = s.client.CreateChatCompletion(cctx, req)
+	}
 	if err != nil {
 		return Summary{}, classify(ctx, err)
 	}
@@ -210,6 +224,16 @@ func ParseSummary(content string) (Summary, error) {
 		return Summary{}, errors.New("empty name or summary")
 	}
 	return out, nil
+}
+
+// wantsMaxCompletionTokens recognises the 400 of a model that takes
+// max_completion_tokens instead of max_tokens (OpenAI's reasoning models).
+func wantsMaxCompletionTokens(err error) bool {
+	var apiErr *openai.APIError
+	if !errors.As(err, &apiErr) || apiErr.HTTPStatusCode != http.StatusBadRequest {
+		return false
+	}
+	return (apiErr.Param != nil && *apiErr.Param == "max_tokens") || strings.Contains(apiErr.Message, "max_completion_tokens")
 }
 
 // Error is a failed summary.

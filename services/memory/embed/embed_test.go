@@ -13,6 +13,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func cosine(a, b []float32) float64 {
@@ -192,7 +195,8 @@ func TestOpenAIEmbedsInBatchesInOrder(t *testing.T) {
 
 func TestOpenAIRetriesHonouringRetryAfter(t *testing.T) {
 	f := &fakeEmbeddings{dims: 4, fail: []int{429, 503}, retryAfter: "0.05"}
-	o, err := NewOpenAI(OpenAIConfig{BaseURL: newFake(t, f), Dims: 4, InitialWait: time.Hour, MaxWait: time.Hour})
+	reg := prometheus.NewRegistry()
+	o, err := NewOpenAI(OpenAIConfig{BaseURL: newFake(t, f), Dims: 4, InitialWait: time.Hour, MaxWait: time.Hour, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,6 +213,26 @@ func TestOpenAIRetriesHonouringRetryAfter(t *testing.T) {
 	}
 	if el := time.Since(start); el < 100*time.Millisecond {
 		t.Errorf("two waits of 50ms took %v", el)
+	}
+	if got := testutil.ToFloat64(o.metrics.requests.WithLabelValues("retried")); got != 2 {
+		t.Errorf("retried attempts counted %v", got)
+	}
+	if got := testutil.ToFloat64(o.metrics.requests.WithLabelValues("ok")); got != 1 {
+		t.Errorf("ok attempts counted %v", got)
+	}
+	if got := testutil.ToFloat64(o.metrics.inputs); got != 1 {
+		t.Errorf("inputs counted %v", got)
+	}
+	// A second embedder on the same registry shares the series.
+	o2, err := NewOpenAI(OpenAIConfig{BaseURL: newFake(t, &fakeEmbeddings{dims: 4}), Dims: 4, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o2.Embed(ctx, []string{"y", "z"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(o.metrics.inputs); got != 3 {
+		t.Errorf("shared inputs counter %v", got)
 	}
 }
 
@@ -368,6 +392,29 @@ func BenchmarkOpenAIBatch256(b *testing.B) {
 		f.mu.Unlock()
 		if _, err := o.Embed(context.Background(), texts); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// Stored vectors are only comparable with new ones while the features and
+// their hashes stay the same: a change here is a new model name.
+func TestLexicalVectorsAreStable(t *testing.T) {
+	golden := map[string]string{
+		"Revenue by region in Q3 2026": "30 [0:-0.082479 4:-0.082479 15:0.082479 21:0.082479 29:0.082479 33:0.082479]",
+		"Rack Server S10":              "17 [23:0.118678 44:-0.118678 64:0.118678 67:0.237356 69:0.118678 78:-0.118678]",
+		"":                             "1 [220:-1.000000]",
+		"Straße Ünïcödé customer's":    "25 [5:0.102062 19:-0.102062 26:0.102062 44:0.102062 67:0.408248 72:-0.102062]",
+	}
+	l := NewLexical(0)
+	for text, want := range golden {
+		var nz []string
+		for i, x := range l.Vector(text) {
+			if x != 0 {
+				nz = append(nz, fmt.Sprintf("%d:%.6f", i, x))
+			}
+		}
+		if got := fmt.Sprintf("%d %v", len(nz), nz[:min(6, len(nz))]); got != want {
+			t.Errorf("%q: %s, want %s", text, got, want)
 		}
 	}
 }

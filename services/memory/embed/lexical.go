@@ -85,63 +85,62 @@ func (l *Lexical) Vector(text string) []float32 {
 	acc := make([]float64, l.dims)
 	words := tokenize(text)
 	if len(words) == 0 {
-		l.add(acc, "\x00empty", 1)
+		l.addHash(acc, fnvString(fnvOffset, emptyFeature), 1)
 	}
+	var runes []rune
 	for i, w := range words {
-		l.add(acc, "w\x00"+w, weightWord)
+		// The features are the strings "w\x00word", "b\x00prev\x00word" and
+		// "t\x00abc"; FNV-1a is computed over them piece by piece.
+		l.addHash(acc, fnvString(fnvString(fnvOffset, "w\x00"), w), weightWord)
 		if i > 0 {
-			l.add(acc, "b\x00"+words[i-1]+"\x00"+w, weightBigram)
+			h := fnvString(fnvString(fnvOffset, "b\x00"), words[i-1])
+			h = fnvString(fnvByte(h, 0), w)
+			l.addHash(acc, h, weightBigram)
 		}
-		l.trigrams(acc, w)
+		runes = l.trigrams(acc, w, runes)
 	}
 	var norm float64
 	for _, v := range acc {
 		norm += v * v
 	}
-	vec := make([]float32, l.dims)
 	if norm == 0 {
 		// All features cancelled out (opposite signs in one bucket): fall
 		// back to the reserved feature.
-		l.add(acc, "\x00empty", 1)
+		l.addHash(acc, fnvString(fnvOffset, emptyFeature), 1)
 		norm = 1
 	}
 	norm = math.Sqrt(norm)
+	vec := make([]float32, l.dims)
 	for i, v := range acc {
 		vec[i] = float32(v / norm)
 	}
 	return vec
 }
 
-// trigrams adds the character trigrams of "^word$".
-func (l *Lexical) trigrams(acc []float64, w string) {
-	r := make([]rune, 0, len(w)+2)
-	r = append(r, '^')
-	r = append(r, []rune(w)...)
+// emptyFeature is the feature of a text without words.
+const emptyFeature = "\x00empty"
+
+var trigramPrefix = fnvString(fnvOffset, "t\x00")
+
+// trigrams adds the character trigrams of "^word$"; buf is reused.
+func (l *Lexical) trigrams(acc []float64, w string, buf []rune) []rune {
+	r := append(buf[:0], '^')
+	for _, c := range w {
+		r = append(r, c)
+	}
 	r = append(r, '$')
-	if len(r) < 3 {
-		return
-	}
-	buf := make([]byte, 0, 16)
+	var enc [utf8.UTFMax]byte
 	for i := 0; i+3 <= len(r); i++ {
-		buf = append(buf[:0], 't', 0)
+		h := trigramPrefix
 		for _, c := range r[i : i+3] {
-			buf = utf8.AppendRune(buf, c)
+			n := utf8.EncodeRune(enc[:], c)
+			for _, b := range enc[:n] {
+				h = fnvByte(h, b)
+			}
 		}
-		l.addBytes(acc, buf, weightTrigram)
+		l.addHash(acc, h, weightTrigram)
 	}
-}
-
-func (l *Lexical) add(acc []float64, feature string, w float64) {
-	l.addHash(acc, fnv64(feature), w)
-}
-
-func (l *Lexical) addBytes(acc []float64, feature []byte, w float64) {
-	h := uint64(fnvOffset)
-	for _, c := range feature {
-		h ^= uint64(c)
-		h *= fnvPrime
-	}
-	l.addHash(acc, h, w)
+	return r
 }
 
 // addHash adds w to the bucket the low bits select, with the sign of the
@@ -159,13 +158,18 @@ const (
 	fnvPrime  = 1099511628211
 )
 
-func fnv64(s string) uint64 {
-	h := uint64(fnvOffset)
+// fnvString continues the FNV-1a 64 hash h over s.
+func fnvString(h uint64, s string) uint64 {
 	for i := 0; i < len(s); i++ {
 		h ^= uint64(s[i])
 		h *= fnvPrime
 	}
 	return h
+}
+
+func fnvByte(h uint64, b byte) uint64 {
+	h ^= uint64(b)
+	return h * fnvPrime
 }
 
 // tokenize splits text into lower-cased words: runs of letters and digits
@@ -181,24 +185,34 @@ func tokenize(text string) []string {
 			n++
 		}
 	}
-	var words []string
+	// One lower-cased copy of the text; the words are slices of it.
 	var b strings.Builder
-	flush := func() {
-		if b.Len() > 0 {
-			words = append(words, b.String())
-			b.Reset()
-		}
-	}
+	b.Grow(len(text))
+	var bounds [][2]int
+	start := -1
 	for _, r := range text {
 		switch {
 		case unicode.IsLetter(r) || unicode.IsDigit(r):
+			if start < 0 {
+				start = b.Len()
+			}
 			b.WriteRune(unicode.ToLower(r))
 		case r == '\'' || r == '’':
 			// inside a word: skip
 		default:
-			flush()
+			if start >= 0 {
+				bounds = append(bounds, [2]int{start, b.Len()})
+				start = -1
+			}
 		}
 	}
-	flush()
+	if start >= 0 {
+		bounds = append(bounds, [2]int{start, b.Len()})
+	}
+	lower := b.String()
+	words := make([]string, len(bounds))
+	for i, bd := range bounds {
+		words[i] = lower[bd[0]:bd[1]]
+	}
 	return words
 }

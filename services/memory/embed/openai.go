@@ -14,6 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/baagent/baagent/internal/metrics"
 	"github.com/baagent/baagent/internal/retry"
 )
 
@@ -59,14 +62,58 @@ type OpenAIConfig struct {
 	// HTTPClient sends the requests (a client with no timeout of its own
 	// when nil; Timeout applies per attempt).
 	HTTPClient *http.Client
+	// Registerer receives the embedding metrics (see embedMetrics); nil
+	// registers none.
+	Registerer prometheus.Registerer
+}
+
+// embedMetrics are shared by every OpenAI embedder of a process:
+//
+//	baagent_memory_embedding_requests_total{outcome}  HTTP attempts: ok, retried (a retryable failure followed by another attempt), failed
+//	baagent_memory_embedding_request_seconds          duration of one attempt
+//	baagent_memory_embedding_inputs_total             texts embedded successfully
+type embedMetrics struct {
+	requests *prometheus.CounterVec
+	duration prometheus.Histogram
+	inputs   prometheus.Counter
+}
+
+func newEmbedMetrics(reg prometheus.Registerer) (*embedMetrics, error) {
+	m := &embedMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "baagent", Subsystem: "memory", Name: "embedding_requests_total",
+			Help: "Embedding HTTP attempts, by outcome (ok, retried, failed).",
+		}, []string{"outcome"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "baagent", Subsystem: "memory", Name: "embedding_request_seconds",
+			Help:    "Duration of one embedding HTTP attempt.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
+		}),
+		inputs: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "baagent", Subsystem: "memory", Name: "embedding_inputs_total",
+			Help: "Texts embedded by the embedding endpoint.",
+		}),
+	}
+	var err error
+	if m.requests, err = metrics.RegisterShared(reg, m.requests); err != nil {
+		return nil, err
+	}
+	if m.duration, err = metrics.RegisterShared(reg, m.duration); err != nil {
+		return nil, err
+	}
+	if m.inputs, err = metrics.RegisterShared(reg, m.inputs); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // OpenAI embeds texts with an OpenAI-compatible /embeddings endpoint.
 // It is safe for concurrent use.
 type OpenAI struct {
-	cfg    OpenAIConfig
-	url    string
-	client *http.Client
+	cfg     OpenAIConfig
+	url     string
+	client  *http.Client
+	metrics *embedMetrics
 }
 
 // NewOpenAI checks cfg and returns the client.
@@ -105,7 +152,11 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 	if client == nil {
 		client = &http.Client{}
 	}
-	return &OpenAI{cfg: cfg, url: cfg.BaseURL + "/embeddings", client: client}, nil
+	m, err := newEmbedMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("embed: metrics: %w", err)
+	}
+	return &OpenAI{cfg: cfg, url: cfg.BaseURL + "/embeddings", client: client, metrics: m}, nil
 }
 
 // Model is the configured model.
@@ -177,14 +228,20 @@ func (o *OpenAI) embedBatch(ctx context.Context, batch []string) ([][]float32, e
 	}
 	bo := retry.Backoff{Initial: o.cfg.InitialWait, Max: o.cfg.MaxWait}
 	for attempt := 0; ; attempt++ {
+		start := time.Now()
 		vecs, retryAfter, err := o.attempt(ctx, body, len(batch))
+		o.metrics.duration.Observe(time.Since(start).Seconds())
 		if err == nil {
+			o.metrics.requests.WithLabelValues("ok").Inc()
+			o.metrics.inputs.Add(float64(len(batch)))
 			return vecs, nil
 		}
 		var e *Error
 		if !errors.As(err, &e) || !e.Retryable || attempt >= o.cfg.MaxRetries || ctx.Err() != nil {
+			o.metrics.requests.WithLabelValues("failed").Inc()
 			return nil, err
 		}
+		o.metrics.requests.WithLabelValues("retried").Inc()
 		wait := bo.Delay(attempt)
 		wait = wait/2 + time.Duration(rand.Float64()*float64(wait-wait/2))
 		if retryAfter > 0 {

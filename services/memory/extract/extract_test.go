@@ -344,3 +344,37 @@ func BenchmarkExtractScripted(b *testing.B) {
 		}
 	}
 }
+
+// A reasoning model refuses max_tokens; the extractor switches to
+// max_completion_tokens once and stays with it.
+func TestExtractSwitchesToMaxCompletionTokens(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var body map[string]any
+		_ = json.Unmarshal(b, &body)
+		_, hasOld := body["max_tokens"]
+		_, hasNew := body["max_completion_tokens"]
+		mu.Lock()
+		seen = append(seen, fmt.Sprintf("old=%v new=%v", hasOld, hasNew))
+		mu.Unlock()
+		if hasOld {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"error":{"message":"Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.","type":"invalid_request_error","param":"max_tokens","code":"unsupported_parameter"}}`)
+			return
+		}
+		completion(goodAnswer, "stop")(w)
+	}))
+	defer srv.Close()
+	x, _ := NewOpenAI(Config{BaseURL: srv.URL + "/v1", Model: "o-test"})
+	for range 2 {
+		if _, err := x.Extract(context.Background(), "Hardware in Q3 2026"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if strings.Join(seen, ",") != "old=true new=false,old=false new=true,old=false new=true" {
+		t.Errorf("requests: %v", seen)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -54,6 +55,8 @@ type Config struct {
 type OpenAI struct {
 	cfg    Config
 	client *openai.Client
+	// completionTokens is set once the model refused max_tokens.
+	completionTokens atomic.Bool
 }
 
 var _ Extractor = (*OpenAI)(nil)
@@ -142,8 +145,7 @@ func (o *OpenAI) call(ctx context.Context, schema, system, user string, usage *U
 			{Role: openai.ChatMessageRoleSystem, Content: system},
 			{Role: openai.ChatMessageRoleUser, Content: user},
 		},
-		Temperature: 0,
-		MaxTokens:   o.cfg.MaxTokens, //nolint:staticcheck // many OpenAI-compatible servers know only max_tokens
+		MaxTokens: o.cfg.MaxTokens, //nolint:staticcheck // many OpenAI-compatible servers know only max_tokens
 		ResponseFormat: &openai.ChatCompletionResponseFormat{
 			Type: openai.ChatCompletionResponseFormatTypeJSONSchema,
 			JSONSchema: &openai.ChatCompletionResponseFormatJSONSchema{
@@ -154,7 +156,17 @@ func (o *OpenAI) call(ctx context.Context, schema, system, user string, usage *U
 			},
 		},
 	}
+	if o.completionTokens.Load() {
+		req.MaxCompletionTokens, req.MaxTokens = req.MaxTokens, 0 //nolint:staticcheck // see above
+	}
 	resp, err := o.client.CreateChatCompletion(cctx, req)
+	if err != nil && wantsMaxCompletionTokens(err) && req.MaxTokens != 0 { //nolint:staticcheck // see above
+		// Reasoning models refuse max_tokens: say max_completion_tokens
+		// from now on.
+		o.completionTokens.Store(true)
+		req.MaxCompletionTokens, req.MaxTokens = req.MaxTokens, 0 //nolint:staticcheck // see above
+		resp, err = o.client.CreateChatCompletion(cctx, req)
+	}
 	if err != nil {
 		return "", classify(ctx, err)
 	}
@@ -174,6 +186,16 @@ func (o *OpenAI) call(ctx context.Context, schema, system, user string, usage *U
 		return "", &Error{Kind: Permanent, Msg: "the answer was withheld by a content filter"}
 	}
 	return ch.Message.Content, nil
+}
+
+// wantsMaxCompletionTokens recognises the 400 of a model that takes
+// max_completion_tokens instead of max_tokens (OpenAI's reasoning models).
+func wantsMaxCompletionTokens(err error) bool {
+	var apiErr *openai.APIError
+	if !errors.As(err, &apiErr) || apiErr.HTTPStatusCode != http.StatusBadRequest {
+		return false
+	}
+	return (apiErr.Param != nil && *apiErr.Param == "max_tokens") || strings.Contains(apiErr.Message, "max_completion_tokens")
 }
 
 // Kind says whether an error may go away.

@@ -82,7 +82,7 @@ func Find(text string) []Match {
 	for _, d := range detectors {
 		if len(d.need) > 0 {
 			if lower == "" {
-				lower = strings.ToLower(text)
+				lower = asciiLower(text)
 			}
 			ok := false
 			for _, n := range d.need {
@@ -95,15 +95,19 @@ func Find(text string) []Match {
 				continue
 			}
 		}
+		// A detector's own ranges do not overlap and come in order; they
+		// are checked against the earlier detectors' and merged in at once.
+		var fresh [][2]int
 		for _, r := range d.find(text) {
-			if r[0] >= r[1] || covered.overlaps(r[0], r[1]) {
+			if r[0] >= r[1] || covered.overlaps(r[0], r[1]) || len(fresh) > 0 && r[0] < fresh[len(fresh)-1][1] {
 				continue
 			}
-			covered.add(r[0], r[1])
+			fresh = append(fresh, r)
 			out = append(out, Match{Start: r[0], End: r[1], Placeholder: d.placeholder})
 		}
+		covered.merge(fresh)
 	}
-	sortMatches(out)
+	slices.SortFunc(out, func(a, b Match) int { return a.Start - b.Start })
 	return out
 }
 
@@ -124,15 +128,6 @@ func scrubOnce(text string) (string, int) {
 	return b.String(), len(ms)
 }
 
-func sortMatches(ms []Match) {
-	// Insertion sort: matches are few and mostly in order already.
-	for i := 1; i < len(ms); i++ {
-		for j := i; j > 0 && ms[j].Start < ms[j-1].Start; j-- {
-			ms[j], ms[j-1] = ms[j-1], ms[j]
-		}
-	}
-}
-
 // spans is a set of disjoint byte ranges, sorted.
 type spans struct{ r [][2]int }
 
@@ -142,6 +137,25 @@ type spans struct{ r [][2]int }
 func (s *spans) overlaps(a, b int) bool {
 	i := sort.Search(len(s.r), func(i int) bool { return s.r[i][1] > a })
 	return i < len(s.r) && s.r[i][0] < b
+}
+
+// merge adds sorted ranges that overlap neither the set nor each other.
+func (s *spans) merge(rs [][2]int) {
+	if len(rs) == 0 {
+		return
+	}
+	out := make([][2]int, 0, len(s.r)+len(rs))
+	i, j := 0, 0
+	for i < len(s.r) || j < len(rs) {
+		if j == len(rs) || i < len(s.r) && s.r[i][0] < rs[j][0] {
+			out = append(out, s.r[i])
+			i++
+		} else {
+			out = append(out, rs[j])
+			j++
+		}
+	}
+	s.r = out
 }
 
 // add inserts [a, b), which must not overlap the set.
@@ -154,9 +168,9 @@ func (s *spans) add(a, b int) {
 var detectors = []detector{
 	{name: "pem", placeholder: Secret, need: []string{"-----begin"}, find: all(rePEM)},
 	{name: "jwt", placeholder: Secret, need: []string{"eyj"}, find: all(reJWT)},
-	{name: "vendor-key", placeholder: Secret, find: all(reVendorKey)},
+	{name: "vendor-key", placeholder: Secret, need: []string{"sk-", "akia", "asia", "gh", "github_pat_", "xox", "aiza"}, find: all(reVendorKey)},
 	{name: "bearer", placeholder: Secret, need: []string{"bearer"}, find: findBearer},
-	{name: "assignment", placeholder: Secret, find: findAssignment},
+	{name: "assignment", placeholder: Secret, need: []string{"pass", "pwd", "secret", "key", "token"}, find: findAssignment},
 	{name: "email", placeholder: Email, need: []string{"@"}, find: findEmail},
 	{name: "card", placeholder: Card, find: findCard},
 	{name: "phone", placeholder: Phone, find: findPhone},
@@ -191,7 +205,7 @@ var (
 		`)`)
 	reBearer = regexp.MustCompile(`(?i)\bbearer[ \t]+([A-Za-z0-9._~+/-]{8,}=*)`)
 	// key = value, key: value, "key": "value", key='value'.
-	reAssignment = regexp.MustCompile(`(?i)\b(?:password|passwd|pwd|passphrase|secret|client_secret|secret_key|api[_-]?key|apikey|api[_-]?token|access[_-]?token|auth[_-]?token|refresh[_-]?token|private[_-]?key|aws_secret_access_key|token)["']?[ \t]*[:=][ \t]*(?:"([^"\r\n]*)"|'([^'\r\n]*)'|([^\s"'&,;\[\]<>(){}]+))`)
+	reAssignment = regexp.MustCompile(`^(?i)(?:password|passwd|pwd|passphrase|secret|client_secret|secret_key|api[_-]?key|apikey|api[_-]?token|access[_-]?token|auth[_-]?token|refresh[_-]?token|private[_-]?key|aws_secret_access_key|token)["']?[ \t]*[:=][ \t]*(?:"([^"\r\n]*)"|'([^'\r\n]*)'|([^\s"'&,;\[\]<>(){}]+))`)
 	reEmail      = regexp.MustCompile(`[A-Za-z0-9._%+-]+@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*\.[A-Za-z]{2,}\b`)
 	// Card candidates: 13–19 digits, groups separated by single spaces or
 	// dashes; checked further in findCard.
@@ -215,23 +229,69 @@ func findBearer(s string) [][2]int {
 	return out
 }
 
+// assignmentStems start every key reAssignment knows; the pattern runs,
+// anchored, only where one starts a word.
+var assignmentStems = []string{"pass", "pwd", "secret", "client_secret", "api", "access", "auth", "refresh", "private", "aws_secret", "token"}
+
+// maxAssignmentBytes bounds the text an anchored assignment match reads.
+const maxAssignmentBytes = 1024
+
 func findAssignment(s string) [][2]int {
+	lower := asciiLower(s)
+	var starts []int
+	for _, stem := range assignmentStems {
+		for from := 0; ; {
+			i := strings.Index(lower[from:], stem)
+			if i < 0 {
+				break
+			}
+			p := from + i
+			from = p + len(stem)
+			if p == 0 || !isWordByte(s[p-1]) {
+				starts = append(starts, p)
+			}
+		}
+	}
+	slices.Sort(starts)
 	var out [][2]int
-	for _, m := range reAssignment.FindAllStringSubmatchIndex(s, -1) {
+	end := 0
+	for _, p := range starts {
+		if p < end {
+			continue
+		}
+		m := reAssignment.FindStringSubmatchIndex(s[p:min(len(s), p+maxAssignmentBytes)])
+		if m == nil {
+			continue
+		}
 		for g := 1; g <= 3; g++ {
 			a, b := m[2*g], m[2*g+1]
 			if a < 0 {
 				continue
 			}
-			v := s[a:b]
+			v := s[p+a : p+b]
 			if strings.TrimSpace(v) == "" || isPlaceholder(v) {
 				break
 			}
-			out = append(out, [2]int{a, b})
+			out = append(out, [2]int{p + a, p + b})
 			break
 		}
+		end = p + m[1]
 	}
 	return out
+}
+
+func isWordByte(c byte) bool { return isAlnum(c) || c == '_' }
+
+// asciiLower lower-cases ASCII letters only, so that offsets into the
+// result are offsets into s.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + ('a' - 'A')
+		}
+	}
+	return string(b)
 }
 
 func isPlaceholder(v string) bool {
@@ -300,9 +360,56 @@ func digits(v string) string {
 	return b.String()
 }
 
+// minChunkDigits is the fewest digits a phone number (8, international)
+// or card number (13) has.
+const minChunkDigits = 8
+
+// numericChunks returns the maximal runs of digits and the characters
+// phone and card numbers are written with (space + ( ) . - /) that hold
+// at least minChunkDigits digits: only those can contain one, so the
+// number patterns run on them rather than on the whole text.
+func numericChunks(s string) [][2]int {
+	var out [][2]int
+	start, n := -1, 0
+	for i := 0; i <= len(s); i++ {
+		var c byte
+		if i < len(s) {
+			c = s[i]
+		}
+		switch {
+		case i < len(s) && isDigit(c):
+			if start < 0 {
+				start = i
+			}
+			n++
+		case i < len(s) && (c == ' ' || c == '+' || c == '(' || c == ')' || c == '.' || c == '-' || c == '/'):
+			if start < 0 {
+				start = i
+			}
+		default:
+			if start >= 0 && n >= minChunkDigits {
+				out = append(out, [2]int{start, i})
+			}
+			start, n = -1, 0
+		}
+	}
+	return out
+}
+
+// findIn runs re over the numeric chunks of s, with offsets into s.
+func findIn(re *regexp.Regexp, s string, chunks [][2]int) [][2]int {
+	var out [][2]int
+	for _, c := range chunks {
+		for _, m := range re.FindAllStringIndex(s[c[0]:c[1]], -1) {
+			out = append(out, [2]int{c[0] + m[0], c[0] + m[1]})
+		}
+	}
+	return out
+}
+
 func findCard(s string) [][2]int {
 	var out [][2]int
-	for _, m := range reCard.FindAllStringIndex(s, -1) {
+	for _, m := range findIn(reCard, s, numericChunks(s)) {
 		v := s[m[0]:m[1]]
 		d := digits(v)
 		if len(d) < 13 || len(d) > 19 || !standalone(s, m[0], m[1]) || !consistentSeparators(v) || !cardPrefix(d) || !luhn(d) {
@@ -378,8 +485,9 @@ func findPhone(s string) [][2]int {
 			found.add(a, b)
 		}
 	}
+	chunks := numericChunks(s)
 	if strings.IndexByte(s, '+') >= 0 {
-		for _, m := range rePhoneIntl.FindAllStringIndex(s, -1) {
+		for _, m := range findIn(rePhoneIntl, s, chunks) {
 			// Drop a trailing separator the pattern may not have (it has
 			// none) and check the digit count: E.164 allows at most 15, and
 			// fewer than 8 is a short code or an amount (+15, +3.5).
@@ -390,13 +498,13 @@ func findPhone(s string) [][2]int {
 			add(m[0], m[1])
 		}
 	}
-	for _, m := range rePhoneNANP.FindAllStringIndex(s, -1) {
+	for _, m := range findIn(rePhoneNANP, s, chunks) {
 		if standalone(s, m[0], m[1]) && uniformSeparators(s[m[0]:m[1]]) {
 			add(m[0], m[1])
 		}
 	}
 	for _, re := range []*regexp.Regexp{rePhoneTrunk, rePhoneTrunkDot} {
-		for _, m := range re.FindAllStringIndex(s, -1) {
+		for _, m := range findIn(re, s, chunks) {
 			n := len(digits(s[m[0]:m[1]]))
 			if n < 9 || n > 12 || !standalone(s, m[0], m[1]) {
 				continue
