@@ -82,7 +82,9 @@ func populate(tb testing.TB, st store.Store, tenant string, n int) {
 // p99-ns are the measured latencies' percentiles.
 func BenchmarkSearch(b *testing.B) {
 	st := openStore(b)
+	start := time.Now()
 	populate(b, st, "bench", benchEntities)
+	b.Logf("%d entities written in %s", benchEntities, time.Since(start))
 	ts := newTestServer(b, Options{Store: st}, false)
 	queries := []string{"Maple Logistics 300", "What did Acme Labs 3000 buy?", "ORD-0004502", "edge routr", "customers in the North region"}
 	for _, mode := range []baagentv1.SearchMode{1, 2, 3, 4} {
@@ -96,7 +98,7 @@ func BenchmarkSearch(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if i < len(queries) && len(res.GetHits()) == 0 && mode != baagentv1.SearchMode_SEARCH_MODE_GRAPH {
+				if i == 0 && len(res.GetHits()) == 0 {
 					b.Fatalf("no hits for %q", queries[i])
 				}
 				i++

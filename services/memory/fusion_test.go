@@ -1,11 +1,15 @@
 package memory
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/baagent/baagent/services/memory/extract"
 	"github.com/baagent/baagent/services/memory/store"
 )
 
@@ -162,5 +166,25 @@ func TestCutWeak(t *testing.T) {
 	}
 	if got := cutWeak(nil, 0.5); got != nil {
 		t.Errorf("cutting nothing gave %v", got)
+	}
+}
+
+func TestRetryable(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&extract.Error{Kind: extract.Retryable, Msg: "rate limited"}, true},
+		{fmt.Errorf("extraction: %w", &extract.Error{Kind: extract.Permanent, Msg: "bad answer"}), false},
+		{retryableErr(true), true},
+		{errPermanent, false},
+		{&permanentError{"3 vectors for 2 texts"}, false},
+		{context.DeadlineExceeded, true},
+		{errors.New("connection reset"), true},
+	} {
+		if got := retryable(tc.err); got != tc.want {
+			t.Errorf("retryable(%v) = %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }

@@ -2,8 +2,10 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/services/memory/embed"
 	"github.com/baagent/baagent/services/memory/extract"
 	"github.com/baagent/baagent/services/memory/store"
 )
@@ -517,4 +520,42 @@ func TestPostgresBackend(t *testing.T) {
 	if err != nil || !strings.HasPrefix(st.GetBackend(), "postgres") || st.GetEntities() != 6 {
 		t.Fatalf("stats = %v, %v", st, err)
 	}
+}
+
+// breakableEmbedder is the lexical embedding until broken.
+type breakableEmbedder struct {
+	embed.Embedder
+	broken atomic.Bool
+}
+
+func (b *breakableEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	if b.broken.Load() {
+		return nil, errors.New("embedding endpoint unreachable")
+	}
+	return b.Embedder.Embed(ctx, texts)
+}
+
+// TestSearchWithoutEmbeddings checks that a hybrid search goes on with the
+// keyword and graph channels when the embedding endpoint fails, and that a
+// vector search answers Unavailable.
+func TestSearchWithoutEmbeddings(t *testing.T) {
+	t.Parallel()
+	emb := &breakableEmbedder{Embedder: embed.NewLexical(testDims)}
+	ts := newTestServer(t, Options{Extractor: sampleExtractor(), Embedder: emb}, true)
+	ctx := t.Context()
+	ts.add(t, "acme", acmeText)
+	emb.broken.Store(true)
+	res, err := ts.c.Search(ctx, &baagentv1.SearchRequest{Tenant: "acme", Query: "Acme Labs"})
+	if err != nil || len(res.GetHits()) == 0 || res.GetHits()[0].GetEntity().GetName() != "Acme Labs" {
+		t.Fatalf("hybrid search without embeddings = %v, %v", res, err)
+	}
+	for _, h := range res.GetHits() {
+		for _, c := range h.GetChannels() {
+			if c.GetChannel() == channelVector {
+				t.Fatalf("a vector rank without embeddings: %v", h)
+			}
+		}
+	}
+	_, err = ts.c.Search(ctx, &baagentv1.SearchRequest{Tenant: "acme", Query: "Acme Labs", Mode: baagentv1.SearchMode_SEARCH_MODE_VECTOR})
+	wantCode(t, "vector search without embeddings", err, codes.Unavailable)
 }

@@ -312,60 +312,57 @@ func (s *Server) namedEntities(ctx context.Context, tenant, query string) ([]str
 	return found, nil
 }
 
-// hydrate reads the fused hits' entities, their strongest relations (at
-// most DefaultHitRelations each) with the related entities' names, and
-// their communities. Hits whose entity is gone (deleted meanwhile) are
+// hydrate reads the fused hits' strongest relations (at most
+// DefaultHitRelations each), then the hits' entities and the related
+// entities' names in one read, and their communities. Hits whose entity is gone (deleted meanwhile) are
 // left out.
 func (s *Server) hydrate(ctx context.Context, tenant string, fused []fusedHit) ([]*baagentv1.SearchHit, error) {
 	if len(fused) == 0 {
 		return nil, nil
 	}
 	ids := make([]string, len(fused))
+	isHit := make(map[string]bool, len(fused))
 	for i, f := range fused {
 		ids[i] = f.ID
+		isHit[f.ID] = true
 	}
-	ents, err := s.store.GetEntities(ctx, tenant, ids)
-	if err != nil {
-		return nil, err
-	}
-	byID := make(map[string]*store.Entity, len(ents))
-	var communityIDs []string
-	for _, e := range ents {
-		byID[e.ID] = e
-		if e.CommunityID != "" && !slices.Contains(communityIDs, e.CommunityID) {
-			communityIDs = append(communityIDs, e.CommunityID)
-		}
-	}
+	// The relations first, so that the hits and the entities at the other
+	// ends of their relations are read in one call.
 	rels, err := s.store.Relations(ctx, tenant, ids, DefaultHitRelations)
 	if err != nil {
 		return nil, err
 	}
 	perEntity := make(map[string][]*store.Relation, len(ids))
-	var missing []string
+	toRead := slices.Clone(ids)
 	wanted := make(map[string]bool)
 	for _, r := range rels {
 		for _, end := range [2]string{r.SourceID, r.TargetID} {
-			if _, hit := byID[end]; hit {
+			switch {
+			case isHit[end]:
 				if len(perEntity[end]) < DefaultHitRelations {
 					perEntity[end] = append(perEntity[end], r)
 				}
-			} else if !wanted[end] {
+			case !wanted[end]:
 				wanted[end] = true
-				missing = append(missing, end)
+				toRead = append(toRead, end)
 			}
 		}
 	}
-	names := make(map[string]string, len(byID)+len(missing))
-	for id, e := range byID {
-		names[id] = e.Name
+	ents, err := s.store.GetEntities(ctx, tenant, toRead)
+	if err != nil {
+		return nil, err
 	}
-	if len(missing) > 0 {
-		others, err := s.store.GetEntities(ctx, tenant, missing)
-		if err != nil {
-			return nil, err
+	byID := make(map[string]*store.Entity, len(ids))
+	names := make(map[string]string, len(ents))
+	var communityIDs []string
+	for _, e := range ents {
+		names[e.ID] = e.Name
+		if !isHit[e.ID] {
+			continue
 		}
-		for _, e := range others {
-			names[e.ID] = e.Name
+		byID[e.ID] = e
+		if e.CommunityID != "" && !slices.Contains(communityIDs, e.CommunityID) {
+			communityIDs = append(communityIDs, e.CommunityID)
 		}
 	}
 	communities := make(map[string]*store.Community, len(communityIDs))
