@@ -439,16 +439,18 @@ func (s *Store) DeleteEntity(ctx context.Context, tenant, id string) (store.Dele
 		return out, notFound("entity", id)
 	}
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		// The tenant row first, then entity rows, as every graph write
+		// does, so that writers never wait on each other in a cycle.
+		seq, err := bumpTenant(ctx, tx, tenant, true)
+		if err != nil {
+			return err
+		}
 		var exists bool
 		if err := tx.QueryRow(ctx, `SELECT true FROM memory_entities WHERE tenant = $1 AND id = $2 FOR UPDATE`,
 			tenant, id).Scan(&exists); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				return notFound("entity", id)
 			}
-			return err
-		}
-		seq, err := bumpTenant(ctx, tx, tenant, true)
-		if err != nil {
 			return err
 		}
 		if out.Relations, err = deleteRelationsOf(ctx, tx, tenant, []string{id}); err != nil {

@@ -53,6 +53,14 @@ func (s *Store) ReplaceCommunities(ctx context.Context, tenant string, cs []*sto
 		}
 	}
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		// The tenant row first, then entity rows, as every graph write
+		// does, so that writers never wait on each other in a cycle.
+		now := time.Now()
+		if _, err := tx.Exec(ctx, `
+INSERT INTO memory_tenants (tenant, communities_updated_at) VALUES ($1, $2)
+ON CONFLICT (tenant) DO UPDATE SET communities_updated_at = EXCLUDED.communities_updated_at`, tenant, now); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `DELETE FROM memory_communities WHERE tenant = $1`, tenant); err != nil {
 			return err
 		}
@@ -60,7 +68,6 @@ func (s *Store) ReplaceCommunities(ctx context.Context, tenant string, cs []*sto
 			WHERE tenant = $1 AND community_id <> ''`, tenant); err != nil {
 			return err
 		}
-		now := time.Now()
 		seen := map[string]bool{}
 		for _, c := range cs {
 			if c == nil {
@@ -85,10 +92,7 @@ func (s *Store) ReplaceCommunities(ctx context.Context, tenant string, cs []*sto
 				return err
 			}
 		}
-		_, err := tx.Exec(ctx, `
-INSERT INTO memory_tenants (tenant, communities_updated_at) VALUES ($1, $2)
-ON CONFLICT (tenant) DO UPDATE SET communities_updated_at = EXCLUDED.communities_updated_at`, tenant, now)
-		return err
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("memory store: replace communities: %w", err)

@@ -424,3 +424,70 @@ func TestTombstonesPruned(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentGraphWritersDoNotDeadlock runs completions merging into a
+// set of entities alongside community rebuilds and entity deletes of the
+// same tenant: every write takes the tenant row before entity rows, so
+// none fails with a deadlock.
+func TestConcurrentGraphWritersDoNotDeadlock(t *testing.T) {
+	a, dsn := openTest(t)
+	b := openDSN(t, dsn)
+	ctx := testCtx(t)
+	const n = 30
+	var names []store.ExtractedEntity
+	for i := range 8 {
+		names = append(names, store.ExtractedEntity{Name: fmt.Sprintf("Shared %d", i), Type: "x", Embedding: unit(1, float32(i))})
+	}
+	base := ingest(t, a, addEpisode(t, a, "acme", ""), store.IngestResult{Entities: names})
+	for range n {
+		addEpisode(t, a, "acme", "")
+	}
+	eps, err := a.ClaimEpisodes(ctx, "w", n, time.Minute)
+	if err != nil || len(eps) != n {
+		t.Fatalf("claim: %d %v", len(eps), err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 3*n)
+	for i, ep := range eps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var es []store.ExtractedEntity
+			for j := range 4 { // merges in varying order
+				k := (i + j*3) % len(base.EntityIDs)
+				es = append(es, store.ExtractedEntity{MergeInto: base.EntityIDs[k], Name: names[k].Name, Type: "x", Summary: fmt.Sprintf("v%d", i)})
+			}
+			if _, err := a.CompleteEpisode(ctx, "acme", ep.ID, "w", store.IngestResult{Entities: es}); err != nil && !errors.Is(err, store.ErrNotFound) {
+				errs <- fmt.Errorf("complete: %w", err)
+			}
+		}()
+	}
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			members := []string{base.EntityIDs[(i+5)%8], base.EntityIDs[i%8], base.EntityIDs[(i+2)%8]}
+			if err := b.ReplaceCommunities(ctx, "acme", []*store.Community{{MemberIDs: members}}); err != nil {
+				errs <- fmt.Errorf("communities: %w", err)
+			}
+		}()
+	}
+	for _, id := range base.EntityIDs[6:] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := b.DeleteEntity(ctx, "acme", id); err != nil {
+				errs <- fmt.Errorf("delete: %w", err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	st, err := a.Stats(ctx, "acme")
+	if err != nil || st.Entities != 6 || st.Communities != 1 {
+		t.Fatalf("stats %+v %v", st, err)
+	}
+}
