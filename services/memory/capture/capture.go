@@ -115,6 +115,9 @@ const (
 	outcomeSkipped = "skipped" // memory is switched off for the tenant or conversation
 	outcomeRetried = "retried" // the memory service could not take it now; delivered again later
 	outcomeDropped = "dropped" // not a valid request, refused, or out of deliveries: terminated
+	// The conversation was deleted during the capture: the request was
+	// purged and the episode stored meanwhile deleted.
+	outcomeWithdrawn = "withdrawn"
 )
 
 // Consumer consumes the capture stream. Run owns its goroutines.
@@ -148,7 +151,7 @@ func New(opts Options) (*Consumer, error) {
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
 		}),
 	}
-	for _, o := range []string{outcomeStored, outcomeSkipped, outcomeRetried, outcomeDropped} {
+	for _, o := range []string{outcomeStored, outcomeSkipped, outcomeRetried, outcomeDropped, outcomeWithdrawn} {
 		c.total.WithLabelValues(o)
 	}
 	if err := basemetrics.RegisterExclusive(opts.Registerer, "memory capture", c.total, c.duration); err != nil {
@@ -273,6 +276,12 @@ func (c *Consumer) handle(ctx context.Context, msg jetstream.Msg) {
 	case err == nil && resp.GetSkipped():
 		log.Debug("run not captured: memory is switched off for its tenant or conversation")
 		c.settle(ctx, msg, outcomeSkipped, 0)
+	case err == nil && c.purgedMeanwhile(ctx, msg):
+		// The conversation was deleted while the episode was being
+		// stored: its deletion purged this request and may have run
+		// before the episode existed, so the episode goes here.
+		c.withdraw(ctx, log, req.GetTenant(), resp.GetEpisode().GetId())
+		c.settle(ctx, msg, outcomeWithdrawn, 0)
 	case err == nil:
 		log.Info("run captured as a memory episode", "episode_id", resp.GetEpisode().GetId(), "redactions", resp.GetEpisode().GetRedactions())
 		c.settle(ctx, msg, outcomeStored, 0)
@@ -292,11 +301,49 @@ func (c *Consumer) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 }
 
+// purgedMeanwhile reports whether msg left the stream while it was being
+// handled: only a purge removes an unacknowledged work-queue message, and
+// deleting a conversation purges its capture requests before it deletes
+// the conversation's episodes. Whichever comes first, the episode cannot
+// survive the deletion: stored before the episodes were deleted, it was
+// deleted with them; stored after, the purge came before this check.
+func (c *Consumer) purgedMeanwhile(ctx context.Context, msg jetstream.Msg) bool {
+	meta, err := msg.Metadata()
+	if err != nil {
+		return false
+	}
+	_, err = natsx.Call(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+		st, err := c.opts.JetStream.Stream(ctx, natsx.StreamMemoryCapture)
+		if err != nil {
+			return nil, err
+		}
+		return st.GetMsg(ctx, meta.Sequence.Stream)
+	})
+	return errors.Is(err, jetstream.ErrMsgNotFound)
+}
+
+// withdraw deletes an episode stored for a conversation deleted meanwhile.
+func (c *Consumer) withdraw(ctx context.Context, log *slog.Logger, tenant, id string) {
+	if id == "" {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.CallTimeout)
+	defer cancel()
+	_, err := c.opts.Memory.DeleteEpisode(cctx, &baagentv1.DeleteEpisodeRequest{Tenant: tenant, Id: id})
+	if err != nil && status.Code(err) != codes.NotFound {
+		log.Error("memory capture: the conversation was deleted during capture and its episode could not be removed", "episode_id", id, "error", err)
+		return
+	}
+	log.Info("memory capture: the conversation was deleted during capture; its episode was removed", "episode_id", id)
+}
+
 // settle acknowledges (stored, skipped), terminates (dropped) or
 // negatively acknowledges with delay (retried) msg, and counts it.
 func (c *Consumer) settle(ctx context.Context, msg jetstream.Msg, outcome string, delay time.Duration) {
 	var err error
 	switch outcome {
+	case outcomeWithdrawn:
+		// Purged: there is nothing left to acknowledge.
 	case outcomeStored, outcomeSkipped:
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		err = msg.DoubleAck(actx)

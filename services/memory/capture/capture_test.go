@@ -36,9 +36,21 @@ type fakeMemory struct {
 	skip     bool
 	calls    int
 	episodes map[string]*baagentv1.AddEpisodeRequest
+	deleted  []string
+	// entered, when set, is closed by the first AddEpisode, which then
+	// waits for release.
+	entered, release chan struct{}
 }
 
 func (f *fakeMemory) AddEpisode(_ context.Context, req *baagentv1.AddEpisodeRequest) (*baagentv1.AddEpisodeResponse, error) {
+	f.mu.Lock()
+	entered, release := f.entered, f.release
+	f.entered = nil
+	f.mu.Unlock()
+	if entered != nil {
+		close(entered)
+		<-release
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
@@ -57,6 +69,13 @@ func (f *fakeMemory) AddEpisode(_ context.Context, req *baagentv1.AddEpisodeRequ
 		f.episodes[req.GetIdempotencyKey()] = req
 	}
 	return &baagentv1.AddEpisodeResponse{Episode: &baagentv1.Episode{Id: "ep_" + req.GetRunId(), Tenant: req.GetTenant()}}, nil
+}
+
+func (f *fakeMemory) DeleteEpisode(_ context.Context, req *baagentv1.DeleteEpisodeRequest) (*baagentv1.DeleteEpisodeResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deleted = append(f.deleted, req.GetTenant()+"/"+req.GetId())
+	return &baagentv1.DeleteEpisodeResponse{}, nil
 }
 
 func (f *fakeMemory) set(fn func(*fakeMemory)) {
@@ -174,8 +193,42 @@ func TestCaptureStoresOnceAndAcks(t *testing.T) {
 	if got.GetSource() != baagentv1.EpisodeSource_EPISODE_SOURCE_RUN || got.GetTenant() != "acme" || got.GetConversationId() != "conv_1" {
 		t.Fatalf("stored %v", got)
 	}
-	if f.count(outcomeStored) != 1 {
-		t.Fatalf("stored count %v", f.count(outcomeStored))
+	if f.count(outcomeStored) != 1 || f.count(outcomeWithdrawn) != 0 {
+		t.Fatalf("stored count %v, withdrawn %v", f.count(outcomeStored), f.count(outcomeWithdrawn))
+	}
+}
+
+// A conversation deleted while its run is being captured: the deletion
+// purges the request and then deletes the conversation's episodes, which
+// may come before the episode in flight is stored. The consumer sees the
+// purge and deletes the episode itself.
+func TestCaptureWithdrawsAnEpisodeOfAConversationDeletedMeanwhile(t *testing.T) {
+	f := start(t, Options{})
+	entered, release := make(chan struct{}), make(chan struct{})
+	f.mem.set(func(m *fakeMemory) { m.entered, m.release = entered, release })
+	f.publish(t, request("acme", "conv_9", "run_9"))
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request was not delivered")
+	}
+	subj, err := natsx.MemoryCaptureSubject("acme", "conv_9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := natsx.PurgeSubject(context.Background(), f.js, natsx.StreamMemoryCapture, subj); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	testkit.Eventually(t, 10*time.Second, "the episode withdrawn", func() bool { return f.count(outcomeWithdrawn) == 1 })
+	f.mem.mu.Lock()
+	deleted := f.mem.deleted
+	f.mem.mu.Unlock()
+	if len(deleted) != 1 || deleted[0] != "acme/ep_run_9" {
+		t.Fatalf("deleted %v, want [acme/ep_run_9]", deleted)
+	}
+	if f.count(outcomeStored) != 0 {
+		t.Fatal("counted as stored")
 	}
 }
 
