@@ -246,6 +246,8 @@ CREATE TABLE communities (
 	PRIMARY KEY (tenant, id)
 ) WITHOUT ROWID;
 `,
+	// 2: document counts per term, for keyword search's ranking budget.
+	`CREATE VIRTUAL TABLE entity_fts_vocab USING fts5vocab(entity_fts, 'row');`,
 }
 
 func (s *Store) migrate(ctx context.Context) error {
