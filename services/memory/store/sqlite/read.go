@@ -324,28 +324,13 @@ func (s *Store) KeywordSearch(ctx context.Context, tenant, query string, k int, 
 	// not listed, its idf comes from the vocabulary, and it still counts in
 	// the scoring below.
 	vocab := map[string]float64{}
-	{
-		args := make([]any, len(terms))
-		for i, t := range terms {
-			args[i] = t
-		}
-		rows, err := s.r.QueryContext(ctx, `SELECT term, doc FROM entity_fts_vocab WHERE term IN (`+placeholders(len(terms))+`)`, args...)
-		if err != nil {
+	for _, t := range terms {
+		// one lookup per word: fts5vocab pushes "term = ?" down, not IN
+		var n float64
+		if err := s.r.QueryRowContext(ctx, `SELECT coalesce(sum(doc), 0) FROM entity_fts_vocab WHERE term = ?`, t).Scan(&n); err != nil {
 			return nil, fmt.Errorf("memory sqlite: keyword search: %w", err)
 		}
-		for rows.Next() {
-			var t string
-			var n float64
-			if err := rows.Scan(&t, &n); err != nil {
-				_ = rows.Close()
-				return nil, fmt.Errorf("memory sqlite: keyword search: %w", err)
-			}
-			vocab[t] = n
-		}
-		_ = rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("memory sqlite: keyword search: %w", err)
-		}
+		vocab[t] = n
 	}
 	byRarity := make([]int, len(terms))
 	for i := range byRarity {
