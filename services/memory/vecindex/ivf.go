@@ -111,15 +111,17 @@ func (t *tenantIndex) remove(id string) {
 }
 
 // maintain switches between exact and IVF and retrains the centroids when
-// the size has changed a lot since they were trained.
-func (t *tenantIndex) maintain(exactBelow int) {
+// the size has changed a lot since they were trained; true when it trained.
+func (t *tenantIndex) maintain(exactBelow int) bool {
 	n := len(t.where)
 	switch {
 	case n < exactBelow/2 && t.centroids != nil:
 		t.rebuild(nil, nil, nil)
 	case n >= exactBelow && (t.centroids == nil || n > 2*t.trainedN || n < t.trainedN/2):
 		t.rebuild(t.train(n))
+		return true
 	}
+	return false
 }
 
 // all returns every vector's id, type and vector, in list order.

@@ -22,8 +22,12 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/baagent/baagent/internal/lru"
+	"github.com/baagent/baagent/internal/metrics"
 )
 
 // ErrTooOld is returned by Source.Changes when the history after since is
@@ -77,6 +81,9 @@ type Options struct {
 	Probe float64
 	// Batch is the page size of Source.Changes (default 2,000).
 	Batch int
+	// Registerer takes the index's metrics (shared by the indexes of one
+	// registry); nil registers none.
+	Registerer prometheus.Registerer
 }
 
 // Index is the vector index of many tenants, safe for concurrent use.
@@ -85,10 +92,12 @@ type Index struct {
 	o     Options
 	cache *lru.Cache[string, *tenantIndex]
 	mu    sync.Mutex // guards get-or-create of cache entries
+	m     *indexMetrics
 }
 
-// New returns an index reading src.
-func New(src Source, o Options) *Index {
+// New returns an index reading src; it fails only when its metrics cannot
+// be registered.
+func New(src Source, o Options) (*Index, error) {
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = 256 << 20
 	}
@@ -104,7 +113,11 @@ func New(src Source, o Options) *Index {
 	if o.Batch <= 0 {
 		o.Batch = 2_000
 	}
-	return &Index{src: src, o: o, cache: lru.New[string, *tenantIndex](lru.Options{MaxEntries: o.MaxTenants, MaxCost: o.MaxBytes})}
+	m, err := newMetrics(o.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("vecindex: %w", err)
+	}
+	return &Index{src: src, o: o, m: m, cache: lru.New[string, *tenantIndex](lru.Options{MaxEntries: o.MaxTenants, MaxCost: o.MaxBytes})}, nil
 }
 
 // Stats describes what the index holds.
@@ -146,7 +159,14 @@ func (x *Index) Search(ctx context.Context, tenant string, q []float32, k int, t
 	}
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return t.search(qn, k, types, x.o.Probe), nil
+	start := time.Now()
+	hits := t.search(qn, k, types, x.o.Probe)
+	path := "exact"
+	if t.centroids != nil {
+		path = "ivf"
+	}
+	metrics.Observe(ctx, x.m.searches.WithLabelValues(path), time.Since(start).Seconds())
+	return hits, nil
 }
 
 // Refresh brings a tenant's index up to date without searching (a warm-up).
@@ -186,12 +206,15 @@ func (x *Index) refresh(ctx context.Context, tenant string, t *tenantIndex) erro
 		for _, c := range cs {
 			t.apply(c)
 		}
+		x.m.changes.Add(float64(len(cs)))
 		if next <= t.seq {
 			break // nothing newer is visible (yet)
 		}
 		t.seq = next
 	}
-	t.maintain(x.o.ExactBelow)
+	if t.maintain(x.o.ExactBelow) {
+		x.m.trains.Inc()
+	}
 	x.cache.Put(tenant, t, t.cost(), 0)
 	return nil
 }
@@ -218,6 +241,7 @@ func (x *Index) load(ctx context.Context, tenant string, t *tenantIndex) error {
 		after = cs[len(cs)-1].ID
 	}
 	t.loaded, t.seq = true, seq
+	x.m.loads.Inc()
 	return nil
 }
 

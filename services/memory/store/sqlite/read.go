@@ -491,7 +491,6 @@ func words(text string) []string {
 	return strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsNumber(r) })
 }
 
-
 // --- vectors for the index -------------------------------------------------
 
 // vecSource feeds the vector index from the entities table.

@@ -107,7 +107,11 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 	r.SetMaxOpenConns(o.ReadConns)
 	r.SetMaxIdleConns(o.ReadConns)
 	s.r = r
-	s.idx = vecindex.New(vecSource{s}, o.Vectors)
+	if s.idx, err = vecindex.New(vecSource{s}, o.Vectors); err != nil {
+		_ = r.Close()
+		_ = w.Close()
+		return nil, fmt.Errorf("memory sqlite: %w", err)
+	}
 	return s, nil
 }
 
