@@ -506,7 +506,7 @@ func (v vecSource) Seq(ctx context.Context, tenant string) (int64, error) {
 }
 
 func (v vecSource) Snapshot(ctx context.Context, tenant, afterID string, limit int) ([]vecindex.Change, error) {
-	rows, err := v.s.r.QueryContext(ctx, `SELECT seq, id, type, embedding FROM entities WHERE tenant = ? AND id > ? ORDER BY id LIMIT ?`, tenant, afterID, limit)
+	rows, err := v.s.r.QueryContext(ctx, `SELECT seq, id, type, embedding FROM entities WHERE +tenant = ? AND id > ? ORDER BY id LIMIT ?`, tenant, afterID, limit)
 	if err != nil {
 		return nil, err
 	}
