@@ -24,8 +24,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/baagent/baagent/internal/lru"
 	"github.com/baagent/baagent/internal/metrics"
 )
@@ -81,9 +79,6 @@ type Options struct {
 	Probe float64
 	// Batch is the page size of Source.Changes (default 2,000).
 	Batch int
-	// Registerer takes the index's metrics (shared by the indexes of one
-	// registry); nil registers none.
-	Registerer prometheus.Registerer
 }
 
 // Index is the vector index of many tenants, safe for concurrent use.
@@ -92,12 +87,10 @@ type Index struct {
 	o     Options
 	cache *lru.Cache[string, *tenantIndex]
 	mu    sync.Mutex // guards get-or-create of cache entries
-	m     *indexMetrics
 }
 
-// New returns an index reading src; it fails only when its metrics cannot
-// be registered.
-func New(src Source, o Options) (*Index, error) {
+// New returns an index reading src (its metrics: RegisterMetrics).
+func New(src Source, o Options) *Index {
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = 256 << 20
 	}
@@ -113,11 +106,7 @@ func New(src Source, o Options) (*Index, error) {
 	if o.Batch <= 0 {
 		o.Batch = 2_000
 	}
-	m, err := newMetrics(o.Registerer)
-	if err != nil {
-		return nil, fmt.Errorf("vecindex: %w", err)
-	}
-	return &Index{src: src, o: o, m: m, cache: lru.New[string, *tenantIndex](lru.Options{MaxEntries: o.MaxTenants, MaxCost: o.MaxBytes})}, nil
+	return &Index{src: src, o: o, cache: lru.New[string, *tenantIndex](lru.Options{MaxEntries: o.MaxTenants, MaxCost: o.MaxBytes})}
 }
 
 // Stats describes what the index holds.
@@ -165,7 +154,7 @@ func (x *Index) Search(ctx context.Context, tenant string, q []float32, k int, t
 	if t.centroids != nil {
 		path = "ivf"
 	}
-	metrics.Observe(ctx, x.m.searches.WithLabelValues(path), time.Since(start).Seconds())
+	metrics.Observe(ctx, searchSeconds.WithLabelValues(path), time.Since(start).Seconds())
 	return hits, nil
 }
 
@@ -206,14 +195,14 @@ func (x *Index) refresh(ctx context.Context, tenant string, t *tenantIndex) erro
 		for _, c := range cs {
 			t.apply(c)
 		}
-		x.m.changes.Add(float64(len(cs)))
+		changesTotal.Add(float64(len(cs)))
 		if next <= t.seq {
 			break // nothing newer is visible (yet)
 		}
 		t.seq = next
 	}
 	if t.maintain(x.o.ExactBelow) {
-		x.m.trains.Inc()
+		trainingsTotal.Inc()
 	}
 	x.cache.Put(tenant, t, t.cost(), 0)
 	return nil
@@ -241,7 +230,7 @@ func (x *Index) load(ctx context.Context, tenant string, t *tenantIndex) error {
 		after = cs[len(cs)-1].ID
 	}
 	t.loaded, t.seq = true, seq
-	x.m.loads.Inc()
+	loadsTotal.Inc()
 	return nil
 }
 

@@ -107,11 +107,7 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 	r.SetMaxOpenConns(o.ReadConns)
 	r.SetMaxIdleConns(o.ReadConns)
 	s.r = r
-	if s.idx, err = vecindex.New(vecSource{s}, o.Vectors); err != nil {
-		_ = r.Close()
-		_ = w.Close()
-		return nil, fmt.Errorf("memory sqlite: %w", err)
-	}
+	s.idx = vecindex.New(vecSource{s}, o.Vectors)
 	return s, nil
 }
 
