@@ -75,19 +75,25 @@ func (t *tenantIndex) apply(c Change) {
 	if len(c.Vec) != t.dims {
 		return // another model's vectors are not comparable
 	}
-	v := normalise(c.Vec)
-	if v == nil {
+	var n float64
+	for _, x := range c.Vec {
+		n += float64(x) * float64(x)
+	}
+	if n == 0 || math.IsNaN(n) || math.IsInf(n, 0) {
 		return
 	}
+	inv := 1 / math.Sqrt(n)
 	li := 0
 	if t.centroids != nil {
-		li = t.nearestList(v)
+		li = t.nearestList(c.Vec) // the norm does not change the nearest
 	}
 	l := &t.lists[li]
 	t.where[c.ID] = loc{int32(li), int32(len(l.ids))}
 	l.ids = append(l.ids, c.ID)
 	l.types = append(l.types, t.typeID(c.Type))
-	l.vecs = append(l.vecs, v...)
+	for _, x := range c.Vec {
+		l.vecs = append(l.vecs, float32(float64(x)*inv))
+	}
 }
 
 func (t *tenantIndex) remove(id string) {
@@ -111,15 +117,17 @@ func (t *tenantIndex) remove(id string) {
 }
 
 // maintain switches between exact and IVF and retrains the centroids when
-// the size has changed a lot since they were trained.
-func (t *tenantIndex) maintain(exactBelow int) {
+// the size has changed a lot since they were trained; true when it trained.
+func (t *tenantIndex) maintain(exactBelow int) bool {
 	n := len(t.where)
 	switch {
 	case n < exactBelow/2 && t.centroids != nil:
 		t.rebuild(nil, nil, nil)
 	case n >= exactBelow && (t.centroids == nil || n > 2*t.trainedN || n < t.trainedN/2):
 		t.rebuild(t.train(n))
+		return true
 	}
+	return false
 }
 
 // all returns every vector's id, type and vector, in list order.

@@ -22,8 +22,10 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"time"
 
 	"github.com/baagent/baagent/internal/lru"
+	"github.com/baagent/baagent/internal/metrics"
 )
 
 // ErrTooOld is returned by Source.Changes when the history after since is
@@ -87,7 +89,7 @@ type Index struct {
 	mu    sync.Mutex // guards get-or-create of cache entries
 }
 
-// New returns an index reading src.
+// New returns an index reading src (its metrics: RegisterMetrics).
 func New(src Source, o Options) *Index {
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = 256 << 20
@@ -146,7 +148,14 @@ func (x *Index) Search(ctx context.Context, tenant string, q []float32, k int, t
 	}
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return t.search(qn, k, types, x.o.Probe), nil
+	start := time.Now()
+	hits := t.search(qn, k, types, x.o.Probe)
+	path := "exact"
+	if t.centroids != nil {
+		path = "ivf"
+	}
+	metrics.Observe(ctx, searchSeconds.WithLabelValues(path), time.Since(start).Seconds())
+	return hits, nil
 }
 
 // Refresh brings a tenant's index up to date without searching (a warm-up).
@@ -186,12 +195,15 @@ func (x *Index) refresh(ctx context.Context, tenant string, t *tenantIndex) erro
 		for _, c := range cs {
 			t.apply(c)
 		}
+		changesTotal.Add(float64(len(cs)))
 		if next <= t.seq {
 			break // nothing newer is visible (yet)
 		}
 		t.seq = next
 	}
-	t.maintain(x.o.ExactBelow)
+	if t.maintain(x.o.ExactBelow) {
+		trainingsTotal.Inc()
+	}
 	x.cache.Put(tenant, t, t.cost(), 0)
 	return nil
 }
@@ -218,6 +230,7 @@ func (x *Index) load(ctx context.Context, tenant string, t *tenantIndex) error {
 		after = cs[len(cs)-1].ID
 	}
 	t.loaded, t.seq = true, seq
+	loadsTotal.Inc()
 	return nil
 }
 

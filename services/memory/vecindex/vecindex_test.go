@@ -9,6 +9,8 @@ import (
 	"sort"
 	"sync"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func randVec(rng *rand.Rand, d int) []float32 {
@@ -324,4 +326,71 @@ func BenchmarkSearch(b *testing.B) {
 			}
 		})
 	}
+}
+
+func TestMetrics(t *testing.T) {
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	if err := RegisterMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	if err := RegisterMetrics(reg); err != nil {
+		t.Fatalf("registering twice: %v", err)
+	}
+	names := []string{"baagent_memory_vecindex_loads_total", "baagent_memory_vecindex_changes_total",
+		"baagent_memory_vecindex_trainings_total", "baagent_memory_vecindex_search_seconds"}
+	before := map[string]float64{}
+	for _, n := range names {
+		before[n] = counterValue(t, reg, n)
+	}
+	src := newMemSource()
+	rng := rand.New(rand.NewPCG(13, 14))
+	vs := clustered(rng, 300, 5, 16)
+	for i, v := range vs {
+		src.put(fmt.Sprintf("v%d", i), "x", v)
+	}
+	x := New(src, Options{ExactBelow: 100})
+	y := New(src, Options{})
+	if _, err := x.Search(ctx, "t", vs[0], 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := y.Search(ctx, "t", vs[0], 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	src.put("new", "x", vs[1])
+	if _, err := x.Search(ctx, "t", vs[0], 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Other tests may run in parallel: at least these.
+	for n, want := range map[string]float64{names[0]: 2, names[1]: 1, names[2]: 1, names[3]: 3} {
+		if got := counterValue(t, reg, n) - before[n]; got < want {
+			t.Fatalf("%s rose by %v, want %v", n, got, want)
+		}
+	}
+}
+
+// counterValue is a counter's value, or a histogram's sample count summed
+// over its series.
+func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		var v float64
+		for _, m := range mf.GetMetric() {
+			if c := m.GetCounter(); c != nil {
+				v += c.GetValue()
+			}
+			if h := m.GetHistogram(); h != nil {
+				v += float64(h.GetSampleCount())
+			}
+		}
+		return v
+	}
+	return 0
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -259,10 +260,10 @@ var stopWords = func() map[string]bool {
 	return m
 }()
 
-// ftsQuery turns user text into an FTS5 query over the name and body
-// columns matching any of its words: each word is quoted, so nothing in
-// the text is syntax. It is empty when the text has no words.
-func ftsQuery(text string) string {
+// ftsTerms are the words of user text that a keyword query matches:
+// letters and digits, lower-cased, stop words left out when the text has
+// other words, at most maxTerms.
+func ftsTerms(text string) []string {
 	words := strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsNumber(r) })
 	content := slices.ContainsFunc(words, func(w string) bool { return !stopWords[w] })
 	seen := map[string]bool{}
@@ -272,70 +273,222 @@ func ftsQuery(text string) string {
 			continue
 		}
 		seen[w] = true
-		terms = append(terms, `"`+w+`"`)
+		terms = append(terms, w)
 	}
-	if len(terms) == 0 {
-		return ""
-	}
-	return "{name body} : (" + strings.Join(terms, " OR ") + ")"
+	return terms
 }
 
-// KeywordSearch is full-text search (bm25) over names, aliases, summaries
-// and attributes, matching any of the query's words.
+// termMatch is the FTS5 query for one word of a tenant's entities: the
+// word is quoted and holds only letters and digits, so it is never syntax.
+func termMatch(tok, term string) string {
+	return `tk : "` + tok + `" AND {name body} : "` + term + `"`
+}
+
+// rankBudget is how many of the matching entities a keyword search scores
+// in full (the best by the rarity of the words they hold).
+var rankBudget = 250 // a variable for tests
+
+// BM25 parameters (FTS5's); names weigh twice the rest.
+const (
+	bm25K1     = 1.2
+	bm25B      = 0.75
+	nameWeight = 2.0
+)
+
+// KeywordSearch is full-text search over names, aliases, summaries and
+// attributes, matching any of the query's words, ranked by BM25 with the
+// tenant's own statistics. FTS5 finds the matches (one pass per word, on
+// the tenant's token); when more than rankBudget entities match, the
+// rankBudget holding the rarest words are scored; the scoring reads their
+// text and runs in Go, which costs a fraction of FTS5's bm25() per row.
 func (s *Store) KeywordSearch(ctx context.Context, tenant, query string, k int, types []string) ([]store.Scored, error) {
 	if k <= 0 {
 		return nil, nil
 	}
-	fq := ftsQuery(query)
-	if fq == "" {
+	terms := ftsTerms(query)
+	if len(terms) == 0 {
 		return nil, nil
 	}
 	k = min(k, 1000)
-	match := `tk : "` + tenantToken(tenant) + `" AND ` + fq
-	// The best candidates come from the FTS table alone (ranking there is
-	// cheap; joining every match is not); the join re-checks the tenant
-	// and filters types. With a type filter the candidates may run short:
-	// then the search is repeated over all matches.
-	run := func(candidates int) ([]store.Scored, error) {
-		q := `SELECT e.id, -f.score FROM (SELECT rowid, bm25(entity_fts, 0, 2.0, 1.0) AS score FROM entity_fts
-			WHERE entity_fts MATCH ? ORDER BY score LIMIT ?) f JOIN entities e ON e.rid = f.rowid WHERE +e.tenant = ?`
-		args := []any{match, candidates, tenant}
+	tok := tenantToken(tenant)
+	var docs float64
+	if err := s.r.QueryRowContext(ctx, `SELECT coalesce(sum(doc), 0) FROM entity_fts_vocab WHERE term = ?`, tok).Scan(&docs); err != nil {
+		return nil, fmt.Errorf("memory sqlite: keyword search: %w", err)
+	}
+	if docs == 0 {
+		return nil, nil
+	}
+	// Matches per word, rarest first, and each word's idf among the
+	// tenant's entities. Once the rarer words match the budget, a word
+	// more common than the budget adds only low-idf ties: its matches are
+	// not listed, its idf comes from the vocabulary, and it still counts in
+	// the scoring below.
+	vocab := map[string]float64{}
+	for _, t := range terms {
+		// one lookup per word: fts5vocab pushes "term = ?" down, not IN
+		var n float64
+		if err := s.r.QueryRowContext(ctx, `SELECT coalesce(sum(doc), 0) FROM entity_fts_vocab WHERE term = ?`, t).Scan(&n); err != nil {
+			return nil, fmt.Errorf("memory sqlite: keyword search: %w", err)
+		}
+		vocab[t] = n
+	}
+	byRarity := make([]int, len(terms))
+	for i := range byRarity {
+		byRarity[i] = i
+	}
+	sort.SliceStable(byRarity, func(a, b int) bool { return vocab[terms[byRarity[a]]] < vocab[terms[byRarity[b]]] })
+	budget := max(rankBudget, k)
+	idf := make([]float64, len(terms))
+	matched := map[int64]float64{} // rid → summed idf of its words
+	for _, i := range byRarity {
+		t := terms[i]
+		if len(matched) >= budget && vocab[t] > float64(budget) {
+			df := min(vocab[t], docs)
+			idf[i] = math.Log(1 + (docs-df+0.5)/(df+0.5))
+			continue
+		}
+		rids, err := int64s(ctx, s.r, `SELECT rowid FROM entity_fts WHERE entity_fts MATCH ?`, termMatch(tok, t))
+		if err != nil {
+			return nil, err
+		}
+		df := float64(len(rids))
+		idf[i] = math.Log(1 + (docs-df+0.5)/(df+0.5))
+		for _, r := range rids {
+			matched[r] += idf[i]
+		}
+	}
+	if len(matched) == 0 {
+		return nil, nil
+	}
+	order := make([]int64, 0, len(matched))
+	for r := range matched {
+		order = append(order, r)
+	}
+	sort.Slice(order, func(i, j int) bool {
+		if matched[order[i]] != matched[order[j]] {
+			return matched[order[i]] > matched[order[j]]
+		}
+		return order[i] < order[j]
+	})
+	// The candidates: the rarest-worded first, of the asked types, with
+	// their text.
+	type cand struct {
+		rid  int64
+		id   string
+		name string
+		body string
+	}
+	var cands []cand
+	for _, part := range chunks(order, 500) {
+		if len(cands) >= budget {
+			break
+		}
+		args := []any{tenant}
+		for _, r := range part {
+			args = append(args, r)
+		}
+		q := `SELECT rid, id, name, summary, attributes, aliases FROM entities WHERE +tenant = ? AND rid IN (` + placeholders(len(part)) + `)`
 		if len(types) > 0 {
-			q += ` AND e.type IN (` + placeholders(len(types)) + `)`
+			q += ` AND type IN (` + placeholders(len(types)) + `)`
 			for _, t := range types {
 				args = append(args, t)
 			}
 		}
-		q += ` ORDER BY f.score, e.id LIMIT ?`
-		args = append(args, k)
-		return s.keywordRows(ctx, q, args...)
-	}
-	if len(types) == 0 {
-		return run(k)
-	}
-	out, err := run(k * 8)
-	if err != nil || len(out) >= k {
-		return out, err
-	}
-	return run(-1) // no limit
-}
-
-// keywordRows runs a keyword query.
-func (s *Store) keywordRows(ctx context.Context, q string, args ...any) ([]store.Scored, error) {
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("memory sqlite: keyword search: %w", err)
-	}
-	defer func() { _ = rows.Close() }()
-	var out []store.Scored
-	for rows.Next() {
-		var h store.Scored
-		if err := rows.Scan(&h.ID, &h.Score); err != nil {
+		rows, err := s.r.QueryContext(ctx, q, args...)
+		if err != nil {
 			return nil, fmt.Errorf("memory sqlite: keyword search: %w", err)
 		}
-		out = append(out, h)
+		found := map[int64]cand{}
+		for rows.Next() {
+			var e entityRow
+			var attrs, aliases string
+			if err := rows.Scan(&e.rid, &e.id, &e.name, &e.summary, &attrs, &aliases); err != nil {
+				_ = rows.Close()
+				return nil, fmt.Errorf("memory sqlite: keyword search: %w", err)
+			}
+			_ = json.Unmarshal([]byte(attrs), &e.attributes)
+			_ = json.Unmarshal([]byte(aliases), &e.aliases)
+			names, body := ftsText(&e)
+			found[e.rid] = cand{rid: e.rid, id: e.id, name: names, body: body}
+		}
+		_ = rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("memory sqlite: keyword search: %w", err)
+		}
+		for _, r := range part {
+			if c, ok := found[r]; ok && len(cands) < budget {
+				cands = append(cands, c)
+			}
+		}
 	}
-	return out, rows.Err()
+	if len(cands) == 0 {
+		return nil, nil
+	}
+	index := make(map[string]int, len(terms))
+	for i, t := range terms {
+		index[t] = i
+	}
+	type scoredDoc struct {
+		id    string
+		score float64
+	}
+	lens := make([]float64, len(cands))
+	tfs := make([][]float64, len(cands))
+	var total float64
+	for i, c := range cands {
+		tf := make([]float64, len(terms))
+		n := 0
+		for w, col := range [2]string{c.name, c.body} {
+			weight := 1.0
+			if w == 0 {
+				weight = nameWeight
+			}
+			for _, word := range words(col) {
+				n++
+				if j, ok := index[word]; ok {
+					tf[j] += weight
+				}
+			}
+		}
+		lens[i], tfs[i] = float64(n), tf
+		total += float64(n)
+	}
+	avg := max(total/float64(len(cands)), 1)
+	out := make([]scoredDoc, len(cands))
+	for i, c := range cands {
+		var sc float64
+		for j, tf := range tfs[i] {
+			if tf == 0 {
+				continue
+			}
+			sc += idf[j] * tf * (bm25K1 + 1) / (tf + bm25K1*(1-bm25B+bm25B*lens[i]/avg))
+		}
+		if sc == 0 {
+			// FTS matched a form the Go tokenizer spells differently
+			// (diacritics): count the words it matched once.
+			sc = matched[c.rid] * 1e-3
+		}
+		out[i] = scoredDoc{c.id, sc}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].score != out[j].score {
+			return out[i].score > out[j].score
+		}
+		return out[i].id < out[j].id
+	})
+	if len(out) > k {
+		out = out[:k]
+	}
+	res := make([]store.Scored, len(out))
+	for i, d := range out {
+		res[i] = store.Scored{ID: d.id, Score: d.score}
+	}
+	return res, nil
+}
+
+// words cuts text as the query is cut: letters and digits, lower-cased.
+func words(text string) []string {
+	return strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsNumber(r) })
 }
 
 // --- vectors for the index -------------------------------------------------
@@ -353,7 +506,7 @@ func (v vecSource) Seq(ctx context.Context, tenant string) (int64, error) {
 }
 
 func (v vecSource) Snapshot(ctx context.Context, tenant, afterID string, limit int) ([]vecindex.Change, error) {
-	rows, err := v.s.r.QueryContext(ctx, `SELECT seq, id, type, embedding FROM entities WHERE tenant = ? AND id > ? ORDER BY id LIMIT ?`, tenant, afterID, limit)
+	rows, err := v.s.r.QueryContext(ctx, `SELECT seq, id, type, embedding FROM entities WHERE +tenant = ? AND id > ? ORDER BY id LIMIT ?`, tenant, afterID, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -81,6 +81,8 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 		"synchronous(NORMAL)",
 		"foreign_keys(OFF)",
 		"temp_store(MEMORY)",
+		"mmap_size(1073741824)", // reads through the OS page cache, not read(2)
+		"cache_size(-16384)",    // 16 MiB of pages per connection
 	} {
 		pragmas.Add("_pragma", p)
 	}
@@ -246,6 +248,8 @@ CREATE TABLE communities (
 	PRIMARY KEY (tenant, id)
 ) WITHOUT ROWID;
 `,
+	// 2: document counts per term, for keyword search's ranking budget.
+	`CREATE VIRTUAL TABLE entity_fts_vocab USING fts5vocab(entity_fts, 'row');`,
 }
 
 func (s *Store) migrate(ctx context.Context) error {

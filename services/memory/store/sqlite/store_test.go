@@ -222,7 +222,7 @@ func TestOpenErrors(t *testing.T) {
 	}
 }
 
-// FuzzFTSQuery: any text makes a query FTS5 accepts.
+// FuzzFTSQuery: any text makes queries FTS5 accepts.
 func FuzzFTSQuery(f *testing.F) {
 	for _, s := range []string{`acme "corp"`, `NEAR(a b)`, `a AND OR NOT`, `{name}:x`, `x*`, "\x00", `ö日本`, `-"`, `'`} {
 		f.Add(s)
@@ -237,20 +237,19 @@ func FuzzFTSQuery(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
-		q := ftsQuery(text)
-		if q == "" {
-			return
+		for _, term := range ftsTerms(text) {
+			q := termMatch("tabc", term)
+			rows, err := db.Query(`SELECT rowid FROM x WHERE x MATCH ?`, q)
+			if err != nil {
+				t.Fatalf("text %q, query %q: %v", text, q, err)
+			}
+			for rows.Next() {
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatalf("text %q, query %q: %v", text, q, err)
+			}
+			_ = rows.Close()
 		}
-		rows, err := db.Query(`SELECT rowid FROM x WHERE x MATCH ?`, `tk : "tabc" AND `+q)
-		if err != nil {
-			t.Fatalf("ftsQuery(%q) = %q: %v", text, q, err)
-		}
-		for rows.Next() {
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatalf("ftsQuery(%q) = %q: %v", text, q, err)
-		}
-		_ = rows.Close()
 	})
 }
 
@@ -271,4 +270,38 @@ func FuzzDecodeCursor(f *testing.F) {
 			t.Fatalf("round trip of %+v = %+v, %v", c, d, err)
 		}
 	})
+}
+
+// TestKeywordRankBudget: past the ranking budget the candidates are chosen
+// by the words' rarity, and bm25 still orders the best.
+func TestKeywordRankBudget(t *testing.T) {
+	s := openTemp(t)
+	defer func() { _ = s.Close() }()
+	ctx := context.Background()
+	old := rankBudget
+	rankBudget = 3
+	defer func() { rankBudget = old }()
+	var r store.IngestResult
+	for i := range 12 {
+		typ := "common"
+		if i == 7 {
+			typ = "special"
+		}
+		r.Entities = append(r.Entities, store.ExtractedEntity{Name: fmt.Sprintf("Harbor %d", i), Type: typ, Summary: "a harbor crane", Embedding: unit(i, 8)})
+	}
+	r.Entities = append(r.Entities, store.ExtractedEntity{Name: "Harbor Walrus", Type: "common", Summary: "the walrus of the harbor crane", Embedding: unit(3, 8)})
+	claimOne(t, s, "t", "ep_1")
+	out, err := s.CompleteEpisode(ctx, "t", "ep_1", "o", r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.KeywordSearch(ctx, "t", "harbor walrus crane", 5, nil)
+	if err != nil || len(h) != 5 || h[0].ID != out.EntityIDs[12] {
+		t.Fatalf("KeywordSearch past the budget = %v, %v; want %s first", h, err, out.EntityIDs[12])
+	}
+	// A type filter the candidates miss falls back to every match.
+	h, err = s.KeywordSearch(ctx, "t", "harbor walrus crane", 5, []string{"special"})
+	if err != nil || len(h) != 1 || h[0].ID != out.EntityIDs[7] {
+		t.Fatalf("KeywordSearch(type special) past the budget = %v, %v", h, err)
+	}
 }
