@@ -124,7 +124,8 @@ var trigramPrefix = fnvString(fnvOffset, "t\x00")
 
 // trigrams adds the character trigrams of "^word$"; buf is reused.
 func (l *Lexical) trigrams(acc []float64, w string, buf []rune) []rune {
-	r := append(buf[:0], '^')
+	r := buf[:0]
+	r = append(r, '^')
 	for _, c := range w {
 		r = append(r, c)
 	}
