@@ -292,10 +292,49 @@ func (s *Server) Register(gs grpc.ServiceRegistrar) {
 func (s *Server) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.runIngest(ctx) })
+	g.Go(func() error { s.warmVectors(ctx); return nil })
 	if s.opts.CommunityInterval > 0 {
 		g.Go(func() error { return s.runCommunities(ctx) })
 	}
 	return g.Wait()
+}
+
+// Vector warm-up at start: the tenants whose graph changed within
+// warmWindow, at most warmTenants of them.
+const (
+	warmWindow  = 30 * 24 * time.Hour
+	warmTenants = 64
+)
+
+// warmVectors loads the vectors of recently active tenants into a store
+// that searches them in process, so that their first search after a start
+// does not pay for the load. It runs once, in the background; searches
+// meanwhile load what they need themselves.
+func (s *Server) warmVectors(ctx context.Context) {
+	w, ok := s.store.(store.VectorWarmer)
+	if !ok {
+		return
+	}
+	tenants, err := s.store.TenantsChangedSince(ctx, time.Now().Add(-warmWindow))
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.WarnContext(ctx, "memory: vector warm-up skipped", "err", err)
+		}
+		return
+	}
+	began := time.Now()
+	warmed := 0
+	for _, t := range tenants[:min(len(tenants), warmTenants)] {
+		if err := w.WarmVectors(ctx, t); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			s.log.WarnContext(ctx, "memory: vector warm-up failed", "tenant", t, "err", err)
+			continue
+		}
+		warmed++
+	}
+	s.log.InfoContext(ctx, "memory: vectors warmed", "tenants", warmed, "duration", time.Since(began))
 }
 
 // signalWork wakes the claim loop without blocking.

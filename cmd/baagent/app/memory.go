@@ -20,6 +20,7 @@ import (
 	"github.com/baagent/baagent/services/memory/store"
 	"github.com/baagent/baagent/services/memory/store/postgres"
 	"github.com/baagent/baagent/services/memory/store/sqlite"
+	"github.com/baagent/baagent/services/memory/vecindex"
 )
 
 // buildMemory builds the memory service: its store (PostgreSQL when
@@ -74,6 +75,10 @@ func (a *App) buildMemory(ctx context.Context) (registrar, error) {
 // (its directory created if need be).
 func (a *App) memoryStore(ctx context.Context) (store.Store, error) {
 	s := a.cfg.Memory
+	// Both stores search vectors in process (PostgreSQL without pgvector).
+	if err := vecindex.RegisterMetrics(a.reg); err != nil {
+		return nil, fmt.Errorf("memory: %w", err)
+	}
 	if s.PostgresURL == "" {
 		if err := os.MkdirAll(filepath.Dir(s.DB), 0o750); err != nil {
 			return nil, fmt.Errorf("setting memory-db: %w", err)

@@ -278,3 +278,10 @@ type Store interface {
 
 	Close() error
 }
+
+// VectorWarmer is a Store that searches vectors in process and can load a
+// tenant's vectors ahead of its first search (which otherwise pays for the
+// load: seconds for a tenant of 100,000 entities).
+type VectorWarmer interface {
+	WarmVectors(ctx context.Context, tenant string) error
+}

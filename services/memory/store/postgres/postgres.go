@@ -274,3 +274,12 @@ var errInvalidText = errors.New("memory store: text is not valid UTF-8 or contai
 func cleanText(s string) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
 }
+
+// WarmVectors loads the tenant's vectors into the in-process index; with
+// pgvector the database searches them and there is nothing to load.
+func (s *Store) WarmVectors(ctx context.Context, tenant string) error {
+	if s.pgvector {
+		return nil
+	}
+	return s.vectors.Refresh(ctx, tenant)
+}

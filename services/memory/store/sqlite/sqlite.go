@@ -472,3 +472,8 @@ func (s *Store) saveTenant(ctx context.Context, tx *sql.Tx, ts *tenantState) err
 	}
 	return nil
 }
+
+// WarmVectors loads the tenant's vectors into the in-process index.
+func (s *Store) WarmVectors(ctx context.Context, tenant string) error {
+	return s.idx.Refresh(ctx, tenant)
+}

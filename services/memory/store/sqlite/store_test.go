@@ -305,3 +305,27 @@ func TestKeywordRankBudget(t *testing.T) {
 		t.Fatalf("KeywordSearch(type special) past the budget = %v, %v", h, err)
 	}
 }
+
+// WarmVectors loads a tenant's vectors ahead of its first search, and only
+// that tenant's.
+func TestWarmVectorsLoadsTheTenant(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	claimOne(t, s, "t", "ep_1")
+	if _, err := s.CompleteEpisode(ctx, "t", "ep_1", "o", sample(3)); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.idx.Stats().Tenants; n != 0 {
+		t.Fatalf("%d tenants indexed before any search", n)
+	}
+	var w store.VectorWarmer = s
+	if err := w.WarmVectors(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.idx.Stats().Tenants; n != 1 {
+		t.Fatalf("%d tenants indexed after warming one", n)
+	}
+	if h, err := s.VectorSearch(ctx, "t", unit(1, 8), 1, nil); err != nil || len(h) != 1 {
+		t.Fatalf("search after warming = %v, %v", h, err)
+	}
+}
