@@ -63,9 +63,29 @@ type Breakdown struct {
 // RecencyWindow, plus SuccessWeight if its (decayed) success rate is above
 // SuccessBonusAbove.
 func Score(q Query, p *Pattern, now time.Time) Breakdown {
+	return prepare(q).score(p, now)
+}
+
+// prepared is a query normalised once for scoring many patterns.
+type prepared struct {
+	sig      Signature
+	entities map[string]struct{}
+}
+
+func prepare(q Query) prepared {
+	pq := prepared{sig: Signature{TaskType: q.Signature.TaskType, EntityTypes: normalize(q.Signature.EntityTypes)}}
+	es := normalize(q.Entities)
+	pq.entities = make(map[string]struct{}, len(es))
+	for _, e := range es {
+		pq.entities[e] = struct{}{}
+	}
+	return pq
+}
+
+func (q prepared) score(p *Pattern, now time.Time) Breakdown {
 	b := Breakdown{
-		SignatureMatch: SignatureMatch(q.Signature, p.Signature),
-		EntityOverlap:  jaccard(normalize(q.Entities), normalize(p.Entities)),
+		SignatureMatch: q.sig.TaskType != "" && q.sig.TaskType == p.Signature.TaskType && typesMatch(q.sig.EntityTypes, p.Signature.EntityTypes),
+		EntityOverlap:  q.overlap(p.Entities),
 		Recent:         !p.UpdatedAt.IsZero() && now.Sub(p.UpdatedAt) <= RecencyWindow,
 		HighSuccess:    EffectiveSuccessRate(p, now) > SuccessBonusAbove,
 	}
@@ -82,6 +102,47 @@ func Score(q Query, p *Pattern, now time.Time) Breakdown {
 	return b
 }
 
+// overlap is the Jaccard index of the query's entities and a pattern's,
+// whose entities are kept lower-cased and unique (normalizeEntity).
+func (q prepared) overlap(pe []string) float64 {
+	if len(q.entities) == 0 && len(pe) == 0 {
+		return 0
+	}
+	inter := 0
+	for _, e := range pe {
+		if _, ok := q.entities[e]; ok {
+			inter++
+		}
+	}
+	return float64(inter) / float64(len(q.entities)+len(pe)-inter)
+}
+
+// typesMatch is the entity-type half of SignatureMatch on normalised
+// lists: both empty, or a Jaccard index of at least one half.
+func typesMatch(a, b []string) bool {
+	if len(a) == 0 && len(b) == 0 {
+		return true
+	}
+	if sortedUnique(b) {
+		return jaccard(a, b) >= 0.5
+	}
+	return jaccard(a, normalize(b)) >= 0.5
+}
+
+func sortedUnique(xs []string) bool {
+	for i := 1; i < len(xs); i++ {
+		if xs[i-1] >= xs[i] {
+			return false
+		}
+	}
+	for _, x := range xs {
+		if x != strings.ToLower(strings.TrimSpace(x)) {
+			return false
+		}
+	}
+	return true
+}
+
 // SignatureMatch reports whether two signatures name the same kind of
 // task: the same task type, and entity types that overlap by at least half
 // (Jaccard ≥ 0.5; two empty sets match).
@@ -89,11 +150,7 @@ func SignatureMatch(a, b Signature) bool {
 	if a.TaskType == "" || a.TaskType != b.TaskType {
 		return false
 	}
-	ta, tb := normalize(a.EntityTypes), normalize(b.EntityTypes)
-	if len(ta) == 0 && len(tb) == 0 {
-		return true
-	}
-	return jaccard(ta, tb) >= 0.5
+	return typesMatch(normalize(a.EntityTypes), b.EntityTypes)
 }
 
 // Candidate is a pattern retrieval offers, with its score and mode.
@@ -109,11 +166,12 @@ type Candidate struct {
 // id).
 func Rank(q Query, ps []*Pattern, now time.Time) []Candidate {
 	var out []Candidate
+	pq := prepare(q)
 	for _, p := range ps {
 		if Evaluate(p, now) != StateActive {
 			continue
 		}
-		b := Score(q, p, now)
+		b := pq.score(p, now)
 		if m := ModeFor(b.Score); m != ModeNone {
 			out = append(out, Candidate{Pattern: p, Breakdown: b, Mode: m})
 		}
