@@ -7,22 +7,32 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/llm"
 	"github.com/baagent/baagent/internal/scripted"
 	"github.com/baagent/baagent/internal/scripted/scriptedtest"
+	"github.com/baagent/baagent/internal/testkit"
+	vt "github.com/baagent/baagent/internal/validate/validatetest"
+	memorysvc "github.com/baagent/baagent/services/memory"
+	"github.com/baagent/baagent/services/memory/embed"
+	"github.com/baagent/baagent/services/memory/store/sqlite"
 	"github.com/baagent/baagent/services/toolrunner/builtin"
 	"github.com/baagent/baagent/services/toolrunner/tool"
 )
 
 // realTools runs file_read, glob and sql_query with the toolrunner's real
-// built-in tools over a copy of examples/data, and formats failures as the
-// standard error observation; `skill` gets a canned activation message.
+// built-in tools over a copy of examples/data, memory_search and
+// memory_add against a real memory service (SQLite, the lexical
+// embedding, over loopback gRPC), and formats failures as the standard
+// error observation; `skill` gets a canned activation message.
 type realTools struct {
 	byName map[string]tool.Tool
 	root   *os.Root
@@ -43,7 +53,31 @@ func newRealTools(t *testing.T) *realTools {
 	for _, tl := range builtin.Tools(builtin.Options{}) {
 		rt.byName[tl.Spec().Name] = tl
 	}
+	mem := builtin.NewMemorySource(builtin.MemoryOptions{Client: newMemoryService(t)})
+	for _, tl := range mem.TenantTools(context.Background(), samplesTenant) {
+		rt.byName[tl.Spec().Name] = tl
+	}
 	return rt
+}
+
+// samplesTenant is the tenant the memory tools act for.
+const samplesTenant = "samples"
+
+// newMemoryService serves an empty memory service on loopback.
+func newMemoryService(t *testing.T) baagentv1.MemoryServiceClient {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "memory.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	ms, err := memorysvc.New(memorysvc.Options{Store: st, Embedder: embed.NewLexical(0), Logger: slog.New(slog.DiscardHandler), CommunityInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Run(t, ctx, ms.Run)
+	return baagentv1.NewMemoryServiceClient(vt.Serve(t, ms.Register))
 }
 
 func (rt *realTools) run(call llm.ToolCall) string {
@@ -81,7 +115,7 @@ func (rt *realTools) run(call llm.ToolCall) string {
 	if err := resolved.Validate(args); err != nil {
 		return fail("INVALID_ARGUMENTS", err.Error())
 	}
-	res, err := tl.Execute(context.Background(), tool.Call{ToolCallID: call.ID, Args: args, Workspace: rt.root})
+	res, err := tl.Execute(context.Background(), tool.Call{ToolCallID: call.ID, Args: args, Workspace: rt.root, Tenant: samplesTenant})
 	if err != nil {
 		var te *tool.Error
 		if errors.As(err, &te) {
