@@ -83,7 +83,7 @@ func (a *App) memoryStore(ctx context.Context) (store.Store, error) {
 		if err := os.MkdirAll(filepath.Dir(s.DB), 0o750); err != nil {
 			return nil, fmt.Errorf("setting memory-db: %w", err)
 		}
-		db, err := sqlite.Open(ctx, s.DB, sqlite.Options{})
+		db, err := sqlite.Open(ctx, s.DB, sqlite.Options{Logger: a.log.With("component", "memory-store")})
 		if err != nil {
 			return nil, fmt.Errorf("memory (setting memory-db): %w", err)
 		}

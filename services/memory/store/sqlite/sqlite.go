@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/url"
 	"strings"
@@ -40,6 +41,8 @@ type Options struct {
 	MaxTombstones int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Logger receives the store's warnings (default slog.Default()).
+	Logger *slog.Logger
 }
 
 // Store is the SQLite memory store.
@@ -68,6 +71,9 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 	if o.ReadConns <= 0 {
 		o.ReadConns = 4
 	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
 	if o.MaxTombstones <= 0 {
 		o.MaxTombstones = 10_000
 	}
@@ -81,6 +87,7 @@ func Open(ctx context.Context, path string, o Options) (*Store, error) {
 		"synchronous(NORMAL)",
 		"foreign_keys(OFF)",
 		"temp_store(MEMORY)",
+		"secure_delete(ON)",     // a deleted row's bytes are zeroed, not left in free pages
 		"mmap_size(1073741824)", // reads through the OS page cache, not read(2)
 		"cache_size(-16384)",    // 16 MiB of pages per connection
 	} {

@@ -1,12 +1,15 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -327,5 +330,54 @@ func TestWarmVectorsLoadsTheTenant(t *testing.T) {
 	}
 	if h, err := s.VectorSearch(ctx, "t", unit(1, 8), 1, nil); err != nil || len(h) != 1 {
 		t.Fatalf("search after warming = %v, %v", h, err)
+	}
+}
+
+// A deleted episode's text is gone from the files, not only from the
+// tables: freed pages are zeroed and the log is checkpointed.
+func TestDeletedContentLeavesTheFiles(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(ctx, filepath.Join(dir, "m.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	const marker = "conv_marker_7f3a9c"
+	for i, conv := range []string{marker, "conv_other"} {
+		ep := &store.Episode{ID: fmt.Sprintf("ep_%d", i), Tenant: "t", Source: store.SourceRun, ConversationID: conv,
+			Content: "Question about " + conv + strings.Repeat(" padding", 200), CreatedAt: time.Now()}
+		if _, _, err := s.CreateEpisode(ctx, ep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	holding := func() []string {
+		var out []string
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Contains(b, []byte(marker)) {
+				out = append(out, e.Name())
+			}
+		}
+		return out
+	}
+	if len(holding()) == 0 {
+		t.Fatal("the marker is in no file before the delete")
+	}
+	if out, err := s.DeleteConversation(ctx, "t", marker); err != nil || out.Episodes != 1 {
+		t.Fatalf("delete: %+v, %v", out, err)
+	}
+	if files := holding(); len(files) != 0 {
+		t.Fatalf("files still holding the deleted conversation: %v", files)
+	}
+	if _, err := s.GetEpisode(ctx, "t", "ep_1"); err != nil {
+		t.Fatalf("the other conversation's episode: %v", err)
 	}
 }
