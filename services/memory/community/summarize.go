@@ -5,15 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
-	openai "github.com/sashabaranov/go-openai"
+	"github.com/baagent/baagent/services/memory/internal/structured"
 )
 
 // SchemaCommunity names the structured output of a summary.
@@ -65,23 +63,14 @@ type SummarizerConfig struct {
 // OpenAISummarizer writes community names and summaries with an
 // OpenAI-compatible chat model and JSON-schema structured output.
 type OpenAISummarizer struct {
-	cfg    SummarizerConfig
-	client *openai.Client
-	// completionTokens is set once the model refused max_tokens.
-	completionTokens atomic.Bool
+	cfg SummarizerConfig
+	llm *structured.Client
 }
 
 var _ Summarizer = (*OpenAISummarizer)(nil)
 
 // NewOpenAISummarizer checks cfg and returns the summarizer.
 func NewOpenAISummarizer(cfg SummarizerConfig) (*OpenAISummarizer, error) {
-	cfg.BaseURL = strings.TrimRight(strings.TrimSpace(cfg.BaseURL), "/")
-	if cfg.BaseURL == "" {
-		return nil, errors.New("community: SummarizerConfig.BaseURL is required")
-	}
-	if cfg.Model == "" {
-		return nil, errors.New("community: SummarizerConfig.Model is required")
-	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultSummaryTimeout
 	}
@@ -94,14 +83,12 @@ func NewOpenAISummarizer(cfg SummarizerConfig) (*OpenAISummarizer, error) {
 	if cfg.MaxFacts <= 0 {
 		cfg.MaxFacts = DefaultMaxFacts
 	}
-	oc := openai.DefaultConfig(cfg.APIKey)
-	oc.BaseURL = cfg.BaseURL
-	if cfg.HTTPClient != nil {
-		oc.HTTPClient = cfg.HTTPClient
-	} else {
-		oc.HTTPClient = &http.Client{}
+	llm, err := structured.New(structured.Config{BaseURL: cfg.BaseURL, APIKey: cfg.APIKey, Model: cfg.Model,
+		Timeout: cfg.Timeout, MaxTokens: cfg.MaxTokens, HTTPClient: cfg.HTTPClient})
+	if err != nil {
+		return nil, fmt.Errorf("community: SummarizerConfig.%w", err)
 	}
-	return &OpenAISummarizer{cfg: cfg, client: openai.NewClientWithConfig(oc)}, nil
+	return &OpenAISummarizer{cfg: cfg, llm: llm}, nil
 }
 
 // Model is the configured model.
@@ -150,49 +137,13 @@ func (s *OpenAISummarizer) Summarize(ctx context.Context, members []Member, fact
 	if len(members) == 0 {
 		return Summary{}, &Error{Retryable: false, Msg: "a community needs members"}
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-	defer cancel()
-	req := openai.ChatCompletionRequest{
-		Model: s.cfg.Model,
-		Messages: []openai.ChatCompletionMessage{
-			{Role: openai.ChatMessageRoleSystem, Content: communityPrompt},
-			{Role: openai.ChatMessageRoleUser, Content: s.userMessage(members, facts)},
-		},
-		MaxTokens: s.cfg.MaxTokens, //nolint:staticcheck // many OpenAI-compatible servers know only max_tokens
-		ResponseFormat: &openai.ChatCompletionResponseFormat{
-			Type: openai.ChatCompletionResponseFormatTypeJSONSchema,
-			JSONSchema: &openai.ChatCompletionResponseFormatJSONSchema{
-				Name: SchemaCommunity, Description: "A community's name and summary.",
-				Schema: json.RawMessage(communitySchema), Strict: true,
-			},
-		},
+	a, err := s.llm.Call(ctx, structured.Schema{Name: SchemaCommunity, Description: "A community's name and summary.", JSON: json.RawMessage(communitySchema)},
+		communityPrompt, s.userMessage(members, facts))
+	tokens := a.PromptTokens + a.CompletionTokens
+	if f := (*structured.Failure)(nil); errors.As(err, &f) {
+		return Summary{Tokens: tokens}, &Error{Retryable: f.Retryable, Status: f.Status, Msg: f.Msg, Err: f.Err}
 	}
-	if s.completionTokens.Load() {
-		req.MaxCompletionTokens, req.MaxTokens = req.MaxTokens, 0 //nolint:staticcheck // see above
-	}
-	resp, err := s.client.CreateChatCompletion(cctx, req)
-	if err != nil && wantsMaxCompletionTokens(err) && req.MaxTokens != 0 { //nolint:staticcheck // see above
-		// Reasoning models refuse max_tokens: say max_completion_tokens
-		// from now on.
-		s.completionTokens.Store(true)
-		req.MaxCompletionTokens, req.MaxTokens = req.MaxTokens, 0 //nolint:staticcheck // see above
-		resp, err = s.client.CreateChatCompletion(cctx, req)
-	}
-	if err != nil {
-		return Summary{}, classify(ctx, err)
-	}
-	tokens := resp.Usage.PromptTokens + resp.Usage.CompletionTokens
-	if len(resp.Choices) == 0 {
-		return Summary{Tokens: tokens}, &Error{Msg: "the model answered no choices"}
-	}
-	ch := resp.Choices[0]
-	switch {
-	case ch.Message.Refusal != "":
-		return Summary{Tokens: tokens}, &Error{Msg: "the model refused: " + capRunes(ch.Message.Refusal, 200)}
-	case ch.FinishReason == openai.FinishReasonLength:
-		return Summary{Tokens: tokens}, &Error{Msg: fmt.Sprintf("the answer was cut at %d tokens", s.cfg.MaxTokens)}
-	}
-	sum, err := ParseSummary(ch.Message.Content)
+	sum, err := ParseSummary(a.Content)
 	sum.Tokens = tokens
 	if err != nil {
 		return sum, &Error{Msg: "the model's summary is not usable", Err: err}
@@ -226,16 +177,6 @@ func ParseSummary(content string) (Summary, error) {
 	return out, nil
 }
 
-// wantsMaxCompletionTokens recognises the 400 of a model that takes
-// max_completion_tokens instead of max_tokens (OpenAI's reasoning models).
-func wantsMaxCompletionTokens(err error) bool {
-	var apiErr *openai.APIError
-	if !errors.As(err, &apiErr) || apiErr.HTTPStatusCode != http.StatusBadRequest {
-		return false
-	}
-	return (apiErr.Param != nil && *apiErr.Param == "max_tokens") || strings.Contains(apiErr.Message, "max_completion_tokens")
-}
-
 // Error is a failed summary.
 type Error struct {
 	// Retryable: the model is unavailable; try again later.
@@ -259,31 +200,6 @@ func (e *Error) Unwrap() error { return e.Err }
 func IsRetryable(err error) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Retryable
-}
-
-func classify(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return &Error{Retryable: true, Msg: "cancelled", Err: ctx.Err()}
-	}
-	status := 0
-	var apiErr *openai.APIError
-	var reqErr *openai.RequestError
-	switch {
-	case errors.As(err, &apiErr):
-		status = apiErr.HTTPStatusCode
-	case errors.As(err, &reqErr):
-		status = reqErr.HTTPStatusCode
-	}
-	if status != 0 {
-		retryable := status == http.StatusTooManyRequests || status >= 500 || status == http.StatusRequestTimeout ||
-			status == http.StatusUnauthorized || status == http.StatusForbidden || status == http.StatusNotFound
-		return &Error{Retryable: retryable, Status: status, Msg: "the model call failed", Err: err}
-	}
-	var netErr net.Error
-	if errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "connection") || strings.Contains(err.Error(), "EOF") {
-		return &Error{Retryable: true, Msg: "the model is unreachable", Err: err}
-	}
-	return &Error{Msg: "the model's response is unusable", Err: err}
 }
 
 // oneLine replaces control characters (newlines included) by spaces and

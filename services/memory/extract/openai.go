@@ -5,14 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
-	openai "github.com/sashabaranov/go-openai"
+	"github.com/baagent/baagent/services/memory/internal/structured"
 )
 
 // Schema names of the structured outputs (the scripted model answers
@@ -53,23 +51,14 @@ type Config struct {
 // OpenAI extracts with an OpenAI-compatible chat model and JSON-schema
 // structured output. It is safe for concurrent use.
 type OpenAI struct {
-	cfg    Config
-	client *openai.Client
-	// completionTokens is set once the model refused max_tokens.
-	completionTokens atomic.Bool
+	cfg Config
+	llm *structured.Client
 }
 
 var _ Extractor = (*OpenAI)(nil)
 
 // NewOpenAI checks cfg and returns the extractor.
 func NewOpenAI(cfg Config) (*OpenAI, error) {
-	cfg.BaseURL = strings.TrimRight(strings.TrimSpace(cfg.BaseURL), "/")
-	if cfg.BaseURL == "" {
-		return nil, errors.New("extract: Config.BaseURL is required")
-	}
-	if cfg.Model == "" {
-		return nil, errors.New("extract: Config.Model is required")
-	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
@@ -79,14 +68,12 @@ func NewOpenAI(cfg Config) (*OpenAI, error) {
 	if cfg.MaxTokens <= 0 {
 		cfg.MaxTokens = DefaultMaxTokens
 	}
-	oc := openai.DefaultConfig(cfg.APIKey)
-	oc.BaseURL = cfg.BaseURL
-	if cfg.HTTPClient != nil {
-		oc.HTTPClient = cfg.HTTPClient
-	} else {
-		oc.HTTPClient = &http.Client{}
+	llm, err := structured.New(structured.Config{BaseURL: cfg.BaseURL, APIKey: cfg.APIKey, Model: cfg.Model,
+		Timeout: cfg.Timeout, MaxTokens: cfg.MaxTokens, HTTPClient: cfg.HTTPClient})
+	if err != nil {
+		return nil, fmt.Errorf("extract: Config.%w", err)
 	}
-	return &OpenAI{cfg: cfg, client: openai.NewClientWithConfig(oc)}, nil
+	return &OpenAI{cfg: cfg, llm: llm}, nil
 }
 
 // Model is the configured model.
@@ -137,65 +124,20 @@ func (o *OpenAI) Extract(ctx context.Context, content string) (*Result, error) {
 }
 
 func (o *OpenAI) call(ctx context.Context, schema, system, user string, usage *Usage) (string, error) {
-	cctx, cancel := context.WithTimeout(ctx, o.cfg.Timeout)
-	defer cancel()
-	req := openai.ChatCompletionRequest{
-		Model: o.cfg.Model,
-		Messages: []openai.ChatCompletionMessage{
-			{Role: openai.ChatMessageRoleSystem, Content: system},
-			{Role: openai.ChatMessageRoleUser, Content: user},
-		},
-		MaxTokens: o.cfg.MaxTokens, //nolint:staticcheck // many OpenAI-compatible servers know only max_tokens
-		ResponseFormat: &openai.ChatCompletionResponseFormat{
-			Type: openai.ChatCompletionResponseFormatTypeJSONSchema,
-			JSONSchema: &openai.ChatCompletionResponseFormatJSONSchema{
-				Name:        schema,
-				Description: schemaDescriptions[schema],
-				Schema:      json.RawMessage(extractionSchema),
-				Strict:      true,
-			},
-		},
+	a, err := o.llm.Call(ctx, structured.Schema{Name: schema, Description: schemaDescriptions[schema], JSON: json.RawMessage(extractionSchema)}, system, user)
+	if err == nil || a.PromptTokens+a.CompletionTokens > 0 {
+		usage.Calls++
+		usage.PromptTokens += a.PromptTokens
+		usage.CompletionTokens += a.CompletionTokens
 	}
-	if o.completionTokens.Load() {
-		req.MaxCompletionTokens, req.MaxTokens = req.MaxTokens, 0 //nolint:staticcheck // see above
+	if f := (*structured.Failure)(nil); errors.As(err, &f) {
+		kind := Permanent
+		if f.Retryable {
+			kind = Retryable
+		}
+		return "", &Error{Kind: kind, Status: f.Status, Msg: f.Msg, Err: f.Err}
 	}
-	resp, err := o.client.CreateChatCompletion(cctx, req)
-	if err != nil && wantsMaxCompletionTokens(err) && req.MaxTokens != 0 { //nolint:staticcheck // see above
-		// Reasoning models refuse max_tokens: say max_completion_tokens
-		// from now on.
-		o.completionTokens.Store(true)
-		req.MaxCompletionTokens, req.MaxTokens = req.MaxTokens, 0 //nolint:staticcheck // see above
-		resp, err = o.client.CreateChatCompletion(cctx, req)
-	}
-	if err != nil {
-		return "", classify(ctx, err)
-	}
-	usage.Calls++
-	usage.PromptTokens += resp.Usage.PromptTokens
-	usage.CompletionTokens += resp.Usage.CompletionTokens
-	if len(resp.Choices) == 0 {
-		return "", &Error{Kind: Permanent, Msg: "the model answered no choices"}
-	}
-	ch := resp.Choices[0]
-	switch {
-	case ch.Message.Refusal != "":
-		return "", &Error{Kind: Permanent, Msg: "the model refused: " + truncate(ch.Message.Refusal, 200)}
-	case ch.FinishReason == openai.FinishReasonLength:
-		return "", &Error{Kind: Permanent, Msg: fmt.Sprintf("the answer was cut at %d tokens", o.cfg.MaxTokens)}
-	case ch.FinishReason == openai.FinishReasonContentFilter:
-		return "", &Error{Kind: Permanent, Msg: "the answer was withheld by a content filter"}
-	}
-	return ch.Message.Content, nil
-}
-
-// wantsMaxCompletionTokens recognises the 400 of a model that takes
-// max_completion_tokens instead of max_tokens (OpenAI's reasoning models).
-func wantsMaxCompletionTokens(err error) bool {
-	var apiErr *openai.APIError
-	if !errors.As(err, &apiErr) || apiErr.HTTPStatusCode != http.StatusBadRequest {
-		return false
-	}
-	return (apiErr.Param != nil && *apiErr.Param == "max_tokens") || strings.Contains(apiErr.Message, "max_completion_tokens")
+	return a.Content, err
 }
 
 // Kind says whether an error may go away.
@@ -242,39 +184,6 @@ func IsRetryable(err error) bool {
 	return errors.As(err, &e) && e.Kind == Retryable
 }
 
-// classify maps a client error to an Error.
-func classify(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return &Error{Kind: Retryable, Msg: "cancelled", Err: ctx.Err()}
-	}
-	status := 0
-	var apiErr *openai.APIError
-	var reqErr *openai.RequestError
-	switch {
-	case errors.As(err, &apiErr):
-		status = apiErr.HTTPStatusCode
-	case errors.As(err, &reqErr):
-		status = reqErr.HTTPStatusCode
-	}
-	if status != 0 {
-		kind := Permanent
-		switch {
-		case status == http.StatusTooManyRequests, status >= 500, status == http.StatusRequestTimeout,
-			status == http.StatusUnauthorized, status == http.StatusForbidden, status == http.StatusNotFound:
-			// 401/403/404 mean the model is not reachable as configured: the
-			// episode is fine and can be processed once that is fixed.
-			kind = Retryable
-		}
-		return &Error{Kind: kind, Status: status, Msg: "the model call failed", Err: err}
-	}
-	var netErr net.Error
-	if errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, net.ErrClosed) || strings.Contains(err.Error(), "connection") || strings.Contains(err.Error(), "EOF") {
-		return &Error{Kind: Retryable, Msg: "the model is unreachable", Err: err}
-	}
-	// A body go-openai cannot decode is an unusable answer.
-	return &Error{Kind: Permanent, Msg: "the model's response is unusable", Err: err}
-}
-
 func truncateRunes(s string, n int) (string, bool) {
 	if utf8.RuneCountInString(s) <= n {
 		return s, false
@@ -287,12 +196,4 @@ func truncateRunes(s string, n int) (string, bool) {
 		i++
 	}
 	return s, false
-}
-
-func truncate(s string, n int) string {
-	t, cut := truncateRunes(s, n)
-	if cut {
-		return t + "…"
-	}
-	return t
 }
