@@ -487,14 +487,14 @@ func TestParseRetryAfter(t *testing.T) {
 		if v != "" {
 			h.Set("Retry-After", v)
 		}
-		if got := parseRetryAfter(h, now); got != want {
+		if got := ParseRetryAfter(h, now); got != want {
 			t.Errorf("Retry-After %q = %v, want %v", v, got, want)
 		}
 	}
 	h := http.Header{}
 	h.Set("retry-after-ms", "250")
 	h.Set("Retry-After", "9")
-	if got := parseRetryAfter(h, now); got != 250*time.Millisecond {
+	if got := ParseRetryAfter(h, now); got != 250*time.Millisecond {
 		t.Errorf("retry-after-ms = %v", got)
 	}
 }

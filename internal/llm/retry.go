@@ -21,10 +21,10 @@ func backoff(p RetryPolicy, n int, rnd func() float64) time.Duration {
 	return half + time.Duration(rnd()*float64(base-half))
 }
 
-// parseRetryAfter reads how long the server asked to wait: retry-after-ms
+// ParseRetryAfter reads how long the server asked to wait: retry-after-ms
 // (milliseconds, sent by some providers) or Retry-After (seconds or an HTTP
 // date). Zero means it did not say.
-func parseRetryAfter(h http.Header, now time.Time) time.Duration {
+func ParseRetryAfter(h http.Header, now time.Time) time.Duration {
 	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
 		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && ms < 1e9 {
 			return time.Duration(ms * float64(time.Millisecond))
@@ -79,7 +79,7 @@ func (d headerDoer) Do(req *http.Request) (*http.Response, error) {
 	resp, err := d.client.Do(req)
 	if err == nil && resp.StatusCode >= 400 {
 		if info, ok := req.Context().Value(attemptInfoKey{}).(*attemptInfo); ok {
-			info.set(parseRetryAfter(resp.Header, time.Now()))
+			info.set(ParseRetryAfter(resp.Header, time.Now()))
 		}
 	}
 	return resp, err

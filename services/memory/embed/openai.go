@@ -10,12 +10,12 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/baagent/baagent/internal/llm"
 	"github.com/baagent/baagent/internal/metrics"
 	"github.com/baagent/baagent/internal/retry"
 )
@@ -275,7 +275,7 @@ func (o *OpenAI) attempt(ctx context.Context, body []byte, n int) ([][]float32, 
 	if resp.StatusCode != http.StatusOK {
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBodyBytes))
 		retryable := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 || resp.StatusCode == http.StatusRequestTimeout
-		return nil, parseRetryAfter(resp.Header, time.Now()), &Error{Status: resp.StatusCode, Retryable: retryable, Msg: errorMessage(data)}
+		return nil, llm.ParseRetryAfter(resp.Header, time.Now()), &Error{Status: resp.StatusCode, Retryable: retryable, Msg: errorMessage(data)}
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
 	if err != nil {
@@ -316,32 +316,6 @@ func errorMessage(data []byte) string {
 		s = "no error message"
 	}
 	return s
-}
-
-// parseRetryAfter reads retry-after-ms or Retry-After (seconds or an HTTP
-// date); 0 when absent or unusable.
-func parseRetryAfter(h http.Header, now time.Time) time.Duration {
-	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && ms < 1e9 {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
-	}
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s <= 0 || s > 1e6 {
-			return 0
-		}
-		return time.Duration(s * float64(time.Second))
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := t.Sub(now); d > 0 {
-			return d
-		}
-	}
-	return 0
 }
 
 type embeddingsResponse struct {
