@@ -15,7 +15,6 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
-	"github.com/baagent/baagent/internal/retry"
 	"github.com/baagent/baagent/internal/tracing"
 	"github.com/baagent/baagent/services/orchestrator/internal/runstore"
 )
@@ -109,22 +108,7 @@ func parseRunSubject(subject string) (tenant, runID string, err error) {
 
 // consume pulls work items on one worker until ctx ends.
 func (s *Server) consume(ctx context.Context, cons jetstream.Consumer) {
-	for ctx.Err() == nil {
-		msg, err := cons.Next(jetstream.FetchContext(ctx))
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			if !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-				s.log.Warn("run queue: fetch failed; retrying", "error", err)
-				if !retry.Sleep(ctx, time.Second) {
-					return
-				}
-			}
-			continue
-		}
-		s.handle(msg)
-	}
+	natsx.Consume(ctx, cons, s.log, "run queue", s.handle)
 }
 
 // handle executes one delivered work item.

@@ -27,7 +27,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
@@ -201,22 +200,7 @@ func (c *Consumer) ensureConsumer(ctx context.Context) (jetstream.Consumer, erro
 }
 
 func (c *Consumer) consume(ctx context.Context, cons jetstream.Consumer) {
-	for ctx.Err() == nil {
-		msg, err := cons.Next(jetstream.FetchContext(ctx))
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			if !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-				c.log.Warn("memory capture: fetch failed; retrying", "error", err)
-				if !retry.Sleep(ctx, time.Second) {
-					return
-				}
-			}
-			continue
-		}
-		c.handle(ctx, msg)
-	}
+	natsx.Consume(ctx, cons, c.log, "memory capture", func(msg jetstream.Msg) { c.handle(ctx, msg) })
 }
 
 // Decode reads a capture request delivered on subject and checks it

@@ -180,9 +180,10 @@ func TestCaptureStoresOnceAndAcks(t *testing.T) {
 	f := start(t, Options{})
 	f.publish(t, request("acme", "conv_1", "run_1"))
 	f.publish(t, request("acme", "conv_1", "run_1")) // a retried publish: deduplicated by Nats-Msg-Id
-	testkit.Eventually(t, 10*time.Second, "episode stored and acknowledged", func() bool {
+	testkit.Eventually(t, 10*time.Second, "episode stored, acknowledged and counted", func() bool {
 		n, _ := f.mem.stored()
-		return n == 1 && f.pending(t) == 0
+		// The count follows the acknowledgement.
+		return n == 1 && f.pending(t) == 0 && f.count(outcomeStored) == 1
 	})
 	if _, calls := f.mem.stored(); calls != 1 {
 		t.Fatalf("AddEpisode called %d times, want 1", calls)
