@@ -1,11 +1,9 @@
 package scripted
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"slices"
 	"strings"
@@ -118,17 +116,9 @@ func fileKind(data []byte) string {
 // parseGazetteer reads and validates a gazetteer file. Errors name the file
 // and the field.
 func parseGazetteer(file string, data []byte) (*Gazetteer, error) {
-	if len(data) > maxScenarioFileBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes", file, maxScenarioFileBytes)
-	}
 	var f gazetteerFile
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%s: empty file", file)
-		}
-		return nil, fmt.Errorf("%s: %w", file, err)
+	if err := decodeFile(file, data, &f); err != nil {
+		return nil, err
 	}
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(file+": "+format, args...)) }

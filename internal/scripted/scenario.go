@@ -93,21 +93,9 @@ type scriptedCall struct {
 // parseScenario reads and validates one file's content. Errors name the
 // file and the field.
 func parseScenario(file string, data []byte) (*Scenario, error) {
-	if len(data) > maxScenarioFileBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes", file, maxScenarioFileBytes)
-	}
 	var f scenarioFile
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%s: empty file", file)
-		}
-		return nil, fmt.Errorf("%s: %w", file, err)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: more than one document", file)
+	if err := decodeFile(file, data, &f); err != nil {
+		return nil, err
 	}
 	s, errs := compile(&f)
 	if len(errs) > 0 {
@@ -257,4 +245,26 @@ var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 func normalize(s string) string {
 	s = strings.ToLower(strings.Join(strings.Fields(s), " "))
 	return strings.TrimRight(s, "?!.。？！ ")
+}
+
+// decodeFile decodes one scenario-directory file into v: at most
+// maxScenarioFileBytes, one YAML document, no field v does not know.
+// Errors name the file.
+func decodeFile(file string, data []byte, v any) error {
+	if len(data) > maxScenarioFileBytes {
+		return fmt.Errorf("%s: larger than %d bytes", file, maxScenarioFileBytes)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("%s: empty file", file)
+		}
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%s: more than one document", file)
+	}
+	return nil
 }
