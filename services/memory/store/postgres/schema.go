@@ -88,11 +88,15 @@ CREATE TABLE memory_entities (
 	created_at    timestamptz NOT NULL,
 	updated_at    timestamptz NOT NULL,
 	seq           bigint NOT NULL,
+	-- Hyphens are indexed as spaces: the default parser reads "ORD-1002"
+	-- as the word "ord" and the number "-1002", and "2025-01-03" as
+	-- "2025", "-01" and "-03", which a query for the code or the date (its
+	-- words as a phrase) would never match.
 	tsv tsvector GENERATED ALWAYS AS (
-		setweight(to_tsvector('memory_simple'::regconfig, name || ' ' || alias_text), 'A') ||
-		setweight(to_tsvector('english'::regconfig, name || ' ' || alias_text), 'A') ||
-		setweight(to_tsvector('memory_simple'::regconfig, summary || ' ' || attr_text), 'B') ||
-		setweight(to_tsvector('english'::regconfig, summary || ' ' || attr_text), 'B')
+		setweight(to_tsvector('memory_simple'::regconfig, translate(name || ' ' || alias_text, '-', ' ')), 'A') ||
+		setweight(to_tsvector('english'::regconfig, translate(name || ' ' || alias_text, '-', ' ')), 'A') ||
+		setweight(to_tsvector('memory_simple'::regconfig, translate(summary || ' ' || attr_text, '-', ' ')), 'B') ||
+		setweight(to_tsvector('english'::regconfig, translate(summary || ' ' || attr_text, '-', ' ')), 'B')
 	) STORED,
 	PRIMARY KEY (tenant, id)
 );

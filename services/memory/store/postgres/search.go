@@ -20,8 +20,9 @@ const maxTermLen = 200
 
 // keywordTerms turns user text into websearch_to_tsquery terms. A term is
 // a run of letters and digits, or several joined by hyphens, which is a
-// phrase ("nothing-matches-this", as the parser indexes a hyphenated word);
-// every other character separates terms. Each term is quoted, so no input
+// phrase of its words ("ORD-1002": "ord 1002", as the entities' text is
+// indexed with hyphens read as spaces); every other character separates
+// terms. Each term is quoted, so no input
 // — quotes, minus signs, operators — adds syntax of its own; the text still
 // travels as a bound parameter, never spliced into SQL.
 func keywordTerms(text string) []string {

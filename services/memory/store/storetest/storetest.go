@@ -1145,6 +1145,18 @@ func testKeywordSearch(t *testing.T, s store.Store) {
 	check("", nil)
 	check("   ", nil)
 	check("zzqx-qqzy", nil)
+
+	// Codes and dates written with hyphens are found as written, first.
+	_, codes := ingest(t, s, tenant, "", store.IngestResult{Entities: []store.ExtractedEntity{
+		{Name: "ORD-1002", Type: "order", Summary: "Placed on 2025-01-03", Embedding: axis(4)},
+		{Name: "ORD-1003", Type: "order", Summary: "Placed on 2025-02-11", Embedding: axis(5)},
+	}})
+	for q, want := range map[string]string{"ORD-1002": codes.EntityIDs[0], "ord-1003": codes.EntityIDs[1], "2025-01-03": codes.EntityIDs[0], "placed 2025-02-11": codes.EntityIDs[1]} {
+		hits, err := s.KeywordSearch(ctx, tenant, q, 10, []string{"order"})
+		if err != nil || len(hits) == 0 || hits[0].ID != want {
+			t.Fatalf("KeywordSearch(%q) = %v, %v; want %s first", q, hits, err, want)
+		}
+	}
 	hits, err := s.KeywordSearch(ctx, tenant, "office widget acme norway factory", 1, nil)
 	if err != nil || len(hits) != 1 {
 		t.Fatalf("KeywordSearch(k=1) = %v, %v", hits, err)
