@@ -403,15 +403,9 @@ func BenchmarkCapture(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if n, _ := mem.stored(); n == b.N {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatal("captures not stored within 2 minutes")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(b, 2*time.Minute, "every capture stored", func() bool {
+		n, _ := mem.stored()
+		return n == b.N
+	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "captures/s")
 }
