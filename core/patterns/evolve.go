@@ -59,9 +59,25 @@ func Evolve(p *Pattern, t *Trace, now time.Time) {
 			p.AvgDurationMs += (t.DurationMs - p.AvgDurationMs) / n
 		}
 		p.Entities = mergeCapped(p.Entities, normalize(t.Entities), MaxEntities)
+		refineSignature(p, t)
 	}
 	p.UpdatedAt = now
 	p.LastUsedAt = now
+}
+
+// refineSignature gives a pattern learned without entity types those of a
+// successful trace that has some, renaming it when it bore the name made
+// from its signature.
+func refineSignature(p *Pattern, t *Trace) {
+	types := normalize(t.EntityTypes)
+	if len(p.Signature.EntityTypes) > 0 || len(types) == 0 {
+		return
+	}
+	auto := p.Name == patternName(p.Signature)
+	p.Signature.EntityTypes = types
+	if auto {
+		p.Name = patternName(p.Signature)
+	}
 }
 
 func applyCorrection(p *Pattern, c Correction) {

@@ -52,14 +52,19 @@ func FromTrace(t *Trace, id, tenant string, now time.Time) *Pattern {
 // Learn folds a finished trace into a tenant's patterns: the best pattern
 // whose signature matches the trace's evolves with it (a failure counts
 // against it); with none, a successful trace becomes a new candidate made
-// by newPattern. It returns the pattern changed or created, and whether it
-// is new; nil when a failed trace matched nothing.
+// by newPattern (which may return nil to learn nothing new). It returns
+// the pattern changed or created, and whether it is new; nil when the
+// trace changed nothing.
+//
+// A pattern learned while none of the goal's entities were known has no
+// entity types; it takes any trace of its task type, and the first
+// successful one that knows entity types gives it theirs (see Evolve).
 func Learn(t *Trace, ps []*Pattern, now time.Time, newPattern func() *Pattern) (*Pattern, bool) {
 	q := Query{Signature: NewSignature(t.UserGoal, t.EntityTypes), Entities: t.Entities}
 	var best *Pattern
 	var bestScore float64
 	for _, p := range ps {
-		if !SignatureMatch(q.Signature, p.Signature) {
+		if !learnsInto(q.Signature, p.Signature) {
 			continue
 		}
 		if s := Score(q, p, now).Score; best == nil || s > bestScore || (s == bestScore && p.ID < best.ID) {
@@ -79,6 +84,15 @@ func Learn(t *Trace, ps []*Pattern, now time.Time, newPattern func() *Pattern) (
 	}
 	*p = *FromTrace(t, p.ID, p.Tenant, now)
 	return p, true
+}
+
+// learnsInto is the signature match of learning: SignatureMatch, or the
+// same task type when the pattern knows no entity types yet.
+func learnsInto(trace, p Signature) bool {
+	if len(p.EntityTypes) == 0 && trace.TaskType != "" && trace.TaskType == p.TaskType {
+		return true
+	}
+	return SignatureMatch(trace, p)
 }
 
 func criticalSteps(t *Trace) []Step {

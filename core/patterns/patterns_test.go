@@ -3,6 +3,7 @@ package patterns
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -338,4 +339,42 @@ func FuzzClassifyTask(f *testing.F) {
 			t.Fatalf("cut to %d bytes", len(c))
 		}
 	})
+}
+
+func TestLearnRefinesASignatureWithoutEntityTypes(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	first := &Trace{UserGoal: "Top 5 products by revenue", Success: true, ToolCalls: []ToolCall{{Tool: "sql_query", Success: true}}}
+	ids := 0
+	newPattern := func() *Pattern { ids++; return &Pattern{ID: fmt.Sprintf("pt_%d", ids), Tenant: "acme"} }
+	p, created := Learn(first, nil, now, newPattern)
+	if !created || len(p.Signature.EntityTypes) != 0 || p.Name != "ranking" {
+		t.Fatalf("first trace: created=%v signature=%+v name=%q", created, p.Signature, p.Name)
+	}
+	second := &Trace{UserGoal: "Top 3 products by revenue", Success: true, EntityTypes: []string{"Product"}, Entities: []string{"Widget"}}
+	got, created := Learn(second, []*Pattern{p}, now.Add(time.Hour), newPattern)
+	if created || got != p {
+		t.Fatalf("a pattern without entity types must take a trace of its task type; created=%v", created)
+	}
+	if !slices.Equal(p.Signature.EntityTypes, []string{"product"}) || p.Name != "ranking of product" {
+		t.Fatalf("signature not refined: %+v name %q", p.Signature, p.Name)
+	}
+	// Refined, it follows the ordinary rule: other entity types make a new pattern.
+	third := &Trace{UserGoal: "Top regions by revenue", Success: true, EntityTypes: []string{"region"}}
+	if _, created := Learn(third, []*Pattern{p}, now.Add(2*time.Hour), newPattern); !created {
+		t.Fatal("a refined pattern took a trace of other entity types")
+	}
+	// A failed trace does not refine.
+	q := &Pattern{ID: "pt_x", Signature: Signature{TaskType: TaskTrend}, Name: "trend", UpdatedAt: now}
+	Evolve(q, &Trace{UserGoal: "monthly trend", EntityTypes: []string{"metric"}}, now)
+	if len(q.Signature.EntityTypes) != 0 {
+		t.Fatalf("a failed trace refined the signature: %+v", q.Signature)
+	}
+}
+
+func TestLearnSkipsWhenNewPatternDeclines(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tr := &Trace{UserGoal: "compare north and south", Success: true}
+	if p, created := Learn(tr, nil, now, func() *Pattern { return nil }); p != nil || created {
+		t.Fatalf("learned %v, created %v; want nothing", p, created)
+	}
 }

@@ -76,6 +76,19 @@ func RunSubject(tenant, runID string) (string, error) {
 	return build("baagent.runs.%s.%s", "tenant", tenant, "run_id", runID)
 }
 
+// CaptureKindHeader says what a message on a memory capture subject
+// carries: absent (or CaptureKindEpisode), an AddEpisodeRequest;
+// CaptureKindTrace, a RecordTraceRequest (a finished run's interaction
+// trace). Both kinds share a conversation's subject, so purging it removes
+// both.
+const CaptureKindHeader = "Baagent-Capture-Kind"
+
+// Capture kinds, the values of CaptureKindHeader.
+const (
+	CaptureKindEpisode = "episode"
+	CaptureKindTrace   = "trace"
+)
+
 // MemoryCaptureSubject is where a finished run waits to become a memory
 // episode: "baagent.memcapture.<tenant>.<conversation_id>" (captured by
 // the work-queue StreamMemoryCapture). Per conversation, so that deleting

@@ -102,10 +102,16 @@ type Settings struct {
 	CaptureRuns                  bool
 	ToolsEnabled                 bool
 	CaptureDisabledConversations []string
+	// PatternsEnabled: interaction patterns are learned and offered. A
+	// stored row written before the field existed reads as true.
+	PatternsEnabled               bool
+	PatternsDisabledConversations []string
 }
 
 // DefaultSettings are the switches of a tenant that never set any.
-func DefaultSettings() Settings { return Settings{CaptureRuns: true, ToolsEnabled: true} }
+func DefaultSettings() Settings {
+	return Settings{CaptureRuns: true, ToolsEnabled: true, PatternsEnabled: true}
+}
 
 // ExtractedEntity is an entity an episode mentions, resolved by the caller
 // (deduplication) to an existing entity (MergeInto set) or a new one.
@@ -195,6 +201,9 @@ type Stats struct {
 // DeleteOutcome says what a delete took with it.
 type DeleteOutcome struct {
 	Episodes, Entities, Relations int
+	// Traces are the interaction traces of the conversation
+	// (DeleteConversation only).
+	Traces int
 }
 
 // Store is a tenant-isolated knowledge-graph store. Implementations are
@@ -228,7 +237,7 @@ type Store interface {
 	// relations no remaining episode supports.
 	DeleteEpisode(ctx context.Context, tenant, id string) (DeleteOutcome, error)
 	// DeleteConversation does DeleteEpisode for every episode of a
-	// conversation.
+	// conversation, and deletes the conversation's interaction traces.
 	DeleteConversation(ctx context.Context, tenant, conversationID string) (DeleteOutcome, error)
 
 	GetEntity(ctx context.Context, tenant, id string) (*Entity, error)
@@ -275,6 +284,8 @@ type Store interface {
 	Stats(ctx context.Context, tenant string) (Stats, error)
 	GetSettings(ctx context.Context, tenant string) (Settings, error)
 	PutSettings(ctx context.Context, tenant string, s Settings) error
+
+	PatternStore
 
 	Close() error
 }

@@ -18,6 +18,7 @@ from baagent.v1 import export_pb2 as baagent_dot_v1_dot_export__pb2
 from baagent.v1 import mcpauth_pb2 as baagent_dot_v1_dot_mcpauth__pb2
 from baagent.v1 import memory_pb2 as baagent_dot_v1_dot_memory__pb2
 from baagent.v1 import orchestrator_pb2 as baagent_dot_v1_dot_orchestrator__pb2
+from baagent.v1 import patterns_pb2 as baagent_dot_v1_dot_patterns__pb2
 from baagent.v1 import run_pb2 as baagent_dot_v1_dot_run__pb2
 from baagent.v1 import skills_pb2 as baagent_dot_v1_dot_skills__pb2
 from baagent.v1 import tokens_pb2 as baagent_dot_v1_dot_tokens__pb2
@@ -26,7 +27,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x62\x61\x61gent/v1/gateway.proto\x12\nbaagent.v1\x1a\x18\x62\x61\x61gent/v1/budgets.proto\x1a\x1e\x62\x61\x61gent/v1/conversations.proto\x1a\x17\x62\x61\x61gent/v1/events.proto\x1a\x17\x62\x61\x61gent/v1/export.proto\x1a\x18\x62\x61\x61gent/v1/mcpauth.proto\x1a\x17\x62\x61\x61gent/v1/memory.proto\x1a\x1d\x62\x61\x61gent/v1/orchestrator.proto\x1a\x14\x62\x61\x61gent/v1/run.proto\x1a\x17\x62\x61\x61gent/v1/skills.proto\x1a\x17\x62\x61\x61gent/v1/tokens.proto\x1a\x1b\x62\x61\x61gent/v1/toolrunner.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\":\n\x0fStartRunRequest\x12\'\n\x04spec\x18\x01 \x01(\x0b\x32\x13.baagent.v1.RunSpecR\x04spec\"5\n\x10StartRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run\"@\n\x15StartRunStreamRequest\x12\'\n\x04spec\x18\x01 \x01(\x0b\x32\x13.baagent.v1.RunSpecR\x04spec\"s\n\x16StartRunStreamResponse\x12#\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunH\x00R\x03run\x12)\n\x05\x65vent\x18\x02 \x01(\x0b\x32\x11.baagent.v1.EventH\x00R\x05\x65ventB\t\n\x07payload\"&\n\rGetRunRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\"3\n\x0eGetRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run\"\xa4\x01\n\x0fListRunsRequest\x12\'\n\x0f\x63onversation_id\x18\x01 \x01(\tR\x0e\x63onversationId\x12,\n\x06states\x18\x02 \x03(\x0e\x32\x14.baagent.v1.RunStateR\x06states\x12\x1b\n\tpage_size\x18\x03 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x04 \x01(\tR\tpageToken\"_\n\x10ListRunsResponse\x12#\n\x04runs\x18\x01 \x03(\x0b\x32\x0f.baagent.v1.RunR\x04runs\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"A\n\x10\x43\x61ncelRunRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\"6\n\x11\x43\x61ncelRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run\"W\n\x12SubmitInputRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12*\n\x05input\x18\x02 \x01(\x0b\x32\x14.baagent.v1.RunInputR\x05input\"8\n\x13SubmitInputResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run\"E\n\x16StreamRunEventsRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x14\n\x05\x61\x66ter\x18\x02 \x01(\tR\x05\x61\x66ter\"B\n\x17StreamRunEventsResponse\x12\'\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x11.baagent.v1.EventR\x05\x65vent\"\x98\x01\n\x1fGatewayServiceListSkillsRequest\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12\'\n\x0finclude_invalid\x18\x02 \x01(\x08R\x0eincludeInvalid\x12\x32\n\x05scope\x18\x03 \x01(\x0e\x32\x1c.baagent.v1.SkillScopeFilterR\x05scope\"\x8b\x01\n GatewayServiceListSkillsResponse\x12\x31\n\x06skills\x18\x01 \x03(\x0b\x32\x19.baagent.v1.SkillMetadataR\x06skills\x12\x34\n\x07invalid\x18\x02 \x03(\x0b\x32\x1a.baagent.v1.SkillLoadErrorR\x07invalid\"\x7f\n\x1dGatewayServiceGetSkillRequest\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x30\n\x05level\x18\x03 \x01(\x0e\x32\x1a.baagent.v1.SkillLoadLevelR\x05level\"\xa4\x01\n\x1eGatewayServiceGetSkillResponse\x12\x35\n\x08metadata\x18\x01 \x01(\x0b\x32\x19.baagent.v1.SkillMetadataR\x08metadata\x12\x12\n\x04\x62ody\x18\x02 \x01(\tR\x04\x62ody\x12\x37\n\tresources\x18\x03 \x03(\x0b\x32\x19.baagent.v1.SkillResourceR\tresources\" \n\x1eGatewayServiceListToolsRequest\"\x8f\x01\n\x1fGatewayServiceListToolsResponse\x12\x30\n\x05tools\x18\x01 \x03(\x0b\x32\x1a.baagent.v1.ToolDefinitionR\x05tools\x12:\n\x07servers\x18\x02 \x03(\x0b\x32 .baagent.v1.ExternalServerStatusR\x07servers\"\xf0\x01\n\x11InvokeToolRequest\x12\x1b\n\ttool_name\x18\x01 \x01(\tR\x08toolName\x12\x37\n\nparameters\x18\x02 \x01(\x0b\x32\x17.google.protobuf.StructR\nparameters\x12\'\n\x0f\x63onversation_id\x18\x03 \x01(\tR\x0e\x63onversationId\x12:\n\x0coutput_level\x18\x04 \x01(\x0e\x32\x17.baagent.v1.OutputLevelR\x0boutputLevel\x12 \n\x0ctool_call_id\x18\x05 \x01(\tR\ntoolCallId\"M\n\x12InvokeToolResponse\x12\x37\n\x06result\x18\x01 \x01(\x0b\x32\x1f.baagent.v1.ToolExecutionResultR\x06result\"~\n GatewayServiceCountTokensRequest\x12\x14\n\x05model\x18\x01 \x01(\tR\x05model\x12\x12\n\x04text\x18\x02 \x01(\tR\x04text\x12\x30\n\x14\x61llow_special_tokens\x18\x03 \x01(\x08R\x12\x61llowSpecialTokens\"Z\n!GatewayServiceCountTokensResponse\x12\x35\n\x05\x63ount\x18\x01 \x01(\x0b\x32\x1f.baagent.v1.CountTokensResponseR\x05\x63ount\"\xde\x01\n\x1dGatewayServicePutSkillRequest\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n\x07\x63ontent\x18\x03 \x01(\x0cR\x07\x63ontent\x12\x36\n\x06\x66ormat\x18\x04 \x01(\x0e\x32\x1e.baagent.v1.SkillArchiveFormatR\x06\x66ormat\x12\x19\n\x08if_match\x18\x05 \x01(\tR\x07ifMatch\x12\"\n\rif_none_match\x18\x06 \x01(\x08R\x0bifNoneMatch\"m\n\x1eGatewayServicePutSkillResponse\x12/\n\x05skill\x18\x01 \x01(\x0b\x32\x19.baagent.v1.SkillMetadataR\x05skill\x12\x1a\n\x08replaced\x18\x02 \x01(\x08R\x08replaced\"k\n GatewayServiceDeleteSkillRequest\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x19\n\x08if_match\x18\x03 \x01(\tR\x07ifMatch\"?\n!GatewayServiceDeleteSkillResponse\x12\x1a\n\x08revision\x18\x01 \x01(\tR\x08revision\"t\n(GatewayServiceSetSystemSkillStateRequest\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x1a\n\x08\x64isabled\x18\x03 \x01(\x08R\x08\x64isabled\"\\\n)GatewayServiceSetSystemSkillStateResponse\x12/\n\x05skill\x18\x01 \x01(\x0b\x32\x19.baagent.v1.SkillMetadataR\x05skill\"D\n*GatewayServiceStartMcpAuthorizationRequest\x12\x16\n\x06server\x18\x01 \x01(\tR\x06server\"\x95\x01\n+GatewayServiceStartMcpAuthorizationResponse\x12+\n\x11\x61uthorization_url\x18\x01 \x01(\tR\x10\x61uthorizationUrl\x12\x39\n\nexpires_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\texpiresAt\"B\n(GatewayServiceGetMcpAuthorizationRequest\x12\x16\n\x06server\x18\x01 \x01(\tR\x06server\"o\n)GatewayServiceGetMcpAuthorizationResponse\x12\x42\n\rauthorization\x18\x01 \x01(\x0b\x32\x1c.baagent.v1.McpAuthorizationR\rauthorization\"E\n+GatewayServiceRevokeMcpAuthorizationRequest\x12\x16\n\x06server\x18\x01 \x01(\tR\x06server\"H\n,GatewayServiceRevokeMcpAuthorizationResponse\x12\x18\n\x07revoked\x18\x01 \x01(\x08R\x07revoked2\xc6\"\n\x0eGatewayService\x12\x45\n\x08StartRun\x12\x1b.baagent.v1.StartRunRequest\x1a\x1c.baagent.v1.StartRunResponse\x12Y\n\x0eStartRunStream\x12!.baagent.v1.StartRunStreamRequest\x1a\".baagent.v1.StartRunStreamResponse0\x01\x12?\n\x06GetRun\x12\x19.baagent.v1.GetRunRequest\x1a\x1a.baagent.v1.GetRunResponse\x12\x45\n\x08ListRuns\x12\x1b.baagent.v1.ListRunsRequest\x1a\x1c.baagent.v1.ListRunsResponse\x12H\n\tCancelRun\x12\x1c.baagent.v1.CancelRunRequest\x1a\x1d.baagent.v1.CancelRunResponse\x12N\n\x0bSubmitInput\x12\x1e.baagent.v1.SubmitInputRequest\x1a\x1f.baagent.v1.SubmitInputResponse\x12\\\n\x0fStreamRunEvents\x12\".baagent.v1.StreamRunEventsRequest\x1a#.baagent.v1.StreamRunEventsResponse0\x01\x12g\n\nListSkills\x12+.baagent.v1.GatewayServiceListSkillsRequest\x1a,.baagent.v1.GatewayServiceListSkillsResponse\x12\x61\n\x08GetSkill\x12).baagent.v1.GatewayServiceGetSkillRequest\x1a*.baagent.v1.GatewayServiceGetSkillResponse\x12\x61\n\x08PutSkill\x12).baagent.v1.GatewayServicePutSkillRequest\x1a*.baagent.v1.GatewayServicePutSkillResponse\x12j\n\x0b\x44\x65leteSkill\x12,.baagent.v1.GatewayServiceDeleteSkillRequest\x1a-.baagent.v1.GatewayServiceDeleteSkillResponse\x12\x82\x01\n\x13SetSystemSkillState\x12\x34.baagent.v1.GatewayServiceSetSystemSkillStateRequest\x1a\x35.baagent.v1.GatewayServiceSetSystemSkillStateResponse\x12\x64\n\tListTools\x12*.baagent.v1.GatewayServiceListToolsRequest\x1a+.baagent.v1.GatewayServiceListToolsResponse\x12K\n\nInvokeTool\x12\x1d.baagent.v1.InvokeToolRequest\x1a\x1e.baagent.v1.InvokeToolResponse\x12j\n\x0b\x43ountTokens\x12,.baagent.v1.GatewayServiceCountTokensRequest\x1a-.baagent.v1.GatewayServiceCountTokensResponse\x12J\n\tExportRun\x12\x1c.baagent.v1.ExportRunRequest\x1a\x1d.baagent.v1.ExportRunResponse0\x01\x12\x65\n\x12\x45xportConversation\x12%.baagent.v1.ExportConversationRequest\x1a&.baagent.v1.ExportConversationResponse0\x01\x12\x61\n\x08GetUsage\x12).baagent.v1.GatewayServiceGetUsageRequest\x1a*.baagent.v1.GatewayServiceGetUsageResponse\x12\x64\n\tGetBudget\x12*.baagent.v1.GatewayServiceGetBudgetRequest\x1a+.baagent.v1.GatewayServiceGetBudgetResponse\x12\x64\n\tSetBudget\x12*.baagent.v1.GatewayServiceSetBudgetRequest\x1a+.baagent.v1.GatewayServiceSetBudgetResponse\x12|\n\x11ListConversations\x12\x32.baagent.v1.GatewayServiceListConversationsRequest\x1a\x33.baagent.v1.GatewayServiceListConversationsResponse\x12v\n\x0fGetConversation\x12\x30.baagent.v1.GatewayServiceGetConversationRequest\x1a\x31.baagent.v1.GatewayServiceGetConversationResponse\x12\x8e\x01\n\x17GetConversationMessages\x12\x38.baagent.v1.GatewayServiceGetConversationMessagesRequest\x1a\x39.baagent.v1.GatewayServiceGetConversationMessagesResponse\x12v\n\x0f\x45ndConversation\x12\x30.baagent.v1.GatewayServiceEndConversationRequest\x1a\x31.baagent.v1.GatewayServiceEndConversationResponse\x12\x7f\n\x12\x44\x65leteConversation\x12\x33.baagent.v1.GatewayServiceDeleteConversationRequest\x1a\x34.baagent.v1.GatewayServiceDeleteConversationResponse\x12\x88\x01\n\x15StartMcpAuthorization\x12\x36.baagent.v1.GatewayServiceStartMcpAuthorizationRequest\x1a\x37.baagent.v1.GatewayServiceStartMcpAuthorizationResponse\x12\x82\x01\n\x13GetMcpAuthorization\x12\x34.baagent.v1.GatewayServiceGetMcpAuthorizationRequest\x1a\x35.baagent.v1.GatewayServiceGetMcpAuthorizationResponse\x12\x8b\x01\n\x16RevokeMcpAuthorization\x12\x37.baagent.v1.GatewayServiceRevokeMcpAuthorizationRequest\x1a\x38.baagent.v1.GatewayServiceRevokeMcpAuthorizationResponse\x12m\n\x0cSearchMemory\x12-.baagent.v1.GatewayServiceSearchMemoryRequest\x1a..baagent.v1.GatewayServiceSearchMemoryResponse\x12y\n\x10\x41\x64\x64MemoryEpisode\x12\x31.baagent.v1.GatewayServiceAddMemoryEpisodeRequest\x1a\x32.baagent.v1.GatewayServiceAddMemoryEpisodeResponse\x12\x7f\n\x12ListMemoryEpisodes\x12\x33.baagent.v1.GatewayServiceListMemoryEpisodesRequest\x1a\x34.baagent.v1.GatewayServiceListMemoryEpisodesResponse\x12y\n\x10GetMemoryEpisode\x12\x31.baagent.v1.GatewayServiceGetMemoryEpisodeRequest\x1a\x32.baagent.v1.GatewayServiceGetMemoryEpisodeResponse\x12\x82\x01\n\x13\x44\x65leteMemoryEpisode\x12\x34.baagent.v1.GatewayServiceDeleteMemoryEpisodeRequest\x1a\x35.baagent.v1.GatewayServiceDeleteMemoryEpisodeResponse\x12\x7f\n\x12ListMemoryEntities\x12\x33.baagent.v1.GatewayServiceListMemoryEntitiesRequest\x1a\x34.baagent.v1.GatewayServiceListMemoryEntitiesResponse\x12v\n\x0fGetMemoryEntity\x12\x30.baagent.v1.GatewayServiceGetMemoryEntityRequest\x1a\x31.baagent.v1.GatewayServiceGetMemoryEntityResponse\x12\x7f\n\x12\x44\x65leteMemoryEntity\x12\x33.baagent.v1.GatewayServiceDeleteMemoryEntityRequest\x1a\x34.baagent.v1.GatewayServiceDeleteMemoryEntityResponse\x12s\n\x0eGetMemoryGraph\x12/.baagent.v1.GatewayServiceGetMemoryGraphRequest\x1a\x30.baagent.v1.GatewayServiceGetMemoryGraphResponse\x12s\n\x0eGetMemoryStats\x12/.baagent.v1.GatewayServiceGetMemoryStatsRequest\x1a\x30.baagent.v1.GatewayServiceGetMemoryStatsResponse\x12|\n\x11GetMemorySettings\x12\x32.baagent.v1.GatewayServiceGetMemorySettingsRequest\x1a\x33.baagent.v1.GatewayServiceGetMemorySettingsResponse\x12\x85\x01\n\x14UpdateMemorySettings\x12\x35.baagent.v1.GatewayServiceUpdateMemorySettingsRequest\x1a\x36.baagent.v1.GatewayServiceUpdateMemorySettingsResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x62\x61\x61gent/v1/gateway.proto\x12\nbaagent.v1\x1a\x18\x62\x61\x61gent/v1/budgets.proto\x1a\x1e\x62\x61\x61gent/v1/conversations.proto\x1a\x17\x62\x61\x61gent/v1/events.proto\x1a\x17\x62\x61\x61gent/v1/export.proto\x1a\x18\x62\x61\x61gent/v1/mcpauth.proto\x1a\x17\x62\x61\x61gent/v1/memory.proto\x1a\x1d\x62\x61\x61gent/v1/orchestrator.proto\x1a\x19\x62\x61\x61gent/v1/patterns.proto\x1a\x14\x62\x61\x61gent/v1/run.proto\x1a\x17\x62\x61\x61gent/v1/skills.proto\x1a\x17\x62\x61\x61gent/v1/tokens.proto\x1a\x1b\x62\x61\x61gent/v1/toolrunner.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\":\n\x0fStartRunRequest\x12\'\n\x04spec\x18\x01 \x01(\x0b\x32\x13.baagent.v1.RunSpecR\x04spec\"5\n\x10StartRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run\"@\n\x15StartRunStreamRequest\x12\'\n\x04spec\x18\x01 \x01(\x0b\x32\x13.baagent.v1.RunSpecR\x04spec\"s\n\x16StartRunStreamResponse\x12#\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunH\x00R\x03run\x12)\n\x05\x65vent\x18\x02 \x01(\x0b\x32\x11.baagent.v1.EventH\x00R\x05\x65ventB\t\n\x07payload\"&\n\rGetRunRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\"3\n\x0eGetRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run\"\xa4\x01\n\x0fListRunsRequest\x12\'\n\x0f\x63onversation_id\x18\x01 \x01(\tR\x0e\x63onversationId\x12,\n\x06states\x18\x02 \x03(\x0e\x32\x14.baagent.v1.RunStateR\x06states\x12\x1b\n\tpage_size\x18\x03 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x04 \x01(\tR\tpageToken\"_\n\x10ListRunsResponse\x12#\n\x04runs\x18\x01 \x03(\x0b\x32\x0f.baagent.v1.RunR\x04runs\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"A\n\x10\x43\x61ncelRunRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\"6\n\x11\x43\x61ncelRunResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run\"W\n\x12SubmitInputRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12*\n\x05input\x18\x02 \x01(\x0b\x32\x14.baagent.v1.RunInputR\x05input\"8\n\x13SubmitInputResponse\x12!\n\x03run\x18\x01 \x01(\x0b\x32\x0f.baagent.v1.RunR\x03run\"E\n\x16StreamRunEventsRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x14\n\x05\x61\x66ter\x18\x02 \x01(\tR\x05\x61\x66ter\"B\n\x17StreamRunEventsResponse\x12\'\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x11.baagent.v1.EventR\x05\x65vent\"\x98\x01\n\x1fGatewayServiceListSkillsRequest\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12\'\n\x0finclude_invalid\x18\x02 \x01(\x08R\x0eincludeInvalid\x12\x32\n\x05scope\x18\x03 \x01(\x0e\x32\x1c.baagent.v1.SkillScopeFilterR\x05scope\"\x8b\x01\n GatewayServiceListSkillsResponse\x12\x31\n\x06skills\x18\x01 \x03(\x0b\x32\x19.baagent.v1.SkillMetadataR\x06skills\x12\x34\n\x07invalid\x18\x02 \x03(\x0b\x32\x1a.baagent.v1.SkillLoadErrorR\x07invalid\"\x7f\n\x1dGatewayServiceGetSkillRequest\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x30\n\x05level\x18\x03 \x01(\x0e\x32\x1a.baagent.v1.SkillLoadLevelR\x05level\"\xa4\x01\n\x1eGatewayServiceGetSkillResponse\x12\x35\n\x08metadata\x18\x01 \x01(\x0b\x32\x19.baagent.v1.SkillMetadataR\x08metadata\x12\x12\n\x04\x62ody\x18\x02 \x01(\tR\x04\x62ody\x12\x37\n\tresources\x18\x03 \x03(\x0b\x32\x19.baagent.v1.SkillResourceR\tresources\" \n\x1eGatewayServiceListToolsRequest\"\x8f\x01\n\x1fGatewayServiceListToolsResponse\x12\x30\n\x05tools\x18\x01 \x03(\x0b\x32\x1a.baagent.v1.ToolDefinitionR\x05tools\x12:\n\x07servers\x18\x02 \x03(\x0b\x32 .baagent.v1.ExternalServerStatusR\x07servers\"\xf0\x01\n\x11InvokeToolRequest\x12\x1b\n\ttool_name\x18\x01 \x01(\tR\x08toolName\x12\x37\n\nparameters\x18\x02 \x01(\x0b\x32\x17.google.protobuf.StructR\nparameters\x12\'\n\x0f\x63onversation_id\x18\x03 \x01(\tR\x0e\x63onversationId\x12:\n\x0coutput_level\x18\x04 \x01(\x0e\x32\x17.baagent.v1.OutputLevelR\x0boutputLevel\x12 \n\x0ctool_call_id\x18\x05 \x01(\tR\ntoolCallId\"M\n\x12InvokeToolResponse\x12\x37\n\x06result\x18\x01 \x01(\x0b\x32\x1f.baagent.v1.ToolExecutionResultR\x06result\"~\n GatewayServiceCountTokensRequest\x12\x14\n\x05model\x18\x01 \x01(\tR\x05model\x12\x12\n\x04text\x18\x02 \x01(\tR\x04text\x12\x30\n\x14\x61llow_special_tokens\x18\x03 \x01(\x08R\x12\x61llowSpecialTokens\"Z\n!GatewayServiceCountTokensResponse\x12\x35\n\x05\x63ount\x18\x01 \x01(\x0b\x32\x1f.baagent.v1.CountTokensResponseR\x05\x63ount\"\xde\x01\n\x1dGatewayServicePutSkillRequest\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n\x07\x63ontent\x18\x03 \x01(\x0cR\x07\x63ontent\x12\x36\n\x06\x66ormat\x18\x04 \x01(\x0e\x32\x1e.baagent.v1.SkillArchiveFormatR\x06\x66ormat\x12\x19\n\x08if_match\x18\x05 \x01(\tR\x07ifMatch\x12\"\n\rif_none_match\x18\x06 \x01(\x08R\x0bifNoneMatch\"m\n\x1eGatewayServicePutSkillResponse\x12/\n\x05skill\x18\x01 \x01(\x0b\x32\x19.baagent.v1.SkillMetadataR\x05skill\x12\x1a\n\x08replaced\x18\x02 \x01(\x08R\x08replaced\"k\n GatewayServiceDeleteSkillRequest\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x19\n\x08if_match\x18\x03 \x01(\tR\x07ifMatch\"?\n!GatewayServiceDeleteSkillResponse\x12\x1a\n\x08revision\x18\x01 \x01(\tR\x08revision\"t\n(GatewayServiceSetSystemSkillStateRequest\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x1a\n\x08\x64isabled\x18\x03 \x01(\x08R\x08\x64isabled\"\\\n)GatewayServiceSetSystemSkillStateResponse\x12/\n\x05skill\x18\x01 \x01(\x0b\x32\x19.baagent.v1.SkillMetadataR\x05skill\"D\n*GatewayServiceStartMcpAuthorizationRequest\x12\x16\n\x06server\x18\x01 \x01(\tR\x06server\"\x95\x01\n+GatewayServiceStartMcpAuthorizationResponse\x12+\n\x11\x61uthorization_url\x18\x01 \x01(\tR\x10\x61uthorizationUrl\x12\x39\n\nexpires_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\texpiresAt\"B\n(GatewayServiceGetMcpAuthorizationRequest\x12\x16\n\x06server\x18\x01 \x01(\tR\x06server\"o\n)GatewayServiceGetMcpAuthorizationResponse\x12\x42\n\rauthorization\x18\x01 \x01(\x0b\x32\x1c.baagent.v1.McpAuthorizationR\rauthorization\"E\n+GatewayServiceRevokeMcpAuthorizationRequest\x12\x16\n\x06server\x18\x01 \x01(\tR\x06server\"H\n,GatewayServiceRevokeMcpAuthorizationResponse\x12\x18\n\x07revoked\x18\x01 \x01(\x08R\x07revoked2\xf1)\n\x0eGatewayService\x12\x45\n\x08StartRun\x12\x1b.baagent.v1.StartRunRequest\x1a\x1c.baagent.v1.StartRunResponse\x12Y\n\x0eStartRunStream\x12!.baagent.v1.StartRunStreamRequest\x1a\".baagent.v1.StartRunStreamResponse0\x01\x12?\n\x06GetRun\x12\x19.baagent.v1.GetRunRequest\x1a\x1a.baagent.v1.GetRunResponse\x12\x45\n\x08ListRuns\x12\x1b.baagent.v1.ListRunsRequest\x1a\x1c.baagent.v1.ListRunsResponse\x12H\n\tCancelRun\x12\x1c.baagent.v1.CancelRunRequest\x1a\x1d.baagent.v1.CancelRunResponse\x12N\n\x0bSubmitInput\x12\x1e.baagent.v1.SubmitInputRequest\x1a\x1f.baagent.v1.SubmitInputResponse\x12\\\n\x0fStreamRunEvents\x12\".baagent.v1.StreamRunEventsRequest\x1a#.baagent.v1.StreamRunEventsResponse0\x01\x12g\n\nListSkills\x12+.baagent.v1.GatewayServiceListSkillsRequest\x1a,.baagent.v1.GatewayServiceListSkillsResponse\x12\x61\n\x08GetSkill\x12).baagent.v1.GatewayServiceGetSkillRequest\x1a*.baagent.v1.GatewayServiceGetSkillResponse\x12\x61\n\x08PutSkill\x12).baagent.v1.GatewayServicePutSkillRequest\x1a*.baagent.v1.GatewayServicePutSkillResponse\x12j\n\x0b\x44\x65leteSkill\x12,.baagent.v1.GatewayServiceDeleteSkillRequest\x1a-.baagent.v1.GatewayServiceDeleteSkillResponse\x12\x82\x01\n\x13SetSystemSkillState\x12\x34.baagent.v1.GatewayServiceSetSystemSkillStateRequest\x1a\x35.baagent.v1.GatewayServiceSetSystemSkillStateResponse\x12\x64\n\tListTools\x12*.baagent.v1.GatewayServiceListToolsRequest\x1a+.baagent.v1.GatewayServiceListToolsResponse\x12K\n\nInvokeTool\x12\x1d.baagent.v1.InvokeToolRequest\x1a\x1e.baagent.v1.InvokeToolResponse\x12j\n\x0b\x43ountTokens\x12,.baagent.v1.GatewayServiceCountTokensRequest\x1a-.baagent.v1.GatewayServiceCountTokensResponse\x12J\n\tExportRun\x12\x1c.baagent.v1.ExportRunRequest\x1a\x1d.baagent.v1.ExportRunResponse0\x01\x12\x65\n\x12\x45xportConversation\x12%.baagent.v1.ExportConversationRequest\x1a&.baagent.v1.ExportConversationResponse0\x01\x12\x61\n\x08GetUsage\x12).baagent.v1.GatewayServiceGetUsageRequest\x1a*.baagent.v1.GatewayServiceGetUsageResponse\x12\x64\n\tGetBudget\x12*.baagent.v1.GatewayServiceGetBudgetRequest\x1a+.baagent.v1.GatewayServiceGetBudgetResponse\x12\x64\n\tSetBudget\x12*.baagent.v1.GatewayServiceSetBudgetRequest\x1a+.baagent.v1.GatewayServiceSetBudgetResponse\x12|\n\x11ListConversations\x12\x32.baagent.v1.GatewayServiceListConversationsRequest\x1a\x33.baagent.v1.GatewayServiceListConversationsResponse\x12v\n\x0fGetConversation\x12\x30.baagent.v1.GatewayServiceGetConversationRequest\x1a\x31.baagent.v1.GatewayServiceGetConversationResponse\x12\x8e\x01\n\x17GetConversationMessages\x12\x38.baagent.v1.GatewayServiceGetConversationMessagesRequest\x1a\x39.baagent.v1.GatewayServiceGetConversationMessagesResponse\x12v\n\x0f\x45ndConversation\x12\x30.baagent.v1.GatewayServiceEndConversationRequest\x1a\x31.baagent.v1.GatewayServiceEndConversationResponse\x12\x7f\n\x12\x44\x65leteConversation\x12\x33.baagent.v1.GatewayServiceDeleteConversationRequest\x1a\x34.baagent.v1.GatewayServiceDeleteConversationResponse\x12\x88\x01\n\x15StartMcpAuthorization\x12\x36.baagent.v1.GatewayServiceStartMcpAuthorizationRequest\x1a\x37.baagent.v1.GatewayServiceStartMcpAuthorizationResponse\x12\x82\x01\n\x13GetMcpAuthorization\x12\x34.baagent.v1.GatewayServiceGetMcpAuthorizationRequest\x1a\x35.baagent.v1.GatewayServiceGetMcpAuthorizationResponse\x12\x8b\x01\n\x16RevokeMcpAuthorization\x12\x37.baagent.v1.GatewayServiceRevokeMcpAuthorizationRequest\x1a\x38.baagent.v1.GatewayServiceRevokeMcpAuthorizationResponse\x12m\n\x0cSearchMemory\x12-.baagent.v1.GatewayServiceSearchMemoryRequest\x1a..baagent.v1.GatewayServiceSearchMemoryResponse\x12y\n\x10\x41\x64\x64MemoryEpisode\x12\x31.baagent.v1.GatewayServiceAddMemoryEpisodeRequest\x1a\x32.baagent.v1.GatewayServiceAddMemoryEpisodeResponse\x12\x7f\n\x12ListMemoryEpisodes\x12\x33.baagent.v1.GatewayServiceListMemoryEpisodesRequest\x1a\x34.baagent.v1.GatewayServiceListMemoryEpisodesResponse\x12y\n\x10GetMemoryEpisode\x12\x31.baagent.v1.GatewayServiceGetMemoryEpisodeRequest\x1a\x32.baagent.v1.GatewayServiceGetMemoryEpisodeResponse\x12\x82\x01\n\x13\x44\x65leteMemoryEpisode\x12\x34.baagent.v1.GatewayServiceDeleteMemoryEpisodeRequest\x1a\x35.baagent.v1.GatewayServiceDeleteMemoryEpisodeResponse\x12\x7f\n\x12ListMemoryEntities\x12\x33.baagent.v1.GatewayServiceListMemoryEntitiesRequest\x1a\x34.baagent.v1.GatewayServiceListMemoryEntitiesResponse\x12v\n\x0fGetMemoryEntity\x12\x30.baagent.v1.GatewayServiceGetMemoryEntityRequest\x1a\x31.baagent.v1.GatewayServiceGetMemoryEntityResponse\x12\x7f\n\x12\x44\x65leteMemoryEntity\x12\x33.baagent.v1.GatewayServiceDeleteMemoryEntityRequest\x1a\x34.baagent.v1.GatewayServiceDeleteMemoryEntityResponse\x12s\n\x0eGetMemoryGraph\x12/.baagent.v1.GatewayServiceGetMemoryGraphRequest\x1a\x30.baagent.v1.GatewayServiceGetMemoryGraphResponse\x12s\n\x0eGetMemoryStats\x12/.baagent.v1.GatewayServiceGetMemoryStatsRequest\x1a\x30.baagent.v1.GatewayServiceGetMemoryStatsResponse\x12|\n\x11GetMemorySettings\x12\x32.baagent.v1.GatewayServiceGetMemorySettingsRequest\x1a\x33.baagent.v1.GatewayServiceGetMemorySettingsResponse\x12\x85\x01\n\x14UpdateMemorySettings\x12\x35.baagent.v1.GatewayServiceUpdateMemorySettingsRequest\x1a\x36.baagent.v1.GatewayServiceUpdateMemorySettingsResponse\x12m\n\x0cListPatterns\x12-.baagent.v1.GatewayServiceListPatternsRequest\x1a..baagent.v1.GatewayServiceListPatternsResponse\x12g\n\nGetPattern\x12+.baagent.v1.GatewayServiceGetPatternRequest\x1a,.baagent.v1.GatewayServiceGetPatternResponse\x12p\n\rUpdatePattern\x12..baagent.v1.GatewayServiceUpdatePatternRequest\x1a/.baagent.v1.GatewayServiceUpdatePatternResponse\x12p\n\rDeletePattern\x12..baagent.v1.GatewayServiceDeletePatternRequest\x1a/.baagent.v1.GatewayServiceDeletePatternResponse\x12\x7f\n\x12MarkPatternUseless\x12\x33.baagent.v1.GatewayServiceMarkPatternUselessRequest\x1a\x34.baagent.v1.GatewayServiceMarkPatternUselessResponse\x12m\n\x0cGrantPattern\x12-.baagent.v1.GatewayServiceGrantPatternRequest\x1a..baagent.v1.GatewayServiceGrantPatternResponse\x12\x7f\n\x12RevokePatternGrant\x12\x33.baagent.v1.GatewayServiceRevokePatternGrantRequest\x1a\x34.baagent.v1.GatewayServiceRevokePatternGrantResponse\x12|\n\x11ListPatternGrants\x12\x32.baagent.v1.GatewayServiceListPatternGrantsRequest\x1a\x33.baagent.v1.GatewayServiceListPatternGrantsResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'baagent.v1.gateway_pb2', globals())
@@ -34,78 +35,78 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1'
-  _STARTRUNREQUEST._serialized_start=394
-  _STARTRUNREQUEST._serialized_end=452
-  _STARTRUNRESPONSE._serialized_start=454
-  _STARTRUNRESPONSE._serialized_end=507
-  _STARTRUNSTREAMREQUEST._serialized_start=509
-  _STARTRUNSTREAMREQUEST._serialized_end=573
-  _STARTRUNSTREAMRESPONSE._serialized_start=575
-  _STARTRUNSTREAMRESPONSE._serialized_end=690
-  _GETRUNREQUEST._serialized_start=692
-  _GETRUNREQUEST._serialized_end=730
-  _GETRUNRESPONSE._serialized_start=732
-  _GETRUNRESPONSE._serialized_end=783
-  _LISTRUNSREQUEST._serialized_start=786
-  _LISTRUNSREQUEST._serialized_end=950
-  _LISTRUNSRESPONSE._serialized_start=952
-  _LISTRUNSRESPONSE._serialized_end=1047
-  _CANCELRUNREQUEST._serialized_start=1049
-  _CANCELRUNREQUEST._serialized_end=1114
-  _CANCELRUNRESPONSE._serialized_start=1116
-  _CANCELRUNRESPONSE._serialized_end=1170
-  _SUBMITINPUTREQUEST._serialized_start=1172
-  _SUBMITINPUTREQUEST._serialized_end=1259
-  _SUBMITINPUTRESPONSE._serialized_start=1261
-  _SUBMITINPUTRESPONSE._serialized_end=1317
-  _STREAMRUNEVENTSREQUEST._serialized_start=1319
-  _STREAMRUNEVENTSREQUEST._serialized_end=1388
-  _STREAMRUNEVENTSRESPONSE._serialized_start=1390
-  _STREAMRUNEVENTSRESPONSE._serialized_end=1456
-  _GATEWAYSERVICELISTSKILLSREQUEST._serialized_start=1459
-  _GATEWAYSERVICELISTSKILLSREQUEST._serialized_end=1611
-  _GATEWAYSERVICELISTSKILLSRESPONSE._serialized_start=1614
-  _GATEWAYSERVICELISTSKILLSRESPONSE._serialized_end=1753
-  _GATEWAYSERVICEGETSKILLREQUEST._serialized_start=1755
-  _GATEWAYSERVICEGETSKILLREQUEST._serialized_end=1882
-  _GATEWAYSERVICEGETSKILLRESPONSE._serialized_start=1885
-  _GATEWAYSERVICEGETSKILLRESPONSE._serialized_end=2049
-  _GATEWAYSERVICELISTTOOLSREQUEST._serialized_start=2051
-  _GATEWAYSERVICELISTTOOLSREQUEST._serialized_end=2083
-  _GATEWAYSERVICELISTTOOLSRESPONSE._serialized_start=2086
-  _GATEWAYSERVICELISTTOOLSRESPONSE._serialized_end=2229
-  _INVOKETOOLREQUEST._serialized_start=2232
-  _INVOKETOOLREQUEST._serialized_end=2472
-  _INVOKETOOLRESPONSE._serialized_start=2474
-  _INVOKETOOLRESPONSE._serialized_end=2551
-  _GATEWAYSERVICECOUNTTOKENSREQUEST._serialized_start=2553
-  _GATEWAYSERVICECOUNTTOKENSREQUEST._serialized_end=2679
-  _GATEWAYSERVICECOUNTTOKENSRESPONSE._serialized_start=2681
-  _GATEWAYSERVICECOUNTTOKENSRESPONSE._serialized_end=2771
-  _GATEWAYSERVICEPUTSKILLREQUEST._serialized_start=2774
-  _GATEWAYSERVICEPUTSKILLREQUEST._serialized_end=2996
-  _GATEWAYSERVICEPUTSKILLRESPONSE._serialized_start=2998
-  _GATEWAYSERVICEPUTSKILLRESPONSE._serialized_end=3107
-  _GATEWAYSERVICEDELETESKILLREQUEST._serialized_start=3109
-  _GATEWAYSERVICEDELETESKILLREQUEST._serialized_end=3216
-  _GATEWAYSERVICEDELETESKILLRESPONSE._serialized_start=3218
-  _GATEWAYSERVICEDELETESKILLRESPONSE._serialized_end=3281
-  _GATEWAYSERVICESETSYSTEMSKILLSTATEREQUEST._serialized_start=3283
-  _GATEWAYSERVICESETSYSTEMSKILLSTATEREQUEST._serialized_end=3399
-  _GATEWAYSERVICESETSYSTEMSKILLSTATERESPONSE._serialized_start=3401
-  _GATEWAYSERVICESETSYSTEMSKILLSTATERESPONSE._serialized_end=3493
-  _GATEWAYSERVICESTARTMCPAUTHORIZATIONREQUEST._serialized_start=3495
-  _GATEWAYSERVICESTARTMCPAUTHORIZATIONREQUEST._serialized_end=3563
-  _GATEWAYSERVICESTARTMCPAUTHORIZATIONRESPONSE._serialized_start=3566
-  _GATEWAYSERVICESTARTMCPAUTHORIZATIONRESPONSE._serialized_end=3715
-  _GATEWAYSERVICEGETMCPAUTHORIZATIONREQUEST._serialized_start=3717
-  _GATEWAYSERVICEGETMCPAUTHORIZATIONREQUEST._serialized_end=3783
-  _GATEWAYSERVICEGETMCPAUTHORIZATIONRESPONSE._serialized_start=3785
-  _GATEWAYSERVICEGETMCPAUTHORIZATIONRESPONSE._serialized_end=3896
-  _GATEWAYSERVICEREVOKEMCPAUTHORIZATIONREQUEST._serialized_start=3898
-  _GATEWAYSERVICEREVOKEMCPAUTHORIZATIONREQUEST._serialized_end=3967
-  _GATEWAYSERVICEREVOKEMCPAUTHORIZATIONRESPONSE._serialized_start=3969
-  _GATEWAYSERVICEREVOKEMCPAUTHORIZATIONRESPONSE._serialized_end=4041
-  _GATEWAYSERVICE._serialized_start=4044
-  _GATEWAYSERVICE._serialized_end=8466
+  _STARTRUNREQUEST._serialized_start=421
+  _STARTRUNREQUEST._serialized_end=479
+  _STARTRUNRESPONSE._serialized_start=481
+  _STARTRUNRESPONSE._serialized_end=534
+  _STARTRUNSTREAMREQUEST._serialized_start=536
+  _STARTRUNSTREAMREQUEST._serialized_end=600
+  _STARTRUNSTREAMRESPONSE._serialized_start=602
+  _STARTRUNSTREAMRESPONSE._serialized_end=717
+  _GETRUNREQUEST._serialized_start=719
+  _GETRUNREQUEST._serialized_end=757
+  _GETRUNRESPONSE._serialized_start=759
+  _GETRUNRESPONSE._serialized_end=810
+  _LISTRUNSREQUEST._serialized_start=813
+  _LISTRUNSREQUEST._serialized_end=977
+  _LISTRUNSRESPONSE._serialized_start=979
+  _LISTRUNSRESPONSE._serialized_end=1074
+  _CANCELRUNREQUEST._serialized_start=1076
+  _CANCELRUNREQUEST._serialized_end=1141
+  _CANCELRUNRESPONSE._serialized_start=1143
+  _CANCELRUNRESPONSE._serialized_end=1197
+  _SUBMITINPUTREQUEST._serialized_start=1199
+  _SUBMITINPUTREQUEST._serialized_end=1286
+  _SUBMITINPUTRESPONSE._serialized_start=1288
+  _SUBMITINPUTRESPONSE._serialized_end=1344
+  _STREAMRUNEVENTSREQUEST._serialized_start=1346
+  _STREAMRUNEVENTSREQUEST._serialized_end=1415
+  _STREAMRUNEVENTSRESPONSE._serialized_start=1417
+  _STREAMRUNEVENTSRESPONSE._serialized_end=1483
+  _GATEWAYSERVICELISTSKILLSREQUEST._serialized_start=1486
+  _GATEWAYSERVICELISTSKILLSREQUEST._serialized_end=1638
+  _GATEWAYSERVICELISTSKILLSRESPONSE._serialized_start=1641
+  _GATEWAYSERVICELISTSKILLSRESPONSE._serialized_end=1780
+  _GATEWAYSERVICEGETSKILLREQUEST._serialized_start=1782
+  _GATEWAYSERVICEGETSKILLREQUEST._serialized_end=1909
+  _GATEWAYSERVICEGETSKILLRESPONSE._serialized_start=1912
+  _GATEWAYSERVICEGETSKILLRESPONSE._serialized_end=2076
+  _GATEWAYSERVICELISTTOOLSREQUEST._serialized_start=2078
+  _GATEWAYSERVICELISTTOOLSREQUEST._serialized_end=2110
+  _GATEWAYSERVICELISTTOOLSRESPONSE._serialized_start=2113
+  _GATEWAYSERVICELISTTOOLSRESPONSE._serialized_end=2256
+  _INVOKETOOLREQUEST._serialized_start=2259
+  _INVOKETOOLREQUEST._serialized_end=2499
+  _INVOKETOOLRESPONSE._serialized_start=2501
+  _INVOKETOOLRESPONSE._serialized_end=2578
+  _GATEWAYSERVICECOUNTTOKENSREQUEST._serialized_start=2580
+  _GATEWAYSERVICECOUNTTOKENSREQUEST._serialized_end=2706
+  _GATEWAYSERVICECOUNTTOKENSRESPONSE._serialized_start=2708
+  _GATEWAYSERVICECOUNTTOKENSRESPONSE._serialized_end=2798
+  _GATEWAYSERVICEPUTSKILLREQUEST._serialized_start=2801
+  _GATEWAYSERVICEPUTSKILLREQUEST._serialized_end=3023
+  _GATEWAYSERVICEPUTSKILLRESPONSE._serialized_start=3025
+  _GATEWAYSERVICEPUTSKILLRESPONSE._serialized_end=3134
+  _GATEWAYSERVICEDELETESKILLREQUEST._serialized_start=3136
+  _GATEWAYSERVICEDELETESKILLREQUEST._serialized_end=3243
+  _GATEWAYSERVICEDELETESKILLRESPONSE._serialized_start=3245
+  _GATEWAYSERVICEDELETESKILLRESPONSE._serialized_end=3308
+  _GATEWAYSERVICESETSYSTEMSKILLSTATEREQUEST._serialized_start=3310
+  _GATEWAYSERVICESETSYSTEMSKILLSTATEREQUEST._serialized_end=3426
+  _GATEWAYSERVICESETSYSTEMSKILLSTATERESPONSE._serialized_start=3428
+  _GATEWAYSERVICESETSYSTEMSKILLSTATERESPONSE._serialized_end=3520
+  _GATEWAYSERVICESTARTMCPAUTHORIZATIONREQUEST._serialized_start=3522
+  _GATEWAYSERVICESTARTMCPAUTHORIZATIONREQUEST._serialized_end=3590
+  _GATEWAYSERVICESTARTMCPAUTHORIZATIONRESPONSE._serialized_start=3593
+  _GATEWAYSERVICESTARTMCPAUTHORIZATIONRESPONSE._serialized_end=3742
+  _GATEWAYSERVICEGETMCPAUTHORIZATIONREQUEST._serialized_start=3744
+  _GATEWAYSERVICEGETMCPAUTHORIZATIONREQUEST._serialized_end=3810
+  _GATEWAYSERVICEGETMCPAUTHORIZATIONRESPONSE._serialized_start=3812
+  _GATEWAYSERVICEGETMCPAUTHORIZATIONRESPONSE._serialized_end=3923
+  _GATEWAYSERVICEREVOKEMCPAUTHORIZATIONREQUEST._serialized_start=3925
+  _GATEWAYSERVICEREVOKEMCPAUTHORIZATIONREQUEST._serialized_end=3994
+  _GATEWAYSERVICEREVOKEMCPAUTHORIZATIONRESPONSE._serialized_start=3996
+  _GATEWAYSERVICEREVOKEMCPAUTHORIZATIONRESPONSE._serialized_end=4068
+  _GATEWAYSERVICE._serialized_start=4071
+  _GATEWAYSERVICE._serialized_end=9432
 # @@protoc_insertion_point(module_scope)

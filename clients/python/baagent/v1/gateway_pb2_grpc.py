@@ -7,6 +7,7 @@ from baagent.v1 import conversations_pb2 as baagent_dot_v1_dot_conversations__pb
 from baagent.v1 import export_pb2 as baagent_dot_v1_dot_export__pb2
 from baagent.v1 import gateway_pb2 as baagent_dot_v1_dot_gateway__pb2
 from baagent.v1 import memory_pb2 as baagent_dot_v1_dot_memory__pb2
+from baagent.v1 import patterns_pb2 as baagent_dot_v1_dot_patterns__pb2
 
 
 class GatewayServiceStub(object):
@@ -221,6 +222,46 @@ class GatewayServiceStub(object):
                 '/baagent.v1.GatewayService/UpdateMemorySettings',
                 request_serializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceUpdateMemorySettingsRequest.SerializeToString,
                 response_deserializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceUpdateMemorySettingsResponse.FromString,
+                )
+        self.ListPatterns = channel.unary_unary(
+                '/baagent.v1.GatewayService/ListPatterns',
+                request_serializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceListPatternsRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceListPatternsResponse.FromString,
+                )
+        self.GetPattern = channel.unary_unary(
+                '/baagent.v1.GatewayService/GetPattern',
+                request_serializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceGetPatternRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceGetPatternResponse.FromString,
+                )
+        self.UpdatePattern = channel.unary_unary(
+                '/baagent.v1.GatewayService/UpdatePattern',
+                request_serializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceUpdatePatternRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceUpdatePatternResponse.FromString,
+                )
+        self.DeletePattern = channel.unary_unary(
+                '/baagent.v1.GatewayService/DeletePattern',
+                request_serializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceDeletePatternRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceDeletePatternResponse.FromString,
+                )
+        self.MarkPatternUseless = channel.unary_unary(
+                '/baagent.v1.GatewayService/MarkPatternUseless',
+                request_serializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceMarkPatternUselessRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceMarkPatternUselessResponse.FromString,
+                )
+        self.GrantPattern = channel.unary_unary(
+                '/baagent.v1.GatewayService/GrantPattern',
+                request_serializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceGrantPatternRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceGrantPatternResponse.FromString,
+                )
+        self.RevokePatternGrant = channel.unary_unary(
+                '/baagent.v1.GatewayService/RevokePatternGrant',
+                request_serializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceRevokePatternGrantRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceRevokePatternGrantResponse.FromString,
+                )
+        self.ListPatternGrants = channel.unary_unary(
+                '/baagent.v1.GatewayService/ListPatternGrants',
+                request_serializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceListPatternGrantsRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceListPatternGrantsResponse.FromString,
                 )
 
 
@@ -533,6 +574,64 @@ class GatewayServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListPatterns(self, request, context):
+        """Lists the caller's tenant's interaction patterns
+        (GET /v1/patterns?task_type=&state=&include_shared=).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetPattern(self, request, context):
+        """Reads one pattern (GET /v1/patterns/{id}).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdatePattern(self, request, context):
+        """Edits a pattern (PATCH /v1/patterns/{id}).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeletePattern(self, request, context):
+        """Removes a pattern (DELETE /v1/patterns/{id}).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MarkPatternUseless(self, request, context):
+        """Deletes a pattern and keeps its kind of task from being learned again
+        for 180 days (POST /v1/patterns/{id}/useless).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GrantPattern(self, request, context):
+        """Shares a pattern with another tenant (POST /v1/patterns/{id}/grants).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokePatternGrant(self, request, context):
+        """Stops sharing it (DELETE /v1/patterns/{id}/grants/{grantee_tenant}).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPatternGrants(self, request, context):
+        """Lists the caller's grants (GET /v1/patterns/grants?id=).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -735,6 +834,46 @@ def add_GatewayServiceServicer_to_server(servicer, server):
                     servicer.UpdateMemorySettings,
                     request_deserializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceUpdateMemorySettingsRequest.FromString,
                     response_serializer=baagent_dot_v1_dot_memory__pb2.GatewayServiceUpdateMemorySettingsResponse.SerializeToString,
+            ),
+            'ListPatterns': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPatterns,
+                    request_deserializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceListPatternsRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceListPatternsResponse.SerializeToString,
+            ),
+            'GetPattern': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPattern,
+                    request_deserializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceGetPatternRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceGetPatternResponse.SerializeToString,
+            ),
+            'UpdatePattern': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdatePattern,
+                    request_deserializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceUpdatePatternRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceUpdatePatternResponse.SerializeToString,
+            ),
+            'DeletePattern': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeletePattern,
+                    request_deserializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceDeletePatternRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceDeletePatternResponse.SerializeToString,
+            ),
+            'MarkPatternUseless': grpc.unary_unary_rpc_method_handler(
+                    servicer.MarkPatternUseless,
+                    request_deserializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceMarkPatternUselessRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceMarkPatternUselessResponse.SerializeToString,
+            ),
+            'GrantPattern': grpc.unary_unary_rpc_method_handler(
+                    servicer.GrantPattern,
+                    request_deserializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceGrantPatternRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceGrantPatternResponse.SerializeToString,
+            ),
+            'RevokePatternGrant': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokePatternGrant,
+                    request_deserializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceRevokePatternGrantRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceRevokePatternGrantResponse.SerializeToString,
+            ),
+            'ListPatternGrants': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPatternGrants,
+                    request_deserializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceListPatternGrantsRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_patterns__pb2.GatewayServiceListPatternGrantsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1427,5 +1566,141 @@ class GatewayService(object):
         return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/UpdateMemorySettings',
             baagent_dot_v1_dot_memory__pb2.GatewayServiceUpdateMemorySettingsRequest.SerializeToString,
             baagent_dot_v1_dot_memory__pb2.GatewayServiceUpdateMemorySettingsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListPatterns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/ListPatterns',
+            baagent_dot_v1_dot_patterns__pb2.GatewayServiceListPatternsRequest.SerializeToString,
+            baagent_dot_v1_dot_patterns__pb2.GatewayServiceListPatternsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetPattern(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/GetPattern',
+            baagent_dot_v1_dot_patterns__pb2.GatewayServiceGetPatternRequest.SerializeToString,
+            baagent_dot_v1_dot_patterns__pb2.GatewayServiceGetPatternResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def UpdatePattern(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/UpdatePattern',
+            baagent_dot_v1_dot_patterns__pb2.GatewayServiceUpdatePatternRequest.SerializeToString,
+            baagent_dot_v1_dot_patterns__pb2.GatewayServiceUpdatePatternResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DeletePattern(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/DeletePattern',
+            baagent_dot_v1_dot_patterns__pb2.GatewayServiceDeletePatternRequest.SerializeToString,
+            baagent_dot_v1_dot_patterns__pb2.GatewayServiceDeletePatternResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def MarkPatternUseless(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/MarkPatternUseless',
+            baagent_dot_v1_dot_patterns__pb2.GatewayServiceMarkPatternUselessRequest.SerializeToString,
+            baagent_dot_v1_dot_patterns__pb2.GatewayServiceMarkPatternUselessResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GrantPattern(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/GrantPattern',
+            baagent_dot_v1_dot_patterns__pb2.GatewayServiceGrantPatternRequest.SerializeToString,
+            baagent_dot_v1_dot_patterns__pb2.GatewayServiceGrantPatternResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def RevokePatternGrant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/RevokePatternGrant',
+            baagent_dot_v1_dot_patterns__pb2.GatewayServiceRevokePatternGrantRequest.SerializeToString,
+            baagent_dot_v1_dot_patterns__pb2.GatewayServiceRevokePatternGrantResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListPatternGrants(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.GatewayService/ListPatternGrants',
+            baagent_dot_v1_dot_patterns__pb2.GatewayServiceListPatternGrantsRequest.SerializeToString,
+            baagent_dot_v1_dot_patterns__pb2.GatewayServiceListPatternGrantsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -3,6 +3,7 @@
 import grpc
 
 from baagent.v1 import memory_pb2 as baagent_dot_v1_dot_memory__pb2
+from baagent.v1 import patterns_pb2 as baagent_dot_v1_dot_patterns__pb2
 
 
 class MemoryServiceStub(object):
@@ -83,6 +84,56 @@ class MemoryServiceStub(object):
                 '/baagent.v1.MemoryService/DeleteConversationMemory',
                 request_serializer=baagent_dot_v1_dot_memory__pb2.DeleteConversationMemoryRequest.SerializeToString,
                 response_deserializer=baagent_dot_v1_dot_memory__pb2.DeleteConversationMemoryResponse.FromString,
+                )
+        self.MatchPatterns = channel.unary_unary(
+                '/baagent.v1.MemoryService/MatchPatterns',
+                request_serializer=baagent_dot_v1_dot_patterns__pb2.MatchPatternsRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_patterns__pb2.MatchPatternsResponse.FromString,
+                )
+        self.RecordTrace = channel.unary_unary(
+                '/baagent.v1.MemoryService/RecordTrace',
+                request_serializer=baagent_dot_v1_dot_patterns__pb2.RecordTraceRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_patterns__pb2.RecordTraceResponse.FromString,
+                )
+        self.ListPatterns = channel.unary_unary(
+                '/baagent.v1.MemoryService/ListPatterns',
+                request_serializer=baagent_dot_v1_dot_patterns__pb2.ListPatternsRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_patterns__pb2.ListPatternsResponse.FromString,
+                )
+        self.GetPattern = channel.unary_unary(
+                '/baagent.v1.MemoryService/GetPattern',
+                request_serializer=baagent_dot_v1_dot_patterns__pb2.GetPatternRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_patterns__pb2.GetPatternResponse.FromString,
+                )
+        self.UpdatePattern = channel.unary_unary(
+                '/baagent.v1.MemoryService/UpdatePattern',
+                request_serializer=baagent_dot_v1_dot_patterns__pb2.UpdatePatternRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_patterns__pb2.UpdatePatternResponse.FromString,
+                )
+        self.DeletePattern = channel.unary_unary(
+                '/baagent.v1.MemoryService/DeletePattern',
+                request_serializer=baagent_dot_v1_dot_patterns__pb2.DeletePatternRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_patterns__pb2.DeletePatternResponse.FromString,
+                )
+        self.MarkPatternUseless = channel.unary_unary(
+                '/baagent.v1.MemoryService/MarkPatternUseless',
+                request_serializer=baagent_dot_v1_dot_patterns__pb2.MarkPatternUselessRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_patterns__pb2.MarkPatternUselessResponse.FromString,
+                )
+        self.GrantPattern = channel.unary_unary(
+                '/baagent.v1.MemoryService/GrantPattern',
+                request_serializer=baagent_dot_v1_dot_patterns__pb2.GrantPatternRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_patterns__pb2.GrantPatternResponse.FromString,
+                )
+        self.RevokePatternGrant = channel.unary_unary(
+                '/baagent.v1.MemoryService/RevokePatternGrant',
+                request_serializer=baagent_dot_v1_dot_patterns__pb2.RevokePatternGrantRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_patterns__pb2.RevokePatternGrantResponse.FromString,
+                )
+        self.ListPatternGrants = channel.unary_unary(
+                '/baagent.v1.MemoryService/ListPatternGrants',
+                request_serializer=baagent_dot_v1_dot_patterns__pb2.ListPatternGrantsRequest.SerializeToString,
+                response_deserializer=baagent_dot_v1_dot_patterns__pb2.ListPatternGrantsResponse.FromString,
                 )
 
 
@@ -191,6 +242,81 @@ class MemoryServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def MatchPatterns(self, request, context):
+        """MatchPatterns retrieves at most 3 active interaction patterns for a
+        new request (patterns.proto), and notes that they were queried.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecordTrace(self, request, context):
+        """RecordTrace learns from a finished run's trace, once per run: it
+        evolves the pattern the run used or the one its signature matches, or
+        creates a candidate from a successful trace.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPatterns(self, request, context):
+        """ListPatterns lists a tenant's patterns, most recently updated first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetPattern(self, request, context):
+        """GetPattern reads one pattern (the tenant's, or one granted to it).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdatePattern(self, request, context):
+        """UpdatePattern edits a pattern's name, description, steps or tool
+        chain.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeletePattern(self, request, context):
+        """DeletePattern removes a pattern and its grants.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MarkPatternUseless(self, request, context):
+        """MarkPatternUseless deletes a pattern and keeps its signature from
+        being learned again for 180 days.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GrantPattern(self, request, context):
+        """GrantPattern shares a pattern with another tenant, read-only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokePatternGrant(self, request, context):
+        """RevokePatternGrant stops sharing it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPatternGrants(self, request, context):
+        """ListPatternGrants lists the grants a tenant made.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -258,6 +384,56 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.DeleteConversationMemory,
                     request_deserializer=baagent_dot_v1_dot_memory__pb2.DeleteConversationMemoryRequest.FromString,
                     response_serializer=baagent_dot_v1_dot_memory__pb2.DeleteConversationMemoryResponse.SerializeToString,
+            ),
+            'MatchPatterns': grpc.unary_unary_rpc_method_handler(
+                    servicer.MatchPatterns,
+                    request_deserializer=baagent_dot_v1_dot_patterns__pb2.MatchPatternsRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_patterns__pb2.MatchPatternsResponse.SerializeToString,
+            ),
+            'RecordTrace': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordTrace,
+                    request_deserializer=baagent_dot_v1_dot_patterns__pb2.RecordTraceRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_patterns__pb2.RecordTraceResponse.SerializeToString,
+            ),
+            'ListPatterns': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPatterns,
+                    request_deserializer=baagent_dot_v1_dot_patterns__pb2.ListPatternsRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_patterns__pb2.ListPatternsResponse.SerializeToString,
+            ),
+            'GetPattern': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPattern,
+                    request_deserializer=baagent_dot_v1_dot_patterns__pb2.GetPatternRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_patterns__pb2.GetPatternResponse.SerializeToString,
+            ),
+            'UpdatePattern': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdatePattern,
+                    request_deserializer=baagent_dot_v1_dot_patterns__pb2.UpdatePatternRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_patterns__pb2.UpdatePatternResponse.SerializeToString,
+            ),
+            'DeletePattern': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeletePattern,
+                    request_deserializer=baagent_dot_v1_dot_patterns__pb2.DeletePatternRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_patterns__pb2.DeletePatternResponse.SerializeToString,
+            ),
+            'MarkPatternUseless': grpc.unary_unary_rpc_method_handler(
+                    servicer.MarkPatternUseless,
+                    request_deserializer=baagent_dot_v1_dot_patterns__pb2.MarkPatternUselessRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_patterns__pb2.MarkPatternUselessResponse.SerializeToString,
+            ),
+            'GrantPattern': grpc.unary_unary_rpc_method_handler(
+                    servicer.GrantPattern,
+                    request_deserializer=baagent_dot_v1_dot_patterns__pb2.GrantPatternRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_patterns__pb2.GrantPatternResponse.SerializeToString,
+            ),
+            'RevokePatternGrant': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokePatternGrant,
+                    request_deserializer=baagent_dot_v1_dot_patterns__pb2.RevokePatternGrantRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_patterns__pb2.RevokePatternGrantResponse.SerializeToString,
+            ),
+            'ListPatternGrants': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPatternGrants,
+                    request_deserializer=baagent_dot_v1_dot_patterns__pb2.ListPatternGrantsRequest.FromString,
+                    response_serializer=baagent_dot_v1_dot_patterns__pb2.ListPatternGrantsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -492,5 +668,175 @@ class MemoryService(object):
         return grpc.experimental.unary_unary(request, target, '/baagent.v1.MemoryService/DeleteConversationMemory',
             baagent_dot_v1_dot_memory__pb2.DeleteConversationMemoryRequest.SerializeToString,
             baagent_dot_v1_dot_memory__pb2.DeleteConversationMemoryResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def MatchPatterns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.MemoryService/MatchPatterns',
+            baagent_dot_v1_dot_patterns__pb2.MatchPatternsRequest.SerializeToString,
+            baagent_dot_v1_dot_patterns__pb2.MatchPatternsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def RecordTrace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.MemoryService/RecordTrace',
+            baagent_dot_v1_dot_patterns__pb2.RecordTraceRequest.SerializeToString,
+            baagent_dot_v1_dot_patterns__pb2.RecordTraceResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListPatterns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.MemoryService/ListPatterns',
+            baagent_dot_v1_dot_patterns__pb2.ListPatternsRequest.SerializeToString,
+            baagent_dot_v1_dot_patterns__pb2.ListPatternsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetPattern(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.MemoryService/GetPattern',
+            baagent_dot_v1_dot_patterns__pb2.GetPatternRequest.SerializeToString,
+            baagent_dot_v1_dot_patterns__pb2.GetPatternResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def UpdatePattern(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.MemoryService/UpdatePattern',
+            baagent_dot_v1_dot_patterns__pb2.UpdatePatternRequest.SerializeToString,
+            baagent_dot_v1_dot_patterns__pb2.UpdatePatternResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DeletePattern(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.MemoryService/DeletePattern',
+            baagent_dot_v1_dot_patterns__pb2.DeletePatternRequest.SerializeToString,
+            baagent_dot_v1_dot_patterns__pb2.DeletePatternResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def MarkPatternUseless(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.MemoryService/MarkPatternUseless',
+            baagent_dot_v1_dot_patterns__pb2.MarkPatternUselessRequest.SerializeToString,
+            baagent_dot_v1_dot_patterns__pb2.MarkPatternUselessResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GrantPattern(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.MemoryService/GrantPattern',
+            baagent_dot_v1_dot_patterns__pb2.GrantPatternRequest.SerializeToString,
+            baagent_dot_v1_dot_patterns__pb2.GrantPatternResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def RevokePatternGrant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.MemoryService/RevokePatternGrant',
+            baagent_dot_v1_dot_patterns__pb2.RevokePatternGrantRequest.SerializeToString,
+            baagent_dot_v1_dot_patterns__pb2.RevokePatternGrantResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListPatternGrants(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/baagent.v1.MemoryService/ListPatternGrants',
+            baagent_dot_v1_dot_patterns__pb2.ListPatternGrantsRequest.SerializeToString,
+            baagent_dot_v1_dot_patterns__pb2.ListPatternGrantsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

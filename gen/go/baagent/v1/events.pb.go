@@ -48,7 +48,8 @@ type Event struct {
 	// decision_asked, decision_answered, doom_loop_detected, cost_update,
 	// step_start, step_end, work_plan, plan_step_start, plan_step_end,
 	// warning, complete, error, cancelled, doom_loop_intervened,
-	// subagent_assigned, and the transport-only stream_reset (the design's
+	// subagent_assigned, memory_recalled, pattern_matched, and the
+	// transport-only stream_reset (the design's
 	// `buffer_overflow`).
 	Type string `protobuf:"bytes,7,opt,name=type,proto3" json:"type,omitempty"`
 	// ReAct step (model iteration) the event happened in (0 before the first
@@ -105,6 +106,7 @@ type Event struct {
 	//	*Event_DoomLoopIntervened
 	//	*Event_SubagentAssigned
 	//	*Event_MemoryRecalled
+	//	*Event_PatternMatched
 	Payload       isEvent_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -501,6 +503,15 @@ func (x *Event) GetMemoryRecalled() *MemoryRecalledPayload {
 	return nil
 }
 
+func (x *Event) GetPatternMatched() *PatternMatchedPayload {
+	if x != nil {
+		if x, ok := x.Payload.(*Event_PatternMatched); ok {
+			return x.PatternMatched
+		}
+	}
+	return nil
+}
+
 type isEvent_Payload interface {
 	isEvent_Payload()
 }
@@ -665,6 +676,12 @@ type Event_MemoryRecalled struct {
 	MemoryRecalled *MemoryRecalledPayload `protobuf:"bytes,51,opt,name=memory_recalled,json=memoryRecalled,proto3,oneof"`
 }
 
+type Event_PatternMatched struct {
+	// `pattern_matched`: at the start of a top-level run, before planning,
+	// an interaction pattern matched the request (patterns.proto).
+	PatternMatched *PatternMatchedPayload `protobuf:"bytes,52,opt,name=pattern_matched,json=patternMatched,proto3,oneof"`
+}
+
 func (*Event_Start) isEvent_Payload() {}
 
 func (*Event_Thought) isEvent_Payload() {}
@@ -724,6 +741,8 @@ func (*Event_DoomLoopIntervened) isEvent_Payload() {}
 func (*Event_SubagentAssigned) isEvent_Payload() {}
 
 func (*Event_MemoryRecalled) isEvent_Payload() {}
+
+func (*Event_PatternMatched) isEvent_Payload() {}
 
 // PermissionAskedPayload is the `permission_asked` event: a
 // tool call waits for the user's approval. Answer it as a decision:
@@ -2887,7 +2906,7 @@ var File_baagent_v1_events_proto protoreflect.FileDescriptor
 const file_baagent_v1_events_proto_rawDesc = "" +
 	"\n" +
 	"\x17baagent/v1/events.proto\x12\n" +
-	"baagent.v1\x1a\x18baagent/v1/context.proto\x1a\x19baagent/v1/messages.proto\x1a\x14baagent/v1/run.proto\x1a\x17baagent/v1/skills.proto\x1a\x1bbaagent/v1/toolrunner.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9c\x13\n" +
+	"baagent.v1\x1a\x18baagent/v1/context.proto\x1a\x19baagent/v1/messages.proto\x1a\x19baagent/v1/patterns.proto\x1a\x14baagent/v1/run.proto\x1a\x17baagent/v1/skills.proto\x1a\x1bbaagent/v1/toolrunner.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xea\x13\n" +
 	"\x05Event\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12'\n" +
 	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x16\n" +
@@ -2935,7 +2954,8 @@ const file_baagent_v1_events_proto_rawDesc = "" +
 	"\awarning\x180 \x01(\v2\x1a.baagent.v1.WarningPayloadH\x00R\awarning\x12Y\n" +
 	"\x14doom_loop_intervened\x181 \x01(\v2%.baagent.v1.DoomLoopIntervenedPayloadH\x00R\x12doomLoopIntervened\x12R\n" +
 	"\x11subagent_assigned\x182 \x01(\v2#.baagent.v1.SubagentAssignedPayloadH\x00R\x10subagentAssigned\x12L\n" +
-	"\x0fmemory_recalled\x183 \x01(\v2!.baagent.v1.MemoryRecalledPayloadH\x00R\x0ememoryRecalledB\t\n" +
+	"\x0fmemory_recalled\x183 \x01(\v2!.baagent.v1.MemoryRecalledPayloadH\x00R\x0ememoryRecalled\x12L\n" +
+	"\x0fpattern_matched\x184 \x01(\v2!.baagent.v1.PatternMatchedPayloadH\x00R\x0epatternMatchedB\t\n" +
 	"\apayload\"\xac\x01\n" +
 	"\x16PermissionAskedPayload\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
@@ -3173,18 +3193,19 @@ var file_baagent_v1_events_proto_goTypes = []any{
 	(*ClarificationQuestion)(nil),        // 30: baagent.v1.ClarificationQuestion
 	(*DecisionPoint)(nil),                // 31: baagent.v1.DecisionPoint
 	(*WorkPlan)(nil),                     // 32: baagent.v1.WorkPlan
-	(QueryComplexity)(0),                 // 33: baagent.v1.QueryComplexity
-	(PlanMode)(0),                        // 34: baagent.v1.PlanMode
-	(*structpb.Struct)(nil),              // 35: google.protobuf.Struct
-	(ToolErrorType)(0),                   // 36: baagent.v1.ToolErrorType
-	(OutputLevel)(0),                     // 37: baagent.v1.OutputLevel
-	(*ContextModifier)(nil),              // 38: baagent.v1.ContextModifier
-	(SkillScope)(0),                      // 39: baagent.v1.SkillScope
-	(SkillActivationOrigin)(0),           // 40: baagent.v1.SkillActivationOrigin
-	(DoomLoopIntervention)(0),            // 41: baagent.v1.DoomLoopIntervention
-	(*Usage)(nil),                        // 42: baagent.v1.Usage
-	(*ConversationMetrics)(nil),          // 43: baagent.v1.ConversationMetrics
-	(PlanStepStatus)(0),                  // 44: baagent.v1.PlanStepStatus
+	(*PatternMatchedPayload)(nil),        // 33: baagent.v1.PatternMatchedPayload
+	(QueryComplexity)(0),                 // 34: baagent.v1.QueryComplexity
+	(PlanMode)(0),                        // 35: baagent.v1.PlanMode
+	(*structpb.Struct)(nil),              // 36: google.protobuf.Struct
+	(ToolErrorType)(0),                   // 37: baagent.v1.ToolErrorType
+	(OutputLevel)(0),                     // 38: baagent.v1.OutputLevel
+	(*ContextModifier)(nil),              // 39: baagent.v1.ContextModifier
+	(SkillScope)(0),                      // 40: baagent.v1.SkillScope
+	(SkillActivationOrigin)(0),           // 41: baagent.v1.SkillActivationOrigin
+	(DoomLoopIntervention)(0),            // 42: baagent.v1.DoomLoopIntervention
+	(*Usage)(nil),                        // 43: baagent.v1.Usage
+	(*ConversationMetrics)(nil),          // 44: baagent.v1.ConversationMetrics
+	(PlanStepStatus)(0),                  // 45: baagent.v1.PlanStepStatus
 }
 var file_baagent_v1_events_proto_depIdxs = []int32{
 	28, // 0: baagent.v1.Event.ts:type_name -> google.protobuf.Timestamp
@@ -3218,27 +3239,28 @@ var file_baagent_v1_events_proto_depIdxs = []int32{
 	14, // 28: baagent.v1.Event.doom_loop_intervened:type_name -> baagent.v1.DoomLoopIntervenedPayload
 	17, // 29: baagent.v1.Event.subagent_assigned:type_name -> baagent.v1.SubagentAssignedPayload
 	15, // 30: baagent.v1.Event.memory_recalled:type_name -> baagent.v1.MemoryRecalledPayload
-	31, // 31: baagent.v1.PermissionAskedPayload.decision:type_name -> baagent.v1.DecisionPoint
-	33, // 32: baagent.v1.StartPayload.query_complexity:type_name -> baagent.v1.QueryComplexity
-	34, // 33: baagent.v1.StartPayload.plan_mode:type_name -> baagent.v1.PlanMode
-	35, // 34: baagent.v1.ActPayload.tool_input:type_name -> google.protobuf.Struct
-	36, // 35: baagent.v1.ObservePayload.error_type:type_name -> baagent.v1.ToolErrorType
-	37, // 36: baagent.v1.ObservePayload.output_level:type_name -> baagent.v1.OutputLevel
-	38, // 37: baagent.v1.SkillActivatedPayload.context_modifier:type_name -> baagent.v1.ContextModifier
-	39, // 38: baagent.v1.SkillActivatedPayload.scope:type_name -> baagent.v1.SkillScope
-	40, // 39: baagent.v1.SkillActivatedPayload.origin:type_name -> baagent.v1.SkillActivationOrigin
-	35, // 40: baagent.v1.DoomLoopDetectedPayload.tool_input:type_name -> google.protobuf.Struct
-	41, // 41: baagent.v1.DoomLoopDetectedPayload.intervention:type_name -> baagent.v1.DoomLoopIntervention
-	41, // 42: baagent.v1.DoomLoopIntervenedPayload.intervention:type_name -> baagent.v1.DoomLoopIntervention
-	16, // 43: baagent.v1.MemoryRecalledPayload.entities:type_name -> baagent.v1.MemoryRecalledEntity
-	42, // 44: baagent.v1.CostUpdatePayload.usage:type_name -> baagent.v1.Usage
-	43, // 45: baagent.v1.CompletePayload.metrics:type_name -> baagent.v1.ConversationMetrics
-	44, // 46: baagent.v1.PlanStepEndPayload.status:type_name -> baagent.v1.PlanStepStatus
-	47, // [47:47] is the sub-list for method output_type
-	47, // [47:47] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	33, // 31: baagent.v1.Event.pattern_matched:type_name -> baagent.v1.PatternMatchedPayload
+	31, // 32: baagent.v1.PermissionAskedPayload.decision:type_name -> baagent.v1.DecisionPoint
+	34, // 33: baagent.v1.StartPayload.query_complexity:type_name -> baagent.v1.QueryComplexity
+	35, // 34: baagent.v1.StartPayload.plan_mode:type_name -> baagent.v1.PlanMode
+	36, // 35: baagent.v1.ActPayload.tool_input:type_name -> google.protobuf.Struct
+	37, // 36: baagent.v1.ObservePayload.error_type:type_name -> baagent.v1.ToolErrorType
+	38, // 37: baagent.v1.ObservePayload.output_level:type_name -> baagent.v1.OutputLevel
+	39, // 38: baagent.v1.SkillActivatedPayload.context_modifier:type_name -> baagent.v1.ContextModifier
+	40, // 39: baagent.v1.SkillActivatedPayload.scope:type_name -> baagent.v1.SkillScope
+	41, // 40: baagent.v1.SkillActivatedPayload.origin:type_name -> baagent.v1.SkillActivationOrigin
+	36, // 41: baagent.v1.DoomLoopDetectedPayload.tool_input:type_name -> google.protobuf.Struct
+	42, // 42: baagent.v1.DoomLoopDetectedPayload.intervention:type_name -> baagent.v1.DoomLoopIntervention
+	42, // 43: baagent.v1.DoomLoopIntervenedPayload.intervention:type_name -> baagent.v1.DoomLoopIntervention
+	16, // 44: baagent.v1.MemoryRecalledPayload.entities:type_name -> baagent.v1.MemoryRecalledEntity
+	43, // 45: baagent.v1.CostUpdatePayload.usage:type_name -> baagent.v1.Usage
+	44, // 46: baagent.v1.CompletePayload.metrics:type_name -> baagent.v1.ConversationMetrics
+	45, // 47: baagent.v1.PlanStepEndPayload.status:type_name -> baagent.v1.PlanStepStatus
+	48, // [48:48] is the sub-list for method output_type
+	48, // [48:48] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_baagent_v1_events_proto_init() }
@@ -3248,6 +3270,7 @@ func file_baagent_v1_events_proto_init() {
 	}
 	file_baagent_v1_context_proto_init()
 	file_baagent_v1_messages_proto_init()
+	file_baagent_v1_patterns_proto_init()
 	file_baagent_v1_run_proto_init()
 	file_baagent_v1_skills_proto_init()
 	file_baagent_v1_toolrunner_proto_init()
@@ -3282,6 +3305,7 @@ func file_baagent_v1_events_proto_init() {
 		(*Event_DoomLoopIntervened)(nil),
 		(*Event_SubagentAssigned)(nil),
 		(*Event_MemoryRecalled)(nil),
+		(*Event_PatternMatched)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

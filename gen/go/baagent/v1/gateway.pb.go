@@ -2015,7 +2015,7 @@ var File_baagent_v1_gateway_proto protoreflect.FileDescriptor
 const file_baagent_v1_gateway_proto_rawDesc = "" +
 	"\n" +
 	"\x18baagent/v1/gateway.proto\x12\n" +
-	"baagent.v1\x1a\x18baagent/v1/budgets.proto\x1a\x1ebaagent/v1/conversations.proto\x1a\x17baagent/v1/events.proto\x1a\x17baagent/v1/export.proto\x1a\x18baagent/v1/mcpauth.proto\x1a\x17baagent/v1/memory.proto\x1a\x1dbaagent/v1/orchestrator.proto\x1a\x14baagent/v1/run.proto\x1a\x17baagent/v1/skills.proto\x1a\x17baagent/v1/tokens.proto\x1a\x1bbaagent/v1/toolrunner.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\":\n" +
+	"baagent.v1\x1a\x18baagent/v1/budgets.proto\x1a\x1ebaagent/v1/conversations.proto\x1a\x17baagent/v1/events.proto\x1a\x17baagent/v1/export.proto\x1a\x18baagent/v1/mcpauth.proto\x1a\x17baagent/v1/memory.proto\x1a\x1dbaagent/v1/orchestrator.proto\x1a\x19baagent/v1/patterns.proto\x1a\x14baagent/v1/run.proto\x1a\x17baagent/v1/skills.proto\x1a\x17baagent/v1/tokens.proto\x1a\x1bbaagent/v1/toolrunner.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\":\n" +
 	"\x0fStartRunRequest\x12'\n" +
 	"\x04spec\x18\x01 \x01(\v2\x13.baagent.v1.RunSpecR\x04spec\"5\n" +
 	"\x10StartRunResponse\x12!\n" +
@@ -2125,7 +2125,7 @@ const file_baagent_v1_gateway_proto_rawDesc = "" +
 	"+GatewayServiceRevokeMcpAuthorizationRequest\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\"H\n" +
 	",GatewayServiceRevokeMcpAuthorizationResponse\x12\x18\n" +
-	"\arevoked\x18\x01 \x01(\bR\arevoked2\xc6\"\n" +
+	"\arevoked\x18\x01 \x01(\bR\arevoked2\xf1)\n" +
 	"\x0eGatewayService\x12E\n" +
 	"\bStartRun\x12\x1b.baagent.v1.StartRunRequest\x1a\x1c.baagent.v1.StartRunResponse\x12Y\n" +
 	"\x0eStartRunStream\x12!.baagent.v1.StartRunStreamRequest\x1a\".baagent.v1.StartRunStreamResponse0\x01\x12?\n" +
@@ -2168,7 +2168,16 @@ const file_baagent_v1_gateway_proto_rawDesc = "" +
 	"\x0eGetMemoryGraph\x12/.baagent.v1.GatewayServiceGetMemoryGraphRequest\x1a0.baagent.v1.GatewayServiceGetMemoryGraphResponse\x12s\n" +
 	"\x0eGetMemoryStats\x12/.baagent.v1.GatewayServiceGetMemoryStatsRequest\x1a0.baagent.v1.GatewayServiceGetMemoryStatsResponse\x12|\n" +
 	"\x11GetMemorySettings\x122.baagent.v1.GatewayServiceGetMemorySettingsRequest\x1a3.baagent.v1.GatewayServiceGetMemorySettingsResponse\x12\x85\x01\n" +
-	"\x14UpdateMemorySettings\x125.baagent.v1.GatewayServiceUpdateMemorySettingsRequest\x1a6.baagent.v1.GatewayServiceUpdateMemorySettingsResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3"
+	"\x14UpdateMemorySettings\x125.baagent.v1.GatewayServiceUpdateMemorySettingsRequest\x1a6.baagent.v1.GatewayServiceUpdateMemorySettingsResponse\x12m\n" +
+	"\fListPatterns\x12-.baagent.v1.GatewayServiceListPatternsRequest\x1a..baagent.v1.GatewayServiceListPatternsResponse\x12g\n" +
+	"\n" +
+	"GetPattern\x12+.baagent.v1.GatewayServiceGetPatternRequest\x1a,.baagent.v1.GatewayServiceGetPatternResponse\x12p\n" +
+	"\rUpdatePattern\x12..baagent.v1.GatewayServiceUpdatePatternRequest\x1a/.baagent.v1.GatewayServiceUpdatePatternResponse\x12p\n" +
+	"\rDeletePattern\x12..baagent.v1.GatewayServiceDeletePatternRequest\x1a/.baagent.v1.GatewayServiceDeletePatternResponse\x12\x7f\n" +
+	"\x12MarkPatternUseless\x123.baagent.v1.GatewayServiceMarkPatternUselessRequest\x1a4.baagent.v1.GatewayServiceMarkPatternUselessResponse\x12m\n" +
+	"\fGrantPattern\x12-.baagent.v1.GatewayServiceGrantPatternRequest\x1a..baagent.v1.GatewayServiceGrantPatternResponse\x12\x7f\n" +
+	"\x12RevokePatternGrant\x123.baagent.v1.GatewayServiceRevokePatternGrantRequest\x1a4.baagent.v1.GatewayServiceRevokePatternGrantResponse\x12|\n" +
+	"\x11ListPatternGrants\x122.baagent.v1.GatewayServiceListPatternGrantsRequest\x1a3.baagent.v1.GatewayServiceListPatternGrantsResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3"
 
 var (
 	file_baagent_v1_gateway_proto_rawDescOnce sync.Once
@@ -2261,144 +2270,176 @@ var file_baagent_v1_gateway_proto_goTypes = []any{
 	(*GatewayServiceGetMemoryStatsRequest)(nil),           // 74: baagent.v1.GatewayServiceGetMemoryStatsRequest
 	(*GatewayServiceGetMemorySettingsRequest)(nil),        // 75: baagent.v1.GatewayServiceGetMemorySettingsRequest
 	(*GatewayServiceUpdateMemorySettingsRequest)(nil),     // 76: baagent.v1.GatewayServiceUpdateMemorySettingsRequest
-	(*ExportRunResponse)(nil),                             // 77: baagent.v1.ExportRunResponse
-	(*ExportConversationResponse)(nil),                    // 78: baagent.v1.ExportConversationResponse
-	(*GatewayServiceGetUsageResponse)(nil),                // 79: baagent.v1.GatewayServiceGetUsageResponse
-	(*GatewayServiceGetBudgetResponse)(nil),               // 80: baagent.v1.GatewayServiceGetBudgetResponse
-	(*GatewayServiceSetBudgetResponse)(nil),               // 81: baagent.v1.GatewayServiceSetBudgetResponse
-	(*GatewayServiceListConversationsResponse)(nil),       // 82: baagent.v1.GatewayServiceListConversationsResponse
-	(*GatewayServiceGetConversationResponse)(nil),         // 83: baagent.v1.GatewayServiceGetConversationResponse
-	(*GatewayServiceGetConversationMessagesResponse)(nil), // 84: baagent.v1.GatewayServiceGetConversationMessagesResponse
-	(*GatewayServiceEndConversationResponse)(nil),         // 85: baagent.v1.GatewayServiceEndConversationResponse
-	(*GatewayServiceDeleteConversationResponse)(nil),      // 86: baagent.v1.GatewayServiceDeleteConversationResponse
-	(*GatewayServiceSearchMemoryResponse)(nil),            // 87: baagent.v1.GatewayServiceSearchMemoryResponse
-	(*GatewayServiceAddMemoryEpisodeResponse)(nil),        // 88: baagent.v1.GatewayServiceAddMemoryEpisodeResponse
-	(*GatewayServiceListMemoryEpisodesResponse)(nil),      // 89: baagent.v1.GatewayServiceListMemoryEpisodesResponse
-	(*GatewayServiceGetMemoryEpisodeResponse)(nil),        // 90: baagent.v1.GatewayServiceGetMemoryEpisodeResponse
-	(*GatewayServiceDeleteMemoryEpisodeResponse)(nil),     // 91: baagent.v1.GatewayServiceDeleteMemoryEpisodeResponse
-	(*GatewayServiceListMemoryEntitiesResponse)(nil),      // 92: baagent.v1.GatewayServiceListMemoryEntitiesResponse
-	(*GatewayServiceGetMemoryEntityResponse)(nil),         // 93: baagent.v1.GatewayServiceGetMemoryEntityResponse
-	(*GatewayServiceDeleteMemoryEntityResponse)(nil),      // 94: baagent.v1.GatewayServiceDeleteMemoryEntityResponse
-	(*GatewayServiceGetMemoryGraphResponse)(nil),          // 95: baagent.v1.GatewayServiceGetMemoryGraphResponse
-	(*GatewayServiceGetMemoryStatsResponse)(nil),          // 96: baagent.v1.GatewayServiceGetMemoryStatsResponse
-	(*GatewayServiceGetMemorySettingsResponse)(nil),       // 97: baagent.v1.GatewayServiceGetMemorySettingsResponse
-	(*GatewayServiceUpdateMemorySettingsResponse)(nil),    // 98: baagent.v1.GatewayServiceUpdateMemorySettingsResponse
+	(*GatewayServiceListPatternsRequest)(nil),             // 77: baagent.v1.GatewayServiceListPatternsRequest
+	(*GatewayServiceGetPatternRequest)(nil),               // 78: baagent.v1.GatewayServiceGetPatternRequest
+	(*GatewayServiceUpdatePatternRequest)(nil),            // 79: baagent.v1.GatewayServiceUpdatePatternRequest
+	(*GatewayServiceDeletePatternRequest)(nil),            // 80: baagent.v1.GatewayServiceDeletePatternRequest
+	(*GatewayServiceMarkPatternUselessRequest)(nil),       // 81: baagent.v1.GatewayServiceMarkPatternUselessRequest
+	(*GatewayServiceGrantPatternRequest)(nil),             // 82: baagent.v1.GatewayServiceGrantPatternRequest
+	(*GatewayServiceRevokePatternGrantRequest)(nil),       // 83: baagent.v1.GatewayServiceRevokePatternGrantRequest
+	(*GatewayServiceListPatternGrantsRequest)(nil),        // 84: baagent.v1.GatewayServiceListPatternGrantsRequest
+	(*ExportRunResponse)(nil),                             // 85: baagent.v1.ExportRunResponse
+	(*ExportConversationResponse)(nil),                    // 86: baagent.v1.ExportConversationResponse
+	(*GatewayServiceGetUsageResponse)(nil),                // 87: baagent.v1.GatewayServiceGetUsageResponse
+	(*GatewayServiceGetBudgetResponse)(nil),               // 88: baagent.v1.GatewayServiceGetBudgetResponse
+	(*GatewayServiceSetBudgetResponse)(nil),               // 89: baagent.v1.GatewayServiceSetBudgetResponse
+	(*GatewayServiceListConversationsResponse)(nil),       // 90: baagent.v1.GatewayServiceListConversationsResponse
+	(*GatewayServiceGetConversationResponse)(nil),         // 91: baagent.v1.GatewayServiceGetConversationResponse
+	(*GatewayServiceGetConversationMessagesResponse)(nil), // 92: baagent.v1.GatewayServiceGetConversationMessagesResponse
+	(*GatewayServiceEndConversationResponse)(nil),         // 93: baagent.v1.GatewayServiceEndConversationResponse
+	(*GatewayServiceDeleteConversationResponse)(nil),      // 94: baagent.v1.GatewayServiceDeleteConversationResponse
+	(*GatewayServiceSearchMemoryResponse)(nil),            // 95: baagent.v1.GatewayServiceSearchMemoryResponse
+	(*GatewayServiceAddMemoryEpisodeResponse)(nil),        // 96: baagent.v1.GatewayServiceAddMemoryEpisodeResponse
+	(*GatewayServiceListMemoryEpisodesResponse)(nil),      // 97: baagent.v1.GatewayServiceListMemoryEpisodesResponse
+	(*GatewayServiceGetMemoryEpisodeResponse)(nil),        // 98: baagent.v1.GatewayServiceGetMemoryEpisodeResponse
+	(*GatewayServiceDeleteMemoryEpisodeResponse)(nil),     // 99: baagent.v1.GatewayServiceDeleteMemoryEpisodeResponse
+	(*GatewayServiceListMemoryEntitiesResponse)(nil),      // 100: baagent.v1.GatewayServiceListMemoryEntitiesResponse
+	(*GatewayServiceGetMemoryEntityResponse)(nil),         // 101: baagent.v1.GatewayServiceGetMemoryEntityResponse
+	(*GatewayServiceDeleteMemoryEntityResponse)(nil),      // 102: baagent.v1.GatewayServiceDeleteMemoryEntityResponse
+	(*GatewayServiceGetMemoryGraphResponse)(nil),          // 103: baagent.v1.GatewayServiceGetMemoryGraphResponse
+	(*GatewayServiceGetMemoryStatsResponse)(nil),          // 104: baagent.v1.GatewayServiceGetMemoryStatsResponse
+	(*GatewayServiceGetMemorySettingsResponse)(nil),       // 105: baagent.v1.GatewayServiceGetMemorySettingsResponse
+	(*GatewayServiceUpdateMemorySettingsResponse)(nil),    // 106: baagent.v1.GatewayServiceUpdateMemorySettingsResponse
+	(*GatewayServiceListPatternsResponse)(nil),            // 107: baagent.v1.GatewayServiceListPatternsResponse
+	(*GatewayServiceGetPatternResponse)(nil),              // 108: baagent.v1.GatewayServiceGetPatternResponse
+	(*GatewayServiceUpdatePatternResponse)(nil),           // 109: baagent.v1.GatewayServiceUpdatePatternResponse
+	(*GatewayServiceDeletePatternResponse)(nil),           // 110: baagent.v1.GatewayServiceDeletePatternResponse
+	(*GatewayServiceMarkPatternUselessResponse)(nil),      // 111: baagent.v1.GatewayServiceMarkPatternUselessResponse
+	(*GatewayServiceGrantPatternResponse)(nil),            // 112: baagent.v1.GatewayServiceGrantPatternResponse
+	(*GatewayServiceRevokePatternGrantResponse)(nil),      // 113: baagent.v1.GatewayServiceRevokePatternGrantResponse
+	(*GatewayServiceListPatternGrantsResponse)(nil),       // 114: baagent.v1.GatewayServiceListPatternGrantsResponse
 }
 var file_baagent_v1_gateway_proto_depIdxs = []int32{
-	36, // 0: baagent.v1.StartRunRequest.spec:type_name -> baagent.v1.RunSpec
-	37, // 1: baagent.v1.StartRunResponse.run:type_name -> baagent.v1.Run
-	36, // 2: baagent.v1.StartRunStreamRequest.spec:type_name -> baagent.v1.RunSpec
-	37, // 3: baagent.v1.StartRunStreamResponse.run:type_name -> baagent.v1.Run
-	38, // 4: baagent.v1.StartRunStreamResponse.event:type_name -> baagent.v1.Event
-	37, // 5: baagent.v1.GetRunResponse.run:type_name -> baagent.v1.Run
-	39, // 6: baagent.v1.ListRunsRequest.states:type_name -> baagent.v1.RunState
-	37, // 7: baagent.v1.ListRunsResponse.runs:type_name -> baagent.v1.Run
-	37, // 8: baagent.v1.CancelRunResponse.run:type_name -> baagent.v1.Run
-	40, // 9: baagent.v1.SubmitInputRequest.input:type_name -> baagent.v1.RunInput
-	37, // 10: baagent.v1.SubmitInputResponse.run:type_name -> baagent.v1.Run
-	38, // 11: baagent.v1.StreamRunEventsResponse.event:type_name -> baagent.v1.Event
-	41, // 12: baagent.v1.GatewayServiceListSkillsRequest.scope:type_name -> baagent.v1.SkillScopeFilter
-	42, // 13: baagent.v1.GatewayServiceListSkillsResponse.skills:type_name -> baagent.v1.SkillMetadata
-	43, // 14: baagent.v1.GatewayServiceListSkillsResponse.invalid:type_name -> baagent.v1.SkillLoadError
-	44, // 15: baagent.v1.GatewayServiceGetSkillRequest.level:type_name -> baagent.v1.SkillLoadLevel
-	42, // 16: baagent.v1.GatewayServiceGetSkillResponse.metadata:type_name -> baagent.v1.SkillMetadata
-	45, // 17: baagent.v1.GatewayServiceGetSkillResponse.resources:type_name -> baagent.v1.SkillResource
-	46, // 18: baagent.v1.GatewayServiceListToolsResponse.tools:type_name -> baagent.v1.ToolDefinition
-	47, // 19: baagent.v1.GatewayServiceListToolsResponse.servers:type_name -> baagent.v1.ExternalServerStatus
-	48, // 20: baagent.v1.InvokeToolRequest.parameters:type_name -> google.protobuf.Struct
-	49, // 21: baagent.v1.InvokeToolRequest.output_level:type_name -> baagent.v1.OutputLevel
-	50, // 22: baagent.v1.InvokeToolResponse.result:type_name -> baagent.v1.ToolExecutionResult
-	51, // 23: baagent.v1.GatewayServiceCountTokensResponse.count:type_name -> baagent.v1.CountTokensResponse
-	52, // 24: baagent.v1.GatewayServicePutSkillRequest.format:type_name -> baagent.v1.SkillArchiveFormat
-	42, // 25: baagent.v1.GatewayServicePutSkillResponse.skill:type_name -> baagent.v1.SkillMetadata
-	42, // 26: baagent.v1.GatewayServiceSetSystemSkillStateResponse.skill:type_name -> baagent.v1.SkillMetadata
-	53, // 27: baagent.v1.GatewayServiceStartMcpAuthorizationResponse.expires_at:type_name -> google.protobuf.Timestamp
-	54, // 28: baagent.v1.GatewayServiceGetMcpAuthorizationResponse.authorization:type_name -> baagent.v1.McpAuthorization
-	0,  // 29: baagent.v1.GatewayService.StartRun:input_type -> baagent.v1.StartRunRequest
-	2,  // 30: baagent.v1.GatewayService.StartRunStream:input_type -> baagent.v1.StartRunStreamRequest
-	4,  // 31: baagent.v1.GatewayService.GetRun:input_type -> baagent.v1.GetRunRequest
-	6,  // 32: baagent.v1.GatewayService.ListRuns:input_type -> baagent.v1.ListRunsRequest
-	8,  // 33: baagent.v1.GatewayService.CancelRun:input_type -> baagent.v1.CancelRunRequest
-	10, // 34: baagent.v1.GatewayService.SubmitInput:input_type -> baagent.v1.SubmitInputRequest
-	12, // 35: baagent.v1.GatewayService.StreamRunEvents:input_type -> baagent.v1.StreamRunEventsRequest
-	14, // 36: baagent.v1.GatewayService.ListSkills:input_type -> baagent.v1.GatewayServiceListSkillsRequest
-	16, // 37: baagent.v1.GatewayService.GetSkill:input_type -> baagent.v1.GatewayServiceGetSkillRequest
-	24, // 38: baagent.v1.GatewayService.PutSkill:input_type -> baagent.v1.GatewayServicePutSkillRequest
-	26, // 39: baagent.v1.GatewayService.DeleteSkill:input_type -> baagent.v1.GatewayServiceDeleteSkillRequest
-	28, // 40: baagent.v1.GatewayService.SetSystemSkillState:input_type -> baagent.v1.GatewayServiceSetSystemSkillStateRequest
-	18, // 41: baagent.v1.GatewayService.ListTools:input_type -> baagent.v1.GatewayServiceListToolsRequest
-	20, // 42: baagent.v1.GatewayService.InvokeTool:input_type -> baagent.v1.InvokeToolRequest
-	22, // 43: baagent.v1.GatewayService.CountTokens:input_type -> baagent.v1.GatewayServiceCountTokensRequest
-	55, // 44: baagent.v1.GatewayService.ExportRun:input_type -> baagent.v1.ExportRunRequest
-	56, // 45: baagent.v1.GatewayService.ExportConversation:input_type -> baagent.v1.ExportConversationRequest
-	57, // 46: baagent.v1.GatewayService.GetUsage:input_type -> baagent.v1.GatewayServiceGetUsageRequest
-	58, // 47: baagent.v1.GatewayService.GetBudget:input_type -> baagent.v1.GatewayServiceGetBudgetRequest
-	59, // 48: baagent.v1.GatewayService.SetBudget:input_type -> baagent.v1.GatewayServiceSetBudgetRequest
-	60, // 49: baagent.v1.GatewayService.ListConversations:input_type -> baagent.v1.GatewayServiceListConversationsRequest
-	61, // 50: baagent.v1.GatewayService.GetConversation:input_type -> baagent.v1.GatewayServiceGetConversationRequest
-	62, // 51: baagent.v1.GatewayService.GetConversationMessages:input_type -> baagent.v1.GatewayServiceGetConversationMessagesRequest
-	63, // 52: baagent.v1.GatewayService.EndConversation:input_type -> baagent.v1.GatewayServiceEndConversationRequest
-	64, // 53: baagent.v1.GatewayService.DeleteConversation:input_type -> baagent.v1.GatewayServiceDeleteConversationRequest
-	30, // 54: baagent.v1.GatewayService.StartMcpAuthorization:input_type -> baagent.v1.GatewayServiceStartMcpAuthorizationRequest
-	32, // 55: baagent.v1.GatewayService.GetMcpAuthorization:input_type -> baagent.v1.GatewayServiceGetMcpAuthorizationRequest
-	34, // 56: baagent.v1.GatewayService.RevokeMcpAuthorization:input_type -> baagent.v1.GatewayServiceRevokeMcpAuthorizationRequest
-	65, // 57: baagent.v1.GatewayService.SearchMemory:input_type -> baagent.v1.GatewayServiceSearchMemoryRequest
-	66, // 58: baagent.v1.GatewayService.AddMemoryEpisode:input_type -> baagent.v1.GatewayServiceAddMemoryEpisodeRequest
-	67, // 59: baagent.v1.GatewayService.ListMemoryEpisodes:input_type -> baagent.v1.GatewayServiceListMemoryEpisodesRequest
-	68, // 60: baagent.v1.GatewayService.GetMemoryEpisode:input_type -> baagent.v1.GatewayServiceGetMemoryEpisodeRequest
-	69, // 61: baagent.v1.GatewayService.DeleteMemoryEpisode:input_type -> baagent.v1.GatewayServiceDeleteMemoryEpisodeRequest
-	70, // 62: baagent.v1.GatewayService.ListMemoryEntities:input_type -> baagent.v1.GatewayServiceListMemoryEntitiesRequest
-	71, // 63: baagent.v1.GatewayService.GetMemoryEntity:input_type -> baagent.v1.GatewayServiceGetMemoryEntityRequest
-	72, // 64: baagent.v1.GatewayService.DeleteMemoryEntity:input_type -> baagent.v1.GatewayServiceDeleteMemoryEntityRequest
-	73, // 65: baagent.v1.GatewayService.GetMemoryGraph:input_type -> baagent.v1.GatewayServiceGetMemoryGraphRequest
-	74, // 66: baagent.v1.GatewayService.GetMemoryStats:input_type -> baagent.v1.GatewayServiceGetMemoryStatsRequest
-	75, // 67: baagent.v1.GatewayService.GetMemorySettings:input_type -> baagent.v1.GatewayServiceGetMemorySettingsRequest
-	76, // 68: baagent.v1.GatewayService.UpdateMemorySettings:input_type -> baagent.v1.GatewayServiceUpdateMemorySettingsRequest
-	1,  // 69: baagent.v1.GatewayService.StartRun:output_type -> baagent.v1.StartRunResponse
-	3,  // 70: baagent.v1.GatewayService.StartRunStream:output_type -> baagent.v1.StartRunStreamResponse
-	5,  // 71: baagent.v1.GatewayService.GetRun:output_type -> baagent.v1.GetRunResponse
-	7,  // 72: baagent.v1.GatewayService.ListRuns:output_type -> baagent.v1.ListRunsResponse
-	9,  // 73: baagent.v1.GatewayService.CancelRun:output_type -> baagent.v1.CancelRunResponse
-	11, // 74: baagent.v1.GatewayService.SubmitInput:output_type -> baagent.v1.SubmitInputResponse
-	13, // 75: baagent.v1.GatewayService.StreamRunEvents:output_type -> baagent.v1.StreamRunEventsResponse
-	15, // 76: baagent.v1.GatewayService.ListSkills:output_type -> baagent.v1.GatewayServiceListSkillsResponse
-	17, // 77: baagent.v1.GatewayService.GetSkill:output_type -> baagent.v1.GatewayServiceGetSkillResponse
-	25, // 78: baagent.v1.GatewayService.PutSkill:output_type -> baagent.v1.GatewayServicePutSkillResponse
-	27, // 79: baagent.v1.GatewayService.DeleteSkill:output_type -> baagent.v1.GatewayServiceDeleteSkillResponse
-	29, // 80: baagent.v1.GatewayService.SetSystemSkillState:output_type -> baagent.v1.GatewayServiceSetSystemSkillStateResponse
-	19, // 81: baagent.v1.GatewayService.ListTools:output_type -> baagent.v1.GatewayServiceListToolsResponse
-	21, // 82: baagent.v1.GatewayService.InvokeTool:output_type -> baagent.v1.InvokeToolResponse
-	23, // 83: baagent.v1.GatewayService.CountTokens:output_type -> baagent.v1.GatewayServiceCountTokensResponse
-	77, // 84: baagent.v1.GatewayService.ExportRun:output_type -> baagent.v1.ExportRunResponse
-	78, // 85: baagent.v1.GatewayService.ExportConversation:output_type -> baagent.v1.ExportConversationResponse
-	79, // 86: baagent.v1.GatewayService.GetUsage:output_type -> baagent.v1.GatewayServiceGetUsageResponse
-	80, // 87: baagent.v1.GatewayService.GetBudget:output_type -> baagent.v1.GatewayServiceGetBudgetResponse
-	81, // 88: baagent.v1.GatewayService.SetBudget:output_type -> baagent.v1.GatewayServiceSetBudgetResponse
-	82, // 89: baagent.v1.GatewayService.ListConversations:output_type -> baagent.v1.GatewayServiceListConversationsResponse
-	83, // 90: baagent.v1.GatewayService.GetConversation:output_type -> baagent.v1.GatewayServiceGetConversationResponse
-	84, // 91: baagent.v1.GatewayService.GetConversationMessages:output_type -> baagent.v1.GatewayServiceGetConversationMessagesResponse
-	85, // 92: baagent.v1.GatewayService.EndConversation:output_type -> baagent.v1.GatewayServiceEndConversationResponse
-	86, // 93: baagent.v1.GatewayService.DeleteConversation:output_type -> baagent.v1.GatewayServiceDeleteConversationResponse
-	31, // 94: baagent.v1.GatewayService.StartMcpAuthorization:output_type -> baagent.v1.GatewayServiceStartMcpAuthorizationResponse
-	33, // 95: baagent.v1.GatewayService.GetMcpAuthorization:output_type -> baagent.v1.GatewayServiceGetMcpAuthorizationResponse
-	35, // 96: baagent.v1.GatewayService.RevokeMcpAuthorization:output_type -> baagent.v1.GatewayServiceRevokeMcpAuthorizationResponse
-	87, // 97: baagent.v1.GatewayService.SearchMemory:output_type -> baagent.v1.GatewayServiceSearchMemoryResponse
-	88, // 98: baagent.v1.GatewayService.AddMemoryEpisode:output_type -> baagent.v1.GatewayServiceAddMemoryEpisodeResponse
-	89, // 99: baagent.v1.GatewayService.ListMemoryEpisodes:output_type -> baagent.v1.GatewayServiceListMemoryEpisodesResponse
-	90, // 100: baagent.v1.GatewayService.GetMemoryEpisode:output_type -> baagent.v1.GatewayServiceGetMemoryEpisodeResponse
-	91, // 101: baagent.v1.GatewayService.DeleteMemoryEpisode:output_type -> baagent.v1.GatewayServiceDeleteMemoryEpisodeResponse
-	92, // 102: baagent.v1.GatewayService.ListMemoryEntities:output_type -> baagent.v1.GatewayServiceListMemoryEntitiesResponse
-	93, // 103: baagent.v1.GatewayService.GetMemoryEntity:output_type -> baagent.v1.GatewayServiceGetMemoryEntityResponse
-	94, // 104: baagent.v1.GatewayService.DeleteMemoryEntity:output_type -> baagent.v1.GatewayServiceDeleteMemoryEntityResponse
-	95, // 105: baagent.v1.GatewayService.GetMemoryGraph:output_type -> baagent.v1.GatewayServiceGetMemoryGraphResponse
-	96, // 106: baagent.v1.GatewayService.GetMemoryStats:output_type -> baagent.v1.GatewayServiceGetMemoryStatsResponse
-	97, // 107: baagent.v1.GatewayService.GetMemorySettings:output_type -> baagent.v1.GatewayServiceGetMemorySettingsResponse
-	98, // 108: baagent.v1.GatewayService.UpdateMemorySettings:output_type -> baagent.v1.GatewayServiceUpdateMemorySettingsResponse
-	69, // [69:109] is the sub-list for method output_type
-	29, // [29:69] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	36,  // 0: baagent.v1.StartRunRequest.spec:type_name -> baagent.v1.RunSpec
+	37,  // 1: baagent.v1.StartRunResponse.run:type_name -> baagent.v1.Run
+	36,  // 2: baagent.v1.StartRunStreamRequest.spec:type_name -> baagent.v1.RunSpec
+	37,  // 3: baagent.v1.StartRunStreamResponse.run:type_name -> baagent.v1.Run
+	38,  // 4: baagent.v1.StartRunStreamResponse.event:type_name -> baagent.v1.Event
+	37,  // 5: baagent.v1.GetRunResponse.run:type_name -> baagent.v1.Run
+	39,  // 6: baagent.v1.ListRunsRequest.states:type_name -> baagent.v1.RunState
+	37,  // 7: baagent.v1.ListRunsResponse.runs:type_name -> baagent.v1.Run
+	37,  // 8: baagent.v1.CancelRunResponse.run:type_name -> baagent.v1.Run
+	40,  // 9: baagent.v1.SubmitInputRequest.input:type_name -> baagent.v1.RunInput
+	37,  // 10: baagent.v1.SubmitInputResponse.run:type_name -> baagent.v1.Run
+	38,  // 11: baagent.v1.StreamRunEventsResponse.event:type_name -> baagent.v1.Event
+	41,  // 12: baagent.v1.GatewayServiceListSkillsRequest.scope:type_name -> baagent.v1.SkillScopeFilter
+	42,  // 13: baagent.v1.GatewayServiceListSkillsResponse.skills:type_name -> baagent.v1.SkillMetadata
+	43,  // 14: baagent.v1.GatewayServiceListSkillsResponse.invalid:type_name -> baagent.v1.SkillLoadError
+	44,  // 15: baagent.v1.GatewayServiceGetSkillRequest.level:type_name -> baagent.v1.SkillLoadLevel
+	42,  // 16: baagent.v1.GatewayServiceGetSkillResponse.metadata:type_name -> baagent.v1.SkillMetadata
+	45,  // 17: baagent.v1.GatewayServiceGetSkillResponse.resources:type_name -> baagent.v1.SkillResource
+	46,  // 18: baagent.v1.GatewayServiceListToolsResponse.tools:type_name -> baagent.v1.ToolDefinition
+	47,  // 19: baagent.v1.GatewayServiceListToolsResponse.servers:type_name -> baagent.v1.ExternalServerStatus
+	48,  // 20: baagent.v1.InvokeToolRequest.parameters:type_name -> google.protobuf.Struct
+	49,  // 21: baagent.v1.InvokeToolRequest.output_level:type_name -> baagent.v1.OutputLevel
+	50,  // 22: baagent.v1.InvokeToolResponse.result:type_name -> baagent.v1.ToolExecutionResult
+	51,  // 23: baagent.v1.GatewayServiceCountTokensResponse.count:type_name -> baagent.v1.CountTokensResponse
+	52,  // 24: baagent.v1.GatewayServicePutSkillRequest.format:type_name -> baagent.v1.SkillArchiveFormat
+	42,  // 25: baagent.v1.GatewayServicePutSkillResponse.skill:type_name -> baagent.v1.SkillMetadata
+	42,  // 26: baagent.v1.GatewayServiceSetSystemSkillStateResponse.skill:type_name -> baagent.v1.SkillMetadata
+	53,  // 27: baagent.v1.GatewayServiceStartMcpAuthorizationResponse.expires_at:type_name -> google.protobuf.Timestamp
+	54,  // 28: baagent.v1.GatewayServiceGetMcpAuthorizationResponse.authorization:type_name -> baagent.v1.McpAuthorization
+	0,   // 29: baagent.v1.GatewayService.StartRun:input_type -> baagent.v1.StartRunRequest
+	2,   // 30: baagent.v1.GatewayService.StartRunStream:input_type -> baagent.v1.StartRunStreamRequest
+	4,   // 31: baagent.v1.GatewayService.GetRun:input_type -> baagent.v1.GetRunRequest
+	6,   // 32: baagent.v1.GatewayService.ListRuns:input_type -> baagent.v1.ListRunsRequest
+	8,   // 33: baagent.v1.GatewayService.CancelRun:input_type -> baagent.v1.CancelRunRequest
+	10,  // 34: baagent.v1.GatewayService.SubmitInput:input_type -> baagent.v1.SubmitInputRequest
+	12,  // 35: baagent.v1.GatewayService.StreamRunEvents:input_type -> baagent.v1.StreamRunEventsRequest
+	14,  // 36: baagent.v1.GatewayService.ListSkills:input_type -> baagent.v1.GatewayServiceListSkillsRequest
+	16,  // 37: baagent.v1.GatewayService.GetSkill:input_type -> baagent.v1.GatewayServiceGetSkillRequest
+	24,  // 38: baagent.v1.GatewayService.PutSkill:input_type -> baagent.v1.GatewayServicePutSkillRequest
+	26,  // 39: baagent.v1.GatewayService.DeleteSkill:input_type -> baagent.v1.GatewayServiceDeleteSkillRequest
+	28,  // 40: baagent.v1.GatewayService.SetSystemSkillState:input_type -> baagent.v1.GatewayServiceSetSystemSkillStateRequest
+	18,  // 41: baagent.v1.GatewayService.ListTools:input_type -> baagent.v1.GatewayServiceListToolsRequest
+	20,  // 42: baagent.v1.GatewayService.InvokeTool:input_type -> baagent.v1.InvokeToolRequest
+	22,  // 43: baagent.v1.GatewayService.CountTokens:input_type -> baagent.v1.GatewayServiceCountTokensRequest
+	55,  // 44: baagent.v1.GatewayService.ExportRun:input_type -> baagent.v1.ExportRunRequest
+	56,  // 45: baagent.v1.GatewayService.ExportConversation:input_type -> baagent.v1.ExportConversationRequest
+	57,  // 46: baagent.v1.GatewayService.GetUsage:input_type -> baagent.v1.GatewayServiceGetUsageRequest
+	58,  // 47: baagent.v1.GatewayService.GetBudget:input_type -> baagent.v1.GatewayServiceGetBudgetRequest
+	59,  // 48: baagent.v1.GatewayService.SetBudget:input_type -> baagent.v1.GatewayServiceSetBudgetRequest
+	60,  // 49: baagent.v1.GatewayService.ListConversations:input_type -> baagent.v1.GatewayServiceListConversationsRequest
+	61,  // 50: baagent.v1.GatewayService.GetConversation:input_type -> baagent.v1.GatewayServiceGetConversationRequest
+	62,  // 51: baagent.v1.GatewayService.GetConversationMessages:input_type -> baagent.v1.GatewayServiceGetConversationMessagesRequest
+	63,  // 52: baagent.v1.GatewayService.EndConversation:input_type -> baagent.v1.GatewayServiceEndConversationRequest
+	64,  // 53: baagent.v1.GatewayService.DeleteConversation:input_type -> baagent.v1.GatewayServiceDeleteConversationRequest
+	30,  // 54: baagent.v1.GatewayService.StartMcpAuthorization:input_type -> baagent.v1.GatewayServiceStartMcpAuthorizationRequest
+	32,  // 55: baagent.v1.GatewayService.GetMcpAuthorization:input_type -> baagent.v1.GatewayServiceGetMcpAuthorizationRequest
+	34,  // 56: baagent.v1.GatewayService.RevokeMcpAuthorization:input_type -> baagent.v1.GatewayServiceRevokeMcpAuthorizationRequest
+	65,  // 57: baagent.v1.GatewayService.SearchMemory:input_type -> baagent.v1.GatewayServiceSearchMemoryRequest
+	66,  // 58: baagent.v1.GatewayService.AddMemoryEpisode:input_type -> baagent.v1.GatewayServiceAddMemoryEpisodeRequest
+	67,  // 59: baagent.v1.GatewayService.ListMemoryEpisodes:input_type -> baagent.v1.GatewayServiceListMemoryEpisodesRequest
+	68,  // 60: baagent.v1.GatewayService.GetMemoryEpisode:input_type -> baagent.v1.GatewayServiceGetMemoryEpisodeRequest
+	69,  // 61: baagent.v1.GatewayService.DeleteMemoryEpisode:input_type -> baagent.v1.GatewayServiceDeleteMemoryEpisodeRequest
+	70,  // 62: baagent.v1.GatewayService.ListMemoryEntities:input_type -> baagent.v1.GatewayServiceListMemoryEntitiesRequest
+	71,  // 63: baagent.v1.GatewayService.GetMemoryEntity:input_type -> baagent.v1.GatewayServiceGetMemoryEntityRequest
+	72,  // 64: baagent.v1.GatewayService.DeleteMemoryEntity:input_type -> baagent.v1.GatewayServiceDeleteMemoryEntityRequest
+	73,  // 65: baagent.v1.GatewayService.GetMemoryGraph:input_type -> baagent.v1.GatewayServiceGetMemoryGraphRequest
+	74,  // 66: baagent.v1.GatewayService.GetMemoryStats:input_type -> baagent.v1.GatewayServiceGetMemoryStatsRequest
+	75,  // 67: baagent.v1.GatewayService.GetMemorySettings:input_type -> baagent.v1.GatewayServiceGetMemorySettingsRequest
+	76,  // 68: baagent.v1.GatewayService.UpdateMemorySettings:input_type -> baagent.v1.GatewayServiceUpdateMemorySettingsRequest
+	77,  // 69: baagent.v1.GatewayService.ListPatterns:input_type -> baagent.v1.GatewayServiceListPatternsRequest
+	78,  // 70: baagent.v1.GatewayService.GetPattern:input_type -> baagent.v1.GatewayServiceGetPatternRequest
+	79,  // 71: baagent.v1.GatewayService.UpdatePattern:input_type -> baagent.v1.GatewayServiceUpdatePatternRequest
+	80,  // 72: baagent.v1.GatewayService.DeletePattern:input_type -> baagent.v1.GatewayServiceDeletePatternRequest
+	81,  // 73: baagent.v1.GatewayService.MarkPatternUseless:input_type -> baagent.v1.GatewayServiceMarkPatternUselessRequest
+	82,  // 74: baagent.v1.GatewayService.GrantPattern:input_type -> baagent.v1.GatewayServiceGrantPatternRequest
+	83,  // 75: baagent.v1.GatewayService.RevokePatternGrant:input_type -> baagent.v1.GatewayServiceRevokePatternGrantRequest
+	84,  // 76: baagent.v1.GatewayService.ListPatternGrants:input_type -> baagent.v1.GatewayServiceListPatternGrantsRequest
+	1,   // 77: baagent.v1.GatewayService.StartRun:output_type -> baagent.v1.StartRunResponse
+	3,   // 78: baagent.v1.GatewayService.StartRunStream:output_type -> baagent.v1.StartRunStreamResponse
+	5,   // 79: baagent.v1.GatewayService.GetRun:output_type -> baagent.v1.GetRunResponse
+	7,   // 80: baagent.v1.GatewayService.ListRuns:output_type -> baagent.v1.ListRunsResponse
+	9,   // 81: baagent.v1.GatewayService.CancelRun:output_type -> baagent.v1.CancelRunResponse
+	11,  // 82: baagent.v1.GatewayService.SubmitInput:output_type -> baagent.v1.SubmitInputResponse
+	13,  // 83: baagent.v1.GatewayService.StreamRunEvents:output_type -> baagent.v1.StreamRunEventsResponse
+	15,  // 84: baagent.v1.GatewayService.ListSkills:output_type -> baagent.v1.GatewayServiceListSkillsResponse
+	17,  // 85: baagent.v1.GatewayService.GetSkill:output_type -> baagent.v1.GatewayServiceGetSkillResponse
+	25,  // 86: baagent.v1.GatewayService.PutSkill:output_type -> baagent.v1.GatewayServicePutSkillResponse
+	27,  // 87: baagent.v1.GatewayService.DeleteSkill:output_type -> baagent.v1.GatewayServiceDeleteSkillResponse
+	29,  // 88: baagent.v1.GatewayService.SetSystemSkillState:output_type -> baagent.v1.GatewayServiceSetSystemSkillStateResponse
+	19,  // 89: baagent.v1.GatewayService.ListTools:output_type -> baagent.v1.GatewayServiceListToolsResponse
+	21,  // 90: baagent.v1.GatewayService.InvokeTool:output_type -> baagent.v1.InvokeToolResponse
+	23,  // 91: baagent.v1.GatewayService.CountTokens:output_type -> baagent.v1.GatewayServiceCountTokensResponse
+	85,  // 92: baagent.v1.GatewayService.ExportRun:output_type -> baagent.v1.ExportRunResponse
+	86,  // 93: baagent.v1.GatewayService.ExportConversation:output_type -> baagent.v1.ExportConversationResponse
+	87,  // 94: baagent.v1.GatewayService.GetUsage:output_type -> baagent.v1.GatewayServiceGetUsageResponse
+	88,  // 95: baagent.v1.GatewayService.GetBudget:output_type -> baagent.v1.GatewayServiceGetBudgetResponse
+	89,  // 96: baagent.v1.GatewayService.SetBudget:output_type -> baagent.v1.GatewayServiceSetBudgetResponse
+	90,  // 97: baagent.v1.GatewayService.ListConversations:output_type -> baagent.v1.GatewayServiceListConversationsResponse
+	91,  // 98: baagent.v1.GatewayService.GetConversation:output_type -> baagent.v1.GatewayServiceGetConversationResponse
+	92,  // 99: baagent.v1.GatewayService.GetConversationMessages:output_type -> baagent.v1.GatewayServiceGetConversationMessagesResponse
+	93,  // 100: baagent.v1.GatewayService.EndConversation:output_type -> baagent.v1.GatewayServiceEndConversationResponse
+	94,  // 101: baagent.v1.GatewayService.DeleteConversation:output_type -> baagent.v1.GatewayServiceDeleteConversationResponse
+	31,  // 102: baagent.v1.GatewayService.StartMcpAuthorization:output_type -> baagent.v1.GatewayServiceStartMcpAuthorizationResponse
+	33,  // 103: baagent.v1.GatewayService.GetMcpAuthorization:output_type -> baagent.v1.GatewayServiceGetMcpAuthorizationResponse
+	35,  // 104: baagent.v1.GatewayService.RevokeMcpAuthorization:output_type -> baagent.v1.GatewayServiceRevokeMcpAuthorizationResponse
+	95,  // 105: baagent.v1.GatewayService.SearchMemory:output_type -> baagent.v1.GatewayServiceSearchMemoryResponse
+	96,  // 106: baagent.v1.GatewayService.AddMemoryEpisode:output_type -> baagent.v1.GatewayServiceAddMemoryEpisodeResponse
+	97,  // 107: baagent.v1.GatewayService.ListMemoryEpisodes:output_type -> baagent.v1.GatewayServiceListMemoryEpisodesResponse
+	98,  // 108: baagent.v1.GatewayService.GetMemoryEpisode:output_type -> baagent.v1.GatewayServiceGetMemoryEpisodeResponse
+	99,  // 109: baagent.v1.GatewayService.DeleteMemoryEpisode:output_type -> baagent.v1.GatewayServiceDeleteMemoryEpisodeResponse
+	100, // 110: baagent.v1.GatewayService.ListMemoryEntities:output_type -> baagent.v1.GatewayServiceListMemoryEntitiesResponse
+	101, // 111: baagent.v1.GatewayService.GetMemoryEntity:output_type -> baagent.v1.GatewayServiceGetMemoryEntityResponse
+	102, // 112: baagent.v1.GatewayService.DeleteMemoryEntity:output_type -> baagent.v1.GatewayServiceDeleteMemoryEntityResponse
+	103, // 113: baagent.v1.GatewayService.GetMemoryGraph:output_type -> baagent.v1.GatewayServiceGetMemoryGraphResponse
+	104, // 114: baagent.v1.GatewayService.GetMemoryStats:output_type -> baagent.v1.GatewayServiceGetMemoryStatsResponse
+	105, // 115: baagent.v1.GatewayService.GetMemorySettings:output_type -> baagent.v1.GatewayServiceGetMemorySettingsResponse
+	106, // 116: baagent.v1.GatewayService.UpdateMemorySettings:output_type -> baagent.v1.GatewayServiceUpdateMemorySettingsResponse
+	107, // 117: baagent.v1.GatewayService.ListPatterns:output_type -> baagent.v1.GatewayServiceListPatternsResponse
+	108, // 118: baagent.v1.GatewayService.GetPattern:output_type -> baagent.v1.GatewayServiceGetPatternResponse
+	109, // 119: baagent.v1.GatewayService.UpdatePattern:output_type -> baagent.v1.GatewayServiceUpdatePatternResponse
+	110, // 120: baagent.v1.GatewayService.DeletePattern:output_type -> baagent.v1.GatewayServiceDeletePatternResponse
+	111, // 121: baagent.v1.GatewayService.MarkPatternUseless:output_type -> baagent.v1.GatewayServiceMarkPatternUselessResponse
+	112, // 122: baagent.v1.GatewayService.GrantPattern:output_type -> baagent.v1.GatewayServiceGrantPatternResponse
+	113, // 123: baagent.v1.GatewayService.RevokePatternGrant:output_type -> baagent.v1.GatewayServiceRevokePatternGrantResponse
+	114, // 124: baagent.v1.GatewayService.ListPatternGrants:output_type -> baagent.v1.GatewayServiceListPatternGrantsResponse
+	77,  // [77:125] is the sub-list for method output_type
+	29,  // [29:77] is the sub-list for method input_type
+	29,  // [29:29] is the sub-list for extension type_name
+	29,  // [29:29] is the sub-list for extension extendee
+	0,   // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_baagent_v1_gateway_proto_init() }
@@ -2413,6 +2454,7 @@ func file_baagent_v1_gateway_proto_init() {
 	file_baagent_v1_mcpauth_proto_init()
 	file_baagent_v1_memory_proto_init()
 	file_baagent_v1_orchestrator_proto_init()
+	file_baagent_v1_patterns_proto_init()
 	file_baagent_v1_run_proto_init()
 	file_baagent_v1_skills_proto_init()
 	file_baagent_v1_tokens_proto_init()

@@ -59,6 +59,14 @@ const (
 	GatewayService_GetMemoryStats_FullMethodName          = "/baagent.v1.GatewayService/GetMemoryStats"
 	GatewayService_GetMemorySettings_FullMethodName       = "/baagent.v1.GatewayService/GetMemorySettings"
 	GatewayService_UpdateMemorySettings_FullMethodName    = "/baagent.v1.GatewayService/UpdateMemorySettings"
+	GatewayService_ListPatterns_FullMethodName            = "/baagent.v1.GatewayService/ListPatterns"
+	GatewayService_GetPattern_FullMethodName              = "/baagent.v1.GatewayService/GetPattern"
+	GatewayService_UpdatePattern_FullMethodName           = "/baagent.v1.GatewayService/UpdatePattern"
+	GatewayService_DeletePattern_FullMethodName           = "/baagent.v1.GatewayService/DeletePattern"
+	GatewayService_MarkPatternUseless_FullMethodName      = "/baagent.v1.GatewayService/MarkPatternUseless"
+	GatewayService_GrantPattern_FullMethodName            = "/baagent.v1.GatewayService/GrantPattern"
+	GatewayService_RevokePatternGrant_FullMethodName      = "/baagent.v1.GatewayService/RevokePatternGrant"
+	GatewayService_ListPatternGrants_FullMethodName       = "/baagent.v1.GatewayService/ListPatternGrants"
 )
 
 // GatewayServiceClient is the client API for GatewayService service.
@@ -172,6 +180,24 @@ type GatewayServiceClient interface {
 	// Changes them, tenant-wide or for one conversation
 	// (PATCH /v1/memory/settings).
 	UpdateMemorySettings(ctx context.Context, in *GatewayServiceUpdateMemorySettingsRequest, opts ...grpc.CallOption) (*GatewayServiceUpdateMemorySettingsResponse, error)
+	// Lists the caller's tenant's interaction patterns
+	// (GET /v1/patterns?task_type=&state=&include_shared=).
+	ListPatterns(ctx context.Context, in *GatewayServiceListPatternsRequest, opts ...grpc.CallOption) (*GatewayServiceListPatternsResponse, error)
+	// Reads one pattern (GET /v1/patterns/{id}).
+	GetPattern(ctx context.Context, in *GatewayServiceGetPatternRequest, opts ...grpc.CallOption) (*GatewayServiceGetPatternResponse, error)
+	// Edits a pattern (PATCH /v1/patterns/{id}).
+	UpdatePattern(ctx context.Context, in *GatewayServiceUpdatePatternRequest, opts ...grpc.CallOption) (*GatewayServiceUpdatePatternResponse, error)
+	// Removes a pattern (DELETE /v1/patterns/{id}).
+	DeletePattern(ctx context.Context, in *GatewayServiceDeletePatternRequest, opts ...grpc.CallOption) (*GatewayServiceDeletePatternResponse, error)
+	// Deletes a pattern and keeps its kind of task from being learned again
+	// for 180 days (POST /v1/patterns/{id}/useless).
+	MarkPatternUseless(ctx context.Context, in *GatewayServiceMarkPatternUselessRequest, opts ...grpc.CallOption) (*GatewayServiceMarkPatternUselessResponse, error)
+	// Shares a pattern with another tenant (POST /v1/patterns/{id}/grants).
+	GrantPattern(ctx context.Context, in *GatewayServiceGrantPatternRequest, opts ...grpc.CallOption) (*GatewayServiceGrantPatternResponse, error)
+	// Stops sharing it (DELETE /v1/patterns/{id}/grants/{grantee_tenant}).
+	RevokePatternGrant(ctx context.Context, in *GatewayServiceRevokePatternGrantRequest, opts ...grpc.CallOption) (*GatewayServiceRevokePatternGrantResponse, error)
+	// Lists the caller's grants (GET /v1/patterns/grants?id=).
+	ListPatternGrants(ctx context.Context, in *GatewayServiceListPatternGrantsRequest, opts ...grpc.CallOption) (*GatewayServiceListPatternGrantsResponse, error)
 }
 
 type gatewayServiceClient struct {
@@ -618,6 +644,86 @@ func (c *gatewayServiceClient) UpdateMemorySettings(ctx context.Context, in *Gat
 	return out, nil
 }
 
+func (c *gatewayServiceClient) ListPatterns(ctx context.Context, in *GatewayServiceListPatternsRequest, opts ...grpc.CallOption) (*GatewayServiceListPatternsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceListPatternsResponse)
+	err := c.cc.Invoke(ctx, GatewayService_ListPatterns_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayServiceClient) GetPattern(ctx context.Context, in *GatewayServiceGetPatternRequest, opts ...grpc.CallOption) (*GatewayServiceGetPatternResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceGetPatternResponse)
+	err := c.cc.Invoke(ctx, GatewayService_GetPattern_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayServiceClient) UpdatePattern(ctx context.Context, in *GatewayServiceUpdatePatternRequest, opts ...grpc.CallOption) (*GatewayServiceUpdatePatternResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceUpdatePatternResponse)
+	err := c.cc.Invoke(ctx, GatewayService_UpdatePattern_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayServiceClient) DeletePattern(ctx context.Context, in *GatewayServiceDeletePatternRequest, opts ...grpc.CallOption) (*GatewayServiceDeletePatternResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceDeletePatternResponse)
+	err := c.cc.Invoke(ctx, GatewayService_DeletePattern_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayServiceClient) MarkPatternUseless(ctx context.Context, in *GatewayServiceMarkPatternUselessRequest, opts ...grpc.CallOption) (*GatewayServiceMarkPatternUselessResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceMarkPatternUselessResponse)
+	err := c.cc.Invoke(ctx, GatewayService_MarkPatternUseless_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayServiceClient) GrantPattern(ctx context.Context, in *GatewayServiceGrantPatternRequest, opts ...grpc.CallOption) (*GatewayServiceGrantPatternResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceGrantPatternResponse)
+	err := c.cc.Invoke(ctx, GatewayService_GrantPattern_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayServiceClient) RevokePatternGrant(ctx context.Context, in *GatewayServiceRevokePatternGrantRequest, opts ...grpc.CallOption) (*GatewayServiceRevokePatternGrantResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceRevokePatternGrantResponse)
+	err := c.cc.Invoke(ctx, GatewayService_RevokePatternGrant_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayServiceClient) ListPatternGrants(ctx context.Context, in *GatewayServiceListPatternGrantsRequest, opts ...grpc.CallOption) (*GatewayServiceListPatternGrantsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GatewayServiceListPatternGrantsResponse)
+	err := c.cc.Invoke(ctx, GatewayService_ListPatternGrants_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GatewayServiceServer is the server API for GatewayService service.
 // All implementations must embed UnimplementedGatewayServiceServer
 // for forward compatibility.
@@ -729,6 +835,24 @@ type GatewayServiceServer interface {
 	// Changes them, tenant-wide or for one conversation
 	// (PATCH /v1/memory/settings).
 	UpdateMemorySettings(context.Context, *GatewayServiceUpdateMemorySettingsRequest) (*GatewayServiceUpdateMemorySettingsResponse, error)
+	// Lists the caller's tenant's interaction patterns
+	// (GET /v1/patterns?task_type=&state=&include_shared=).
+	ListPatterns(context.Context, *GatewayServiceListPatternsRequest) (*GatewayServiceListPatternsResponse, error)
+	// Reads one pattern (GET /v1/patterns/{id}).
+	GetPattern(context.Context, *GatewayServiceGetPatternRequest) (*GatewayServiceGetPatternResponse, error)
+	// Edits a pattern (PATCH /v1/patterns/{id}).
+	UpdatePattern(context.Context, *GatewayServiceUpdatePatternRequest) (*GatewayServiceUpdatePatternResponse, error)
+	// Removes a pattern (DELETE /v1/patterns/{id}).
+	DeletePattern(context.Context, *GatewayServiceDeletePatternRequest) (*GatewayServiceDeletePatternResponse, error)
+	// Deletes a pattern and keeps its kind of task from being learned again
+	// for 180 days (POST /v1/patterns/{id}/useless).
+	MarkPatternUseless(context.Context, *GatewayServiceMarkPatternUselessRequest) (*GatewayServiceMarkPatternUselessResponse, error)
+	// Shares a pattern with another tenant (POST /v1/patterns/{id}/grants).
+	GrantPattern(context.Context, *GatewayServiceGrantPatternRequest) (*GatewayServiceGrantPatternResponse, error)
+	// Stops sharing it (DELETE /v1/patterns/{id}/grants/{grantee_tenant}).
+	RevokePatternGrant(context.Context, *GatewayServiceRevokePatternGrantRequest) (*GatewayServiceRevokePatternGrantResponse, error)
+	// Lists the caller's grants (GET /v1/patterns/grants?id=).
+	ListPatternGrants(context.Context, *GatewayServiceListPatternGrantsRequest) (*GatewayServiceListPatternGrantsResponse, error)
 	mustEmbedUnimplementedGatewayServiceServer()
 }
 
@@ -858,6 +982,30 @@ func (UnimplementedGatewayServiceServer) GetMemorySettings(context.Context, *Gat
 }
 func (UnimplementedGatewayServiceServer) UpdateMemorySettings(context.Context, *GatewayServiceUpdateMemorySettingsRequest) (*GatewayServiceUpdateMemorySettingsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateMemorySettings not implemented")
+}
+func (UnimplementedGatewayServiceServer) ListPatterns(context.Context, *GatewayServiceListPatternsRequest) (*GatewayServiceListPatternsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPatterns not implemented")
+}
+func (UnimplementedGatewayServiceServer) GetPattern(context.Context, *GatewayServiceGetPatternRequest) (*GatewayServiceGetPatternResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetPattern not implemented")
+}
+func (UnimplementedGatewayServiceServer) UpdatePattern(context.Context, *GatewayServiceUpdatePatternRequest) (*GatewayServiceUpdatePatternResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdatePattern not implemented")
+}
+func (UnimplementedGatewayServiceServer) DeletePattern(context.Context, *GatewayServiceDeletePatternRequest) (*GatewayServiceDeletePatternResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeletePattern not implemented")
+}
+func (UnimplementedGatewayServiceServer) MarkPatternUseless(context.Context, *GatewayServiceMarkPatternUselessRequest) (*GatewayServiceMarkPatternUselessResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MarkPatternUseless not implemented")
+}
+func (UnimplementedGatewayServiceServer) GrantPattern(context.Context, *GatewayServiceGrantPatternRequest) (*GatewayServiceGrantPatternResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GrantPattern not implemented")
+}
+func (UnimplementedGatewayServiceServer) RevokePatternGrant(context.Context, *GatewayServiceRevokePatternGrantRequest) (*GatewayServiceRevokePatternGrantResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokePatternGrant not implemented")
+}
+func (UnimplementedGatewayServiceServer) ListPatternGrants(context.Context, *GatewayServiceListPatternGrantsRequest) (*GatewayServiceListPatternGrantsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPatternGrants not implemented")
 }
 func (UnimplementedGatewayServiceServer) mustEmbedUnimplementedGatewayServiceServer() {}
 func (UnimplementedGatewayServiceServer) testEmbeddedByValue()                        {}
@@ -1572,6 +1720,150 @@ func _GatewayService_UpdateMemorySettings_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _GatewayService_ListPatterns_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceListPatternsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).ListPatterns(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_ListPatterns_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).ListPatterns(ctx, req.(*GatewayServiceListPatternsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GatewayService_GetPattern_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceGetPatternRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).GetPattern(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_GetPattern_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).GetPattern(ctx, req.(*GatewayServiceGetPatternRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GatewayService_UpdatePattern_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceUpdatePatternRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).UpdatePattern(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_UpdatePattern_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).UpdatePattern(ctx, req.(*GatewayServiceUpdatePatternRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GatewayService_DeletePattern_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceDeletePatternRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).DeletePattern(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_DeletePattern_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).DeletePattern(ctx, req.(*GatewayServiceDeletePatternRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GatewayService_MarkPatternUseless_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceMarkPatternUselessRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).MarkPatternUseless(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_MarkPatternUseless_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).MarkPatternUseless(ctx, req.(*GatewayServiceMarkPatternUselessRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GatewayService_GrantPattern_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceGrantPatternRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).GrantPattern(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_GrantPattern_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).GrantPattern(ctx, req.(*GatewayServiceGrantPatternRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GatewayService_RevokePatternGrant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceRevokePatternGrantRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).RevokePatternGrant(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_RevokePatternGrant_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).RevokePatternGrant(ctx, req.(*GatewayServiceRevokePatternGrantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GatewayService_ListPatternGrants_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayServiceListPatternGrantsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServiceServer).ListPatternGrants(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GatewayService_ListPatternGrants_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServiceServer).ListPatternGrants(ctx, req.(*GatewayServiceListPatternGrantsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // GatewayService_ServiceDesc is the grpc.ServiceDesc for GatewayService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1722,6 +2014,38 @@ var GatewayService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdateMemorySettings",
 			Handler:    _GatewayService_UpdateMemorySettings_Handler,
+		},
+		{
+			MethodName: "ListPatterns",
+			Handler:    _GatewayService_ListPatterns_Handler,
+		},
+		{
+			MethodName: "GetPattern",
+			Handler:    _GatewayService_GetPattern_Handler,
+		},
+		{
+			MethodName: "UpdatePattern",
+			Handler:    _GatewayService_UpdatePattern_Handler,
+		},
+		{
+			MethodName: "DeletePattern",
+			Handler:    _GatewayService_DeletePattern_Handler,
+		},
+		{
+			MethodName: "MarkPatternUseless",
+			Handler:    _GatewayService_MarkPatternUseless_Handler,
+		},
+		{
+			MethodName: "GrantPattern",
+			Handler:    _GatewayService_GrantPattern_Handler,
+		},
+		{
+			MethodName: "RevokePatternGrant",
+			Handler:    _GatewayService_RevokePatternGrant_Handler,
+		},
+		{
+			MethodName: "ListPatternGrants",
+			Handler:    _GatewayService_ListPatternGrants_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

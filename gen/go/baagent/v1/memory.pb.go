@@ -2213,8 +2213,13 @@ type MemorySettings struct {
 	ToolsEnabled bool `protobuf:"varint,2,opt,name=tools_enabled,json=toolsEnabled,proto3" json:"tools_enabled,omitempty"`
 	// Conversations whose runs are not captured.
 	CaptureDisabledConversations []string `protobuf:"bytes,3,rep,name=capture_disabled_conversations,json=captureDisabledConversations,proto3" json:"capture_disabled_conversations,omitempty"`
-	unknownFields                protoimpl.UnknownFields
-	sizeCache                    protoimpl.SizeCache
+	// Interaction patterns are learned from runs and offered to them
+	// (default true).
+	PatternsEnabled bool `protobuf:"varint,4,opt,name=patterns_enabled,json=patternsEnabled,proto3" json:"patterns_enabled,omitempty"`
+	// Conversations whose runs neither learn nor are offered patterns.
+	PatternsDisabledConversations []string `protobuf:"bytes,5,rep,name=patterns_disabled_conversations,json=patternsDisabledConversations,proto3" json:"patterns_disabled_conversations,omitempty"`
+	unknownFields                 protoimpl.UnknownFields
+	sizeCache                     protoimpl.SizeCache
 }
 
 func (x *MemorySettings) Reset() {
@@ -2264,6 +2269,20 @@ func (x *MemorySettings) GetToolsEnabled() bool {
 func (x *MemorySettings) GetCaptureDisabledConversations() []string {
 	if x != nil {
 		return x.CaptureDisabledConversations
+	}
+	return nil
+}
+
+func (x *MemorySettings) GetPatternsEnabled() bool {
+	if x != nil {
+		return x.PatternsEnabled
+	}
+	return false
+}
+
+func (x *MemorySettings) GetPatternsDisabledConversations() []string {
+	if x != nil {
+		return x.PatternsDisabledConversations
 	}
 	return nil
 }
@@ -2332,8 +2351,11 @@ type GetMemorySettingsResponse struct {
 	// Whether the conversation asked about (or the tenant, when none) is
 	// captured.
 	CaptureEffective bool `protobuf:"varint,2,opt,name=capture_effective,json=captureEffective,proto3" json:"capture_effective,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Whether the conversation asked about (or the tenant, when none)
+	// learns and is offered patterns.
+	PatternsEffective bool `protobuf:"varint,3,opt,name=patterns_effective,json=patternsEffective,proto3" json:"patterns_effective,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *GetMemorySettingsResponse) Reset() {
@@ -2380,6 +2402,13 @@ func (x *GetMemorySettingsResponse) GetCaptureEffective() bool {
 	return false
 }
 
+func (x *GetMemorySettingsResponse) GetPatternsEffective() bool {
+	if x != nil {
+		return x.PatternsEffective
+	}
+	return false
+}
+
 // UpdateMemorySettingsRequest changes switches; unset fields keep their
 // value.
 type UpdateMemorySettingsRequest struct {
@@ -2394,8 +2423,12 @@ type UpdateMemorySettingsRequest struct {
 	ConversationId string `protobuf:"bytes,4,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
 	// Capture for conversation_id (false adds it to the disabled list).
 	ConversationCapture *bool `protobuf:"varint,5,opt,name=conversation_capture,json=conversationCapture,proto3,oneof" json:"conversation_capture,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Tenant-wide interaction patterns.
+	PatternsEnabled *bool `protobuf:"varint,6,opt,name=patterns_enabled,json=patternsEnabled,proto3,oneof" json:"patterns_enabled,omitempty"`
+	// Patterns for conversation_id (false adds it to the disabled list).
+	ConversationPatterns *bool `protobuf:"varint,7,opt,name=conversation_patterns,json=conversationPatterns,proto3,oneof" json:"conversation_patterns,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *UpdateMemorySettingsRequest) Reset() {
@@ -2459,6 +2492,20 @@ func (x *UpdateMemorySettingsRequest) GetConversationId() string {
 func (x *UpdateMemorySettingsRequest) GetConversationCapture() bool {
 	if x != nil && x.ConversationCapture != nil {
 		return *x.ConversationCapture
+	}
+	return false
+}
+
+func (x *UpdateMemorySettingsRequest) GetPatternsEnabled() bool {
+	if x != nil && x.PatternsEnabled != nil {
+		return *x.PatternsEnabled
+	}
+	return false
+}
+
+func (x *UpdateMemorySettingsRequest) GetConversationPatterns() bool {
+	if x != nil && x.ConversationPatterns != nil {
+		return *x.ConversationPatterns
 	}
 	return false
 }
@@ -3943,8 +3990,11 @@ type GatewayServiceGetMemorySettingsResponse struct {
 	// Whether the conversation asked about (or the tenant, when none) is
 	// captured.
 	CaptureEffective bool `protobuf:"varint,2,opt,name=capture_effective,json=captureEffective,proto3" json:"capture_effective,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Whether the conversation asked about (or the tenant, when none)
+	// learns and is offered patterns.
+	PatternsEffective bool `protobuf:"varint,3,opt,name=patterns_effective,json=patternsEffective,proto3" json:"patterns_effective,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *GatewayServiceGetMemorySettingsResponse) Reset() {
@@ -3991,6 +4041,13 @@ func (x *GatewayServiceGetMemorySettingsResponse) GetCaptureEffective() bool {
 	return false
 }
 
+func (x *GatewayServiceGetMemorySettingsResponse) GetPatternsEffective() bool {
+	if x != nil {
+		return x.PatternsEffective
+	}
+	return false
+}
+
 // GatewayServiceUpdateMemorySettingsRequest changes the caller's tenant's
 // memory switches; unset fields keep their value.
 type GatewayServiceUpdateMemorySettingsRequest struct {
@@ -4004,8 +4061,13 @@ type GatewayServiceUpdateMemorySettingsRequest struct {
 	// Capture for conversation_id (false adds it to the disabled list);
 	// requires conversation_id.
 	ConversationCapture *bool `protobuf:"varint,4,opt,name=conversation_capture,json=conversationCapture,proto3,oneof" json:"conversation_capture,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Tenant-wide interaction patterns.
+	PatternsEnabled *bool `protobuf:"varint,5,opt,name=patterns_enabled,json=patternsEnabled,proto3,oneof" json:"patterns_enabled,omitempty"`
+	// Patterns for conversation_id (false adds it to the disabled list);
+	// requires conversation_id.
+	ConversationPatterns *bool `protobuf:"varint,6,opt,name=conversation_patterns,json=conversationPatterns,proto3,oneof" json:"conversation_patterns,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *GatewayServiceUpdateMemorySettingsRequest) Reset() {
@@ -4066,6 +4128,20 @@ func (x *GatewayServiceUpdateMemorySettingsRequest) GetConversationCapture() boo
 	return false
 }
 
+func (x *GatewayServiceUpdateMemorySettingsRequest) GetPatternsEnabled() bool {
+	if x != nil && x.PatternsEnabled != nil {
+		return *x.PatternsEnabled
+	}
+	return false
+}
+
+func (x *GatewayServiceUpdateMemorySettingsRequest) GetConversationPatterns() bool {
+	if x != nil && x.ConversationPatterns != nil {
+		return *x.ConversationPatterns
+	}
+	return false
+}
+
 // GatewayServiceUpdateMemorySettingsResponse is the settings after the
 // change.
 type GatewayServiceUpdateMemorySettingsResponse struct {
@@ -4118,7 +4194,7 @@ var File_baagent_v1_memory_proto protoreflect.FileDescriptor
 const file_baagent_v1_memory_proto_rawDesc = "" +
 	"\n" +
 	"\x17baagent/v1/memory.proto\x12\n" +
-	"baagent.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc0\x03\n" +
+	"baagent.v1\x1a\x19baagent/v1/patterns.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc0\x03\n" +
 	"\aEpisode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x121\n" +
@@ -4287,26 +4363,33 @@ const file_baagent_v1_memory_proto_rawDesc = "" +
 	"\vcommunities\x18\x06 \x01(\x03R\vcommunities\x12\x18\n" +
 	"\abackend\x18\a \x01(\tR\abackend\x12'\n" +
 	"\x0fembedding_model\x18\b \x01(\tR\x0eembeddingModel\x12P\n" +
-	"\x16communities_updated_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x14communitiesUpdatedAt\"\x9e\x01\n" +
+	"\x16communities_updated_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x14communitiesUpdatedAt\"\x91\x02\n" +
 	"\x0eMemorySettings\x12!\n" +
 	"\fcapture_runs\x18\x01 \x01(\bR\vcaptureRuns\x12#\n" +
 	"\rtools_enabled\x18\x02 \x01(\bR\ftoolsEnabled\x12D\n" +
-	"\x1ecapture_disabled_conversations\x18\x03 \x03(\tR\x1ccaptureDisabledConversations\"[\n" +
+	"\x1ecapture_disabled_conversations\x18\x03 \x03(\tR\x1ccaptureDisabledConversations\x12)\n" +
+	"\x10patterns_enabled\x18\x04 \x01(\bR\x0fpatternsEnabled\x12F\n" +
+	"\x1fpatterns_disabled_conversations\x18\x05 \x03(\tR\x1dpatternsDisabledConversations\"[\n" +
 	"\x18GetMemorySettingsRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12'\n" +
-	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\"\x80\x01\n" +
+	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\"\xaf\x01\n" +
 	"\x19GetMemorySettingsResponse\x126\n" +
 	"\bsettings\x18\x01 \x01(\v2\x1a.baagent.v1.MemorySettingsR\bsettings\x12+\n" +
-	"\x11capture_effective\x18\x02 \x01(\bR\x10captureEffective\"\xa4\x02\n" +
+	"\x11capture_effective\x18\x02 \x01(\bR\x10captureEffective\x12-\n" +
+	"\x12patterns_effective\x18\x03 \x01(\bR\x11patternsEffective\"\xbd\x03\n" +
 	"\x1bUpdateMemorySettingsRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12&\n" +
 	"\fcapture_runs\x18\x02 \x01(\bH\x00R\vcaptureRuns\x88\x01\x01\x12(\n" +
 	"\rtools_enabled\x18\x03 \x01(\bH\x01R\ftoolsEnabled\x88\x01\x01\x12'\n" +
 	"\x0fconversation_id\x18\x04 \x01(\tR\x0econversationId\x126\n" +
-	"\x14conversation_capture\x18\x05 \x01(\bH\x02R\x13conversationCapture\x88\x01\x01B\x0f\n" +
+	"\x14conversation_capture\x18\x05 \x01(\bH\x02R\x13conversationCapture\x88\x01\x01\x12.\n" +
+	"\x10patterns_enabled\x18\x06 \x01(\bH\x03R\x0fpatternsEnabled\x88\x01\x01\x128\n" +
+	"\x15conversation_patterns\x18\a \x01(\bH\x04R\x14conversationPatterns\x88\x01\x01B\x0f\n" +
 	"\r_capture_runsB\x10\n" +
 	"\x0e_tools_enabledB\x17\n" +
-	"\x15_conversation_capture\"V\n" +
+	"\x15_conversation_captureB\x13\n" +
+	"\x11_patterns_enabledB\x18\n" +
+	"\x16_conversation_patterns\"V\n" +
 	"\x1cUpdateMemorySettingsResponse\x126\n" +
 	"\bsettings\x18\x01 \x01(\v2\x1a.baagent.v1.MemorySettingsR\bsettings\"b\n" +
 	"\x1fDeleteConversationMemoryRequest\x12\x16\n" +
@@ -4404,18 +4487,23 @@ const file_baagent_v1_memory_proto_rawDesc = "" +
 	"\x0fembedding_model\x18\b \x01(\tR\x0eembeddingModel\x12P\n" +
 	"\x16communities_updated_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x14communitiesUpdatedAt\"Q\n" +
 	"&GatewayServiceGetMemorySettingsRequest\x12'\n" +
-	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\"\x8e\x01\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\"\xbd\x01\n" +
 	"'GatewayServiceGetMemorySettingsResponse\x126\n" +
 	"\bsettings\x18\x01 \x01(\v2\x1a.baagent.v1.MemorySettingsR\bsettings\x12+\n" +
-	"\x11capture_effective\x18\x02 \x01(\bR\x10captureEffective\"\x9a\x02\n" +
+	"\x11capture_effective\x18\x02 \x01(\bR\x10captureEffective\x12-\n" +
+	"\x12patterns_effective\x18\x03 \x01(\bR\x11patternsEffective\"\xb3\x03\n" +
 	")GatewayServiceUpdateMemorySettingsRequest\x12&\n" +
 	"\fcapture_runs\x18\x01 \x01(\bH\x00R\vcaptureRuns\x88\x01\x01\x12(\n" +
 	"\rtools_enabled\x18\x02 \x01(\bH\x01R\ftoolsEnabled\x88\x01\x01\x12'\n" +
 	"\x0fconversation_id\x18\x03 \x01(\tR\x0econversationId\x126\n" +
-	"\x14conversation_capture\x18\x04 \x01(\bH\x02R\x13conversationCapture\x88\x01\x01B\x0f\n" +
+	"\x14conversation_capture\x18\x04 \x01(\bH\x02R\x13conversationCapture\x88\x01\x01\x12.\n" +
+	"\x10patterns_enabled\x18\x05 \x01(\bH\x03R\x0fpatternsEnabled\x88\x01\x01\x128\n" +
+	"\x15conversation_patterns\x18\x06 \x01(\bH\x04R\x14conversationPatterns\x88\x01\x01B\x0f\n" +
 	"\r_capture_runsB\x10\n" +
 	"\x0e_tools_enabledB\x17\n" +
-	"\x15_conversation_capture\"d\n" +
+	"\x15_conversation_captureB\x13\n" +
+	"\x11_patterns_enabledB\x18\n" +
+	"\x16_conversation_patterns\"d\n" +
 	"*GatewayServiceUpdateMemorySettingsResponse\x126\n" +
 	"\bsettings\x18\x01 \x01(\v2\x1a.baagent.v1.MemorySettingsR\bsettings*z\n" +
 	"\rEpisodeSource\x12\x1e\n" +
@@ -4435,7 +4523,7 @@ const file_baagent_v1_memory_proto_rawDesc = "" +
 	"\x12SEARCH_MODE_HYBRID\x10\x01\x12\x16\n" +
 	"\x12SEARCH_MODE_VECTOR\x10\x02\x12\x17\n" +
 	"\x13SEARCH_MODE_KEYWORD\x10\x03\x12\x15\n" +
-	"\x11SEARCH_MODE_GRAPH\x10\x042\xcc\b\n" +
+	"\x11SEARCH_MODE_GRAPH\x10\x042\xbd\x0f\n" +
 	"\rMemoryService\x12K\n" +
 	"\n" +
 	"AddEpisode\x12\x1d.baagent.v1.AddEpisodeRequest\x1a\x1e.baagent.v1.AddEpisodeResponse\x12K\n" +
@@ -4451,7 +4539,18 @@ const file_baagent_v1_memory_proto_rawDesc = "" +
 	"\x05Stats\x12\x18.baagent.v1.StatsRequest\x1a\x19.baagent.v1.StatsResponse\x12`\n" +
 	"\x11GetMemorySettings\x12$.baagent.v1.GetMemorySettingsRequest\x1a%.baagent.v1.GetMemorySettingsResponse\x12i\n" +
 	"\x14UpdateMemorySettings\x12'.baagent.v1.UpdateMemorySettingsRequest\x1a(.baagent.v1.UpdateMemorySettingsResponse\x12u\n" +
-	"\x18DeleteConversationMemory\x12+.baagent.v1.DeleteConversationMemoryRequest\x1a,.baagent.v1.DeleteConversationMemoryResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3"
+	"\x18DeleteConversationMemory\x12+.baagent.v1.DeleteConversationMemoryRequest\x1a,.baagent.v1.DeleteConversationMemoryResponse\x12T\n" +
+	"\rMatchPatterns\x12 .baagent.v1.MatchPatternsRequest\x1a!.baagent.v1.MatchPatternsResponse\x12N\n" +
+	"\vRecordTrace\x12\x1e.baagent.v1.RecordTraceRequest\x1a\x1f.baagent.v1.RecordTraceResponse\x12Q\n" +
+	"\fListPatterns\x12\x1f.baagent.v1.ListPatternsRequest\x1a .baagent.v1.ListPatternsResponse\x12K\n" +
+	"\n" +
+	"GetPattern\x12\x1d.baagent.v1.GetPatternRequest\x1a\x1e.baagent.v1.GetPatternResponse\x12T\n" +
+	"\rUpdatePattern\x12 .baagent.v1.UpdatePatternRequest\x1a!.baagent.v1.UpdatePatternResponse\x12T\n" +
+	"\rDeletePattern\x12 .baagent.v1.DeletePatternRequest\x1a!.baagent.v1.DeletePatternResponse\x12c\n" +
+	"\x12MarkPatternUseless\x12%.baagent.v1.MarkPatternUselessRequest\x1a&.baagent.v1.MarkPatternUselessResponse\x12Q\n" +
+	"\fGrantPattern\x12\x1f.baagent.v1.GrantPatternRequest\x1a .baagent.v1.GrantPatternResponse\x12c\n" +
+	"\x12RevokePatternGrant\x12%.baagent.v1.RevokePatternGrantRequest\x1a&.baagent.v1.RevokePatternGrantResponse\x12`\n" +
+	"\x11ListPatternGrants\x12$.baagent.v1.ListPatternGrantsRequest\x1a%.baagent.v1.ListPatternGrantsResponseB8Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3"
 
 var (
 	file_baagent_v1_memory_proto_rawDescOnce sync.Once
@@ -4528,11 +4627,31 @@ var file_baagent_v1_memory_proto_goTypes = []any{
 	(*GatewayServiceGetMemorySettingsResponse)(nil),    // 57: baagent.v1.GatewayServiceGetMemorySettingsResponse
 	(*GatewayServiceUpdateMemorySettingsRequest)(nil),  // 58: baagent.v1.GatewayServiceUpdateMemorySettingsRequest
 	(*GatewayServiceUpdateMemorySettingsResponse)(nil), // 59: baagent.v1.GatewayServiceUpdateMemorySettingsResponse
-	nil,                           // 60: baagent.v1.Entity.AttributesEntry
-	nil,                           // 61: baagent.v1.SearchHit.RelatedNamesEntry
-	nil,                           // 62: baagent.v1.GetEntityResponse.RelatedNamesEntry
-	nil,                           // 63: baagent.v1.GatewayServiceGetMemoryEntityResponse.RelatedNamesEntry
-	(*timestamppb.Timestamp)(nil), // 64: google.protobuf.Timestamp
+	nil,                                // 60: baagent.v1.Entity.AttributesEntry
+	nil,                                // 61: baagent.v1.SearchHit.RelatedNamesEntry
+	nil,                                // 62: baagent.v1.GetEntityResponse.RelatedNamesEntry
+	nil,                                // 63: baagent.v1.GatewayServiceGetMemoryEntityResponse.RelatedNamesEntry
+	(*timestamppb.Timestamp)(nil),      // 64: google.protobuf.Timestamp
+	(*MatchPatternsRequest)(nil),       // 65: baagent.v1.MatchPatternsRequest
+	(*RecordTraceRequest)(nil),         // 66: baagent.v1.RecordTraceRequest
+	(*ListPatternsRequest)(nil),        // 67: baagent.v1.ListPatternsRequest
+	(*GetPatternRequest)(nil),          // 68: baagent.v1.GetPatternRequest
+	(*UpdatePatternRequest)(nil),       // 69: baagent.v1.UpdatePatternRequest
+	(*DeletePatternRequest)(nil),       // 70: baagent.v1.DeletePatternRequest
+	(*MarkPatternUselessRequest)(nil),  // 71: baagent.v1.MarkPatternUselessRequest
+	(*GrantPatternRequest)(nil),        // 72: baagent.v1.GrantPatternRequest
+	(*RevokePatternGrantRequest)(nil),  // 73: baagent.v1.RevokePatternGrantRequest
+	(*ListPatternGrantsRequest)(nil),   // 74: baagent.v1.ListPatternGrantsRequest
+	(*MatchPatternsResponse)(nil),      // 75: baagent.v1.MatchPatternsResponse
+	(*RecordTraceResponse)(nil),        // 76: baagent.v1.RecordTraceResponse
+	(*ListPatternsResponse)(nil),       // 77: baagent.v1.ListPatternsResponse
+	(*GetPatternResponse)(nil),         // 78: baagent.v1.GetPatternResponse
+	(*UpdatePatternResponse)(nil),      // 79: baagent.v1.UpdatePatternResponse
+	(*DeletePatternResponse)(nil),      // 80: baagent.v1.DeletePatternResponse
+	(*MarkPatternUselessResponse)(nil), // 81: baagent.v1.MarkPatternUselessResponse
+	(*GrantPatternResponse)(nil),       // 82: baagent.v1.GrantPatternResponse
+	(*RevokePatternGrantResponse)(nil), // 83: baagent.v1.RevokePatternGrantResponse
+	(*ListPatternGrantsResponse)(nil),  // 84: baagent.v1.ListPatternGrantsResponse
 }
 var file_baagent_v1_memory_proto_depIdxs = []int32{
 	0,  // 0: baagent.v1.Episode.source:type_name -> baagent.v1.EpisodeSource
@@ -4601,21 +4720,41 @@ var file_baagent_v1_memory_proto_depIdxs = []int32{
 	30, // 63: baagent.v1.MemoryService.GetMemorySettings:input_type -> baagent.v1.GetMemorySettingsRequest
 	32, // 64: baagent.v1.MemoryService.UpdateMemorySettings:input_type -> baagent.v1.UpdateMemorySettingsRequest
 	34, // 65: baagent.v1.MemoryService.DeleteConversationMemory:input_type -> baagent.v1.DeleteConversationMemoryRequest
-	8,  // 66: baagent.v1.MemoryService.AddEpisode:output_type -> baagent.v1.AddEpisodeResponse
-	10, // 67: baagent.v1.MemoryService.GetEpisode:output_type -> baagent.v1.GetEpisodeResponse
-	12, // 68: baagent.v1.MemoryService.ListEpisodes:output_type -> baagent.v1.ListEpisodesResponse
-	14, // 69: baagent.v1.MemoryService.DeleteEpisode:output_type -> baagent.v1.DeleteEpisodeResponse
-	18, // 70: baagent.v1.MemoryService.Search:output_type -> baagent.v1.SearchResponse
-	20, // 71: baagent.v1.MemoryService.GetEntity:output_type -> baagent.v1.GetEntityResponse
-	22, // 72: baagent.v1.MemoryService.ListEntities:output_type -> baagent.v1.ListEntitiesResponse
-	24, // 73: baagent.v1.MemoryService.DeleteEntity:output_type -> baagent.v1.DeleteEntityResponse
-	26, // 74: baagent.v1.MemoryService.GetGraph:output_type -> baagent.v1.GetGraphResponse
-	28, // 75: baagent.v1.MemoryService.Stats:output_type -> baagent.v1.StatsResponse
-	31, // 76: baagent.v1.MemoryService.GetMemorySettings:output_type -> baagent.v1.GetMemorySettingsResponse
-	33, // 77: baagent.v1.MemoryService.UpdateMemorySettings:output_type -> baagent.v1.UpdateMemorySettingsResponse
-	35, // 78: baagent.v1.MemoryService.DeleteConversationMemory:output_type -> baagent.v1.DeleteConversationMemoryResponse
-	66, // [66:79] is the sub-list for method output_type
-	53, // [53:66] is the sub-list for method input_type
+	65, // 66: baagent.v1.MemoryService.MatchPatterns:input_type -> baagent.v1.MatchPatternsRequest
+	66, // 67: baagent.v1.MemoryService.RecordTrace:input_type -> baagent.v1.RecordTraceRequest
+	67, // 68: baagent.v1.MemoryService.ListPatterns:input_type -> baagent.v1.ListPatternsRequest
+	68, // 69: baagent.v1.MemoryService.GetPattern:input_type -> baagent.v1.GetPatternRequest
+	69, // 70: baagent.v1.MemoryService.UpdatePattern:input_type -> baagent.v1.UpdatePatternRequest
+	70, // 71: baagent.v1.MemoryService.DeletePattern:input_type -> baagent.v1.DeletePatternRequest
+	71, // 72: baagent.v1.MemoryService.MarkPatternUseless:input_type -> baagent.v1.MarkPatternUselessRequest
+	72, // 73: baagent.v1.MemoryService.GrantPattern:input_type -> baagent.v1.GrantPatternRequest
+	73, // 74: baagent.v1.MemoryService.RevokePatternGrant:input_type -> baagent.v1.RevokePatternGrantRequest
+	74, // 75: baagent.v1.MemoryService.ListPatternGrants:input_type -> baagent.v1.ListPatternGrantsRequest
+	8,  // 76: baagent.v1.MemoryService.AddEpisode:output_type -> baagent.v1.AddEpisodeResponse
+	10, // 77: baagent.v1.MemoryService.GetEpisode:output_type -> baagent.v1.GetEpisodeResponse
+	12, // 78: baagent.v1.MemoryService.ListEpisodes:output_type -> baagent.v1.ListEpisodesResponse
+	14, // 79: baagent.v1.MemoryService.DeleteEpisode:output_type -> baagent.v1.DeleteEpisodeResponse
+	18, // 80: baagent.v1.MemoryService.Search:output_type -> baagent.v1.SearchResponse
+	20, // 81: baagent.v1.MemoryService.GetEntity:output_type -> baagent.v1.GetEntityResponse
+	22, // 82: baagent.v1.MemoryService.ListEntities:output_type -> baagent.v1.ListEntitiesResponse
+	24, // 83: baagent.v1.MemoryService.DeleteEntity:output_type -> baagent.v1.DeleteEntityResponse
+	26, // 84: baagent.v1.MemoryService.GetGraph:output_type -> baagent.v1.GetGraphResponse
+	28, // 85: baagent.v1.MemoryService.Stats:output_type -> baagent.v1.StatsResponse
+	31, // 86: baagent.v1.MemoryService.GetMemorySettings:output_type -> baagent.v1.GetMemorySettingsResponse
+	33, // 87: baagent.v1.MemoryService.UpdateMemorySettings:output_type -> baagent.v1.UpdateMemorySettingsResponse
+	35, // 88: baagent.v1.MemoryService.DeleteConversationMemory:output_type -> baagent.v1.DeleteConversationMemoryResponse
+	75, // 89: baagent.v1.MemoryService.MatchPatterns:output_type -> baagent.v1.MatchPatternsResponse
+	76, // 90: baagent.v1.MemoryService.RecordTrace:output_type -> baagent.v1.RecordTraceResponse
+	77, // 91: baagent.v1.MemoryService.ListPatterns:output_type -> baagent.v1.ListPatternsResponse
+	78, // 92: baagent.v1.MemoryService.GetPattern:output_type -> baagent.v1.GetPatternResponse
+	79, // 93: baagent.v1.MemoryService.UpdatePattern:output_type -> baagent.v1.UpdatePatternResponse
+	80, // 94: baagent.v1.MemoryService.DeletePattern:output_type -> baagent.v1.DeletePatternResponse
+	81, // 95: baagent.v1.MemoryService.MarkPatternUseless:output_type -> baagent.v1.MarkPatternUselessResponse
+	82, // 96: baagent.v1.MemoryService.GrantPattern:output_type -> baagent.v1.GrantPatternResponse
+	83, // 97: baagent.v1.MemoryService.RevokePatternGrant:output_type -> baagent.v1.RevokePatternGrantResponse
+	84, // 98: baagent.v1.MemoryService.ListPatternGrants:output_type -> baagent.v1.ListPatternGrantsResponse
+	76, // [76:99] is the sub-list for method output_type
+	53, // [53:76] is the sub-list for method input_type
 	53, // [53:53] is the sub-list for extension type_name
 	53, // [53:53] is the sub-list for extension extendee
 	0,  // [0:53] is the sub-list for field type_name
@@ -4626,6 +4765,7 @@ func file_baagent_v1_memory_proto_init() {
 	if File_baagent_v1_memory_proto != nil {
 		return
 	}
+	file_baagent_v1_patterns_proto_init()
 	file_baagent_v1_memory_proto_msgTypes[12].OneofWrappers = []any{}
 	file_baagent_v1_memory_proto_msgTypes[29].OneofWrappers = []any{}
 	file_baagent_v1_memory_proto_msgTypes[33].OneofWrappers = []any{}

@@ -32,6 +32,16 @@ const (
 	MemoryService_GetMemorySettings_FullMethodName        = "/baagent.v1.MemoryService/GetMemorySettings"
 	MemoryService_UpdateMemorySettings_FullMethodName     = "/baagent.v1.MemoryService/UpdateMemorySettings"
 	MemoryService_DeleteConversationMemory_FullMethodName = "/baagent.v1.MemoryService/DeleteConversationMemory"
+	MemoryService_MatchPatterns_FullMethodName            = "/baagent.v1.MemoryService/MatchPatterns"
+	MemoryService_RecordTrace_FullMethodName              = "/baagent.v1.MemoryService/RecordTrace"
+	MemoryService_ListPatterns_FullMethodName             = "/baagent.v1.MemoryService/ListPatterns"
+	MemoryService_GetPattern_FullMethodName               = "/baagent.v1.MemoryService/GetPattern"
+	MemoryService_UpdatePattern_FullMethodName            = "/baagent.v1.MemoryService/UpdatePattern"
+	MemoryService_DeletePattern_FullMethodName            = "/baagent.v1.MemoryService/DeletePattern"
+	MemoryService_MarkPatternUseless_FullMethodName       = "/baagent.v1.MemoryService/MarkPatternUseless"
+	MemoryService_GrantPattern_FullMethodName             = "/baagent.v1.MemoryService/GrantPattern"
+	MemoryService_RevokePatternGrant_FullMethodName       = "/baagent.v1.MemoryService/RevokePatternGrant"
+	MemoryService_ListPatternGrants_FullMethodName        = "/baagent.v1.MemoryService/ListPatternGrants"
 )
 
 // MemoryServiceClient is the client API for MemoryService service.
@@ -76,6 +86,31 @@ type MemoryServiceClient interface {
 	// DeleteConversationMemory removes every episode of a conversation (and
 	// what only they support); called when a conversation is deleted.
 	DeleteConversationMemory(ctx context.Context, in *DeleteConversationMemoryRequest, opts ...grpc.CallOption) (*DeleteConversationMemoryResponse, error)
+	// MatchPatterns retrieves at most 3 active interaction patterns for a
+	// new request (patterns.proto), and notes that they were queried.
+	MatchPatterns(ctx context.Context, in *MatchPatternsRequest, opts ...grpc.CallOption) (*MatchPatternsResponse, error)
+	// RecordTrace learns from a finished run's trace, once per run: it
+	// evolves the pattern the run used or the one its signature matches, or
+	// creates a candidate from a successful trace.
+	RecordTrace(ctx context.Context, in *RecordTraceRequest, opts ...grpc.CallOption) (*RecordTraceResponse, error)
+	// ListPatterns lists a tenant's patterns, most recently updated first.
+	ListPatterns(ctx context.Context, in *ListPatternsRequest, opts ...grpc.CallOption) (*ListPatternsResponse, error)
+	// GetPattern reads one pattern (the tenant's, or one granted to it).
+	GetPattern(ctx context.Context, in *GetPatternRequest, opts ...grpc.CallOption) (*GetPatternResponse, error)
+	// UpdatePattern edits a pattern's name, description, steps or tool
+	// chain.
+	UpdatePattern(ctx context.Context, in *UpdatePatternRequest, opts ...grpc.CallOption) (*UpdatePatternResponse, error)
+	// DeletePattern removes a pattern and its grants.
+	DeletePattern(ctx context.Context, in *DeletePatternRequest, opts ...grpc.CallOption) (*DeletePatternResponse, error)
+	// MarkPatternUseless deletes a pattern and keeps its signature from
+	// being learned again for 180 days.
+	MarkPatternUseless(ctx context.Context, in *MarkPatternUselessRequest, opts ...grpc.CallOption) (*MarkPatternUselessResponse, error)
+	// GrantPattern shares a pattern with another tenant, read-only.
+	GrantPattern(ctx context.Context, in *GrantPatternRequest, opts ...grpc.CallOption) (*GrantPatternResponse, error)
+	// RevokePatternGrant stops sharing it.
+	RevokePatternGrant(ctx context.Context, in *RevokePatternGrantRequest, opts ...grpc.CallOption) (*RevokePatternGrantResponse, error)
+	// ListPatternGrants lists the grants a tenant made.
+	ListPatternGrants(ctx context.Context, in *ListPatternGrantsRequest, opts ...grpc.CallOption) (*ListPatternGrantsResponse, error)
 }
 
 type memoryServiceClient struct {
@@ -216,6 +251,106 @@ func (c *memoryServiceClient) DeleteConversationMemory(ctx context.Context, in *
 	return out, nil
 }
 
+func (c *memoryServiceClient) MatchPatterns(ctx context.Context, in *MatchPatternsRequest, opts ...grpc.CallOption) (*MatchPatternsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MatchPatternsResponse)
+	err := c.cc.Invoke(ctx, MemoryService_MatchPatterns_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *memoryServiceClient) RecordTrace(ctx context.Context, in *RecordTraceRequest, opts ...grpc.CallOption) (*RecordTraceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RecordTraceResponse)
+	err := c.cc.Invoke(ctx, MemoryService_RecordTrace_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *memoryServiceClient) ListPatterns(ctx context.Context, in *ListPatternsRequest, opts ...grpc.CallOption) (*ListPatternsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPatternsResponse)
+	err := c.cc.Invoke(ctx, MemoryService_ListPatterns_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *memoryServiceClient) GetPattern(ctx context.Context, in *GetPatternRequest, opts ...grpc.CallOption) (*GetPatternResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetPatternResponse)
+	err := c.cc.Invoke(ctx, MemoryService_GetPattern_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *memoryServiceClient) UpdatePattern(ctx context.Context, in *UpdatePatternRequest, opts ...grpc.CallOption) (*UpdatePatternResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdatePatternResponse)
+	err := c.cc.Invoke(ctx, MemoryService_UpdatePattern_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *memoryServiceClient) DeletePattern(ctx context.Context, in *DeletePatternRequest, opts ...grpc.CallOption) (*DeletePatternResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeletePatternResponse)
+	err := c.cc.Invoke(ctx, MemoryService_DeletePattern_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *memoryServiceClient) MarkPatternUseless(ctx context.Context, in *MarkPatternUselessRequest, opts ...grpc.CallOption) (*MarkPatternUselessResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MarkPatternUselessResponse)
+	err := c.cc.Invoke(ctx, MemoryService_MarkPatternUseless_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *memoryServiceClient) GrantPattern(ctx context.Context, in *GrantPatternRequest, opts ...grpc.CallOption) (*GrantPatternResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GrantPatternResponse)
+	err := c.cc.Invoke(ctx, MemoryService_GrantPattern_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *memoryServiceClient) RevokePatternGrant(ctx context.Context, in *RevokePatternGrantRequest, opts ...grpc.CallOption) (*RevokePatternGrantResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokePatternGrantResponse)
+	err := c.cc.Invoke(ctx, MemoryService_RevokePatternGrant_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *memoryServiceClient) ListPatternGrants(ctx context.Context, in *ListPatternGrantsRequest, opts ...grpc.CallOption) (*ListPatternGrantsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPatternGrantsResponse)
+	err := c.cc.Invoke(ctx, MemoryService_ListPatternGrants_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MemoryServiceServer is the server API for MemoryService service.
 // All implementations must embed UnimplementedMemoryServiceServer
 // for forward compatibility.
@@ -258,6 +393,31 @@ type MemoryServiceServer interface {
 	// DeleteConversationMemory removes every episode of a conversation (and
 	// what only they support); called when a conversation is deleted.
 	DeleteConversationMemory(context.Context, *DeleteConversationMemoryRequest) (*DeleteConversationMemoryResponse, error)
+	// MatchPatterns retrieves at most 3 active interaction patterns for a
+	// new request (patterns.proto), and notes that they were queried.
+	MatchPatterns(context.Context, *MatchPatternsRequest) (*MatchPatternsResponse, error)
+	// RecordTrace learns from a finished run's trace, once per run: it
+	// evolves the pattern the run used or the one its signature matches, or
+	// creates a candidate from a successful trace.
+	RecordTrace(context.Context, *RecordTraceRequest) (*RecordTraceResponse, error)
+	// ListPatterns lists a tenant's patterns, most recently updated first.
+	ListPatterns(context.Context, *ListPatternsRequest) (*ListPatternsResponse, error)
+	// GetPattern reads one pattern (the tenant's, or one granted to it).
+	GetPattern(context.Context, *GetPatternRequest) (*GetPatternResponse, error)
+	// UpdatePattern edits a pattern's name, description, steps or tool
+	// chain.
+	UpdatePattern(context.Context, *UpdatePatternRequest) (*UpdatePatternResponse, error)
+	// DeletePattern removes a pattern and its grants.
+	DeletePattern(context.Context, *DeletePatternRequest) (*DeletePatternResponse, error)
+	// MarkPatternUseless deletes a pattern and keeps its signature from
+	// being learned again for 180 days.
+	MarkPatternUseless(context.Context, *MarkPatternUselessRequest) (*MarkPatternUselessResponse, error)
+	// GrantPattern shares a pattern with another tenant, read-only.
+	GrantPattern(context.Context, *GrantPatternRequest) (*GrantPatternResponse, error)
+	// RevokePatternGrant stops sharing it.
+	RevokePatternGrant(context.Context, *RevokePatternGrantRequest) (*RevokePatternGrantResponse, error)
+	// ListPatternGrants lists the grants a tenant made.
+	ListPatternGrants(context.Context, *ListPatternGrantsRequest) (*ListPatternGrantsResponse, error)
 	mustEmbedUnimplementedMemoryServiceServer()
 }
 
@@ -306,6 +466,36 @@ func (UnimplementedMemoryServiceServer) UpdateMemorySettings(context.Context, *U
 }
 func (UnimplementedMemoryServiceServer) DeleteConversationMemory(context.Context, *DeleteConversationMemoryRequest) (*DeleteConversationMemoryResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteConversationMemory not implemented")
+}
+func (UnimplementedMemoryServiceServer) MatchPatterns(context.Context, *MatchPatternsRequest) (*MatchPatternsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MatchPatterns not implemented")
+}
+func (UnimplementedMemoryServiceServer) RecordTrace(context.Context, *RecordTraceRequest) (*RecordTraceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RecordTrace not implemented")
+}
+func (UnimplementedMemoryServiceServer) ListPatterns(context.Context, *ListPatternsRequest) (*ListPatternsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPatterns not implemented")
+}
+func (UnimplementedMemoryServiceServer) GetPattern(context.Context, *GetPatternRequest) (*GetPatternResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetPattern not implemented")
+}
+func (UnimplementedMemoryServiceServer) UpdatePattern(context.Context, *UpdatePatternRequest) (*UpdatePatternResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdatePattern not implemented")
+}
+func (UnimplementedMemoryServiceServer) DeletePattern(context.Context, *DeletePatternRequest) (*DeletePatternResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeletePattern not implemented")
+}
+func (UnimplementedMemoryServiceServer) MarkPatternUseless(context.Context, *MarkPatternUselessRequest) (*MarkPatternUselessResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MarkPatternUseless not implemented")
+}
+func (UnimplementedMemoryServiceServer) GrantPattern(context.Context, *GrantPatternRequest) (*GrantPatternResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GrantPattern not implemented")
+}
+func (UnimplementedMemoryServiceServer) RevokePatternGrant(context.Context, *RevokePatternGrantRequest) (*RevokePatternGrantResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokePatternGrant not implemented")
+}
+func (UnimplementedMemoryServiceServer) ListPatternGrants(context.Context, *ListPatternGrantsRequest) (*ListPatternGrantsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPatternGrants not implemented")
 }
 func (UnimplementedMemoryServiceServer) mustEmbedUnimplementedMemoryServiceServer() {}
 func (UnimplementedMemoryServiceServer) testEmbeddedByValue()                       {}
@@ -562,6 +752,186 @@ func _MemoryService_DeleteConversationMemory_Handler(srv interface{}, ctx contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MemoryService_MatchPatterns_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MatchPatternsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).MatchPatterns(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_MatchPatterns_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).MatchPatterns(ctx, req.(*MatchPatternsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MemoryService_RecordTrace_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecordTraceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).RecordTrace(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_RecordTrace_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).RecordTrace(ctx, req.(*RecordTraceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MemoryService_ListPatterns_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPatternsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).ListPatterns(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_ListPatterns_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).ListPatterns(ctx, req.(*ListPatternsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MemoryService_GetPattern_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetPatternRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).GetPattern(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_GetPattern_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).GetPattern(ctx, req.(*GetPatternRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MemoryService_UpdatePattern_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdatePatternRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).UpdatePattern(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_UpdatePattern_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).UpdatePattern(ctx, req.(*UpdatePatternRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MemoryService_DeletePattern_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeletePatternRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).DeletePattern(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_DeletePattern_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).DeletePattern(ctx, req.(*DeletePatternRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MemoryService_MarkPatternUseless_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MarkPatternUselessRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).MarkPatternUseless(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_MarkPatternUseless_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).MarkPatternUseless(ctx, req.(*MarkPatternUselessRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MemoryService_GrantPattern_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GrantPatternRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).GrantPattern(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_GrantPattern_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).GrantPattern(ctx, req.(*GrantPatternRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MemoryService_RevokePatternGrant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokePatternGrantRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).RevokePatternGrant(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_RevokePatternGrant_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).RevokePatternGrant(ctx, req.(*RevokePatternGrantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MemoryService_ListPatternGrants_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPatternGrantsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).ListPatternGrants(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_ListPatternGrants_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).ListPatternGrants(ctx, req.(*ListPatternGrantsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MemoryService_ServiceDesc is the grpc.ServiceDesc for MemoryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -620,6 +990,46 @@ var MemoryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteConversationMemory",
 			Handler:    _MemoryService_DeleteConversationMemory_Handler,
+		},
+		{
+			MethodName: "MatchPatterns",
+			Handler:    _MemoryService_MatchPatterns_Handler,
+		},
+		{
+			MethodName: "RecordTrace",
+			Handler:    _MemoryService_RecordTrace_Handler,
+		},
+		{
+			MethodName: "ListPatterns",
+			Handler:    _MemoryService_ListPatterns_Handler,
+		},
+		{
+			MethodName: "GetPattern",
+			Handler:    _MemoryService_GetPattern_Handler,
+		},
+		{
+			MethodName: "UpdatePattern",
+			Handler:    _MemoryService_UpdatePattern_Handler,
+		},
+		{
+			MethodName: "DeletePattern",
+			Handler:    _MemoryService_DeletePattern_Handler,
+		},
+		{
+			MethodName: "MarkPatternUseless",
+			Handler:    _MemoryService_MarkPatternUseless_Handler,
+		},
+		{
+			MethodName: "GrantPattern",
+			Handler:    _MemoryService_GrantPattern_Handler,
+		},
+		{
+			MethodName: "RevokePatternGrant",
+			Handler:    _MemoryService_RevokePatternGrant_Handler,
+		},
+		{
+			MethodName: "ListPatternGrants",
+			Handler:    _MemoryService_ListPatternGrants_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

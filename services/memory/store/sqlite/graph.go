@@ -522,6 +522,30 @@ type settingsJSON struct {
 	CaptureRuns                  bool     `json:"capture_runs"`
 	ToolsEnabled                 bool     `json:"tools_enabled"`
 	CaptureDisabledConversations []string `json:"capture_disabled_conversations,omitempty"`
+	// PatternsEnabled is a pointer so that a row written before the field
+	// existed reads as the default, true.
+	PatternsEnabled               *bool    `json:"patterns_enabled,omitempty"`
+	PatternsDisabledConversations []string `json:"patterns_disabled_conversations,omitempty"`
+}
+
+func (j settingsJSON) settings() store.Settings {
+	return store.Settings{
+		CaptureRuns:                   j.CaptureRuns,
+		ToolsEnabled:                  j.ToolsEnabled,
+		CaptureDisabledConversations:  j.CaptureDisabledConversations,
+		PatternsEnabled:               j.PatternsEnabled == nil || *j.PatternsEnabled,
+		PatternsDisabledConversations: j.PatternsDisabledConversations,
+	}
+}
+
+func settingsJSONOf(st store.Settings) settingsJSON {
+	return settingsJSON{
+		CaptureRuns:                   st.CaptureRuns,
+		ToolsEnabled:                  st.ToolsEnabled,
+		CaptureDisabledConversations:  st.CaptureDisabledConversations,
+		PatternsEnabled:               &st.PatternsEnabled,
+		PatternsDisabledConversations: st.PatternsDisabledConversations,
+	}
 }
 
 // GetSettings reads a tenant's switches (the defaults when never set).
@@ -538,12 +562,12 @@ func (s *Store) GetSettings(ctx context.Context, tenant string) (store.Settings,
 	if err := json.Unmarshal([]byte(raw.String), &j); err != nil {
 		return store.Settings{}, fmt.Errorf("memory sqlite: settings: %w", err)
 	}
-	return store.Settings(j), nil
+	return j.settings(), nil
 }
 
 // PutSettings writes a tenant's switches.
 func (s *Store) PutSettings(ctx context.Context, tenant string, st store.Settings) error {
-	b, err := json.Marshal(settingsJSON(st))
+	b, err := json.Marshal(settingsJSONOf(st))
 	if err != nil {
 		return fmt.Errorf("memory sqlite: settings: %w", err)
 	}

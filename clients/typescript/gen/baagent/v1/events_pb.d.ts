@@ -7,6 +7,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import type { ContextCompressedPayload } from "./context_pb.js";
 import type { ClarificationQuestion, ConversationMetrics, DecisionPoint, DoomLoopIntervention, PlanMode, PlanStepStatus, QueryComplexity, WorkPlan } from "./run_pb.js";
+import type { PatternMatchedPayload } from "./patterns_pb.js";
 import type { OutputLevel, ToolErrorType } from "./toolrunner_pb.js";
 import type { ContextModifier, SkillActivationOrigin, SkillScope } from "./skills_pb.js";
 import type { Usage } from "./messages_pb.js";
@@ -75,7 +76,8 @@ export declare type Event = Message<"baagent.v1.Event"> & {
    * decision_asked, decision_answered, doom_loop_detected, cost_update,
    * step_start, step_end, work_plan, plan_step_start, plan_step_end,
    * warning, complete, error, cancelled, doom_loop_intervened,
-   * subagent_assigned, and the transport-only stream_reset (the design's
+   * subagent_assigned, memory_recalled, pattern_matched, and the
+   * transport-only stream_reset (the design's
    * `buffer_overflow`).
    *
    * @generated from field: string type = 7;
@@ -382,6 +384,15 @@ export declare type Event = Message<"baagent.v1.Event"> & {
      */
     value: MemoryRecalledPayload;
     case: "memoryRecalled";
+  } | {
+    /**
+     * `pattern_matched`: at the start of a top-level run, before planning,
+     * an interaction pattern matched the request (patterns.proto).
+     *
+     * @generated from field: baagent.v1.PatternMatchedPayload pattern_matched = 52;
+     */
+    value: PatternMatchedPayload;
+    case: "patternMatched";
   } | { case: undefined; value?: undefined };
 };
 

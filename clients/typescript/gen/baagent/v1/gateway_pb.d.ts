@@ -16,6 +16,7 @@ import type { ExportConversationRequestSchema, ExportConversationResponseSchema,
 import type { GatewayServiceGetBudgetRequestSchema, GatewayServiceGetBudgetResponseSchema, GatewayServiceGetUsageRequestSchema, GatewayServiceGetUsageResponseSchema, GatewayServiceSetBudgetRequestSchema, GatewayServiceSetBudgetResponseSchema } from "./budgets_pb.js";
 import type { GatewayServiceDeleteConversationRequestSchema, GatewayServiceDeleteConversationResponseSchema, GatewayServiceEndConversationRequestSchema, GatewayServiceEndConversationResponseSchema, GatewayServiceGetConversationMessagesRequestSchema, GatewayServiceGetConversationMessagesResponseSchema, GatewayServiceGetConversationRequestSchema, GatewayServiceGetConversationResponseSchema, GatewayServiceListConversationsRequestSchema, GatewayServiceListConversationsResponseSchema } from "./conversations_pb.js";
 import type { GatewayServiceAddMemoryEpisodeRequestSchema, GatewayServiceAddMemoryEpisodeResponseSchema, GatewayServiceDeleteMemoryEntityRequestSchema, GatewayServiceDeleteMemoryEntityResponseSchema, GatewayServiceDeleteMemoryEpisodeRequestSchema, GatewayServiceDeleteMemoryEpisodeResponseSchema, GatewayServiceGetMemoryEntityRequestSchema, GatewayServiceGetMemoryEntityResponseSchema, GatewayServiceGetMemoryEpisodeRequestSchema, GatewayServiceGetMemoryEpisodeResponseSchema, GatewayServiceGetMemoryGraphRequestSchema, GatewayServiceGetMemoryGraphResponseSchema, GatewayServiceGetMemorySettingsRequestSchema, GatewayServiceGetMemorySettingsResponseSchema, GatewayServiceGetMemoryStatsRequestSchema, GatewayServiceGetMemoryStatsResponseSchema, GatewayServiceListMemoryEntitiesRequestSchema, GatewayServiceListMemoryEntitiesResponseSchema, GatewayServiceListMemoryEpisodesRequestSchema, GatewayServiceListMemoryEpisodesResponseSchema, GatewayServiceSearchMemoryRequestSchema, GatewayServiceSearchMemoryResponseSchema, GatewayServiceUpdateMemorySettingsRequestSchema, GatewayServiceUpdateMemorySettingsResponseSchema } from "./memory_pb.js";
+import type { GatewayServiceDeletePatternRequestSchema, GatewayServiceDeletePatternResponseSchema, GatewayServiceGetPatternRequestSchema, GatewayServiceGetPatternResponseSchema, GatewayServiceGrantPatternRequestSchema, GatewayServiceGrantPatternResponseSchema, GatewayServiceListPatternGrantsRequestSchema, GatewayServiceListPatternGrantsResponseSchema, GatewayServiceListPatternsRequestSchema, GatewayServiceListPatternsResponseSchema, GatewayServiceMarkPatternUselessRequestSchema, GatewayServiceMarkPatternUselessResponseSchema, GatewayServiceRevokePatternGrantRequestSchema, GatewayServiceRevokePatternGrantResponseSchema, GatewayServiceUpdatePatternRequestSchema, GatewayServiceUpdatePatternResponseSchema } from "./patterns_pb.js";
 
 /**
  * Describes the file baagent/v1/gateway.proto.
@@ -1417,6 +1418,88 @@ export declare const GatewayService: GenService<{
     methodKind: "unary";
     input: typeof GatewayServiceUpdateMemorySettingsRequestSchema;
     output: typeof GatewayServiceUpdateMemorySettingsResponseSchema;
+  },
+  /**
+   * Lists the caller's tenant's interaction patterns
+   * (GET /v1/patterns?task_type=&state=&include_shared=).
+   *
+   * @generated from rpc baagent.v1.GatewayService.ListPatterns
+   */
+  listPatterns: {
+    methodKind: "unary";
+    input: typeof GatewayServiceListPatternsRequestSchema;
+    output: typeof GatewayServiceListPatternsResponseSchema;
+  },
+  /**
+   * Reads one pattern (GET /v1/patterns/{id}).
+   *
+   * @generated from rpc baagent.v1.GatewayService.GetPattern
+   */
+  getPattern: {
+    methodKind: "unary";
+    input: typeof GatewayServiceGetPatternRequestSchema;
+    output: typeof GatewayServiceGetPatternResponseSchema;
+  },
+  /**
+   * Edits a pattern (PATCH /v1/patterns/{id}).
+   *
+   * @generated from rpc baagent.v1.GatewayService.UpdatePattern
+   */
+  updatePattern: {
+    methodKind: "unary";
+    input: typeof GatewayServiceUpdatePatternRequestSchema;
+    output: typeof GatewayServiceUpdatePatternResponseSchema;
+  },
+  /**
+   * Removes a pattern (DELETE /v1/patterns/{id}).
+   *
+   * @generated from rpc baagent.v1.GatewayService.DeletePattern
+   */
+  deletePattern: {
+    methodKind: "unary";
+    input: typeof GatewayServiceDeletePatternRequestSchema;
+    output: typeof GatewayServiceDeletePatternResponseSchema;
+  },
+  /**
+   * Deletes a pattern and keeps its kind of task from being learned again
+   * for 180 days (POST /v1/patterns/{id}/useless).
+   *
+   * @generated from rpc baagent.v1.GatewayService.MarkPatternUseless
+   */
+  markPatternUseless: {
+    methodKind: "unary";
+    input: typeof GatewayServiceMarkPatternUselessRequestSchema;
+    output: typeof GatewayServiceMarkPatternUselessResponseSchema;
+  },
+  /**
+   * Shares a pattern with another tenant (POST /v1/patterns/{id}/grants).
+   *
+   * @generated from rpc baagent.v1.GatewayService.GrantPattern
+   */
+  grantPattern: {
+    methodKind: "unary";
+    input: typeof GatewayServiceGrantPatternRequestSchema;
+    output: typeof GatewayServiceGrantPatternResponseSchema;
+  },
+  /**
+   * Stops sharing it (DELETE /v1/patterns/{id}/grants/{grantee_tenant}).
+   *
+   * @generated from rpc baagent.v1.GatewayService.RevokePatternGrant
+   */
+  revokePatternGrant: {
+    methodKind: "unary";
+    input: typeof GatewayServiceRevokePatternGrantRequestSchema;
+    output: typeof GatewayServiceRevokePatternGrantResponseSchema;
+  },
+  /**
+   * Lists the caller's grants (GET /v1/patterns/grants?id=).
+   *
+   * @generated from rpc baagent.v1.GatewayService.ListPatternGrants
+   */
+  listPatternGrants: {
+    methodKind: "unary";
+    input: typeof GatewayServiceListPatternGrantsRequestSchema;
+    output: typeof GatewayServiceListPatternGrantsResponseSchema;
   },
 }>;
 

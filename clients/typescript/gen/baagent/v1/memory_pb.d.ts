@@ -5,6 +5,7 @@
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import type { DeletePatternRequestSchema, DeletePatternResponseSchema, GetPatternRequestSchema, GetPatternResponseSchema, GrantPatternRequestSchema, GrantPatternResponseSchema, ListPatternGrantsRequestSchema, ListPatternGrantsResponseSchema, ListPatternsRequestSchema, ListPatternsResponseSchema, MarkPatternUselessRequestSchema, MarkPatternUselessResponseSchema, MatchPatternsRequestSchema, MatchPatternsResponseSchema, RecordTraceRequestSchema, RecordTraceResponseSchema, RevokePatternGrantRequestSchema, RevokePatternGrantResponseSchema, UpdatePatternRequestSchema, UpdatePatternResponseSchema } from "./patterns_pb.js";
 
 /**
  * Describes the file baagent/v1/memory.proto.
@@ -1185,6 +1186,21 @@ export declare type MemorySettings = Message<"baagent.v1.MemorySettings"> & {
    * @generated from field: repeated string capture_disabled_conversations = 3;
    */
   captureDisabledConversations: string[];
+
+  /**
+   * Interaction patterns are learned from runs and offered to them
+   * (default true).
+   *
+   * @generated from field: bool patterns_enabled = 4;
+   */
+  patternsEnabled: boolean;
+
+  /**
+   * Conversations whose runs neither learn nor are offered patterns.
+   *
+   * @generated from field: repeated string patterns_disabled_conversations = 5;
+   */
+  patternsDisabledConversations: string[];
 };
 
 /**
@@ -1241,6 +1257,14 @@ export declare type GetMemorySettingsResponse = Message<"baagent.v1.GetMemorySet
    * @generated from field: bool capture_effective = 2;
    */
   captureEffective: boolean;
+
+  /**
+   * Whether the conversation asked about (or the tenant, when none)
+   * learns and is offered patterns.
+   *
+   * @generated from field: bool patterns_effective = 3;
+   */
+  patternsEffective: boolean;
 };
 
 /**
@@ -1290,6 +1314,20 @@ export declare type UpdateMemorySettingsRequest = Message<"baagent.v1.UpdateMemo
    * @generated from field: optional bool conversation_capture = 5;
    */
   conversationCapture?: boolean | undefined;
+
+  /**
+   * Tenant-wide interaction patterns.
+   *
+   * @generated from field: optional bool patterns_enabled = 6;
+   */
+  patternsEnabled?: boolean | undefined;
+
+  /**
+   * Patterns for conversation_id (false adds it to the disabled list).
+   *
+   * @generated from field: optional bool conversation_patterns = 7;
+   */
+  conversationPatterns?: boolean | undefined;
 };
 
 /**
@@ -2087,6 +2125,14 @@ export declare type GatewayServiceGetMemorySettingsResponse = Message<"baagent.v
    * @generated from field: bool capture_effective = 2;
    */
   captureEffective: boolean;
+
+  /**
+   * Whether the conversation asked about (or the tenant, when none)
+   * learns and is offered patterns.
+   *
+   * @generated from field: bool patterns_effective = 3;
+   */
+  patternsEffective: boolean;
 };
 
 /**
@@ -2130,6 +2176,21 @@ export declare type GatewayServiceUpdateMemorySettingsRequest = Message<"baagent
    * @generated from field: optional bool conversation_capture = 4;
    */
   conversationCapture?: boolean | undefined;
+
+  /**
+   * Tenant-wide interaction patterns.
+   *
+   * @generated from field: optional bool patterns_enabled = 5;
+   */
+  patternsEnabled?: boolean | undefined;
+
+  /**
+   * Patterns for conversation_id (false adds it to the disabled list);
+   * requires conversation_id.
+   *
+   * @generated from field: optional bool conversation_patterns = 6;
+   */
+  conversationPatterns?: boolean | undefined;
 };
 
 /**
@@ -2439,6 +2500,111 @@ export declare const MemoryService: GenService<{
     methodKind: "unary";
     input: typeof DeleteConversationMemoryRequestSchema;
     output: typeof DeleteConversationMemoryResponseSchema;
+  },
+  /**
+   * MatchPatterns retrieves at most 3 active interaction patterns for a
+   * new request (patterns.proto), and notes that they were queried.
+   *
+   * @generated from rpc baagent.v1.MemoryService.MatchPatterns
+   */
+  matchPatterns: {
+    methodKind: "unary";
+    input: typeof MatchPatternsRequestSchema;
+    output: typeof MatchPatternsResponseSchema;
+  },
+  /**
+   * RecordTrace learns from a finished run's trace, once per run: it
+   * evolves the pattern the run used or the one its signature matches, or
+   * creates a candidate from a successful trace.
+   *
+   * @generated from rpc baagent.v1.MemoryService.RecordTrace
+   */
+  recordTrace: {
+    methodKind: "unary";
+    input: typeof RecordTraceRequestSchema;
+    output: typeof RecordTraceResponseSchema;
+  },
+  /**
+   * ListPatterns lists a tenant's patterns, most recently updated first.
+   *
+   * @generated from rpc baagent.v1.MemoryService.ListPatterns
+   */
+  listPatterns: {
+    methodKind: "unary";
+    input: typeof ListPatternsRequestSchema;
+    output: typeof ListPatternsResponseSchema;
+  },
+  /**
+   * GetPattern reads one pattern (the tenant's, or one granted to it).
+   *
+   * @generated from rpc baagent.v1.MemoryService.GetPattern
+   */
+  getPattern: {
+    methodKind: "unary";
+    input: typeof GetPatternRequestSchema;
+    output: typeof GetPatternResponseSchema;
+  },
+  /**
+   * UpdatePattern edits a pattern's name, description, steps or tool
+   * chain.
+   *
+   * @generated from rpc baagent.v1.MemoryService.UpdatePattern
+   */
+  updatePattern: {
+    methodKind: "unary";
+    input: typeof UpdatePatternRequestSchema;
+    output: typeof UpdatePatternResponseSchema;
+  },
+  /**
+   * DeletePattern removes a pattern and its grants.
+   *
+   * @generated from rpc baagent.v1.MemoryService.DeletePattern
+   */
+  deletePattern: {
+    methodKind: "unary";
+    input: typeof DeletePatternRequestSchema;
+    output: typeof DeletePatternResponseSchema;
+  },
+  /**
+   * MarkPatternUseless deletes a pattern and keeps its signature from
+   * being learned again for 180 days.
+   *
+   * @generated from rpc baagent.v1.MemoryService.MarkPatternUseless
+   */
+  markPatternUseless: {
+    methodKind: "unary";
+    input: typeof MarkPatternUselessRequestSchema;
+    output: typeof MarkPatternUselessResponseSchema;
+  },
+  /**
+   * GrantPattern shares a pattern with another tenant, read-only.
+   *
+   * @generated from rpc baagent.v1.MemoryService.GrantPattern
+   */
+  grantPattern: {
+    methodKind: "unary";
+    input: typeof GrantPatternRequestSchema;
+    output: typeof GrantPatternResponseSchema;
+  },
+  /**
+   * RevokePatternGrant stops sharing it.
+   *
+   * @generated from rpc baagent.v1.MemoryService.RevokePatternGrant
+   */
+  revokePatternGrant: {
+    methodKind: "unary";
+    input: typeof RevokePatternGrantRequestSchema;
+    output: typeof RevokePatternGrantResponseSchema;
+  },
+  /**
+   * ListPatternGrants lists the grants a tenant made.
+   *
+   * @generated from rpc baagent.v1.MemoryService.ListPatternGrants
+   */
+  listPatternGrants: {
+    methodKind: "unary";
+    input: typeof ListPatternGrantsRequestSchema;
+    output: typeof ListPatternGrantsResponseSchema;
   },
 }>;
 
