@@ -17,6 +17,11 @@ import (
 
 func consoleGet(t *testing.T, h http.Handler, path string, hdr map[string]string) *http.Response {
 	t.Helper()
+	return consoleGetTB(t, h, path, hdr)
+}
+
+func consoleGetTB(t testing.TB, h http.Handler, path string, hdr map[string]string) *http.Response {
+	t.Helper()
 	req := httptest.NewRequest(http.MethodGet, path, nil)
 	for k, v := range hdr {
 		req.Header.Set(k, v)
@@ -27,6 +32,11 @@ func consoleGet(t *testing.T, h http.Handler, path string, hdr map[string]string
 }
 
 func readAll(t *testing.T, r *http.Response) string {
+	t.Helper()
+	return readAllTB(t, r)
+}
+
+func readAllTB(t testing.TB, r *http.Response) string {
 	t.Helper()
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -132,7 +142,7 @@ func TestConsoleThroughTheGateway(t *testing.T) {
 	}
 }
 
-func mustConsoleMetrics(t *testing.T) *consoleMetrics {
+func mustConsoleMetrics(t testing.TB) *consoleMetrics {
 	t.Helper()
 	m, err := newConsoleMetrics(nil)
 	if err != nil {

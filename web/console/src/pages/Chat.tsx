@@ -109,6 +109,7 @@ function RunView({ chat, status, error }: { chat: ChatState; status: string | un
         <span className="spacer" />
         {!chat.ended && chat.applied > 0 && <button type="button" className="link" onClick={() => void cancel(chat.runId).catch(() => undefined)}>Cancel</button>}
       </div>
+      {chat.applied === 0 && !error && <p className="muted" role="status">Loading this run's events…</p>}
       {chat.gap && <p className="notice warning">Early events of this run are no longer kept; the view starts later.</p>}
       {chat.plan && <PlanChecklist plan={chat.plan} />}
       {chat.items.map((it, i) => (
