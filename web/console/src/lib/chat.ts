@@ -189,11 +189,12 @@ function push(s: ChatState, it: Item): void {
 // seq) returns s itself with only the duplicate count raised.
 export function applyEvent(s: ChatState, ev: RunEvent): ChatState {
   const seq = Math.trunc(num(ev.seq));
-  if (ev.type !== "stream_reset" && ev.type !== "slow_consumer") {
-    if (seq > 0 && s.seqs.has(seq)) return { ...s, duplicates: s.duplicates + 1 };
-  }
+  // A stream_reset is the gateway's note about the stream, not an event of
+  // the run: it has no seq of its own to count.
+  const counted = seq > 0 && ev.type !== "stream_reset";
+  if (counted && s.seqs.has(seq)) return { ...s, duplicates: s.duplicates + 1 };
   const n: ChatState = { ...s, items: s.items.slice(), seqs: s.seqs, plan: clonePlan(s.plan), usage: { ...s.usage } };
-  if (seq > 0) {
+  if (counted) {
     n.seqs = new Set(s.seqs);
     n.seqs.add(seq);
     if (n.applied === 0 && seq > 1) n.gap = true;

@@ -33,3 +33,10 @@ test("deep nesting is bounded", () => {
   assert.ok(b.length === 1);
   assert.ok(parseInline("**".repeat(200)).length > 0);
 });
+
+test("a fence with text after its info string, and a lone fence, end", () => {
+  const b = parseMarkdown("```sql extra\nSELECT 1\n```\n```|");
+  assert.equal(b[0]?.t, "code");
+  assert.ok(b.length <= 2);
+  assert.ok(parseMarkdown("text\n```|x").length >= 1);
+});

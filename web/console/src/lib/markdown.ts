@@ -33,7 +33,7 @@ export function parseMarkdown(src: string, depth = 0): Block[] {
   while (i < lines.length) {
     const line = lines[i] ?? "";
     if (!line.trim()) { i++; continue; }
-    const fence = /^\s*(```|~~~)\s*([\w+-]*)\s*$/.exec(line);
+    const fence = /^\s*(```|~~~)\s*([\w+-]*)/.exec(line);
     if (fence) {
       const body: string[] = [];
       i++;
@@ -84,8 +84,10 @@ export function parseMarkdown(src: string, depth = 0): Block[] {
     const para: string[] = [];
     while (i < lines.length) {
       const l = lines[i] ?? "";
-      if (!l.trim() || /^(#{1,6})\s/.test(l) || /^\s*(```|~~~)/.test(l) || /^\s*>/.test(l) || /^\s*[-*+]\s+/.test(l) || /^\s*\d{1,9}[.)]\s+/.test(l)) break;
-      if (l.includes("|") && isDelimiterRow(lines[i + 1] ?? "")) break;
+      // The first line is always the paragraph's: a line no branch above
+      // took must still be consumed.
+      if (para.length > 0 && (!l.trim() || /^(#{1,6})\s/.test(l) || /^\s*(```|~~~)/.test(l) || /^\s*>/.test(l) || /^\s*[-*+]\s+/.test(l) || /^\s*\d{1,9}[.)]\s+/.test(l) ||
+        (l.includes("|") && isDelimiterRow(lines[i + 1] ?? "")))) break;
       para.push(l.trim());
       i++;
     }
