@@ -5,11 +5,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/baagent/baagent/internal/testkit"
+	"github.com/baagent/baagent/test/suite"
 )
 
 // consoleFigures is what console.mjs measures on the chat page: the time
@@ -61,6 +66,39 @@ func TestConsoleInChromium(t *testing.T) {
 	}
 	t.Logf("chat page first render, empty cache: median %.1f ms, slowest %.1f ms of 5; in a just-started browser %.1f ms; scripts before it: %v",
 		fig.FirstRenderMs, fig.FirstRenderMaxMs, fig.ColdBrowserFirstRenderMs, fig.InitialScripts)
+}
+
+// consoleKey is the API key of tenant acme in TestConsoleWithAPIKeys.
+const consoleKey = "console-key-0123456789abcdef"
+
+// TestConsoleWithAPIKeys drives the console against a suite that requires
+// API keys: the key screen, event streams opened with stream tokens, a
+// reload that keeps the key, and sign-out.
+func TestConsoleWithAPIKeys(t *testing.T) {
+	node := browserDeps(t)
+	shots := artifactDir(t)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	a := suite.Start(ctx, t, suite.Options{Env: map[string]string{"BAAGENT_API_KEYS": consoleKey + "=acme"}})
+	base := "http://" + a.GatewayHTTPAddr().String()
+	testkit.EventuallyContext(ctx, t, "the gateway at "+base, func() (bool, string) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/runs?page_size=1", nil)
+		req.Header.Set("Authorization", "Bearer "+consoleKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, err.Error()
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status + " " + string(b)
+	})
+
+	runScript(ctx, t, node, "console_keys.mjs", "PASS console keys", []string{
+		"BAAGENT_URL=" + base,
+		"BAAGENT_API_KEY=" + consoleKey,
+		"SCREENSHOT_DIR=" + shots,
+	}, shots, "console-key.png", "console-keys-run.png")
 }
 
 func parseFigures(out []byte) (consoleFigures, bool) {

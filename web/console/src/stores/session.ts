@@ -30,7 +30,10 @@ export const useSession = create<SessionState>((set, get) => ({
       set({ status: "ready", tenant: w.tenant, keysRequired: w.keys_required, traceLink: w.trace_link_template ?? "" });
     } catch (e) {
       if (e instanceof ApiError && (e.status === 401 || e.status === 403)) {
-        set({ status: "need-key", keysRequired: true, error: getKey() ? "The API key was refused." : "" });
+        // A refused key is not kept: a reload asks again.
+        const refused = getKey() !== "";
+        if (refused) setKey("");
+        set({ status: "need-key", keysRequired: true, error: refused ? "The API key was refused." : "" });
       } else {
         set({ status: "error", error: e instanceof Error ? e.message : String(e) });
       }
