@@ -210,3 +210,21 @@ func FuzzAcceptsGzip(f *testing.F) {
 		}
 	})
 }
+
+func FuzzETagMatches(f *testing.F) {
+	for _, s := range []string{`"abc"`, `W/"abc", "def"`, "*", `,,"abc"`, ""} {
+		f.Add(s, `"abc"`)
+	}
+	f.Fuzz(func(t *testing.T, header, etag string) {
+		if etag == "" {
+			return
+		}
+		got := etagMatches(header, etag)
+		if got && !strings.Contains(header, etag) && !strings.Contains(header, "*") {
+			t.Fatalf("etagMatches(%q, %q) = true, but the header names neither it nor *", header, etag)
+		}
+		if strings.TrimSpace(etag) == etag && !strings.Contains(etag, ",") && !strings.HasPrefix(etag, "W/") && !etagMatches(header+","+etag, etag) {
+			t.Fatalf("etagMatches(%q) misses an etag listed last", header+","+etag)
+		}
+	})
+}
