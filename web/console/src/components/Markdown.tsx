@@ -2,6 +2,15 @@
 // always text: no HTML is parsed).
 import { Fragment, useMemo, type ReactNode } from "react";
 import { parseMarkdown, type Block, type Inline } from "../lib/markdown.ts";
+import { parseNumber } from "../lib/tables.ts";
+
+// cellClass right-aligns a table cell that holds a number (unless the
+// table says otherwise).
+function cellClass(align: string | undefined, c: Inline[]): string | undefined {
+  if (align) return "al-" + align;
+  const only = c.length === 1 ? c[0] : undefined;
+  return only && only.t === "text" && parseNumber(only.v) !== null ? "num" : undefined;
+}
 
 function inline(nodes: Inline[]): ReactNode[] {
   return nodes.map((n, i) => {
@@ -33,7 +42,7 @@ function block(b: Block, i: number): ReactNode {
         <div className="table-wrap" key={i}>
           <table>
             <thead><tr>{b.head.map((h, k) => <th key={k} className={b.align[k] ? "al-" + b.align[k] : undefined}>{inline(h)}</th>)}</tr></thead>
-            <tbody>{b.rows.map((r, k) => <tr key={k}>{r.map((c, j) => <td key={j} className={b.align[j] ? "al-" + b.align[j] : undefined}>{inline(c)}</td>)}</tr>)}</tbody>
+            <tbody>{b.rows.map((r, k) => <tr key={k}>{r.map((c, j) => <td key={j} className={cellClass(b.align[j], c)}>{inline(c)}</td>)}</tr>)}</tbody>
           </table>
         </div>
       );

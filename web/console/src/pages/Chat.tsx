@@ -62,10 +62,12 @@ function Sidebar({ current }: { current: string }) {
 
 function Thread() {
   const { runs, runsLoad, runsError, chats, runErrors, streamStatus, conversationId, openConversation } = useChat();
-  const end = useRef<HTMLDivElement>(null);
+  const box = useRef<HTMLDivElement>(null);
+  const pinned = useRef(true); // the reader is at the bottom: follow new items
   const count = runs.reduce((n, r) => n + (chats[r.run_id]?.items.length ?? 0), 0);
   useEffect(() => {
-    end.current?.scrollIntoView({ block: "end" });
+    const el = box.current;
+    if (el && pinned.current) el.scrollTop = el.scrollHeight;
   }, [count]);
   if (runsLoad === "loading") return <div className="thread empty" role="status">Loading the conversation…</div>;
   if (runsLoad === "error")
@@ -83,13 +85,20 @@ function Thread() {
       </div>
     );
   return (
-    <div className="thread" data-testid="thread">
+    <div
+      className="thread"
+      data-testid="thread"
+      ref={box}
+      onScroll={(e) => {
+        const el = e.currentTarget;
+        pinned.current = el.scrollHeight - el.scrollTop - el.clientHeight < 160;
+      }}
+    >
       {runs.map((r) => {
         const chat = chats[r.run_id];
         if (!chat) return null;
         return <RunView key={r.run_id} chat={chat} status={streamStatus[r.run_id]} error={runErrors[r.run_id]} />;
       })}
-      <div ref={end} />
     </div>
   );
 }
