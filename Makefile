@@ -24,7 +24,7 @@ BENCH      ?= .
 BENCHCOUNT ?= 6
 BENCHPKGS  ?= ./...
 
-.PHONY: soak all run-split tools lint-tools node-deps benchstat grpcurl generate check-generated lint buf-breaking check-imports check-tidy vulncheck build test run bench clean
+.PHONY: console soak all run-split tools lint-tools node-deps benchstat grpcurl generate check-generated lint buf-breaking check-imports check-tidy vulncheck build test run bench clean
 
 all: lint build test
 
@@ -90,7 +90,7 @@ $(BIN)/jaeger: tools/jaeger/go.mod tools/jaeger/go.sum
 # (clients/typescript/gen). Each generated tree is removed first, so a
 # deleted proto leaves nothing behind.
 GENERATED := gen/go clients/python/baagent clients/typescript/gen
-generate: tools client-tools
+generate: tools client-tools console
 	rm -rf $(GENERATED)
 	$(BIN)/buf generate
 	@for d in clients/python/baagent clients/python/baagent/v1; do \
@@ -112,10 +112,18 @@ client-tools: clients/typescript/node_modules/.package-lock.json
 
 # Fails when the committed generated code differs from what `generate` makes.
 check-generated: generate
-	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
-		echo "generated code is stale: run 'make generate' and commit $(GENERATED)"; \
-		git status --porcelain -- $(GENERATED); git diff --stat -- $(GENERATED); exit 1; \
+	@if [ -n "$$(git status --porcelain -- $(GENERATED) $(CONSOLE_DIST))" ]; then \
+		echo "generated code is stale: run 'make generate' and commit $(GENERATED) $(CONSOLE_DIST)"; \
+		git status --porcelain -- $(GENERATED) $(CONSOLE_DIST); git diff --stat -- $(GENERATED) $(CONSOLE_DIST); exit 1; \
 	fi
+
+# The web console (web/console, React + TypeScript) built by Vite into the
+# gateway's embedded directory, which is committed like generated code: the
+# same source and lock file give the same bytes (content-hashed names), so
+# `make run` needs no npm and check-generated proves the build current.
+CONSOLE_DIST := services/gateway/console/dist
+console: web/console/node_modules/.package-lock.json
+	npm run --prefix web/console --silent build
 
 # Static checks: buf lint and breaking-change detection on proto/, gofmt,
 # go vet, golangci-lint (.golangci.yml, gen/ excluded), the import rules on
@@ -181,8 +189,9 @@ build:
 # for the dashboard test (test/browser), the generated TypeScript client
 # (its generator, Connect and the TypeScript compiler of its example, which
 # test/clients runs), and the openai and ai packages driving the chat
-# interfaces (test/chatapi). npm ci reinstalls only when a lock file changes.
-NODE_DIRS := test/mcp examples/toolprovider/node test/browser clients/typescript test/chatapi
+# interfaces (test/chatapi), and the web console's build and unit tests
+# (web/console). npm ci reinstalls only when a lock file changes.
+NODE_DIRS := test/mcp examples/toolprovider/node test/browser clients/typescript test/chatapi web/console
 node-deps: $(addsuffix /node_modules/.package-lock.json,$(NODE_DIRS))
 %/node_modules/.package-lock.json: %/package-lock.json
 	npm ci --prefix $* --no-audit --no-fund
@@ -201,6 +210,7 @@ test: node-deps
 	$(GO) test -count=1 -timeout 10m $(addprefix ./,$(FAULT_PKGS))
 	$(GO) test -count=1 -timeout 10m -run '^TestLoad$$' ./test/reliability/load
 	npm test --prefix examples/toolprovider/node
+	npm test --prefix web/console
 
 run: build
 	$(BIN)/baagent -target=all $(ARGS)

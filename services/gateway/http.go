@@ -79,6 +79,8 @@ func (s *Server) routes() http.Handler {
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	mux.Handle("GET /", dashboardHandler())
+	mux.Handle("GET /console", consoleHandler(s.consoleM))
+	mux.Handle("GET /console/", consoleHandler(s.consoleM))
 	return securityHeaders(s.bodyDeadline(s.browserGuard(mux)))
 }
 

@@ -265,6 +265,8 @@ type Server struct {
 	exportM *exportMetrics
 	// memoryM count memory API calls (memory.go).
 	memoryM *memoryMetrics
+	// consoleM count the web console's responses (console.go).
+	consoleM *consoleMetrics
 
 	runOnce sync.Once
 
@@ -373,6 +375,14 @@ func New(opts Options) *Server {
 	}
 	if s.memoryM == nil {
 		s.memoryM, _ = newMemoryMetrics(nil)
+	}
+	if s.initErr == nil {
+		if s.consoleM, err = newConsoleMetrics(opts.Registerer); err != nil {
+			s.initErr = err
+		}
+	}
+	if s.consoleM == nil {
+		s.consoleM, _ = newConsoleMetrics(nil)
 	}
 	s.streamSlots = newKeySlots(limitStreams, opts.MaxStreamsPerKey, s.edge.held.WithLabelValues(limitStreams))
 	s.inFlight = newKeySlots(limitInFlight, opts.MaxInFlightPerKey, s.edge.held.WithLabelValues(limitInFlight))

@@ -57,8 +57,8 @@ func TestDashboardInChromium(t *testing.T) {
 // runScript runs script, one of this directory's playwright-core scripts,
 // in node with CHROMIUM, a fresh USER_DATA_DIR and env set. The test fails
 // unless the script succeeds, prints its pass line and leaves each of the
-// screenshots in shots non-empty.
-func runScript(ctx context.Context, t *testing.T, node, script, pass string, env []string, shots string, screenshots ...string) {
+// screenshots in shots non-empty. It returns the script's output.
+func runScript(ctx context.Context, t *testing.T, node, script, pass string, env []string, shots string, screenshots ...string) []byte {
 	t.Helper()
 	path, err := filepath.Abs(script)
 	if err != nil {
@@ -82,6 +82,7 @@ func runScript(ctx context.Context, t *testing.T, node, script, pass string, env
 			t.Errorf("screenshot %s missing or empty: %v", name, err)
 		}
 	}
+	return out
 }
 
 // browserDeps returns node's path, or skips (fails with
