@@ -25,7 +25,10 @@ import (
 // other tenants' proceed.
 
 // scoreCols are the columns PatternCandidates reads, in scanScore's order.
-const scoreCols = `p.tenant, p.id, p.name, p.task_type, p.entity_types, p.entities,
+// The lists come joined by U+001F (textArray keeps it out of their
+// elements): pgx decodes a text[] into many small allocations.
+const scoreCols = `p.tenant, p.id, p.name, p.task_type,
+	array_to_string(p.entity_types, E'\x1f'), array_to_string(p.entities, E'\x1f'),
 	p.usage_count, p.success_count, p.failure_count, p.consecutive_failures, p.success_rate, p.avg_duration_ms,
 	p.created_at, p.updated_at, p.last_queried_at, p.last_used_at, p.version`
 
@@ -44,18 +47,14 @@ func scanScore(r pgx.Row) (*store.PatternRecord, error) {
 		usage, succ, fail, consecFail   int32
 		created, updated, queried, used time.Time
 	)
+	var types, ents string
 	p := &rec.Pattern
-	if err := r.Scan(&p.Tenant, &p.ID, &p.Name, &p.Signature.TaskType, &p.Signature.EntityTypes, &p.Entities,
+	if err := r.Scan(&p.Tenant, &p.ID, &p.Name, &p.Signature.TaskType, &types, &ents,
 		&usage, &succ, &fail, &consecFail, &p.SuccessRate, &p.AvgDurationMs,
 		&created, &updated, &queried, &used, &rec.Version); err != nil {
 		return nil, fmt.Errorf("memory store: pattern: %w", err)
 	}
-	if len(p.Signature.EntityTypes) == 0 {
-		p.Signature.EntityTypes = nil
-	}
-	if len(p.Entities) == 0 {
-		p.Entities = nil
-	}
+	p.Signature.EntityTypes, p.Entities = splitList(types), splitList(ents)
 	p.UsageCount, p.SuccessCount, p.FailureCount, p.ConsecutiveFailures = int(usage), int(succ), int(fail), int(consecFail)
 	p.CreatedAt, p.UpdatedAt, p.LastQueriedAt, p.LastUsedAt = fromTS(created), fromTS(updated), fromTS(queried), fromTS(used)
 	return &rec, nil
@@ -115,14 +114,26 @@ func normalizePattern(p *patterns.Pattern, tenant string) {
 	p.LastQueriedAt, p.LastUsedAt = micro(p.LastQueriedAt), micro(p.LastUsedAt)
 }
 
-// textArray is a list as a text[] argument: never NULL, each element
-// storable.
+// listSep joins the scoring lists as candidates read them.
+const listSep = "\x1f"
+
+// textArray is a scoring list as a text[] argument: never NULL, each
+// element storable and free of listSep (a space instead; the body keeps
+// the list as it is).
 func textArray(xs []string) []string {
 	out := make([]string, 0, len(xs))
 	for _, x := range xs {
-		out = append(out, cleanText(x))
+		out = append(out, strings.ReplaceAll(cleanText(x), listSep, " "))
 	}
 	return out
+}
+
+// splitList is a list joined by listSep; nil for the empty string.
+func splitList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, listSep)
 }
 
 // entityKeys are the lower-cased, unique, non-empty entity names the GIN
@@ -133,6 +144,16 @@ func entityKeys(es []string) []string {
 		if e = strings.ToLower(strings.TrimSpace(cleanText(e))); e != "" && !slices.Contains(out, e) {
 			out = append(out, e)
 		}
+	}
+	return out
+}
+
+// tenantKeys are the entity keys prefixed with the tenant, as the GIN
+// index holds them.
+func tenantKeys(tenant string, keys []string) []string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = tenant + "\x1f" + k
 	}
 	return out
 }
@@ -181,15 +202,16 @@ func writePattern(ctx context.Context, tx pgx.Tx, p *patterns.Pattern, created b
 	if err != nil {
 		return 0, fmt.Errorf("memory store: pattern: %w", err)
 	}
-	args := []any{p.Tenant, p.ID, p.Signature.TaskType, textArray(p.Signature.EntityTypes), textArray(p.Entities), entityKeys(p.Entities),
+	keys := entityKeys(p.Entities)
+	args := []any{p.Tenant, p.ID, p.Signature.TaskType, textArray(p.Signature.EntityTypes), textArray(p.Entities), keys,
 		cleanText(p.Name), p.UsageCount, p.SuccessCount, p.FailureCount, p.ConsecutiveFailures, p.SuccessRate, p.AvgDurationMs,
-		ts(p.CreatedAt), ts(p.UpdatedAt), ts(p.LastQueriedAt), ts(p.LastUsedAt), body}
+		ts(p.CreatedAt), ts(p.UpdatedAt), ts(p.LastQueriedAt), ts(p.LastUsedAt), body, tenantKeys(p.Tenant, keys)}
 	var version int64
 	if created {
 		_, err := tx.Exec(ctx, `INSERT INTO memory_patterns (tenant, id, task_type, entity_types, entities, entity_keys,
 			name, usage_count, success_count, failure_count, consecutive_failures, success_rate, avg_duration_ms,
-			created_at, updated_at, last_queried_at, last_used_at, body, version)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, 1)`, args...)
+			created_at, updated_at, last_queried_at, last_used_at, body, tenant_keys, version)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, 1)`, args...)
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
 			return 0, fmt.Errorf("%w: pattern %q exists", store.ErrConflict, p.ID)
@@ -202,7 +224,7 @@ func writePattern(ctx context.Context, tx pgx.Tx, p *patterns.Pattern, created b
 	err = tx.QueryRow(ctx, `UPDATE memory_patterns SET task_type = $3, entity_types = $4, entities = $5, entity_keys = $6,
 		name = $7, usage_count = $8, success_count = $9, failure_count = $10, consecutive_failures = $11, success_rate = $12,
 		avg_duration_ms = $13, created_at = $14, updated_at = $15, last_queried_at = $16, last_used_at = $17, body = $18,
-		version = version + 1
+		tenant_keys = $19, version = version + 1
 		WHERE tenant = $1 AND id = $2 RETURNING version`, args...).Scan(&version)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, notFound("pattern", p.ID)
@@ -326,14 +348,19 @@ func (s *Store) PatternCandidates(ctx context.Context, tenant, taskType string, 
 	if len(keys) > 500 {
 		keys = keys[:500]
 	}
+	// The task type and the shared entities are two disjoint branches,
+	// each on its index (the OR of both was a sequential scan).
 	rows, err := s.pool.Query(ctx, `
 SELECT `+scoreCols+` FROM memory_patterns p
-WHERE p.tenant = $1 AND (p.task_type = $2 OR p.entity_keys && $3::text[])
+WHERE p.tenant = $1 AND p.task_type = $2
+UNION ALL
+SELECT `+scoreCols+` FROM memory_patterns p
+WHERE p.tenant = $1 AND p.task_type <> $2 AND p.tenant_keys && $5::text[]
 UNION ALL
 SELECT `+scoreCols+` FROM memory_pattern_grants g JOIN memory_patterns p ON p.tenant = g.owner AND p.id = g.pattern_id
 WHERE g.grantee = $1 AND g.owner <> $1 AND (p.task_type = $2 OR p.entity_keys && $3::text[])
 ORDER BY 14 DESC, 2 DESC, 1 DESC
-LIMIT $4`, tenant, taskType, keys, limit)
+LIMIT $4`, tenant, taskType, keys, limit, tenantKeys(tenant, keys))
 	if err != nil {
 		return nil, fmt.Errorf("memory store: pattern candidates: %w", err)
 	}

@@ -224,5 +224,10 @@ func FuzzPatternCursor(f *testing.F) {
 // patterns per tenant (storetest.BenchPatternCandidates).
 func BenchmarkPatternCandidates(b *testing.B) {
 	s, _ := openTest(b)
+	storetest.SeedBenchPatterns(b, s)
+	// As autovacuum would after the writes.
+	if _, err := s.Pool().Exec(testCtx(b), `ANALYZE memory_patterns`); err != nil {
+		b.Fatal(err)
+	}
 	storetest.BenchPatternCandidates(b, s)
 }

@@ -236,6 +236,9 @@ WHERE c.relname LIKE 'memory\_%' AND c.relname <> 'memory_schema_version'`)
 		if index == "memory_episodes_claim" || index == "memory_pattern_traces_created" {
 			continue // the cross-tenant claim queue and trace pruning
 		}
+		if index == "memory_patterns_entities" {
+			continue // its keys start with the tenant
+		}
 		if strings.HasPrefix(index, "memory_pattern_grants_") {
 			// Grants are keyed by tenants: the owner or the grantee.
 			if first == nil || (*first != "owner" && *first != "grantee") {

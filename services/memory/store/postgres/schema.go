@@ -171,8 +171,11 @@ ALTER TABLE memory_settings
 
 -- The scoring fields as columns (candidates read only those), the whole
 -- pattern in body. last_queried_at and version are the truth; body's
--- copies of them are not read. entity_keys are the lower-cased entities
--- the GIN index serves to "shares an entity" (entity_keys && $n).
+-- copies of them are not read. entity_keys are the lower-cased
+-- entities; tenant_keys the same prefixed with the tenant and U+001F,
+-- which the GIN index serves to "shares an entity" (tenant_keys && $n):
+-- a GIN index on (tenant, entity_keys) intersects the tenant's whole
+-- posting list with the entities' on every query.
 CREATE TABLE memory_patterns (
 	tenant               text NOT NULL,
 	id                   text NOT NULL,
@@ -180,6 +183,7 @@ CREATE TABLE memory_patterns (
 	entity_types         text[] NOT NULL DEFAULT '{}',
 	entities             text[] NOT NULL DEFAULT '{}',
 	entity_keys          text[] NOT NULL DEFAULT '{}',
+	tenant_keys          text[] NOT NULL DEFAULT '{}',
 	name                 text NOT NULL DEFAULT '',
 	usage_count          integer NOT NULL DEFAULT 0,
 	success_count        integer NOT NULL DEFAULT 0,
@@ -198,7 +202,10 @@ CREATE TABLE memory_patterns (
 );
 CREATE INDEX memory_patterns_task ON memory_patterns (tenant, task_type, updated_at DESC);
 CREATE INDEX memory_patterns_updated ON memory_patterns (tenant, updated_at DESC, id DESC);
-CREATE INDEX memory_patterns_entities ON memory_patterns USING gin (tenant, entity_keys);
+-- fastupdate off: a pending list (unsorted, scanned by every query until
+-- a vacuum merges it) made lookups ten times slower; patterns are written
+-- once per run, not often enough for it to pay.
+CREATE INDEX memory_patterns_entities ON memory_patterns USING gin (tenant_keys) WITH (fastupdate = off);
 
 CREATE TABLE memory_pattern_traces (
 	tenant          text NOT NULL,
