@@ -256,6 +256,8 @@ func (s *Store) LearnTrace(ctx context.Context, tr *store.TraceRecord, taskType,
 		return store.LearnOutcome{}, fmt.Errorf("memory store: trace: %w", err)
 	}
 	var out store.LearnOutcome
+	start := time.Now()
+	defer func() { s.metrics.learnSeconds.Observe(time.Since(start).Seconds()) }()
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		out = store.LearnOutcome{}
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('baagent.patterns:' || $1, 0))`, tr.Tenant); err != nil {

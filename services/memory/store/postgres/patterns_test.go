@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/baagent/baagent/core/patterns"
 	"github.com/baagent/baagent/services/memory/store"
@@ -230,4 +231,34 @@ func BenchmarkPatternCandidates(b *testing.B) {
 		b.Fatal(err)
 	}
 	storetest.BenchPatternCandidates(b, s)
+}
+
+// TestLearnTraceObserved: every LearnTrace, a duplicate's included, is
+// timed.
+func TestLearnTraceObserved(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s, err := Open(testCtx(t), newDSN(t), Options{Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	for range 2 {
+		if _, err := s.LearnTrace(testCtx(t), &store.TraceRecord{Tenant: "t", RunID: "r1"}, patterns.TaskLookup, "",
+			func([]*store.PatternRecord) (*store.PatternRecord, bool, error) { return nil, false, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "baagent_memory_postgres_learn_trace_seconds" {
+			if n := mf.GetMetric()[0].GetHistogram().GetSampleCount(); n != 2 {
+				t.Fatalf("learn_trace_seconds count = %d, want 2", n)
+			}
+			return
+		}
+	}
+	t.Fatal("baagent_memory_postgres_learn_trace_seconds not registered")
 }
