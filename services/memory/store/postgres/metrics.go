@@ -13,6 +13,7 @@ type storeMetrics struct {
 	completeSeconds prometheus.Observer
 	vectorsLoaded   prometheus.Counter
 	vectorCatchup   prometheus.Observer
+	learnSeconds    prometheus.Observer
 }
 
 func newMetrics(reg prometheus.Registerer) (*storeMetrics, error) {
@@ -46,5 +47,13 @@ func newMetrics(reg prometheus.Registerer) (*storeMetrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &storeMetrics{claimed: claimed, completeSeconds: complete, vectorsLoaded: loaded, vectorCatchup: catchup}, nil
+	learn, err := metrics.RegisterShared(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "baagent_memory_postgres_learn_trace_seconds",
+		Help:    "Time of the PostgreSQL transaction learning one interaction trace, the wait for the tenant's pattern lock included.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+	}))
+	if err != nil {
+		return nil, err
+	}
+	return &storeMetrics{claimed: claimed, completeSeconds: complete, vectorsLoaded: loaded, vectorCatchup: catchup, learnSeconds: learn}, nil
 }
