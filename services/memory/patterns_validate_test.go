@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -294,6 +295,59 @@ func FuzzPatternConversions(f *testing.F) {
 		applyEdit(&p, req.GetEdit(), time.Unix(0, 0))
 		if len(p.Steps) > patterns.MaxSteps || len(p.ToolChains) > patterns.MaxToolChains || len(p.Name) > 4*MaxPatternNameBytes {
 			t.Fatalf("edit out of bounds: %+v", p)
+		}
+	})
+}
+
+// FuzzPatternHandlers feeds arbitrary bytes as each pattern request to the
+// handlers (no gRPC in between) over a real SQLite store holding a
+// pattern: nothing panics, a refusal is InvalidArgument with a BadRequest
+// detail, and nothing ends in Internal.
+func FuzzPatternHandlers(f *testing.F) {
+	ts := newTestServer(f, Options{}, false)
+	s := ts.srv
+	ctx := context.Background()
+	resp, err := s.RecordTrace(ctx, &baagentv1.RecordTraceRequest{Tenant: "acme", Trace: &baagentv1.InteractionTrace{
+		RunId: "seed", UserGoal: "Report monthly revenue", Success: true,
+		ToolCalls: []*baagentv1.TraceToolCall{{Tool: "sql_query", Success: true}},
+	}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	id := resp.GetPatternId()
+	handlers := []func(context.Context, []byte) (bool, error){
+		vt.Handler(s.MatchPatterns), vt.Handler(s.RecordTrace), vt.Handler(s.ListPatterns), vt.Handler(s.GetPattern),
+		vt.Handler(s.UpdatePattern), vt.Handler(s.DeletePattern), vt.Handler(s.MarkPatternUseless), vt.Handler(s.GrantPattern),
+		vt.Handler(s.RevokePatternGrant), vt.Handler(s.ListPatternGrants),
+	}
+	for i, m := range []proto.Message{
+		&baagentv1.MatchPatternsRequest{Tenant: "acme", Goal: "Report monthly revenue", ConversationId: "c1"},
+		&baagentv1.RecordTraceRequest{Tenant: "acme", Trace: &baagentv1.InteractionTrace{RunId: "r2", UserGoal: "Report revenue", PatternId: id, PatternMode: "reuse"}},
+		&baagentv1.ListPatternsRequest{Tenant: "acme", State: baagentv1.PatternState_PATTERN_STATE_ACTIVE, IncludeShared: true, PageSize: 2},
+		&baagentv1.GetPatternRequest{Tenant: "acme", Id: id},
+		&baagentv1.UpdatePatternRequest{Tenant: "acme", Id: id, Edit: &baagentv1.PatternEdit{Name: str("n"), ToolChain: &baagentv1.ToolChain{Tools: []string{"t"}}}},
+		&baagentv1.DeletePatternRequest{Tenant: "beta", Id: id},
+		&baagentv1.MarkPatternUselessRequest{Tenant: "beta", Id: id, Reason: "no"},
+		&baagentv1.GrantPatternRequest{Tenant: "acme", Id: id, GranteeTenant: "beta"},
+		&baagentv1.RevokePatternGrantRequest{Tenant: "acme", Id: id, GranteeTenant: "beta"},
+		&baagentv1.ListPatternGrantsRequest{Tenant: "acme", Id: id},
+	} {
+		f.Add(uint8(i), vt.Marshal(f, m))
+	}
+	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
+		ok, err := handlers[int(which)%len(handlers)](t.Context(), data)
+		if !ok || err == nil {
+			return
+		}
+		st, _ := status.FromError(err)
+		switch st.Code() {
+		case codes.NotFound, codes.PermissionDenied, codes.FailedPrecondition:
+		case codes.InvalidArgument:
+			if cerr := vt.CheckEdge(err); cerr != nil {
+				t.Fatal(cerr)
+			}
+		default:
+			t.Fatalf("handler %d: %v", int(which)%len(handlers), err)
 		}
 	})
 }
