@@ -332,7 +332,7 @@ WHERE p.tenant = $1 AND (p.task_type = $2 OR p.entity_keys && $3::text[])
 UNION ALL
 SELECT `+scoreCols+` FROM memory_pattern_grants g JOIN memory_patterns p ON p.tenant = g.owner AND p.id = g.pattern_id
 WHERE g.grantee = $1 AND g.owner <> $1 AND (p.task_type = $2 OR p.entity_keys && $3::text[])
-ORDER BY 14 DESC, 2, 1
+ORDER BY 14 DESC, 2 DESC, 1 DESC
 LIMIT $4`, tenant, taskType, keys, limit)
 	if err != nil {
 		return nil, fmt.Errorf("memory store: pattern candidates: %w", err)

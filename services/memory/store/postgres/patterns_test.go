@@ -13,6 +13,7 @@ import (
 
 	"github.com/baagent/baagent/core/patterns"
 	"github.com/baagent/baagent/services/memory/store"
+	"github.com/baagent/baagent/services/memory/store/storetest"
 )
 
 // TestSettingsBeforePatternsReadEnabled writes a settings row at schema
@@ -217,4 +218,11 @@ func FuzzPatternCursor(f *testing.F) {
 			t.Fatalf("cursor %+v re-decodes to %+v, %v", c, again, err)
 		}
 	})
+}
+
+// BenchmarkPatternCandidates: retrieval's candidate query at 10,000
+// patterns per tenant (storetest.BenchPatternCandidates).
+func BenchmarkPatternCandidates(b *testing.B) {
+	s, _ := openTest(b)
+	storetest.BenchPatternCandidates(b, s)
 }
