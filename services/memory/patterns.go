@@ -115,12 +115,12 @@ func (s *Server) MatchPatterns(ctx context.Context, req *baagentv1.MatchPatterns
 			p.LastQueriedAt = now
 			continue
 		}
-		if patterns.Score(q, p, now).Score >= patterns.ReferenceFrom {
-			// A query within touchEvery of the stored one changes no
-			// gate (the window is days): such rows are not written again.
-			if p.LastQueriedAt.IsZero() || now.Sub(p.LastQueriedAt) >= touchEvery {
-				touch = append(touch, p.ID)
-			}
+		// A query within touchEvery of the stored one changes no gate
+		// (the window is days): such rows are neither scored here nor
+		// written again.
+		stale := p.LastQueriedAt.IsZero() || now.Sub(p.LastQueriedAt) >= touchEvery
+		if stale && patterns.Score(q, p, now).Score >= patterns.ReferenceFrom {
+			touch = append(touch, p.ID)
 			p.LastQueriedAt = now
 		}
 	}

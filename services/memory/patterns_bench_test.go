@@ -129,6 +129,21 @@ func BenchmarkMatchPatterns(b *testing.B) {
 				reportMillis(b, times)
 				b.ReportMetric(float64(offered)/float64(i), "candidates/op")
 			})
+			// The goal's entity lookup alone (the phrase lookup of hybrid
+			// search: one FindEntity per phrase).
+			b.Run("entity-lookup", func(b *testing.B) {
+				var times []time.Duration
+				i := 0
+				for b.Loop() {
+					start := time.Now()
+					if _, _, err := ts.srv.goalEntities(b.Context(), "bench", goals[i%len(goals)]); err != nil {
+						b.Fatal(err)
+					}
+					times = append(times, time.Since(start))
+					i++
+				}
+				reportMillis(b, times)
+			})
 			// The store's candidate query alone, with the task types and
 			// entities of the goals above, for the share of it in the RPC.
 			b.Run("store-candidates", func(b *testing.B) {
