@@ -446,3 +446,33 @@ func TestTracePruning(t *testing.T) {
 		return errors.Is(err, store.ErrNotFound) && testutil.ToFloat64(ts.srv.metrics.tracesPruned) == 1
 	})
 }
+
+// The RPCs over PostgreSQL (skipped without it): learn, offer for reuse,
+// grant read-only, mark useless.
+func TestPatternsOnPostgres(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Options{Store: openPostgres(t)}, false)
+	c := ts.c
+	const goal = "Report monthly revenue"
+	id := learn(t, c, "acme", goal, 3)
+	m := match(t, c, "acme", goal, "")
+	if len(m.GetCandidates()) != 1 || m.GetCandidates()[0].GetPattern().GetId() != id || m.GetCandidates()[0].GetMode() != "reference" {
+		t.Fatalf("match %v", m)
+	}
+	if _, err := c.GrantPattern(t.Context(), &baagentv1.GrantPatternRequest{Tenant: "acme", Id: id, GranteeTenant: "beta"}); err != nil {
+		t.Fatal(err)
+	}
+	if m := match(t, c, "beta", goal, ""); len(m.GetCandidates()) != 1 || !m.GetCandidates()[0].GetPattern().GetShared() {
+		t.Fatalf("beta match %v", m)
+	}
+	_, err := c.UpdatePattern(t.Context(), &baagentv1.UpdatePatternRequest{Tenant: "beta", Id: id, Edit: &baagentv1.PatternEdit{Name: str("mine")}})
+	wantStatus(t, err, codes.PermissionDenied, "beta update")
+	if _, err := c.MarkPatternUseless(t.Context(), &baagentv1.MarkPatternUselessRequest{Tenant: "acme", Id: id}); err != nil {
+		t.Fatal(err)
+	}
+	if resp := record(t, c, "acme", successTrace("run-pg-after", goal)); resp.GetPatternId() != "" {
+		t.Fatalf("learned again after mark-useless: %v", resp)
+	}
+	_, err = c.ListPatterns(t.Context(), &baagentv1.ListPatternsRequest{Tenant: "acme", PageToken: "abc"})
+	wantStatus(t, err, codes.InvalidArgument, "foreign page token")
+}
