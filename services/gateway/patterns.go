@@ -40,7 +40,9 @@ const (
 	MaxPatternTaskTypeBytes    = 64
 	MaxPatternNameBytes        = 120
 	MaxPatternDescriptionBytes = 2 << 10
-	MaxPatternStepTextBytes    = 2 << 10
+	MaxPatternStepTextBytes    = 500
+	MaxPatternCorrectionBytes  = 1 << 10
+	MaxPatternToolNameBytes    = 128
 	MaxPatternSteps            = 20
 	MaxPatternStepTools        = 20
 	MaxPatternStepCorrections  = 5
@@ -133,7 +135,7 @@ func validatePatternEdit(e *validate.Errors, field string, ed *baagentv1.Pattern
 			if j >= MaxPatternStepCorrections {
 				break
 			}
-			validate.RequiredText(e, validate.Index(f+".corrections", j), c, MaxPatternStepTextBytes)
+			validate.RequiredText(e, validate.Index(f+".corrections", j), c, MaxPatternCorrectionBytes)
 		}
 	}
 	if tc := ed.GetToolChain(); tc != nil {
@@ -150,7 +152,8 @@ func validateToolNames(e *validate.Errors, field string, names []string, max int
 		if i >= max {
 			break
 		}
-		validate.ToolName(e, validate.Index(field, i), n)
+		validate.Name(e, validate.Index(field, i), n)
+		validate.MaxBytes(e, validate.Index(field, i), n, MaxPatternToolNameBytes)
 	}
 }
 

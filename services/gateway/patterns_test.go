@@ -314,7 +314,7 @@ func TestPatternValidation(t *testing.T) {
 			ed.ReplaceSteps, ed.Steps = true, []*baagentv1.PatternStep{step("ok"), step("")}
 		})), Field: "edit.steps[1].description"},
 		{Name: "UpdatePattern/step tool", Call: vt.Call(c.UpdatePattern, withEdit(func(ed *baagentv1.PatternEdit) {
-			ed.ReplaceSteps, ed.Steps = true, []*baagentv1.PatternStep{{Description: "s", Tools: []string{"a b"}}}
+			ed.ReplaceSteps, ed.Steps = true, []*baagentv1.PatternStep{{Description: "s", Tools: []string{"a\x01b"}}}
 		})), Field: "edit.steps[0].tools[0]"},
 		{Name: "UpdatePattern/step corrections", Call: vt.Call(c.UpdatePattern, withEdit(func(ed *baagentv1.PatternEdit) {
 			ed.ReplaceSteps, ed.Steps = true, []*baagentv1.PatternStep{{Description: "s", Corrections: make([]string, MaxPatternStepCorrections+1)}}
