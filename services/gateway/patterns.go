@@ -463,14 +463,24 @@ func parsePatternEditBody(data []byte, id string) (*baagentv1.GatewayServiceUpda
 	if err := json.Unmarshal(data, &fields); err != nil || fields == nil {
 		return req, fieldError("body", "must be a JSON object with name, description, steps or tool_chain")
 	}
-	if raw, ok := fields["expected_version"]; ok {
+	// The proto JSON mapping accepts lowerCamelCase names too.
+	for camel, snake := range map[string]string{"expectedVersion": "expected_version", "toolChain": "tool_chain", "replaceSteps": "replace_steps"} {
+		if raw, ok := fields[camel]; ok {
+			if _, dup := fields[snake]; dup {
+				return req, fieldError(snake, "given twice, as "+snake+" and "+camel)
+			}
+			fields[snake] = raw
+			delete(fields, camel)
+		}
+	}
+	if raw, ok := fields["expected_version"]; ok && string(bytes.TrimSpace(raw)) != "null" {
 		v, err := parseJSONInt64(raw)
 		if err != nil {
 			return req, fieldError("expected_version", "must be an integer")
 		}
 		req.ExpectedVersion = v
-		delete(fields, "expected_version")
 	}
+	delete(fields, "expected_version")
 	if raw, ok := fields["id"]; ok {
 		var bodyID string
 		if err := json.Unmarshal(raw, &bodyID); err != nil {

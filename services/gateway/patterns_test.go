@@ -185,6 +185,11 @@ func TestPatternHTTPRoutes(t *testing.T) {
 				Steps: []*baagentv1.PatternStep{{Description: "Query", Tools: []string{"sql_query"}}}, ToolChain: &baagentv1.ToolChain{Tools: []string{"sql_query", "chart"}}}}, "pattern"},
 		{"PATCH", "/v1/patterns/pt_01", `{"tool_chain":{"tools":["chart"]},"expected_version":"7"}`, nil,
 			&baagentv1.UpdatePatternRequest{Tenant: "initech", Id: "pt_01", ExpectedVersion: 7, Edit: &baagentv1.PatternEdit{ToolChain: &baagentv1.ToolChain{Tools: []string{"chart"}}}}, "pattern"},
+		{"PATCH", "/v1/patterns/pt_01", `{"description":"d2","expected_version":null}`, nil,
+			&baagentv1.UpdatePatternRequest{Tenant: "initech", Id: "pt_01", Edit: &baagentv1.PatternEdit{Description: ptr("d2")}}, "pattern"},
+		{"PATCH", "/v1/patterns/pt_01", `{"toolChain":["chart"],"expectedVersion":"5"}`, nil,
+			&baagentv1.UpdatePatternRequest{Tenant: "initech", Id: "pt_01", ExpectedVersion: 5, Edit: &baagentv1.PatternEdit{ToolChain: &baagentv1.ToolChain{Tools: []string{"chart"}}}}, "pattern"},
+		{"PATCH", "/v1/patterns/pt_01", `{"tool_chain":["chart"],"toolChain":["sql_query"]}`, nil, nil, ""},
 		{"PATCH", "/v1/patterns/pt_01", `{"name":"x","tenant":"acme"}`, nil, nil, ""},
 		{"PATCH", "/v1/patterns/pt_01", `{"name":"x","id":"pt_02"}`, nil, nil, ""},
 		{"PATCH", "/v1/patterns/pt_01", `{"name":"x","expected_version":2}`, []string{"If-Match", `"3"`}, nil, ""},
@@ -238,8 +243,8 @@ func TestPatternHTTPRoutes(t *testing.T) {
 	if got := testutil.ToFloat64(e.srv.memoryM.requests.WithLabelValues(patOpList, apiHTTP, "UNAUTHENTICATED")); got != 1 {
 		t.Errorf("memory_requests_total{op=list_patterns,api=http,code=UNAUTHENTICATED} = %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(e.srv.memoryM.requests.WithLabelValues(patOpUpdate, apiHTTP, "INVALID_ARGUMENT")); got != 3 {
-		t.Errorf("memory_requests_total{op=update_pattern,api=http,code=INVALID_ARGUMENT} = %v, want 3", got)
+	if got := testutil.ToFloat64(e.srv.memoryM.requests.WithLabelValues(patOpUpdate, apiHTTP, "INVALID_ARGUMENT")); got != 4 {
+		t.Errorf("memory_requests_total{op=update_pattern,api=http,code=INVALID_ARGUMENT} = %v, want 4", got)
 	}
 }
 
