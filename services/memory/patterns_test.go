@@ -125,6 +125,15 @@ func TestPatternsLearnThenOfferForReuse(t *testing.T) {
 		t.Fatalf("reuse candidates counted %v", v)
 	}
 
+	for state, want := range map[baagentv1.PatternState]int{
+		baagentv1.PatternState_PATTERN_STATE_ACTIVE: 1, baagentv1.PatternState_PATTERN_STATE_CANDIDATE: 0, baagentv1.PatternState_PATTERN_STATE_UNSPECIFIED: 1,
+	} {
+		l, err := ts.c.ListPatterns(t.Context(), &baagentv1.ListPatternsRequest{Tenant: "acme", State: state})
+		if err != nil || len(l.GetPatterns()) != want {
+			t.Fatalf("list %v: %v, %v; want %d", state, l, err, want)
+		}
+	}
+
 	// The run reused it and failed: it evolves with the failure.
 	tr := successTrace("run-reused", goal)
 	tr.Success, tr.PatternId, tr.PatternMode = false, id, "reuse"
