@@ -422,21 +422,13 @@ func patternsEdit(ctx context.Context, c *cli, args []string) error {
 		ed.ReplaceSteps, ed.Steps = true, stepProtos(steps)
 	}
 
-	ctx, gw, release, err := c.gatewayCall(ctx, rf)
-	if err != nil {
-		return err
-	}
-	defer release()
 	var version int64
 	if emptyEdit(ed) {
-		// No flags: edit the document in $EDITOR.
-		got, err := gw.GetPattern(ctx, &baagentv1.GatewayServiceGetPatternRequest{Id: id})
+		// No flags: edit the document in $EDITOR. The editor runs without
+		// the calls' timeout (a person is typing); each call has its own.
+		p, err := c.readPatternForEdit(ctx, rf, id)
 		if err != nil {
-			return c.rpcError("get pattern", err)
-		}
-		p := got.GetPattern()
-		if p.GetShared() {
-			return fmt.Errorf("pattern %s is shared by %s: read-only here", id, p.GetTenant())
+			return err
 		}
 		if ed, err = c.editInEditor(ctx, p); err != nil {
 			return err
@@ -447,7 +439,12 @@ func patternsEdit(ctx context.Context, c *cli, args []string) error {
 		}
 		version = p.GetVersion()
 	}
-	resp, err := gw.UpdatePattern(ctx, &baagentv1.GatewayServiceUpdatePatternRequest{Id: id, Edit: ed, ExpectedVersion: version})
+	callCtx, gw, release, err := c.gatewayCall(ctx, rf)
+	if err != nil {
+		return err
+	}
+	defer release()
+	resp, err := gw.UpdatePattern(callCtx, &baagentv1.GatewayServiceUpdatePatternRequest{Id: id, Edit: ed, ExpectedVersion: version})
 	if err != nil {
 		if status.Code(err) == codes.FailedPrecondition && version != 0 {
 			return fmt.Errorf("pattern %s changed since it was opened (version %d): nothing was written; run edit again (%s)", id, version, status.Convert(err).Message())
@@ -458,6 +455,25 @@ func patternsEdit(ctx context.Context, c *cli, args []string) error {
 		fmt.Fprintf(c.stdout, "pattern %s edited (version %d)\n", id, resp.GetPattern().GetVersion())
 		return nil
 	})
+}
+
+// readPatternForEdit reads the pattern edit opens, refusing one another
+// tenant shared (read-only).
+func (c *cli) readPatternForEdit(ctx context.Context, rf runFlags, id string) (*baagentv1.InteractionPattern, error) {
+	ctx, gw, release, err := c.gatewayCall(ctx, rf)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	got, err := gw.GetPattern(ctx, &baagentv1.GatewayServiceGetPatternRequest{Id: id})
+	if err != nil {
+		return nil, c.rpcError("get pattern", err)
+	}
+	p := got.GetPattern()
+	if p.GetShared() {
+		return nil, fmt.Errorf("pattern %s is shared by %s: read-only here", id, p.GetTenant())
+	}
+	return p, nil
 }
 
 // editorHeader explains the document $EDITOR opens.

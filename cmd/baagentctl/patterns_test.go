@@ -297,6 +297,16 @@ func TestPatternsEditInEditor(t *testing.T) {
 		t.Errorf("output: %s", out)
 	}
 
+	// A person takes longer than a call's --timeout: the editor is not
+	// bound by it (the sleep stands for the person typing).
+	env["EDITOR"] = writeEditor(t, `sleep 2; sed -i 's/^name: .*/name: Slowly renamed/' "$1"`)
+	code, out, errOut = ctlRun(testCtx(t), env, "patterns", "edit", "pt_1", "--timeout", "1s")
+	if code != 0 || !strings.Contains(out, "edited") {
+		t.Errorf("a slow editor: exit %d\n%s\n%s", code, out, errOut)
+	} else if got, _ := g.last().(*baagentv1.GatewayServiceUpdatePatternRequest); got.GetEdit().GetName() != "Slowly renamed" {
+		t.Errorf("a slow editor sent %v", g.last())
+	}
+
 	// Unchanged: nothing is sent after the read.
 	env["EDITOR"] = writeEditor(t, `true`)
 	before := g.count()
