@@ -426,6 +426,8 @@ func (v *liveView) show(ev *baagentv1.Event) error {
 		v.showAssigned(p.SubagentAssigned)
 	case *baagentv1.Event_MemoryRecalled:
 		v.printf("%s\n", recalledLine(p.MemoryRecalled))
+	case *baagentv1.Event_PatternMatched:
+		v.printf("%s\n", patternMatchedLine(p.PatternMatched))
 	case *baagentv1.Event_DoomLoopIntervened:
 		v.showIntervened(p.DoomLoopIntervened)
 	case *baagentv1.Event_Start:

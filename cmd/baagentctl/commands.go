@@ -98,6 +98,7 @@ func commandSpecs() []spec {
 		budgetSpec(),
 		mcpSpec(),
 		memorySpec(),
+		patternsSpec(),
 	}
 }
 

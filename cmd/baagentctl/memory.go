@@ -53,7 +53,7 @@ func memorySpec() spec {
 				{use: "get", short: "Show the memory switches (and one conversation's capture)", run: memorySettingsGet,
 					example: "  baagentctl memory settings get\n  baagentctl memory settings get --conversation conv-1"},
 				{use: "set", short: "Change the memory switches, tenant-wide or for one conversation", run: memorySettingsSet,
-					example: "  baagentctl memory settings set --capture-runs=false\n  baagentctl memory settings set --conversation conv-1 --capture=false"},
+					example: "  baagentctl memory settings set --capture-runs=false\n  baagentctl memory settings set --conversation conv-1 --capture=false\n  baagentctl memory settings set --patterns=false\n  baagentctl memory settings set --conversation conv-1 --conversation-patterns=false"},
 			}},
 		}}
 }
@@ -511,6 +511,10 @@ func (c *cli) printMemorySettings(s *baagentv1.MemorySettings) {
 	if l := s.GetCaptureDisabledConversations(); len(l) > 0 {
 		fmt.Fprintf(c.stdout, "not captured: %s\n", strings.Join(l, ", "))
 	}
+	fmt.Fprintf(c.stdout, "patterns: %s\n", onOff(s.GetPatternsEnabled()))
+	if l := s.GetPatternsDisabledConversations(); len(l) > 0 {
+		fmt.Fprintf(c.stdout, "no patterns: %s\n", strings.Join(l, ", "))
+	}
 }
 
 func memorySettingsGet(ctx context.Context, c *cli, args []string) error {
@@ -527,21 +531,24 @@ func memorySettingsGet(ctx context.Context, c *cli, args []string) error {
 		c.printMemorySettings(resp.GetSettings())
 		if conversation != "" {
 			fmt.Fprintf(c.stdout, "conversation %s captured: %s\n", conversation, onOff(resp.GetCaptureEffective()))
+			fmt.Fprintf(c.stdout, "conversation %s patterns: %s\n", conversation, onOff(resp.GetPatternsEffective()))
 		}
 		return nil
 	})
 }
 
-var errNothingToSet = errors.New("nothing to change: give --capture-runs, --tools, or --conversation with --capture")
+var errNothingToSet = errors.New("nothing to change: give --capture-runs, --tools, --patterns, or --conversation with --capture or --conversation-patterns")
 
 func memorySettingsSet(ctx context.Context, c *cli, args []string) error {
-	var captureRuns, tools, capture bool
+	var captureRuns, tools, capture, pats, convPats bool
 	var conversation string
 	fs, rf, format, err := c.memoryFlags("memory settings set", "", args, 0, func(fs *pflag.FlagSet) {
 		fs.BoolVar(&captureRuns, "capture-runs", false, "tenant-wide: finished runs become episodes")
 		fs.BoolVar(&tools, "tools", false, "tenant-wide: the model is offered memory_search and memory_add")
 		fs.StringVar(&conversation, "conversation", "", "the conversation --capture applies to")
 		fs.BoolVar(&capture, "capture", false, "with --conversation: whether its runs are captured")
+		fs.BoolVar(&pats, "patterns", false, "tenant-wide: interaction patterns are learned from runs and offered to them")
+		fs.BoolVar(&convPats, "conversation-patterns", false, "with --conversation: whether its runs learn and are offered patterns")
 	})
 	if err != nil {
 		return err
@@ -553,15 +560,25 @@ func memorySettingsSet(ctx context.Context, c *cli, args []string) error {
 	if fs.Changed("tools") {
 		req.ToolsEnabled = &tools
 	}
+	if fs.Changed("patterns") {
+		req.PatternsEnabled = &pats
+	}
 	if fs.Changed("capture") {
 		if conversation == "" {
 			return fmt.Errorf("%w: --capture needs --conversation", errUsage)
 		}
 		req.ConversationCapture = &capture
-	} else if conversation != "" {
-		return fmt.Errorf("%w: --conversation needs --capture=true or --capture=false", errUsage)
 	}
-	if req.CaptureRuns == nil && req.ToolsEnabled == nil && req.ConversationCapture == nil {
+	if fs.Changed("conversation-patterns") {
+		if conversation == "" {
+			return fmt.Errorf("%w: --conversation-patterns needs --conversation", errUsage)
+		}
+		req.ConversationPatterns = &convPats
+	}
+	if conversation != "" && req.ConversationCapture == nil && req.ConversationPatterns == nil {
+		return fmt.Errorf("%w: --conversation needs --capture or --conversation-patterns (=true or =false)", errUsage)
+	}
+	if req.CaptureRuns == nil && req.ToolsEnabled == nil && req.PatternsEnabled == nil && req.ConversationCapture == nil && req.ConversationPatterns == nil {
 		return fmt.Errorf("%w: %w", errUsage, errNothingToSet)
 	}
 	return memoryCall(ctx, c, rf, format, "change memory settings", func(ctx context.Context, gw *gatewayClient) (*baagentv1.GatewayServiceUpdateMemorySettingsResponse, error) {

@@ -74,6 +74,7 @@ func (s *Server) routes() http.Handler {
 	s.conversationRoutes(api)
 	s.mcpAuthRoutes(api)
 	s.memoryRoutes(api)
+	s.patternRoutes(api)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")

@@ -67,7 +67,7 @@ func newMemoryMetrics(reg prometheus.Registerer) (*memoryMetrics, error) {
 		Namespace: "baagent", Subsystem: "gateway", Name: "memory_requests_total",
 		Help: "Memory API calls by op (search, add_episode, …), api (grpc, http) and outcome code (OK, INVALID_ARGUMENT, NOT_FOUND, …).",
 	}, []string{"op", "api", "code"})}
-	for _, op := range memoryOps {
+	for _, op := range append(memoryOps[:len(memoryOps):len(memoryOps)], patternOps...) {
 		for _, api := range []string{apiGRPC, apiHTTP} {
 			m.requests.WithLabelValues(op, api, "OK")
 		}
@@ -280,13 +280,16 @@ func validateGetMemorySettings(req *baagentv1.GatewayServiceGetMemorySettingsReq
 func validateUpdateMemorySettings(req *baagentv1.GatewayServiceUpdateMemorySettingsRequest) error {
 	var e validate.Errors
 	validate.Optional(&e, "conversation_id", req.GetConversationId(), validate.ID)
+	perConversation := req.ConversationCapture != nil || req.ConversationPatterns != nil
 	switch {
 	case req.ConversationCapture != nil && req.GetConversationId() == "":
 		e.Add("conversation_id", "required with conversation_capture")
-	case req.ConversationCapture == nil && req.GetConversationId() != "":
-		e.Add("conversation_capture", "required with conversation_id")
-	case req.CaptureRuns == nil && req.ToolsEnabled == nil && req.ConversationCapture == nil:
-		e.Add("capture_runs", "nothing to change: set capture_runs, tools_enabled or conversation_id with conversation_capture")
+	case req.ConversationPatterns != nil && req.GetConversationId() == "":
+		e.Add("conversation_id", "required with conversation_patterns")
+	case !perConversation && req.GetConversationId() != "":
+		e.Add("conversation_capture", "required with conversation_id (or conversation_patterns)")
+	case req.CaptureRuns == nil && req.ToolsEnabled == nil && req.PatternsEnabled == nil && !perConversation:
+		e.Add("capture_runs", "nothing to change: set capture_runs, tools_enabled, patterns_enabled or conversation_id with conversation_capture or conversation_patterns")
 	}
 	return e.Err()
 }
@@ -461,7 +464,8 @@ func (s *Server) getMemorySettings(ctx context.Context, tenant string, req *baag
 	if err != nil {
 		return nil, peerError(ctx, memoryPeer, "GetMemorySettings", err)
 	}
-	return &baagentv1.GatewayServiceGetMemorySettingsResponse{Settings: resp.GetSettings(), CaptureEffective: resp.GetCaptureEffective()}, nil
+	return &baagentv1.GatewayServiceGetMemorySettingsResponse{Settings: resp.GetSettings(), CaptureEffective: resp.GetCaptureEffective(),
+		PatternsEffective: resp.GetPatternsEffective()}, nil
 }
 
 // UpdateMemorySettings changes the caller's tenant's memory switches.
@@ -473,6 +477,7 @@ func (s *Server) updateMemorySettings(ctx context.Context, tenant string, req *b
 	resp, err := s.opts.Memory.UpdateMemorySettings(ctx, &baagentv1.UpdateMemorySettingsRequest{
 		Tenant: tenant, CaptureRuns: req.CaptureRuns, ToolsEnabled: req.ToolsEnabled,
 		ConversationId: req.GetConversationId(), ConversationCapture: req.ConversationCapture,
+		PatternsEnabled: req.PatternsEnabled, ConversationPatterns: req.ConversationPatterns,
 	})
 	if err != nil {
 		return nil, peerError(ctx, memoryPeer, "UpdateMemorySettings", err)
