@@ -89,9 +89,11 @@ func communityProto(c *store.Community) *baagentv1.Community {
 
 func settingsProto(s store.Settings) *baagentv1.MemorySettings {
 	return &baagentv1.MemorySettings{
-		CaptureRuns:                  s.CaptureRuns,
-		ToolsEnabled:                 s.ToolsEnabled,
-		CaptureDisabledConversations: slices.Clone(s.CaptureDisabledConversations),
+		CaptureRuns:                   s.CaptureRuns,
+		ToolsEnabled:                  s.ToolsEnabled,
+		CaptureDisabledConversations:  slices.Clone(s.CaptureDisabledConversations),
+		PatternsEnabled:               s.PatternsEnabled,
+		PatternsDisabledConversations: slices.Clone(s.PatternsDisabledConversations),
 	}
 }
 

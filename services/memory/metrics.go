@@ -29,6 +29,11 @@ type metrics struct {
 	communityPasses  *prometheus.CounterVec
 	summaryTokens    prometheus.Counter
 	summaries        *prometheus.CounterVec
+	// Interaction patterns.
+	patternMatchDuration prometheus.Histogram
+	patternCandidates    *prometheus.CounterVec
+	patternTraces        *prometheus.CounterVec
+	tracesPruned         prometheus.Counter
 }
 
 // newMetrics builds the collectors and registers them on reg; a nil reg
@@ -73,9 +78,27 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "baagent", Subsystem: "memory", Name: "community_summaries_total",
 			Help: "Community summaries by result: written, kept (members unchanged), over_budget (left for a later pass), error.",
 		}, []string{"result"}),
+		patternMatchDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "baagent", Subsystem: "memory", Name: "pattern_match_duration_seconds",
+			Help:    "MatchPatterns latency: settings, entity lookup, candidates, scoring and reading the winners.",
+			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1},
+		}),
+		patternCandidates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "baagent", Subsystem: "memory", Name: "pattern_candidates_total",
+			Help: "Patterns MatchPatterns offered, by mode (reuse, reference).",
+		}, []string{"mode"}),
+		patternTraces: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "baagent", Subsystem: "memory", Name: "pattern_traces_total",
+			Help: "Recorded interaction traces by outcome: created (a new pattern), evolved, unchanged, duplicate (run seen before), skipped (patterns off).",
+		}, []string{"outcome"}),
+		tracesPruned: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "baagent", Subsystem: "memory", Name: "pattern_traces_pruned_total",
+			Help: "Interaction traces deleted after their retention.",
+		}),
 	}
 	if err := basemetrics.RegisterExclusive(reg, "memory", m.episodes, m.ingestDuration, m.extractionTokens,
-		m.entities, m.searchDuration, m.channelHits, m.communityPasses, m.summaryTokens, m.summaries); err != nil {
+		m.entities, m.searchDuration, m.channelHits, m.communityPasses, m.summaryTokens, m.summaries,
+		m.patternMatchDuration, m.patternCandidates, m.patternTraces, m.tracesPruned); err != nil {
 		return nil, err
 	}
 	return m, nil

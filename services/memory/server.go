@@ -286,7 +286,8 @@ func (s *Server) Register(gs grpc.ServiceRegistrar) {
 	baagentv1.RegisterMemoryServiceServer(gs, s)
 }
 
-// Run runs the ingest workers and the community updater until ctx ends,
+// Run runs the ingest workers, the community updater and the pruning of
+// old interaction traces until ctx ends,
 // then gives back the leases of the episodes in progress. It returns nil
 // on a clean stop.
 func (s *Server) Run(ctx context.Context) error {
@@ -296,6 +297,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.opts.CommunityInterval > 0 {
 		g.Go(func() error { return s.runCommunities(ctx) })
 	}
+	g.Go(func() error { return s.runTracePruning(ctx) })
 	return g.Wait()
 }
 

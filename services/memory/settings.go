@@ -21,8 +21,9 @@ func (s *Server) GetMemorySettings(ctx context.Context, req *baagentv1.GetMemory
 		return nil, s.storeError(ctx, "GetMemorySettings", "settings", err)
 	}
 	return &baagentv1.GetMemorySettingsResponse{
-		Settings:         settingsProto(set),
-		CaptureEffective: captured(set, req.GetConversationId()),
+		Settings:          settingsProto(set),
+		CaptureEffective:  captured(set, req.GetConversationId()),
+		PatternsEffective: patternsOn(set, req.GetConversationId()),
 	}, nil
 }
 
@@ -60,10 +61,14 @@ func (s *Server) UpdateMemorySettings(ctx context.Context, req *baagentv1.Update
 			set.CaptureDisabledConversations = append(set.CaptureDisabledConversations, conv)
 		}
 	}
+	if err := updatePatternSettings(&set, req); err != nil {
+		return nil, err
+	}
 	if err := s.store.PutSettings(ctx, tenant, set); err != nil {
 		return nil, s.storeError(ctx, "UpdateMemorySettings", "settings", err)
 	}
 	s.log.InfoContext(ctx, "memory settings updated", "tenant", tenant, "capture_runs", set.CaptureRuns,
-		"tools_enabled", set.ToolsEnabled, "disabled_conversations", len(set.CaptureDisabledConversations))
+		"tools_enabled", set.ToolsEnabled, "disabled_conversations", len(set.CaptureDisabledConversations),
+		"patterns_enabled", set.PatternsEnabled, "patterns_disabled_conversations", len(set.PatternsDisabledConversations))
 	return &baagentv1.UpdateMemorySettingsResponse{Settings: settingsProto(set)}, nil
 }

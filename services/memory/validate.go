@@ -151,8 +151,10 @@ func validateUpdateSettings(r *baagentv1.UpdateMemorySettingsRequest) error {
 	switch {
 	case r.ConversationCapture != nil && r.GetConversationId() == "":
 		e.Add("conversation_id", "required when conversation_capture is set")
-	case r.ConversationCapture == nil && r.GetConversationId() != "":
-		e.Add("conversation_capture", "required when conversation_id is set")
+	case r.ConversationPatterns != nil && r.GetConversationId() == "":
+		e.Add("conversation_id", "required when conversation_patterns is set")
+	case r.ConversationCapture == nil && r.ConversationPatterns == nil && r.GetConversationId() != "":
+		e.Add("conversation_capture", "required when conversation_id is set (or conversation_patterns)")
 	}
 	return e.Err()
 }

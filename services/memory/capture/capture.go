@@ -17,6 +17,12 @@
 // a valid request, refused as invalid) is terminated and logged. The
 // idempotency key makes a redelivery after a lost acknowledgement harmless:
 // the memory service returns the first episode instead of adding another.
+//
+// The same queue carries finished runs' interaction traces: a message
+// whose natsx.CaptureKindHeader is natsx.CaptureKindTrace holds a
+// baagent.v1.RecordTraceRequest (Nats-Msg-Id "trace:<run id>"), which the
+// Consumer hands to MemoryService.RecordTrace under the same retry and
+// termination rules; the memory service records a run's trace once.
 package capture
 
 import (
@@ -125,6 +131,9 @@ type Consumer struct {
 	log      *slog.Logger
 	total    *prometheus.CounterVec
 	duration prometheus.Histogram
+	// traces and traceDuration are the trace kind's (traces.go).
+	traces        *prometheus.CounterVec
+	traceDuration prometheus.Histogram
 }
 
 // New returns a Consumer; it fails when a required option is missing or
@@ -153,7 +162,8 @@ func New(opts Options) (*Consumer, error) {
 	for _, o := range []string{outcomeStored, outcomeSkipped, outcomeRetried, outcomeDropped, outcomeWithdrawn} {
 		c.total.WithLabelValues(o)
 	}
-	if err := basemetrics.RegisterExclusive(opts.Registerer, "memory capture", c.total, c.duration); err != nil {
+	c.traces, c.traceDuration = traceMetrics()
+	if err := basemetrics.RegisterExclusive(opts.Registerer, "memory capture", c.total, c.duration, c.traces, c.traceDuration); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -243,6 +253,16 @@ func (c *Consumer) handle(ctx context.Context, msg jetstream.Msg) {
 	delivered := 1
 	if meta, err := msg.Metadata(); err == nil {
 		delivered = int(meta.NumDelivered) //nolint:gosec // a delivery count
+	}
+	switch kind := msg.Headers().Get(natsx.CaptureKindHeader); kind {
+	case "", natsx.CaptureKindEpisode:
+	case natsx.CaptureKindTrace:
+		c.handleTrace(ctx, msg, delivered)
+		return
+	default:
+		c.log.Error("memory capture: dropping a request of an unknown kind", "subject", msg.Subject(), "kind", kind)
+		c.settle(ctx, msg, outcomeDropped, 0)
+		return
 	}
 	req, err := Decode(msg.Subject(), msg.Data())
 	if err != nil {

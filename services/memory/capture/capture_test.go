@@ -37,6 +37,10 @@ type fakeMemory struct {
 	calls    int
 	episodes map[string]*baagentv1.AddEpisodeRequest
 	deleted  []string
+	// traces are the RecordTrace requests by run id; traceCalls counts
+	// the calls (traces_test.go).
+	traces     map[string]*baagentv1.RecordTraceRequest
+	traceCalls int
 	// entered, when set, is closed by the first AddEpisode, which then
 	// waits for release.
 	entered, release chan struct{}

@@ -502,7 +502,8 @@ func (s *Store) finishDelete(ctx context.Context, tx *sql.Tx, ts *tenantState) e
 	return nil
 }
 
-// DeleteConversation deletes every episode of a conversation.
+// DeleteConversation deletes every episode and interaction trace of a
+// conversation.
 func (s *Store) DeleteConversation(ctx context.Context, tenant, conversationID string) (store.DeleteOutcome, error) {
 	var out store.DeleteOutcome
 	if conversationID == "" {
@@ -510,6 +511,11 @@ func (s *Store) DeleteConversation(ctx context.Context, tenant, conversationID s
 	}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		out = store.DeleteOutcome{}
+		traces, err := deleteConversationTraces(ctx, tx, tenant, conversationID)
+		if err != nil {
+			return err
+		}
+		out.Traces = traces
 		eps, err := int64s(ctx, tx, `SELECT rid FROM episodes WHERE tenant = ? AND conversation_id = ?`, tenant, conversationID)
 		if err != nil || len(eps) == 0 {
 			return err

@@ -257,6 +257,74 @@ CREATE TABLE communities (
 `,
 	// 2: document counts per term, for keyword search's ranking budget.
 	`CREATE VIRTUAL TABLE entity_fts_vocab USING fts5vocab(entity_fts, 'row');`,
+	// 3: interaction patterns, their traces, grants and suppressions.
+	`
+-- A pattern: the scoring fields as columns (candidates read only those),
+-- the whole pattern as JSON in body. last_queried_at and version are the
+-- truth; body's copies of them are not read.
+CREATE TABLE patterns (
+	tenant TEXT NOT NULL,
+	id TEXT NOT NULL,
+	task_type TEXT NOT NULL,
+	entity_types TEXT NOT NULL,                -- JSON array
+	entities TEXT NOT NULL,                    -- JSON array, lower-cased
+	name TEXT NOT NULL,
+	usage_count INTEGER NOT NULL,
+	success_count INTEGER NOT NULL,
+	failure_count INTEGER NOT NULL,
+	consecutive_failures INTEGER NOT NULL,
+	success_rate REAL NOT NULL,
+	avg_duration_ms INTEGER NOT NULL,
+	created_at INTEGER NOT NULL,
+	updated_at INTEGER NOT NULL,
+	last_queried_at INTEGER NOT NULL,
+	last_used_at INTEGER NOT NULL,
+	version INTEGER NOT NULL,
+	body TEXT NOT NULL,                        -- JSON of patterns.Pattern
+	PRIMARY KEY (tenant, id)
+) WITHOUT ROWID;
+CREATE INDEX patterns_task ON patterns(tenant, task_type, updated_at);
+CREATE INDEX patterns_updated ON patterns(tenant, updated_at, id);
+
+-- the "shares an entity" lookup of candidates
+CREATE TABLE pattern_entities (
+	tenant TEXT NOT NULL,
+	entity TEXT NOT NULL,
+	pattern_id TEXT NOT NULL,
+	PRIMARY KEY (tenant, entity, pattern_id)
+) WITHOUT ROWID;
+CREATE INDEX pattern_entities_pattern ON pattern_entities(tenant, pattern_id);
+
+CREATE TABLE pattern_traces (
+	tenant TEXT NOT NULL,
+	run_id TEXT NOT NULL,
+	conversation_id TEXT NOT NULL DEFAULT '',
+	pattern_id TEXT NOT NULL DEFAULT '',
+	created_at INTEGER NOT NULL,
+	trace TEXT NOT NULL,                       -- JSON of patterns.Trace
+	PRIMARY KEY (tenant, run_id)
+) WITHOUT ROWID;
+CREATE INDEX pattern_traces_created ON pattern_traces(created_at);
+CREATE INDEX pattern_traces_conv ON pattern_traces(tenant, conversation_id);
+
+CREATE TABLE pattern_grants (
+	owner TEXT NOT NULL,
+	pattern_id TEXT NOT NULL,
+	grantee TEXT NOT NULL,
+	created_at INTEGER NOT NULL,
+	PRIMARY KEY (owner, pattern_id, grantee)
+) WITHOUT ROWID;
+CREATE INDEX pattern_grants_grantee ON pattern_grants(grantee, pattern_id);
+CREATE INDEX pattern_grants_newest ON pattern_grants(owner, created_at);
+
+CREATE TABLE pattern_suppressions (
+	tenant TEXT NOT NULL,
+	sig_key TEXT NOT NULL,
+	signature TEXT NOT NULL,                   -- JSON of patterns.Signature
+	until INTEGER NOT NULL,
+	PRIMARY KEY (tenant, sig_key)
+) WITHOUT ROWID;
+`,
 }
 
 func (s *Store) migrate(ctx context.Context) error {

@@ -112,6 +112,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Settings", testSettings},
 		{"TenantIsolation", testTenantIsolation},
 	}
+	tests = append(tests, patternTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := open(t)
