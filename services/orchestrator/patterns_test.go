@@ -273,7 +273,7 @@ func TestPatternReuseDeclined(t *testing.T) {
 		}
 	}
 	tr := traceOf(ctx, t, h.js, done.GetConversationId(), done.GetRunId()).GetTrace()
-	if tr.GetPatternId() != "" || tr.GetPatternMode() != "" || !tr.GetSuccess() {
+	if tr.GetPatternId() != topProducts().GetId() || tr.GetPatternMode() != "" || !tr.GetSuccess() {
 		t.Errorf("trace of a declined reuse %v", tr)
 	}
 	if got := testutil.ToFloat64(h.srv.metrics.patterns.decisions.WithLabelValues(decisionScratch)); got != 1 {

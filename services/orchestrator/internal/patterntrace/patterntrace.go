@@ -36,10 +36,11 @@
 //   - human interventions: answers given (clarifications, decisions,
 //     permissions; not timeouts, not the pattern decision) plus corrections
 //     of kind (a).
-//   - pattern: pattern_matched gives the pattern; mode `reference` is used
-//     as it is, mode `reuse` only when its decision was answered `Reuse`.
-//     A reuse declined or timed out is no use: pattern id and mode are
-//     empty then.
+//   - pattern: pattern_matched gives the pattern id; mode `reference` is
+//     used as it is, mode `reuse` only when its decision was answered
+//     `Reuse`. A reuse declined or timed out is no use: the pattern id stays
+//     (the pattern the run was offered) and the mode is empty, which tells
+//     the memory service not to count the run as a use of it.
 //
 // Everything is bounded whatever the events: at most MaxToolCalls tool
 // calls, MaxItems clarifications, decisions and corrections, MaxPlanSteps
@@ -235,9 +236,7 @@ func (b *Builder) Add(ev *baagentv1.Event) {
 func (b *Builder) Trace() *baagentv1.InteractionTrace {
 	t := proto.CloneOf(b.t)
 	t.HumanInterventions = int32(min(b.answers+b.planEdits, 1<<30))
-	if b.patternMode != "" {
-		t.PatternId, t.PatternMode = b.patternID, b.patternMode
-	}
+	t.PatternId, t.PatternMode = b.patternID, b.patternMode
 	for i, s := range b.plan {
 		n := int32(i + 1)
 		if s.GetStepNumber() > 0 {

@@ -283,10 +283,10 @@ func TestPatternUse(t *testing.T) {
 	if tr := reuse(ReuseLabel, false); tr.GetPatternId() != "pt_1" || tr.GetPatternMode() != ModeReuse || len(tr.GetDecisions()) != 0 || tr.GetHumanInterventions() != 0 {
 		t.Errorf("accepted: %v", tr)
 	}
-	if tr := reuse(FromScratchLabel, false); tr.GetPatternId() != "" || tr.GetPatternMode() != "" {
+	if tr := reuse(FromScratchLabel, false); tr.GetPatternId() != "pt_1" || tr.GetPatternMode() != "" {
 		t.Errorf("declined: %v", tr)
 	}
-	if tr := reuse(ReuseLabel, true); tr.GetPatternId() != "" || tr.GetPatternMode() != "" {
+	if tr := reuse(ReuseLabel, true); tr.GetPatternId() != "pt_1" || tr.GetPatternMode() != "" {
 		t.Errorf("timed out: %v", tr)
 	}
 	ref := Build(run(), one(ev(0, &baagentv1.PatternMatchedPayload{PatternId: "pt_2", Mode: ModeReference})))
