@@ -417,3 +417,55 @@ func TestPatternGuidanceBounded(t *testing.T) {
 	}
 }
 
+
+// TestPatternReuseWaitSurvivesTheReplica: the replica that asked the reuse
+// decision goes away while the run waits; another replica resumes it with
+// the answer from its checkpoint, without matching or asking again.
+func TestPatternReuseWaitSurvivesTheReplica(t *testing.T) {
+	ctx := testCtx(t)
+	mem := &fakePatterns{cands: []*baagentv1.PatternCandidate{candidate("reuse", 0.87)}}
+	h := newHarness(t, queryThenAnswer, harnessOptions{mutate: func(o *Options) { o.Memory = mem.client(t) }})
+	run, d := reuseRun(ctx, t, h)
+	h.stop()
+	_, client2, _ := h.replica("replica-2")
+	if _, err := client2.SubmitInput(ctx, &baagentv1.OrchestratorServiceSubmitInputRequest{Tenant: testTenant, RunId: run.GetRunId(),
+		Input: &baagentv1.RunInput{InputId: d.GetDecisionId(), Answer: "Reuse"}}); err != nil {
+		t.Fatal(err)
+	}
+	evs := h.events(ctx, run.GetRunId())
+	resp, err := client2.GetRun(ctx, &baagentv1.OrchestratorServiceGetRunRequest{Tenant: testTenant, RunId: run.GetRunId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := resp.GetRun()
+	if last := evs[len(evs)-1]; last.GetComplete() == nil {
+		t.Fatalf("run ended with %v: %v", last, types(evs))
+	}
+	count := func(typ string) int {
+		n := 0
+		for _, x := range types(evs) {
+			if x == typ {
+				n++
+			}
+		}
+		return n
+	}
+	if count("start") != 1 || count("pattern_matched") != 1 || count("decision_asked") != 1 || count("decision_answered") != 1 {
+		t.Fatalf("events %v", types(evs))
+	}
+	if mem.calls() != 1 {
+		t.Errorf("MatchPatterns called %d times", mem.calls())
+	}
+	reqs := h.model.requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model requests", len(reqs))
+	}
+	for i, req := range reqs {
+		if !strings.Contains(systemText(req), "# Proven approach") {
+			t.Errorf("request %d on the second replica lacks the pattern", i)
+		}
+	}
+	if tr := traceOf(ctx, t, h.js, done.GetConversationId(), done.GetRunId()).GetTrace(); tr.GetPatternMode() != "reuse" {
+		t.Errorf("trace %v", tr)
+	}
+}
