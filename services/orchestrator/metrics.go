@@ -53,7 +53,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		waits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "input_waits_total",
-			Help: "Runs paused for the user's input, by kind (clarification, decision, doom_loop, permission).",
+			Help: "Runs paused for the user's input, by kind (clarification, decision, doom_loop, permission, plan, pattern).",
 		}, []string{"kind"}),
 		resumed: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "runs_resumed_total",

@@ -2,7 +2,6 @@ package orchestrator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
 	"github.com/baagent/baagent/services/orchestrator/internal/patterntrace"
+	"github.com/baagent/baagent/services/orchestrator/internal/publish"
 )
 
 // Recording a finished run's interaction trace. The trace is built from
@@ -94,9 +94,9 @@ func (r *run) publishTrace(ctx context.Context, terminal *baagentv1.Event) error
 	return nil
 }
 
-// readEvents passes the run's stored events to add, in order, up to the
-// last one stored (at most traceEventsMax; an event that cannot be read
-// is skipped).
+// readEvents passes the run's stored events to add, in order (at most
+// traceEventsMax; an event that cannot be read is skipped). It reads them
+// by sequence, without a consumer: a run's end creates no server state.
 func (r *run) readEvents(ctx context.Context, add func(*baagentv1.Event)) error {
 	subject, err := natsx.EventSubject(r.rec.GetTenant(), r.rec.GetRunId())
 	if err != nil {
@@ -106,34 +106,20 @@ func (r *run) readEvents(ctx context.Context, add func(*baagentv1.Event)) error 
 	if err != nil {
 		return fmt.Errorf("events stream: %w", err)
 	}
-	last, err := stream.GetLastMsgForSubject(ctx, subject)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read the run's last event: %w", err)
-	}
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	n := 0
+	err = publish.Walk(ctx, stream, subject, 0, func(m *jetstream.RawStreamMsg) bool {
+		ev := &baagentv1.Event{}
+		if proto.Unmarshal(m.Data, ev) == nil {
+			add(ev)
+		}
+		n++
+		return n < traceEventsMax
+	})
 	if err != nil {
 		return fmt.Errorf("read the run's events: %w", err)
 	}
-	for n := 0; n < traceEventsMax; n++ {
-		msg, err := cons.Next(jetstream.FetchContext(ctx))
-		if err != nil {
-			return fmt.Errorf("read the run's events: %w", err)
-		}
-		meta, err := msg.Metadata()
-		if err != nil {
-			return fmt.Errorf("read the run's events: %w", err)
-		}
-		ev := &baagentv1.Event{}
-		if proto.Unmarshal(msg.Data(), ev) == nil {
-			add(ev)
-		}
-		if meta.Sequence.Stream >= last.Sequence {
-			return nil
-		}
+	if n == traceEventsMax {
+		r.log.Warn("run's trace built from its first events only", "events", traceEventsMax)
 	}
-	r.log.Warn("run's trace built from its first events only", "events", traceEventsMax)
 	return nil
 }

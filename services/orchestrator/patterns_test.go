@@ -417,7 +417,6 @@ func TestPatternGuidanceBounded(t *testing.T) {
 	}
 }
 
-
 // TestPatternReuseWaitSurvivesTheReplica: the replica that asked the reuse
 // decision goes away while the run waits; another replica resumes it with
 // the answer from its checkpoint, without matching or asking again.

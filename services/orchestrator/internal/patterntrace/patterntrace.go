@@ -141,7 +141,7 @@ type Builder struct {
 
 	clar      map[string]int // question id → index in t.Clarifications
 	decisions map[string]askedDecision
-	calls     map[string]int   // tool call id → index in t.ToolCalls
+	calls     map[string]int    // tool call id → index in t.ToolCalls
 	doom      map[string]string // doom decision id → the repeated call
 	completed map[int32]bool    // plan steps a plan_step_end completed
 	stepTools map[int32][]string
