@@ -197,7 +197,7 @@ func (s *Server) DeleteConversationMemory(ctx context.Context, req *baagentv1.De
 		return nil, s.storeError(ctx, "DeleteConversationMemory", "conversation", err)
 	}
 	s.log.InfoContext(ctx, "conversation memory deleted", "tenant", req.GetTenant(), "conversation", req.GetConversationId(),
-		"episodes_removed", out.Episodes, "entities_removed", out.Entities)
+		"episodes_removed", out.Episodes, "entities_removed", out.Entities, "traces_removed", out.Traces)
 	return &baagentv1.DeleteConversationMemoryResponse{EpisodesRemoved: clamp32(out.Episodes), EntitiesRemoved: clamp32(out.Entities)}, nil
 }
 

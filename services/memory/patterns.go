@@ -27,6 +27,11 @@ const (
 	// how often older ones are deleted.
 	TraceRetention = 30 * 24 * time.Hour
 	PruneInterval  = time.Hour
+	// touchEvery is how stale a candidate's stored LastQueriedAt must be
+	// for MatchPatterns to write it again: the admission gate's window is
+	// patterns.QueryWindow (7 days), so an hour's precision changes no
+	// state, and popular patterns are not rewritten on every request.
+	touchEvery = time.Hour
 	// listScanBudget bounds the stored patterns one ListPatterns with a
 	// state filter reads; the page may be short (with a next token) when
 	// the state is rare.
@@ -71,8 +76,9 @@ func (s *Server) goalEntities(ctx context.Context, tenant, goal string) (names, 
 // for a request: the tenant's own and those granted to it, scored by the
 // rules (patterns.Rank). The candidates that could be offered (score at
 // least ReferenceFrom) count as queried now, which the admission gate
-// reads: the tenant's own are written so, granted ones are only evaluated
-// so (the owner's rows are not written by another tenant's queries).
+// reads: the tenant's own are written so (when their stored time is older
+// than touchEvery), granted ones are only evaluated so (the owner's rows
+// are not written by another tenant's queries).
 func (s *Server) MatchPatterns(ctx context.Context, req *baagentv1.MatchPatternsRequest) (*baagentv1.MatchPatternsResponse, error) {
 	if err := validateMatchPatterns(req); err != nil {
 		return nil, err
@@ -109,7 +115,11 @@ func (s *Server) MatchPatterns(ctx context.Context, req *baagentv1.MatchPatterns
 			p.LastQueriedAt = now
 			continue
 		}
-		if patterns.Score(q, p, now).Score >= patterns.ReferenceFrom {
+		// A query within touchEvery of the stored one changes no gate
+		// (the window is days): such rows are neither scored here nor
+		// written again.
+		stale := p.LastQueriedAt.IsZero() || now.Sub(p.LastQueriedAt) >= touchEvery
+		if stale && patterns.Score(q, p, now).Score >= patterns.ReferenceFrom {
 			touch = append(touch, p.ID)
 			p.LastQueriedAt = now
 		}
@@ -180,6 +190,12 @@ func (s *Server) ListPatterns(ctx context.Context, req *baagentv1.ListPatternsRe
 	for {
 		need := size - len(resp.Patterns)
 		rs, next, err := s.store.ListPatterns(ctx, tenant, filter, store.Page{Size: need, Token: token})
+		if err != nil && scanned == 0 {
+			return nil, s.pageError(ctx, "ListPatterns", token, err, func() error {
+				_, _, err := s.store.ListPatterns(ctx, tenant, filter, store.Page{Size: 1})
+				return err
+			})
+		}
 		if err != nil {
 			return nil, s.storeError(ctx, "ListPatterns", "patterns", err)
 		}

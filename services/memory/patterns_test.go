@@ -121,8 +121,27 @@ func TestPatternsLearnThenOfferForReuse(t *testing.T) {
 		len(cand.GetPattern().GetSteps()) != 2 || cand.GetPattern().GetLastQueriedAt() == nil {
 		t.Fatalf("candidate %v", cand)
 	}
-	if v := counterValue(t, ts.reg, "baagent_memory_pattern_candidates_total", "mode", "reuse"); v != 1 {
+	// Touched once: a match within touchEvery writes nothing.
+	stored, err := ts.store.GetPattern(t.Context(), "acme", id)
+	if err != nil || stored.LastQueriedAt.IsZero() {
+		t.Fatalf("stored after the match %v, %v", stored, err)
+	}
+	if again := match(t, ts.c, "acme", goal, ""); len(again.GetCandidates()) != 1 || again.GetCandidates()[0].GetMode() != "reuse" {
+		t.Fatalf("second match %v", again)
+	}
+	if st2, err := ts.store.GetPattern(t.Context(), "acme", id); err != nil || !st2.LastQueriedAt.Equal(stored.LastQueriedAt) || st2.Version != stored.Version {
+		t.Fatalf("a second match within %v rewrote the pattern: %v -> %v", touchEvery, stored.LastQueriedAt, st2.LastQueriedAt)
+	}
+	if v := counterValue(t, ts.reg, "baagent_memory_pattern_candidates_total", "mode", "reuse"); v != 2 {
 		t.Fatalf("reuse candidates counted %v", v)
+	}
+	for state, want := range map[baagentv1.PatternState]int{
+		baagentv1.PatternState_PATTERN_STATE_ACTIVE: 1, baagentv1.PatternState_PATTERN_STATE_CANDIDATE: 0, baagentv1.PatternState_PATTERN_STATE_UNSPECIFIED: 1,
+	} {
+		l, err := ts.c.ListPatterns(t.Context(), &baagentv1.ListPatternsRequest{Tenant: "acme", State: state})
+		if err != nil || len(l.GetPatterns()) != want {
+			t.Fatalf("list %v: %v, %v; want %d", state, l, err, want)
+		}
 	}
 
 	// The run reused it and failed: it evolves with the failure.

@@ -61,6 +61,7 @@ func TestPatternValidation(t *testing.T) {
 		{Name: "ListPatterns/page size", Call: vt.Call(c.ListPatterns, &baagentv1.ListPatternsRequest{Tenant: "acme", PageSize: MaxPageSize + 1}), Field: "page_size"},
 		{Name: "ListPatterns/negative page size", Call: vt.Call(c.ListPatterns, &baagentv1.ListPatternsRequest{Tenant: "acme", PageSize: -1}), Field: "page_size"},
 		{Name: "ListPatterns/page token", Call: vt.Call(c.ListPatterns, &baagentv1.ListPatternsRequest{Tenant: "acme", PageToken: "a b"}), Field: "page_token"},
+		{Name: "ListPatterns/foreign page token", Call: vt.Call(c.ListPatterns, &baagentv1.ListPatternsRequest{Tenant: "acme", PageToken: "abc"}), Field: "page_token"},
 		{Name: "ListPatterns/state", Call: vt.Call(c.ListPatterns, &baagentv1.ListPatternsRequest{Tenant: "acme", State: 9}), Field: "state"},
 		{Name: "ListPatterns/task type", Call: vt.Call(c.ListPatterns, &baagentv1.ListPatternsRequest{Tenant: "acme", TaskType: strings.Repeat("t", 65)}), Field: "task_type"},
 

@@ -334,7 +334,8 @@ func (s *Store) DeleteEpisode(ctx context.Context, tenant, id string) (store.Del
 	return out, err
 }
 
-// DeleteConversation deletes every episode of a conversation.
+// DeleteConversation deletes every episode and interaction trace of a
+// conversation.
 func (s *Store) DeleteConversation(ctx context.Context, tenant, conversationID string) (store.DeleteOutcome, error) {
 	if conversationID == "" {
 		return store.DeleteOutcome{}, errors.New("memory store: delete conversation needs its id")
@@ -344,6 +345,13 @@ func (s *Store) DeleteConversation(ctx context.Context, tenant, conversationID s
 		return out, nil
 	}
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		out = store.DeleteOutcome{}
+		tag, err := tx.Exec(ctx, `DELETE FROM memory_pattern_traces WHERE tenant = $1 AND conversation_id = $2`, tenant, conversationID)
+		if err != nil {
+			return err
+		}
+		traces := int(tag.RowsAffected())
+		out.Traces = traces
 		rows, err := tx.Query(ctx, `SELECT id FROM memory_episodes WHERE tenant = $1 AND conversation_id = $2
 			ORDER BY id FOR UPDATE`, tenant, conversationID)
 		if err != nil {
@@ -358,6 +366,7 @@ func (s *Store) DeleteConversation(ctx context.Context, tenant, conversationID s
 			return err
 		}
 		out, err = deleteEpisodes(ctx, tx, tenant, ids, seq)
+		out.Traces = traces
 		return err
 	})
 	if err != nil {

@@ -210,8 +210,10 @@ func (s *Store) GetSettings(ctx context.Context, tenant string) (store.Settings,
 	if !validText(tenant) {
 		return store.DefaultSettings(), nil
 	}
-	err := s.pool.QueryRow(ctx, `SELECT capture_runs, tools_enabled, disabled_conversations
-		FROM memory_settings WHERE tenant = $1`, tenant).Scan(&st.CaptureRuns, &st.ToolsEnabled, &st.CaptureDisabledConversations)
+	err := s.pool.QueryRow(ctx, `SELECT capture_runs, tools_enabled, disabled_conversations,
+		patterns_enabled, patterns_disabled_conversations
+		FROM memory_settings WHERE tenant = $1`, tenant).Scan(&st.CaptureRuns, &st.ToolsEnabled, &st.CaptureDisabledConversations,
+		&st.PatternsEnabled, &st.PatternsDisabledConversations)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.DefaultSettings(), nil
 	}
@@ -221,22 +223,32 @@ func (s *Store) GetSettings(ctx context.Context, tenant string) (store.Settings,
 	if len(st.CaptureDisabledConversations) == 0 {
 		st.CaptureDisabledConversations = nil
 	}
+	if len(st.PatternsDisabledConversations) == 0 {
+		st.PatternsDisabledConversations = nil
+	}
 	return st, nil
 }
 
 // PutSettings writes the tenant's switches.
 func (s *Store) PutSettings(ctx context.Context, tenant string, st store.Settings) error {
-	if !validText(tenant) || !validText(st.CaptureDisabledConversations...) {
+	if !validText(tenant) || !validText(st.CaptureDisabledConversations...) || !validText(st.PatternsDisabledConversations...) {
 		return errInvalidText
 	}
 	disabled := uniq(st.CaptureDisabledConversations)
 	if disabled == nil {
 		disabled = []string{}
 	}
+	patternsDisabled := uniq(st.PatternsDisabledConversations)
+	if patternsDisabled == nil {
+		patternsDisabled = []string{}
+	}
 	_, err := s.pool.Exec(ctx, `
-INSERT INTO memory_settings (tenant, capture_runs, tools_enabled, disabled_conversations) VALUES ($1, $2, $3, $4)
+INSERT INTO memory_settings (tenant, capture_runs, tools_enabled, disabled_conversations,
+	patterns_enabled, patterns_disabled_conversations) VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (tenant) DO UPDATE SET capture_runs = EXCLUDED.capture_runs, tools_enabled = EXCLUDED.tools_enabled,
-	disabled_conversations = EXCLUDED.disabled_conversations`, tenant, st.CaptureRuns, st.ToolsEnabled, disabled)
+	disabled_conversations = EXCLUDED.disabled_conversations, patterns_enabled = EXCLUDED.patterns_enabled,
+	patterns_disabled_conversations = EXCLUDED.patterns_disabled_conversations`,
+		tenant, st.CaptureRuns, st.ToolsEnabled, disabled, st.PatternsEnabled, patternsDisabled)
 	if err != nil {
 		return fmt.Errorf("memory store: put settings: %w", err)
 	}

@@ -19,7 +19,9 @@ const migrationLock int64 = 0x62616d656d6f7279
 //
 // Every primary key and index starts with the tenant column, except the
 // claim queue's partial index and the tenants table's change time, which
-// serve the cross-tenant ClaimEpisodes and TenantsChangedSince.
+// serve the cross-tenant ClaimEpisodes and TenantsChangedSince, and the
+// traces' creation time, which serves the cross-tenant PruneTraces (the
+// pattern grants start with the owner or the grantee, both tenants).
 var migrations = []string{
 	// 1: the graph.
 	`
@@ -157,6 +159,75 @@ CREATE TABLE memory_communities (
 	member_count integer NOT NULL DEFAULT 0,
 	updated_at   timestamptz NOT NULL,
 	PRIMARY KEY (tenant, id)
+);
+`,
+	// 2: interaction patterns, their traces, grants and suppressions, and
+	// the pattern switches of the settings (a row written before them
+	// reads the defaults: enabled, no conversation excluded).
+	`
+ALTER TABLE memory_settings
+	ADD COLUMN patterns_enabled boolean NOT NULL DEFAULT true,
+	ADD COLUMN patterns_disabled_conversations text[] NOT NULL DEFAULT '{}';
+
+-- The scoring fields as columns (candidates read only those), the whole
+-- pattern in body. last_queried_at and version are the truth; body's
+-- copies of them are not read. entity_keys are the lower-cased entities
+-- the GIN index serves to "shares an entity" (entity_keys && $n).
+CREATE TABLE memory_patterns (
+	tenant               text NOT NULL,
+	id                   text NOT NULL,
+	task_type            text NOT NULL,
+	entity_types         text[] NOT NULL DEFAULT '{}',
+	entities             text[] NOT NULL DEFAULT '{}',
+	entity_keys          text[] NOT NULL DEFAULT '{}',
+	name                 text NOT NULL DEFAULT '',
+	usage_count          integer NOT NULL DEFAULT 0,
+	success_count        integer NOT NULL DEFAULT 0,
+	failure_count        integer NOT NULL DEFAULT 0,
+	consecutive_failures integer NOT NULL DEFAULT 0,
+	success_rate         double precision NOT NULL DEFAULT 0,
+	avg_duration_ms      bigint NOT NULL DEFAULT 0,
+	-- the zero time is stored as 0001-01-01 UTC
+	created_at           timestamptz NOT NULL,
+	updated_at           timestamptz NOT NULL,
+	last_queried_at      timestamptz NOT NULL,
+	last_used_at         timestamptz NOT NULL,
+	version              bigint NOT NULL,
+	body                 jsonb NOT NULL,
+	PRIMARY KEY (tenant, id)
+);
+CREATE INDEX memory_patterns_task ON memory_patterns (tenant, task_type, updated_at DESC);
+CREATE INDEX memory_patterns_updated ON memory_patterns (tenant, updated_at DESC, id DESC);
+CREATE INDEX memory_patterns_entities ON memory_patterns USING gin (tenant, entity_keys);
+
+CREATE TABLE memory_pattern_traces (
+	tenant          text NOT NULL,
+	run_id          text NOT NULL,
+	conversation_id text NOT NULL DEFAULT '',
+	pattern_id      text NOT NULL DEFAULT '',
+	created_at      timestamptz NOT NULL,
+	trace           jsonb NOT NULL,
+	PRIMARY KEY (tenant, run_id)
+);
+CREATE INDEX memory_pattern_traces_created ON memory_pattern_traces (created_at);
+CREATE INDEX memory_pattern_traces_conversation ON memory_pattern_traces (tenant, conversation_id);
+
+CREATE TABLE memory_pattern_grants (
+	owner      text NOT NULL,
+	pattern_id text NOT NULL,
+	grantee    text NOT NULL,
+	created_at timestamptz NOT NULL,
+	PRIMARY KEY (owner, pattern_id, grantee)
+);
+CREATE INDEX memory_pattern_grants_grantee ON memory_pattern_grants (grantee, pattern_id);
+CREATE INDEX memory_pattern_grants_newest ON memory_pattern_grants (owner, created_at DESC);
+
+CREATE TABLE memory_pattern_suppressions (
+	tenant    text NOT NULL,
+	sig_key   text NOT NULL,
+	signature jsonb NOT NULL,
+	until     timestamptz NOT NULL,
+	PRIMARY KEY (tenant, sig_key)
 );
 `,
 }

@@ -77,23 +77,34 @@ func scanFull(r rowScanner) (*store.PatternRecord, error) {
 	return &rec, nil
 }
 
+// listSep joins the scoring columns' lists; a name holding it has it
+// replaced by a space there (body keeps the name as it is).
+const listSep = "\x1f"
+
 func decodeStrings(s string, out *[]string) error {
-	if s == "" || s == "[]" || s == "null" {
+	if s == "" {
 		*out = nil
 		return nil
 	}
-	if err := json.Unmarshal([]byte(s), out); err != nil {
-		return fmt.Errorf("memory sqlite: pattern list: %w", err)
-	}
+	*out = strings.Split(s, listSep)
 	return nil
 }
 
 func encodeStrings(xs []string) string {
-	if len(xs) == 0 {
-		return "[]"
+	switch len(xs) {
+	case 0:
+		return ""
+	case 1:
+		return strings.ReplaceAll(xs[0], listSep, " ")
 	}
-	b, _ := json.Marshal(xs)
-	return string(b)
+	var b strings.Builder
+	for i, x := range xs {
+		if i > 0 {
+			b.WriteString(listSep)
+		}
+		b.WriteString(strings.ReplaceAll(x, listSep, " "))
+	}
+	return b.String()
 }
 
 // utc drops the monotonic reading and the location, as a stored time
@@ -201,8 +212,11 @@ func (s *Store) LearnTrace(ctx context.Context, tr *store.TraceRecord, taskType,
 		case !errors.Is(err, sql.ErrNoRows):
 			return fmt.Errorf("memory sqlite: trace: %w", err)
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT `+fullCols+` FROM patterns p
-			WHERE p.tenant = ? AND (p.task_type = ? OR p.id = ?) ORDER BY p.id`, tr.Tenant, taskType, used)
+		// Two halves, not an OR, and sorted here: each half uses its
+		// index (an ORDER BY id would walk the tenant's patterns).
+		rows, err := tx.QueryContext(ctx, `SELECT `+fullCols+`, p.id FROM patterns p WHERE p.tenant = ? AND p.task_type = ?
+			UNION ALL SELECT `+fullCols+`, p.id FROM patterns p WHERE p.tenant = ? AND p.id = ? AND p.task_type <> ?`,
+			tr.Tenant, taskType, tr.Tenant, used, taskType)
 		if err != nil {
 			return fmt.Errorf("memory sqlite: learn candidates: %w", err)
 		}
@@ -210,6 +224,7 @@ func (s *Store) LearnTrace(ctx context.Context, tr *store.TraceRecord, taskType,
 		if err != nil {
 			return err
 		}
+		slices.SortFunc(cands, func(a, b *store.PatternRecord) int { return strings.Compare(a.ID, b.ID) })
 		changed, isNew, err := learn(cands)
 		if err != nil {
 			return err
@@ -241,15 +256,26 @@ func (s *Store) LearnTrace(ctx context.Context, tr *store.TraceRecord, taskType,
 	return out, nil
 }
 
+// collectFull reads rows of fullCols and the id.
 func collectFull(rows *sql.Rows) ([]*store.PatternRecord, error) {
 	defer func() { _ = rows.Close() }()
 	var out []*store.PatternRecord
 	for rows.Next() {
-		rec, err := scanFull(rows)
-		if err != nil {
+		var (
+			rec     store.PatternRecord
+			tenant  string
+			queried int64
+			body    string
+			id      string
+		)
+		if err := rows.Scan(&tenant, &queried, &rec.Version, &body, &id); err != nil {
 			return nil, fmt.Errorf("memory sqlite: pattern: %w", err)
 		}
-		out = append(out, rec)
+		if err := json.Unmarshal([]byte(body), &rec.Pattern); err != nil {
+			return nil, fmt.Errorf("memory sqlite: pattern body: %w", err)
+		}
+		rec.Tenant, rec.LastQueriedAt = tenant, fromNanos(queried)
+		out = append(out, &rec)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("memory sqlite: pattern: %w", err)
@@ -259,7 +285,7 @@ func collectFull(rows *sql.Rows) ([]*store.PatternRecord, error) {
 
 // PatternCandidates reads the scoring fields of the tenant's patterns of
 // the task type or sharing an entity, and of the granted ones that
-// qualify likewise.
+// qualify likewise, newest first (then by id and owner, descending).
 func (s *Store) PatternCandidates(ctx context.Context, tenant, taskType string, entities []string, limit int) ([]*store.PatternRecord, error) {
 	if limit <= 0 {
 		return nil, nil
@@ -272,17 +298,22 @@ func (s *Store) PatternCandidates(ctx context.Context, tenant, taskType string, 
 	for i, e := range ents {
 		entArgs[i] = e
 	}
-	// A pattern id may appear in several tenants, so membership is by
-	// (tenant, id) pairs.
+	// Three disjoint parts, so UNION ALL: the task type's range of the
+	// tenant's patterns (the table is clustered by task type), the
+	// tenant's other patterns sharing an entity, and the granted ones.
 	q := `SELECT ` + scoreCols + ` FROM patterns p WHERE p.tenant = ? AND p.task_type = ?`
 	args := []any{tenant, taskType}
 	if len(ents) > 0 {
-		q += ` UNION SELECT ` + scoreCols + ` FROM pattern_entities e JOIN patterns p ON p.tenant = e.tenant AND p.id = e.pattern_id
-			WHERE e.tenant = ? AND e.entity IN (` + placeholders(len(ents)) + `)`
+		// Driven by the entity rows (CROSS JOIN keeps that order): an IN
+		// filter would walk every pattern of the tenant.
+		q += ` UNION ALL SELECT ` + scoreCols + ` FROM (SELECT DISTINCT pattern_id FROM pattern_entities
+			WHERE tenant = ? AND entity IN (` + placeholders(len(ents)) + `)) e
+			CROSS JOIN patterns p ON p.tenant = ? AND p.id = e.pattern_id WHERE p.task_type <> ?`
 		args = append(args, tenant)
 		args = append(args, entArgs...)
+		args = append(args, tenant, taskType)
 	}
-	q += ` UNION SELECT ` + scoreCols + ` FROM pattern_grants g JOIN patterns p ON p.tenant = g.owner AND p.id = g.pattern_id
+	q += ` UNION ALL SELECT ` + scoreCols + ` FROM pattern_grants g JOIN patterns p ON p.tenant = g.owner AND p.id = g.pattern_id
 		WHERE g.grantee = ? AND g.owner <> ? AND (p.task_type = ?`
 	args = append(args, tenant, tenant, taskType)
 	if len(ents) > 0 {
@@ -290,7 +321,7 @@ func (s *Store) PatternCandidates(ctx context.Context, tenant, taskType string, 
 			AND e.entity IN (` + placeholders(len(ents)) + `))`
 		args = append(args, entArgs...)
 	}
-	q += `) ORDER BY 14 DESC, 2, 1 LIMIT ?`
+	q += `) ORDER BY 14 DESC, 2 DESC, 1 DESC LIMIT ?`
 	args = append(args, limit)
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {

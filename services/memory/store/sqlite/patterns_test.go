@@ -8,6 +8,7 @@ import (
 
 	"github.com/baagent/baagent/core/patterns"
 	"github.com/baagent/baagent/services/memory/store"
+	"github.com/baagent/baagent/services/memory/store/storetest"
 )
 
 // TestMigrationToPatternsKeepsSettings opens a database at schema version
@@ -68,13 +69,24 @@ func TestCorruptPatternBodyIsAnError(t *testing.T) {
 		}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.w.ExecContext(ctx, `UPDATE patterns SET body = '{"id":', entities = 'nope' WHERE id = 'pt_1'`); err != nil {
+	if _, err := s.w.ExecContext(ctx, `UPDATE patterns SET body = '{"id":' WHERE id = 'pt_1'`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.GetPattern(ctx, "t", "pt_1"); err == nil {
 		t.Fatal("GetPattern read a corrupt body")
 	}
-	if _, err := s.PatternCandidates(ctx, "t", patterns.TaskLookup, nil, 10); err == nil {
-		t.Fatal("PatternCandidates read a corrupt entity list")
+	if _, err := s.UpdatePattern(ctx, "t", "pt_1", 0, func(*patterns.Pattern) error { return nil }); err == nil {
+		t.Fatal("UpdatePattern read a corrupt body")
 	}
+}
+
+// BenchmarkPatternCandidates: retrieval's candidate query at 10,000
+// patterns per tenant (storetest.BenchPatternCandidates).
+func BenchmarkPatternCandidates(b *testing.B) {
+	s, err := Open(context.Background(), filepath.Join(b.TempDir(), "memory.db"), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	storetest.BenchPatternCandidates(b, s)
 }

@@ -261,13 +261,15 @@ CREATE TABLE communities (
 	`
 -- A pattern: the scoring fields as columns (candidates read only those),
 -- the whole pattern as JSON in body. last_queried_at and version are the
--- truth; body's copies of them are not read.
+-- truth; body's copies of them are not read. The table is clustered by
+-- task type and update time, so that candidates of one task type are one
+-- range, read newest first without a lookup or a sort.
 CREATE TABLE patterns (
 	tenant TEXT NOT NULL,
-	id TEXT NOT NULL,
 	task_type TEXT NOT NULL,
-	entity_types TEXT NOT NULL,                -- JSON array
-	entities TEXT NOT NULL,                    -- JSON array, lower-cased
+	id TEXT NOT NULL,
+	entity_types TEXT NOT NULL,                -- joined by U+001F
+	entities TEXT NOT NULL,                    -- joined by U+001F
 	name TEXT NOT NULL,
 	usage_count INTEGER NOT NULL,
 	success_count INTEGER NOT NULL,
@@ -281,9 +283,9 @@ CREATE TABLE patterns (
 	last_used_at INTEGER NOT NULL,
 	version INTEGER NOT NULL,
 	body TEXT NOT NULL,                        -- JSON of patterns.Pattern
-	PRIMARY KEY (tenant, id)
+	PRIMARY KEY (tenant, task_type, updated_at, id)
 ) WITHOUT ROWID;
-CREATE INDEX patterns_task ON patterns(tenant, task_type, updated_at);
+CREATE UNIQUE INDEX patterns_id ON patterns(tenant, id);
 CREATE INDEX patterns_updated ON patterns(tenant, updated_at, id);
 
 -- the "shares an entity" lookup of candidates
@@ -293,7 +295,9 @@ CREATE TABLE pattern_entities (
 	pattern_id TEXT NOT NULL,
 	PRIMARY KEY (tenant, entity, pattern_id)
 ) WITHOUT ROWID;
-CREATE INDEX pattern_entities_pattern ON pattern_entities(tenant, pattern_id);
+-- by pattern first: led by the tenant, the planner would walk all of a
+-- tenant's rows through it to read distinct pattern ids in order
+CREATE INDEX pattern_entities_pattern ON pattern_entities(pattern_id, tenant);
 
 CREATE TABLE pattern_traces (
 	tenant TEXT NOT NULL,
