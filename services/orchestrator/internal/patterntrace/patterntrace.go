@@ -25,7 +25,8 @@
 //     (not the calls a tool composition made, not the orchestrator's own ask
 //     and plan tools); success from the observe, plan step from the event.
 //   - corrections: (a) the user edited a proposed plan when asked to
-//     approve it (agent error: the plan as proposed; fix: the edit);
+//     approve it (agent error: the plan as proposed; fix: the edit, in free
+//     text: the bare label `edit` fixes nothing);
 //     (b) the user answered a doom-loop intervention (error: the repeated
 //     call; fix: the choice); (c) a tool call failed and, later in the same
 //     plan step, the user answered a clarification or a decision (error: the
@@ -342,7 +343,9 @@ func (b *Builder) decisionAnswered(a *baagentv1.DecisionAnsweredPayload, step in
 	switch {
 	case ok && asked.kind == decisionPlan:
 		edit := clean(strings.TrimSpace(a.GetAnswer()), MaxTextBytes)
-		if l := strings.ToLower(edit); l != "approve" && l != "cancel" && edit != "" {
+		// Free text is the edit; the bare label says no more than that the
+		// plan should change, and fixes nothing a pattern could keep.
+		if l := strings.ToLower(edit); l != "approve" && l != "cancel" && l != "edit" && edit != "" {
 			b.planEdits++
 			b.correct(&baagentv1.TraceCorrection{AgentError: asked.plan, HumanFix: edit})
 		}

@@ -213,14 +213,16 @@ func TestCorrectionPlanEdit(t *testing.T) {
 		one(ev(0, &baagentv1.DecisionAnsweredPayload{DecisionId: "plan_s1_c0", Answer: "Only March 2026", SelectedOptions: []string{"Only March 2026"}})),
 		one(ev(0, &baagentv1.DecisionPoint{DecisionId: "plan_s2_c0", DecisionType: baagentv1.DecisionType_DECISION_TYPE_CUSTOM, Context: "Approve?"})),
 		one(ev(0, &baagentv1.DecisionAnsweredPayload{DecisionId: "plan_s2_c0", Answer: "approve", SelectedOptions: []string{"approve"}})),
+		one(ev(0, &baagentv1.DecisionPoint{DecisionId: "plan_s3_c0", DecisionType: baagentv1.DecisionType_DECISION_TYPE_CUSTOM, Context: "Approve?"})),
+		one(ev(0, &baagentv1.DecisionAnsweredPayload{DecisionId: "plan_s3_c0", Answer: "edit", SelectedOptions: []string{"edit"}})),
 	))
 	c := tr.GetCorrections()
 	if len(c) != 1 || c[0].GetAgentError() != "1. Query all years\n2. Rank" || c[0].GetHumanFix() != "Only March 2026" || c[0].GetPlanStep() != 0 {
 		t.Fatalf("corrections %v", c)
 	}
-	// Two answers and one plan edit.
-	if tr.GetHumanInterventions() != 3 {
-		t.Errorf("interventions %d, want 3", tr.GetHumanInterventions())
+	// Three answers and one plan edit.
+	if tr.GetHumanInterventions() != 4 {
+		t.Errorf("interventions %d, want 4", tr.GetHumanInterventions())
 	}
 }
 
