@@ -76,8 +76,9 @@ func (r *run) loop() (string, error) {
 			return "", err
 		}
 		r.roundReady = true
-		// Before planning and the first model step; a reuse decision
-		// pauses the run here (its checkpoint is the start's).
+		// Before planning and the first model step. A reuse decision
+		// pauses the run here: the WAITING_INPUT checkpoint the pause
+		// writes stands for the start's (patterns.go).
 		if err := r.matchPattern(ctx); err != nil || r.paused {
 			return "", err
 		}
