@@ -468,3 +468,59 @@ func TestPatternReuseWaitSurvivesTheReplica(t *testing.T) {
 		t.Errorf("trace %v", tr)
 	}
 }
+
+// TestPatternTraceOfAPlannedRun: the trace of a real planned run, whose
+// plan the user edited at approval: the approvals are high-impact
+// decisions, the edit is a correction against the plan as proposed, the
+// plan steps are the final plan's with what completed and the tools used,
+// and the plan tools are not among the tool calls.
+func TestPatternTraceOfAPlannedRun(t *testing.T) {
+	ctx := testCtx(t)
+	mem := &fakePatterns{}
+	h := newHarness(t, func(_ context.Context, n int, req ModelRequest) (*ModelResponse, error) {
+		switch n {
+		case 0:
+			return callTools("", "p0", "plan", twoSteps), nil
+		case 1:
+			return callTools("", "p1", "plan", `{"steps":[{"description":"first"},{"description":"costs"},{"description":"second"}]}`), nil
+		case 2:
+			return callTools("", "q1", "sql_query", `{"query":"SELECT 1"}`), nil
+		case 3:
+			return callTools("", "u1", "update_plan", markDone("1")), nil
+		}
+		return answer("done"), nil
+	}, harnessOptions{mutate: func(o *Options) { o.PlanApproval = true; o.Memory = mem.client(t) }})
+	run := h.start(ctx, &baagentv1.RunSpec{Input: "Report revenue and costs", Plan: baagentv1.PlanMode_PLAN_MODE_ALWAYS})
+	for _, answer := range []string{"add a step for costs", "approve"} {
+		d := h.waitState(ctx, run.GetRunId(), baagentv1.RunState_RUN_STATE_WAITING_INPUT).GetPendingInput().GetDecision()
+		if err := h.submit(ctx, run.GetRunId(), &baagentv1.RunInput{InputId: d.GetDecisionId(), Answer: answer}); err != nil {
+			t.Fatal(err)
+		}
+		if answer == "approve" {
+			break
+		}
+		testkitWaitDecisionChange(ctx, t, h, run.GetRunId(), d.GetDecisionId())
+	}
+	done := h.waitRun(ctx, run.GetRunId())
+	if done.GetState() != baagentv1.RunState_RUN_STATE_COMPLETED {
+		t.Fatalf("run %v", done)
+	}
+	tr := traceOf(ctx, t, h.js, done.GetConversationId(), done.GetRunId()).GetTrace()
+	if d := tr.GetDecisions(); len(d) != 2 || d[0].GetImpact() != "high" || d[0].GetUserChoice() != "add a step for costs" || d[1].GetUserChoice() != "approve" || d[1].GetRecommended() != "approve" {
+		t.Errorf("decisions %v", d)
+	}
+	if c := tr.GetCorrections(); len(c) != 1 || c[0].GetAgentError() != "1. first\n2. second" || c[0].GetHumanFix() != "add a step for costs" {
+		t.Errorf("corrections %v", c)
+	}
+	steps := tr.GetPlanSteps()
+	if len(steps) != 3 || steps[0].GetDescription() != "first" || steps[1].GetDescription() != "costs" || !steps[0].GetDone() || strings.Join(steps[0].GetTools(), ",") != "sql_query" {
+		t.Errorf("plan steps %v", steps)
+	}
+	if c := tr.GetToolCalls(); len(c) != 1 || c[0].GetTool() != "sql_query" || c[0].GetPlanStep() != 1 || !c[0].GetSuccess() {
+		t.Errorf("tool calls %v", c)
+	}
+	// Two answers and the edit.
+	if tr.GetHumanInterventions() != 3 || !tr.GetSuccess() || tr.GetDurationMs() <= 0 {
+		t.Errorf("trace %v", tr)
+	}
+}
