@@ -165,6 +165,7 @@ func TestEveryShippedScenarioPlaysThrough(t *testing.T) {
 		"plan-revision":             {"plan", "sql_query", "update_plan", "sql_query", "update_plan", "sql_query", "update_plan"},
 		"plan-approval":             {"plan", "sql_query", "update_plan"},
 		"memory-software-category":  {"memory_search"},
+		"patterns-top-products":     {"sql_query", "sql_query"},
 	}
 	for _, sc := range srv.Scenarios() {
 		t.Run(sc.Name, func(t *testing.T) {

@@ -76,17 +76,27 @@ func (r *run) loop() (string, error) {
 			return "", err
 		}
 		r.roundReady = true
+		// Before planning and the first model step. A reuse decision
+		// pauses the run here: the WAITING_INPUT checkpoint the pause
+		// writes stands for the start's (patterns.go).
+		if err := r.matchPattern(ctx); err != nil || r.paused {
+			return "", err
+		}
 		if err := r.checkpoint(checkpoint.KindStart); err != nil {
 			return "", err
 		}
 	}
 	r.save(ctx)
+	if err := r.settlePattern(cp.Wait); err != nil {
+		return "", err
+	}
 
 	catalog, err := r.catalog(ctx)
 	if err != nil {
 		return "", err
 	}
 	system := systemMessages(r.s.opts.SystemPrompt, r.spec.GetSystemPrompt(), catalog.GetText())
+	system = append(system, r.patternMessage()...)
 	if len(cp.Assistant) > 0 {
 		msg, err := protoenc.Unmarshal[baagentv1.ChatMessage](cp.Assistant)
 		if err != nil {

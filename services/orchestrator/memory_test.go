@@ -225,25 +225,23 @@ func TestNoCaptureWithoutMemory(t *testing.T) {
 // captured reads the one capture request queued for conv.
 func captured(ctx context.Context, t *testing.T, js jetstream.JetStream, conv string) *jetstream.RawStreamMsg {
 	t.Helper()
-	subj, err := natsx.MemoryCaptureSubject(testTenant, conv)
-	if err != nil {
-		t.Fatal(err)
+	msgs := captureMsgs(ctx, t, js, conv, natsx.CaptureKindEpisode)
+	if len(msgs) != 1 {
+		t.Fatalf("%d capture requests for %s, want 1", len(msgs), conv)
 	}
-	if n := captureCount(ctx, t, js, conv); n != 1 {
-		t.Fatalf("%d capture requests for %s, want 1", n, conv)
-	}
-	st, err := js.Stream(ctx, natsx.StreamMemoryCapture)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := st.GetLastMsgForSubject(ctx, subj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw
+	return msgs[0]
 }
 
+// captureCount counts the episode capture requests queued for conv (the
+// runs' interaction traces travel on the same queue).
 func captureCount(ctx context.Context, t *testing.T, js jetstream.JetStream, conv string) uint64 {
+	t.Helper()
+	return uint64(len(captureMsgs(ctx, t, js, conv, natsx.CaptureKindEpisode)))
+}
+
+// captureMsgs reads the capture requests of kind queued for conv (a work
+// queue: by sequence).
+func captureMsgs(ctx context.Context, t *testing.T, js jetstream.JetStream, conv, kind string) []*jetstream.RawStreamMsg {
 	t.Helper()
 	subj, err := natsx.MemoryCaptureSubject(testTenant, conv)
 	if err != nil {
@@ -253,11 +251,28 @@ func captureCount(ctx context.Context, t *testing.T, js jetstream.JetStream, con
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subj))
+	info, err := st.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return info.State.Subjects[subj]
+	var out []*jetstream.RawStreamMsg
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && seq > 0; seq++ {
+		msg, err := st.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := msg.Header.Get(natsx.CaptureKindHeader)
+		if k == "" {
+			k = natsx.CaptureKindEpisode
+		}
+		if msg.Subject == subj && k == kind {
+			out = append(out, msg)
+		}
+	}
+	return out
 }
 
 func TestEpisodeContentBounds(t *testing.T) {

@@ -28,6 +28,8 @@ type metrics struct {
 	convIndexFailures prometheus.Counter
 
 	memoryCaptures *prometheus.CounterVec // by outcome (queued, failed)
+
+	patterns patternMetrics // baagent_orchestrator_pattern_* (patterns_metrics.go)
 }
 
 // Outcomes of a tool call, the label of tool_calls_total.
@@ -51,7 +53,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		waits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "input_waits_total",
-			Help: "Runs paused for the user's input, by kind (clarification, decision, doom_loop, permission).",
+			Help: "Runs paused for the user's input, by kind (clarification, decision, doom_loop, permission, plan, pattern).",
 		}, []string{"kind"}),
 		resumed: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "runs_resumed_total",
@@ -114,6 +116,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, o := range []string{captureQueued, captureFailed} {
 		m.memoryCaptures.WithLabelValues(o)
 	}
+	m.patterns = newPatternMetrics(ns, sub)
 	if err := basemetrics.RegisterExclusive(reg, "orchestrator", m.collectors()...); err != nil {
 		return nil, err
 	}
@@ -122,5 +125,5 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return append([]prometheus.Collector{m.runs, m.runsActive, m.waits, m.resumed, m.steps, m.stepOverhead, m.modelLatency, m.modelTokens, m.toolCalls, m.toolDuration, m.eventFailures, m.convOps, m.convIndexFailures, m.memoryCaptures},
-		m.cost.collectors()...)
+		append(m.cost.collectors(), m.patterns.collectors()...)...)
 }

@@ -97,6 +97,9 @@ type run struct {
 	budget runBudget
 	// notes are the key observations of the run's episode (memory.go).
 	notes episodeNotes
+	// pattern is the interaction pattern matched at the start and the
+	// user's decision about it (patterns.go); nil until matched.
+	pattern *checkpoint.Pattern
 }
 
 func newRun(s *Server, rec *baagentv1.Run, spec *baagentv1.RunSpec) *run {
@@ -256,6 +259,7 @@ func (r *run) restore(cp *checkpoint.State) error {
 	r.roundReady = cp.Started
 	r.doom.Restore(cp.Calls)
 	r.notes.restore(cp.MemoryNotes)
+	r.restorePattern(cp.Pattern)
 	r.rec.QueryComplexity, r.rec.ComplexitySignals = baagentv1.QueryComplexity(cp.Complexity), cp.ComplexitySignals
 	if err := r.restorePlan(cp.Plan); err != nil {
 		return err

@@ -97,6 +97,7 @@ func (r *run) snapshot(kind string) (*checkpoint.State, error) {
 		Span:        r.traceparent,
 
 		Plan:              r.planCheckpoint(),
+		Pattern:           r.patternCheckpoint(),
 		Complexity:        int32(r.rec.GetQueryComplexity()),
 		ComplexitySignals: r.rec.GetComplexitySignals(),
 	}

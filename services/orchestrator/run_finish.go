@@ -37,6 +37,8 @@ func (r *run) finish(answer string, err error) {
 		ev.Payload = &baagentv1.Event_Error{Error: &baagentv1.ErrorPayload{Code: re.code, Message: re.message}}
 		r.log.Warn("run failed", "code", re.code, "error", re.message)
 	}
+	// Queued before the terminal event, whatever the end (patterns_record.go).
+	r.captureTrace(ev)
 	// Saved before the terminal event: a client that starts the next round
 	// on seeing it finds the stack.
 	r.saveSkills(ctx)

@@ -90,8 +90,10 @@ type Options struct {
 	Tokens     baagentv1.TokensServiceClient
 	// Memory, when set, is the memory service: completed top-level runs
 	// are queued on the capture stream to become episodes, and deleting a
-	// conversation deletes its episodes (docs/concepts/memory.md). Nil:
-	// runs are not remembered.
+	// conversation deletes its episodes (docs/concepts/memory.md); a
+	// top-level run is matched against the tenant's interaction patterns
+	// when it starts and its trace is queued when it ends
+	// (docs/concepts/patterns.md). Nil: runs are not remembered.
 	Memory baagentv1.MemoryServiceClient
 
 	// Model answers the model calls.

@@ -111,6 +111,31 @@ type State struct {
 	// Span is the W3C traceparent of the execution that wrote it (when
 	// traced): the execution that resumes the run links to it.
 	Span string `json:"span,omitempty"`
+	// Pattern is the interaction pattern matched at the run's start and
+	// the user's decision about it; absent when the run was not matched
+	// (no memory service, a sub-agent run, or a checkpoint written before
+	// patterns existed).
+	Pattern *Pattern `json:"pattern,omitempty"`
+}
+
+// Pattern is what a run's start learned of the interaction patterns
+// (docs/concepts/patterns.md): kept so that a resumed run neither matches
+// nor asks again, and rebuilds its guidance from here.
+type Pattern struct {
+	// Checked: the memory service was asked (whatever it answered).
+	Checked bool `json:"checked"`
+	// The best candidate; ID empty when none matched.
+	ID     string  `json:"id,omitempty"`
+	Name   string  `json:"name,omitempty"`
+	Score  float64 `json:"score,omitempty"`
+	Mode   string  `json:"mode,omitempty"` // reuse or reference
+	Shared bool    `json:"shared,omitempty"`
+	// DecisionID is the decision asking whether to reuse it (mode reuse);
+	// Decision its outcome once settled: reuse, scratch or timed_out.
+	DecisionID string `json:"decision_id,omitempty"`
+	Decision   string `json:"decision,omitempty"`
+	// Guidance is the pattern rendered for the system prompt (bounded).
+	Guidance string `json:"guidance,omitempty"`
 }
 
 // ToolRecord is the execution record of one call, with the result

@@ -43,6 +43,9 @@ const (
 	// KindSubAgent: the run waits for the sub-agent run it started with
 	// the task tool (not for the user: the run stays RUNNING).
 	KindSubAgent = "subagent"
+	// KindPattern: the user decides whether the run reuses a matched
+	// interaction pattern; asked at the run's start, about no tool call.
+	KindPattern = "pattern"
 )
 
 // Labels of the doom-loop and permission decisions.
