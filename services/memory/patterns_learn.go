@@ -27,7 +27,8 @@ const (
 // scrubbed of personal data and secrets, its goal's entities resolved in
 // the tenant's graph, then recorded once per run with the store's
 // LearnTrace. The pattern the run used (reuse or reference), when it is
-// the tenant's own, evolves with the outcome; otherwise the rules' Learn
+// the tenant's own, evolves with the outcome; a run that declined the
+// pattern it was offered changes nothing; otherwise the rules' Learn
 // evolves the pattern whose signature matches, or makes a new one from a
 // successful run unless its signature was marked useless.
 func (s *Server) RecordTrace(ctx context.Context, req *baagentv1.RecordTraceRequest) (*baagentv1.RecordTraceResponse, error) {
@@ -63,7 +64,15 @@ func (s *Server) RecordTrace(ctx context.Context, req *baagentv1.RecordTraceRequ
 	if m := in.GetPatternMode(); m == patterns.ModeReuse.String() || m == patterns.ModeReference.String() {
 		used = in.GetPatternId()
 	}
+	// A pattern offered for reuse that the user declined (or did not
+	// answer) names the pattern with no mode: the run went its own way,
+	// so it is no use of that pattern, and it does not evolve the pattern
+	// its signature matches either (that is the one declined).
+	declined := in.GetPatternId() != "" && in.GetPatternMode() == ""
 	learn := func(cands []*store.PatternRecord) (*store.PatternRecord, bool, error) {
+		if declined {
+			return nil, false, nil
+		}
 		r, created := learnTrace(&tr, tenant, used, cands, suppressed, now)
 		return r, created, nil
 	}

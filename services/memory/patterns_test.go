@@ -476,3 +476,38 @@ func TestPatternsOnPostgres(t *testing.T) {
 	_, err = c.ListPatterns(t.Context(), &baagentv1.ListPatternsRequest{Tenant: "acme", PageToken: "abc"})
 	wantStatus(t, err, codes.InvalidArgument, "foreign page token")
 }
+
+// A run that declined the pattern it was offered for reuse names the
+// pattern without a mode: recorded once, it changes no pattern, neither
+// the declined one (whose signature it matches) nor a new one.
+func TestRecordTraceOfADeclinedReuseChangesNothing(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Options{Extractor: sampleExtractor()}, true)
+	const goal = "Report the revenue by quarter"
+	id := learn(t, ts.c, "acme", goal, 3)
+
+	declined := successTrace("run-declined", goal)
+	declined.PatternId = id
+	resp := record(t, ts.c, "acme", declined)
+	if resp.GetPatternId() != "" || resp.GetCreated() || resp.GetDuplicate() || resp.GetSkipped() {
+		t.Fatalf("declined reuse: %v; want nothing learned", resp)
+	}
+	got, err := ts.c.GetPattern(t.Context(), &baagentv1.GetPatternRequest{Tenant: "acme", Id: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := got.GetPattern(); p.GetUsageCount() != 3 || p.GetSuccessCount() != 3 {
+		t.Fatalf("declined reuse counted as a use: usage %d success %d", p.GetUsageCount(), p.GetSuccessCount())
+	}
+	list, err := ts.c.ListPatterns(t.Context(), &baagentv1.ListPatternsRequest{Tenant: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(list.GetPatterns()); n != 1 {
+		t.Fatalf("%d patterns after a declined reuse; want 1", n)
+	}
+	// Recorded all the same: the same run again is a duplicate.
+	if again := record(t, ts.c, "acme", declined); !again.GetDuplicate() {
+		t.Fatalf("second recording of the declined run: %v; want duplicate", again)
+	}
+}
