@@ -244,8 +244,15 @@ func (s *Store) LearnTrace(ctx context.Context, tr *store.TraceRecord, taskType,
 	if learn == nil {
 		return store.LearnOutcome{}, errors.New("memory store: LearnTrace needs a learn function")
 	}
-	if !validText(tr.Tenant, tr.RunID, tr.ConversationID, taskType, used) {
+	if !validText(tr.Tenant, tr.RunID, tr.ConversationID) {
 		return store.LearnOutcome{}, errInvalidText
+	}
+	// A task type or used pattern PostgreSQL cannot hold names no pattern.
+	if !validText(taskType) {
+		taskType = "\x1f"
+	}
+	if !validText(used) {
+		used = ""
 	}
 	created := micro(tr.CreatedAt)
 	if created.IsZero() {
