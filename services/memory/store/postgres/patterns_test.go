@@ -287,3 +287,14 @@ func recordIDsOf(rs []*store.PatternRecord) []string {
 	}
 	return out
 }
+
+// BenchmarkLearnTrace: one trace learned at 10,000 patterns per tenant
+// (storetest.BenchLearnTrace).
+func BenchmarkLearnTrace(b *testing.B) {
+	s, _ := openTest(b)
+	storetest.SeedBenchPatterns(b, s)
+	if _, err := s.Pool().Exec(testCtx(b), `ANALYZE memory_patterns`); err != nil {
+		b.Fatal(err)
+	}
+	storetest.BenchLearnTrace(b, s)
+}
