@@ -244,8 +244,15 @@ func (s *Store) LearnTrace(ctx context.Context, tr *store.TraceRecord, taskType,
 	if learn == nil {
 		return store.LearnOutcome{}, errors.New("memory store: LearnTrace needs a learn function")
 	}
-	if !validText(tr.Tenant, tr.RunID, tr.ConversationID, taskType, used) {
+	if !validText(tr.Tenant, tr.RunID, tr.ConversationID) {
 		return store.LearnOutcome{}, errInvalidText
+	}
+	// A task type or used pattern PostgreSQL cannot hold names no pattern.
+	if !validText(taskType) {
+		taskType = "\x1f"
+	}
+	if !validText(used) {
+		used = ""
 	}
 	created := micro(tr.CreatedAt)
 	if created.IsZero() {
@@ -515,22 +522,32 @@ func (s *Store) ListPatterns(ctx context.Context, tenant string, f store.Pattern
 	if !validText(tenant, f.TaskType) {
 		return nil, "", nil
 	}
-	// $1 tenant, $2 task type ('' any), $3 include shared, $4..$6 cursor
-	// (NULL: first page), $7 limit.
-	cond := ` AND ($2 = '' OR p.task_type = $2)
-		AND ($4::timestamptz IS NULL OR (p.updated_at, p.id, p.tenant) < ($4::timestamptz, $5::text, $6::text))`
-	var cts any
-	var cid, cowner string
-	if c != nil {
-		cts, cid, cowner = time.UnixMicro(c.micros).UTC(), c.id, c.owner
+	// The conditions are spelled out only when they apply, so that the
+	// planner walks (tenant, updated_at DESC, id DESC) and stops at the
+	// page instead of sorting the tenant's patterns; the cursor's
+	// (updated_at, id) bound is the part that index can use.
+	args := []any{tenant, size + 1}
+	cond := ``
+	if f.TaskType != "" {
+		args = append(args, f.TaskType)
+		cond += fmt.Sprintf(` AND p.task_type = $%d`, len(args))
 	}
-	rows, err := s.pool.Query(ctx, `
-SELECT `+fullCols+`, p.updated_at, p.id FROM memory_patterns p WHERE p.tenant = $1`+cond+`
+	if c != nil {
+		args = append(args, time.UnixMicro(c.micros).UTC(), c.id, c.owner)
+		n := len(args)
+		cond += fmt.Sprintf(` AND (p.updated_at, p.id) <= ($%d, $%d) AND (p.updated_at, p.id, p.tenant) < ($%d, $%d, $%d)`,
+			n-2, n-1, n-2, n-1, n)
+	}
+	q := `SELECT ` + fullCols + `, p.updated_at, p.id FROM memory_patterns p WHERE p.tenant = $1` + cond
+	if f.IncludeShared {
+		q = `(` + q + ` ORDER BY p.updated_at DESC, p.id DESC LIMIT $2)
 UNION ALL
-SELECT `+fullCols+`, p.updated_at, p.id FROM memory_pattern_grants g JOIN memory_patterns p ON p.tenant = g.owner AND p.id = g.pattern_id
-WHERE $3 AND g.grantee = $1 AND g.owner <> $1`+cond+`
+(SELECT ` + fullCols + `, p.updated_at, p.id FROM memory_pattern_grants g JOIN memory_patterns p ON p.tenant = g.owner AND p.id = g.pattern_id
+WHERE g.grantee = $1 AND g.owner <> $1` + cond + `)`
+	}
+	rows, err := s.pool.Query(ctx, q+`
 ORDER BY 5 DESC, 6 DESC, 1 DESC
-LIMIT $7`, tenant, f.TaskType, f.IncludeShared, cts, cid, cowner, size+1)
+LIMIT $2`, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("memory store: list patterns: %w", err)
 	}

@@ -142,6 +142,23 @@ func TestPatternTextPostgresCannotHold(t *testing.T) {
 	if c, err := s.PatternCandidates(ctx, "t\x00", patterns.TaskLookup, []string{bad}, 10); err != nil || len(c) != 0 {
 		t.Fatalf("PatternCandidates(bad tenant) = %v, %v", c, err)
 	}
+	// A used pattern or task type no pattern can have: learn sees the
+	// candidates there are.
+	var seen []string
+	if _, err := s.LearnTrace(ctx, &store.TraceRecord{Tenant: "t", RunID: "r3"}, patterns.TaskLookup, "pt\xff",
+		func(c []*store.PatternRecord) (*store.PatternRecord, bool, error) {
+			seen = recordIDsOf(c)
+			return nil, false, nil
+		}); err != nil || len(seen) != 1 {
+		t.Fatalf("LearnTrace(used %q) = %v, candidates %v", "pt\xff", err, seen)
+	}
+	if _, err := s.LearnTrace(ctx, &store.TraceRecord{Tenant: "t", RunID: "r4"}, "x\x00", "",
+		func(c []*store.PatternRecord) (*store.PatternRecord, bool, error) {
+			seen = recordIDsOf(c)
+			return nil, false, nil
+		}); err != nil || len(seen) != 0 {
+		t.Fatalf("LearnTrace(task type with NUL) = %v, candidates %v", err, seen)
+	}
 	if _, err := s.LearnTrace(ctx, &store.TraceRecord{Tenant: "t\x00", RunID: "r2"}, patterns.TaskLookup, "",
 		func([]*store.PatternRecord) (*store.PatternRecord, bool, error) { return nil, false, nil }); err == nil {
 		t.Fatal("LearnTrace for a tenant PostgreSQL cannot hold was accepted")
@@ -261,4 +278,23 @@ func TestLearnTraceObserved(t *testing.T) {
 		}
 	}
 	t.Fatal("baagent_memory_postgres_learn_trace_seconds not registered")
+}
+
+func recordIDsOf(rs []*store.PatternRecord) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.ID
+	}
+	return out
+}
+
+// BenchmarkLearnTrace: one trace learned at 10,000 patterns per tenant
+// (storetest.BenchLearnTrace).
+func BenchmarkLearnTrace(b *testing.B) {
+	s, _ := openTest(b)
+	storetest.SeedBenchPatterns(b, s)
+	if _, err := s.Pool().Exec(testCtx(b), `ANALYZE memory_patterns`); err != nil {
+		b.Fatal(err)
+	}
+	storetest.BenchLearnTrace(b, s)
 }

@@ -90,3 +90,14 @@ func BenchmarkPatternCandidates(b *testing.B) {
 	defer func() { _ = s.Close() }()
 	storetest.BenchPatternCandidates(b, s)
 }
+
+// BenchmarkLearnTrace: one trace learned at 10,000 patterns per tenant
+// (storetest.BenchLearnTrace).
+func BenchmarkLearnTrace(b *testing.B) {
+	s, err := Open(context.Background(), filepath.Join(b.TempDir(), "memory.db"), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	storetest.BenchLearnTrace(b, s)
+}

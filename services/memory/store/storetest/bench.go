@@ -107,3 +107,33 @@ func BenchPatternCandidates(b *testing.B, s store.Store) {
 	}
 	b.ReportMetric(float64(n)/float64(b.N), "candidates/op")
 }
+
+// BenchLearnTrace measures LearnTrace on the dataset of SeedBenchPatterns
+// as the memory service makes it: the candidates are the tenant's whole
+// patterns of the trace's task type (about 1,430), and the trace evolves
+// one of them.
+func BenchLearnTrace(b *testing.B, s store.Store) {
+	SeedBenchPatterns(b, s)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	b.ReportAllocs()
+	b.ResetTimer()
+	cands := 0
+	for i := 0; b.Loop(); i++ {
+		tr := &store.TraceRecord{Tenant: BenchPatternTenant, RunID: fmt.Sprintf("bench-learn-%d-%d", now.UnixNano(), i), CreatedAt: now,
+			Trace: patterns.Trace{UserGoal: "monthly revenue report", Success: true, DurationMs: 900}}
+		_, err := s.LearnTrace(ctx, tr, patterns.TaskReport, "", func(cs []*store.PatternRecord) (*store.PatternRecord, bool, error) {
+			if len(cs) == 0 {
+				return nil, false, fmt.Errorf("no candidates")
+			}
+			cands += len(cs)
+			p := cs[i%len(cs)]
+			patterns.Evolve(&p.Pattern, &tr.Trace, now)
+			return p, false, nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(cands)/float64(b.N), "candidates/op")
+}
