@@ -5,7 +5,9 @@
 package chatapi
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -34,6 +36,11 @@ func TestOfficialClients(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	base := startSuite(ctx, t)
+	// chat.mjs asks the same few questions many times over: with
+	// interaction patterns on, the fourth successful run of a kind would be
+	// offered a learned pattern for reuse (a decision), which is not what
+	// this test of the chat interfaces is about.
+	disablePatterns(ctx, t, base)
 
 	script, err := filepath.Abs("chat.mjs")
 	if err != nil {
@@ -99,4 +106,31 @@ func startSuite(ctx context.Context, t *testing.T) string {
 		return resp.StatusCode == http.StatusOK, resp.Status + " " + string(b)
 	})
 	return base
+}
+
+// disablePatterns turns interaction patterns off for the suite's tenant
+// through the public settings API.
+func disablePatterns(ctx context.Context, t *testing.T, base string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, base+"/v1/memory/settings", bytes.NewReader([]byte(`{"patterns_enabled":false}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+apiKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var got struct {
+		Settings struct {
+			PatternsEnabled *bool `json:"patterns_enabled"`
+		} `json:"settings"`
+	}
+	// protojson leaves a false field out.
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &got) != nil || (got.Settings.PatternsEnabled != nil && *got.Settings.PatternsEnabled) {
+		t.Fatalf("PATCH /v1/memory/settings: %s %s", resp.Status, b)
+	}
 }
