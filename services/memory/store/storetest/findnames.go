@@ -32,17 +32,20 @@ func testFindEntitiesByNames(t *testing.T, s store.Store) {
 		{MergeInto: element, Name: "Mercury", Type: "element"},
 		{MergeInto: initech, Name: "Globex", Type: "organization"},
 	}})
-	// Another tenant's entities are never found.
-	ingest(t, s, other, "", store.IngestResult{Entities: []store.ExtractedEntity{
+	// Another tenant's entities and aliases are never found.
+	_, oo := ingest(t, s, other, "", store.IngestResult{Entities: []store.ExtractedEntity{
 		ent("Secret Project", "project", "", axis(0)),
 		ent("Acme Corp", "organization", "", axis(1)),
+	}})
+	ingest(t, s, other, "", store.IngestResult{Entities: []store.ExtractedEntity{
+		{MergeInto: oo.EntityIDs[1], Name: "Acme Holdings", Type: "organization"},
 	}})
 
 	names := []string{
 		"acme corp", "ACME CORP", " Acme Corp ", "acme inc", "Acme Inc",
 		"mercury", "MERCURY", "globex", "GLOBEX", "initech", "twin", "Twin",
 		"ünïcode straße", "ÜNÏCODE STRASSE", "Ünïcode Straße",
-		"acme", "corp", "secret project", "Secret Project", "nothing here", "", "   ",
+		"acme", "corp", "secret project", "Secret Project", "acme holdings", "nothing here", "", "   ",
 		"acme corp", // a duplicate
 	}
 	got, err := s.FindEntitiesByNames(ctx, tenant, names)
@@ -77,17 +80,18 @@ func testFindEntitiesByNames(t *testing.T, s store.Store) {
 			t.Errorf("FindEntitiesByNames[%q] = %v, want %s", k, got[k], id)
 		}
 	}
-	for _, k := range []string{"secret project", "acme", "corp", "nothing here", ""} {
+	for _, k := range []string{"secret project", "acme holdings", "acme", "corp", "nothing here", ""} {
 		if _, ok := got[k]; ok {
 			t.Errorf("FindEntitiesByNames[%q] present, want absent", k)
 		}
 	}
 	// The other tenant sees its own.
-	og, err := s.FindEntitiesByNames(ctx, other, []string{"Acme Corp", "acme inc", "secret project"})
+	og, err := s.FindEntitiesByNames(ctx, other, []string{"Acme Corp", "acme inc", "secret project", "ACME HOLDINGS"})
 	if err != nil {
 		t.Fatalf("FindEntitiesByNames(other): %v", err)
 	}
-	if len(og) != 2 || og["acme corp"] == nil || og["acme corp"].ID == acme || og["acme corp"].Tenant != other || og["secret project"] == nil {
+	if len(og) != 3 || og["acme corp"] == nil || og["acme corp"].ID == acme || og["acme corp"].Tenant != other ||
+		og["acme holdings"] == nil || og["acme holdings"].ID != og["acme corp"].ID || og["secret project"] == nil {
 		t.Errorf("FindEntitiesByNames(other) = %v", keysOf(og))
 	}
 
