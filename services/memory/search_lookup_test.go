@@ -75,7 +75,7 @@ var lookupVocab = []string{"acme", "corp", "labs", "blue", "river", "north", "da
 // populateLookupGraph writes entities named by 1-4 vocabulary words in
 // random case, of three types (so a name may belong to several), with
 // aliases and differing mention counts.
-func populateLookupGraph(t *testing.T, st store.Store, tenant string, rng *rand.Rand) {
+func populateLookupGraph(t testing.TB, st store.Store, tenant string, rng *rand.Rand) {
 	t.Helper()
 	types := []string{"customer", "product", "region"}
 	seen := map[string]bool{}
@@ -122,7 +122,7 @@ func populateLookupGraph(t *testing.T, st store.Store, tenant string, rng *rand.
 	completeLookup(t, st, "other-"+tenant, o)
 }
 
-func completeLookup(t *testing.T, st store.Store, tenant string, r store.IngestResult) store.IngestOutcome {
+func completeLookup(t testing.TB, st store.Store, tenant string, r store.IngestResult) store.IngestOutcome {
 	t.Helper()
 	ctx := t.Context()
 	ep, _, err := st.CreateEpisode(ctx, &store.Episode{ID: newID(episodePrefix, time.Now()), Tenant: tenant,
@@ -290,4 +290,30 @@ func TestNamedEntitiesOneRoundTrip(t *testing.T) {
 	if n := cs.calls.Load(); n != 1 {
 		t.Fatalf("%d round trips, want 1", n)
 	}
+}
+
+// FuzzNamedEntitiesBatched: for any query text, the batched namedEntities
+// finds what the one-lookup-per-phrase reference finds, on a SQLite graph
+// of overlapping names and aliases.
+func FuzzNamedEntitiesBatched(f *testing.F) {
+	st := openStore(f)
+	populateLookupGraph(f, st, "fz", rand.New(rand.NewPCG(28, 2)))
+	ts := newTestServer(f, Options{Store: st}, false)
+	for _, q := range []string{"", "acme corp labs", "What did ACME Corp buy from blue river, north?",
+		strings.Repeat("acme corp ", 70), "ünïcode a&b ORD-0001 data pipeline", "the of \x00 \xff"} {
+		f.Add(q)
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		want, _, err := namedEntitiesOneByOne(t.Context(), st, "fz", q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ts.srv.namedEntities(t.Context(), "fz", q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("namedEntities(%q) = %v, one by one %v", q, got, want)
+		}
+	})
 }
