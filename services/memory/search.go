@@ -288,14 +288,23 @@ func queryWords(q string) []string {
 // next batch is read.
 func (s *Server) namedEntities(ctx context.Context, tenant, query string) ([]string, error) {
 	words := queryWords(query)
+	// The phrases in lookup order, without allocating them all (a long
+	// goal has tens of thousands): next is the one after p, false at the
+	// end; one-word stop words and one-letter words are no phrases.
 	type phrase struct{ i, n int }
-	var phrases []phrase
-	for n := min(maxPhraseWords, len(words)); n >= 1; n-- {
-		for i := 0; i+n <= len(words); i++ {
-			if n == 1 && (stopwords[strings.ToLower(words[i])] || len([]rune(words[i])) < 2) {
+	next := func(p phrase) (phrase, bool) {
+		for {
+			p.i++
+			if p.i+p.n > len(words) {
+				p.n, p.i = p.n-1, 0
+			}
+			if p.n < 1 {
+				return p, false
+			}
+			if p.n == 1 && (stopwords[strings.ToLower(words[p.i])] || len([]rune(words[p.i])) < 2) {
 				continue
 			}
-			phrases = append(phrases, phrase{i, n})
+			return p, true
 		}
 	}
 	text := func(p phrase) string { return strings.Join(words[p.i:p.i+p.n], " ") }
@@ -304,10 +313,12 @@ func (s *Server) namedEntities(ctx context.Context, tenant, query string) ([]str
 	var (
 		found   []string
 		known   = map[string]*store.Entity{} // answers read so far, by store.NameKey
-		fetched = 0                          // phrases[:fetched] have been asked for
+		fetched = 0                          // the phrases of ordinal < fetched have been asked for
 		lookups = 0
 	)
-	for j, p := range phrases {
+	ord := -1 // the ordinal of p among the phrases
+	for p, ok := next(phrase{i: -1, n: min(maxPhraseWords, len(words))}); ok; p, ok = next(p) {
+		ord++
 		if isCovered(p) {
 			continue
 		}
@@ -315,15 +326,16 @@ func (s *Server) namedEntities(ctx context.Context, tenant, query string) ([]str
 			break
 		}
 		lookups++
-		if j >= fetched {
+		if ord >= fetched {
 			// The next uncovered phrases, as many as lookups are left
 			// (this one included).
 			var batch []string
-			k := j
-			for ; k < len(phrases) && len(batch) < min(DefaultMaxAnchorLookups-lookups+1, store.MaxFindNames); k++ {
-				if !isCovered(phrases[k]) {
-					batch = append(batch, text(phrases[k]))
+			k := ord
+			for q, more := p, true; more && len(batch) < min(DefaultMaxAnchorLookups-lookups+1, store.MaxFindNames); q, more = next(q) {
+				if !isCovered(q) {
+					batch = append(batch, text(q))
 				}
+				k++
 			}
 			fetched = k
 			got, err := s.store.FindEntitiesByNames(ctx, tenant, batch)
