@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -276,37 +277,82 @@ func queryWords(q string) []string {
 // namedEntities finds the entities the query names: phrases of up to
 // maxPhraseWords words, longest first, looked up by exact name or alias;
 // the words of a matched phrase are not looked up again. At most
-// DefaultMaxAnchorLookups lookups are made.
+// DefaultMaxAnchorLookups phrases are looked up.
+//
+// The phrases are looked up in batches (store.FindEntitiesByNames), one
+// round trip for most queries: a batch is the next phrases not yet
+// covered, as many as the lookups left; the covering rule then runs over
+// the answers in the same order as one lookup at a time would, so the
+// result is the same. A phrase a match covers before its turn was looked
+// up for nothing; when the answers run out before the lookups do, the
+// next batch is read.
 func (s *Server) namedEntities(ctx context.Context, tenant, query string) ([]string, error) {
 	words := queryWords(query)
+	// The phrases in lookup order, without allocating them all (a long
+	// goal has tens of thousands): next is the one after p, false at the
+	// end; one-word stop words and one-letter words are no phrases.
+	type phrase struct{ i, n int }
+	next := func(p phrase) (phrase, bool) {
+		for {
+			p.i++
+			if p.i+p.n > len(words) {
+				p.n, p.i = p.n-1, 0
+			}
+			if p.n < 1 {
+				return p, false
+			}
+			if p.n == 1 && (stopwords[strings.ToLower(words[p.i])] || len([]rune(words[p.i])) < 2) {
+				continue
+			}
+			return p, true
+		}
+	}
+	text := func(p phrase) string { return strings.Join(words[p.i:p.i+p.n], " ") }
 	covered := make([]bool, len(words))
-	var found []string
-	lookups := 0
-	for n := min(maxPhraseWords, len(words)); n >= 1; n-- {
-		for i := 0; i+n <= len(words); i++ {
-			if slices.Contains(covered[i:i+n], true) {
-				continue
+	isCovered := func(p phrase) bool { return slices.Contains(covered[p.i:p.i+p.n], true) }
+	var (
+		found   []string
+		known   = map[string]*store.Entity{} // answers read so far, by store.NameKey
+		fetched = 0                          // the phrases of ordinal < fetched have been asked for
+		lookups = 0
+	)
+	ord := -1 // the ordinal of p among the phrases
+	for p, ok := next(phrase{i: -1, n: min(maxPhraseWords, len(words))}); ok; p, ok = next(p) {
+		ord++
+		if isCovered(p) {
+			continue
+		}
+		if lookups >= DefaultMaxAnchorLookups {
+			break
+		}
+		lookups++
+		if ord >= fetched {
+			// The next uncovered phrases, as many as lookups are left
+			// (this one included).
+			var batch []string
+			k := ord
+			for q, more := p, true; more && len(batch) < min(DefaultMaxAnchorLookups-lookups+1, store.MaxFindNames); q, more = next(q) {
+				if !isCovered(q) {
+					batch = append(batch, text(q))
+				}
+				k++
 			}
-			if n == 1 && (stopwords[strings.ToLower(words[i])] || len([]rune(words[i])) < 2) {
-				continue
-			}
-			if lookups >= DefaultMaxAnchorLookups {
-				return found, nil
-			}
-			lookups++
-			e, err := s.store.FindEntity(ctx, tenant, strings.Join(words[i:i+n], " "), "")
-			if errors.Is(err, store.ErrNotFound) {
-				continue
-			}
+			fetched = k
+			got, err := s.store.FindEntitiesByNames(ctx, tenant, batch)
 			if err != nil {
 				return nil, err
 			}
-			for k := i; k < i+n; k++ {
-				covered[k] = true
-			}
-			if !slices.Contains(found, e.ID) {
-				found = append(found, e.ID)
-			}
+			maps.Copy(known, got)
+		}
+		e := known[store.NameKey(text(p))]
+		if e == nil {
+			continue
+		}
+		for k := p.i; k < p.i+p.n; k++ {
+			covered[k] = true
+		}
+		if !slices.Contains(found, e.ID) {
+			found = append(found, e.ID)
 		}
 	}
 	return found, nil

@@ -8,6 +8,7 @@ package store
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -17,6 +18,13 @@ var ErrNotFound = errors.New("memory store: not found")
 // ErrConflict is returned (wrapped) when a write loses a race it cannot
 // resolve by itself (an episode claimed by another replica, for example).
 var ErrConflict = errors.New("memory store: conflict")
+
+// MaxFindNames bounds the names of one FindEntitiesByNames call.
+const MaxFindNames = 256
+
+// NameKey is the key FindEntitiesByNames answers a name under: the name
+// without surrounding space, Unicode-lower-cased.
+func NameKey(name string) string { return strings.ToLower(strings.TrimSpace(name)) }
 
 // EpisodeSource and EpisodeStatus mirror the proto enums' numbers.
 type EpisodeSource int32
@@ -246,6 +254,12 @@ type Store interface {
 	// FindEntity finds an entity by exact name or alias
 	// (case-insensitive) and type (any type when typ is empty).
 	FindEntity(ctx context.Context, tenant, name, typ string) (*Entity, error)
+	// FindEntitiesByNames is FindEntity (any type) for many names in one
+	// round trip: for each name, the entity FindEntity(tenant, name, "")
+	// returns, keyed by NameKey(name). Names no entity has are absent, as
+	// are empty ones; duplicates (by NameKey) are looked up once. More than
+	// MaxFindNames names is an error.
+	FindEntitiesByNames(ctx context.Context, tenant string, names []string) (map[string]*Entity, error)
 	// ListEntities is by name.
 	ListEntities(ctx context.Context, tenant string, f EntityFilter, p Page) ([]*Entity, string, error)
 	DeleteEntity(ctx context.Context, tenant, id string) (DeleteOutcome, error)

@@ -239,6 +239,9 @@ WHERE c.relname LIKE 'memory\_%' AND c.relname <> 'memory_schema_version'`)
 		if index == "memory_patterns_entities" {
 			continue // its keys start with the tenant
 		}
+		if index == "memory_entities_alias_keys" {
+			continue // its keys start with the tenant (memory_tenant_keys)
+		}
 		if strings.HasPrefix(index, "memory_pattern_grants_") {
 			// Grants are keyed by tenants: the owner or the grantee.
 			if first == nil || (*first != "owner" && *first != "grantee") {

@@ -21,7 +21,10 @@ const migrationLock int64 = 0x62616d656d6f7279
 // claim queue's partial index and the tenants table's change time, which
 // serve the cross-tenant ClaimEpisodes and TenantsChangedSince, and the
 // traces' creation time, which serves the cross-tenant PruneTraces (the
-// pattern grants start with the owner or the grantee, both tenants).
+// pattern grants start with the owner or the grantee, both tenants). The
+// GIN indexes of tenant-prefixed keys (the patterns' entities, the
+// entities' aliases) have no tenant column; each of their keys starts with
+// the tenant.
 var migrations = []string{
 	// 1: the graph.
 	`
@@ -236,6 +239,18 @@ CREATE TABLE memory_pattern_suppressions (
 	until     timestamptz NOT NULL,
 	PRIMARY KEY (tenant, sig_key)
 );
+`,
+	// 3: aliases keyed by tenant, for FindEntitiesByNames. The (tenant,
+	// aliases_lower) GIN index checks every entity of the tenant once per
+	// name asked for (42 names of a 3,000-entity tenant: ~25 ms); this one
+	// holds tenant U+001F alias keys, so many names are one index probe
+	// (~0.3 ms), without reading other tenants' aliases.
+	`
+CREATE FUNCTION memory_tenant_keys(tenant text, keys text[]) RETURNS text[]
+	LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+	AS $$ SELECT coalesce(array_agg(tenant || E'\x1f' || k), '{}') FROM unnest(keys) AS k $$;
+CREATE INDEX memory_entities_alias_keys ON memory_entities
+	USING gin (memory_tenant_keys(tenant, aliases_lower)) WITH (fastupdate = off);
 `,
 }
 

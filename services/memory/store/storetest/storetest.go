@@ -98,6 +98,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"DeleteConversation", testDeleteConversation},
 		{"DeleteEntity", testDeleteEntity},
 		{"FindEntity", testFindEntity},
+		{"FindEntitiesByNames", testFindEntitiesByNames},
 		{"ListEntities", testListEntities},
 		{"RelationsAndEpisodes", testRelationsAndEpisodes},
 		{"VectorSearch", testVectorSearch},
