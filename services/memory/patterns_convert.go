@@ -4,10 +4,10 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/baagent/baagent/core/patterns"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/textcut"
 	"github.com/baagent/baagent/services/memory/scrub"
 	"github.com/baagent/baagent/services/memory/store"
 )
@@ -247,17 +247,7 @@ func cleanText(s string, n int) string {
 	if strings.IndexByte(s, 0) >= 0 {
 		s = strings.ReplaceAll(s, "\x00", "")
 	}
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	if len(s) <= n {
-		return s
-	}
-	i := n
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i]
+	return textcut.Plain(s, n)
 }
 
 func toolName(s string) string { return strings.TrimSpace(cleanText(s, MaxToolNameBytes)) }

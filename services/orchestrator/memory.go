@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -16,6 +15,7 @@ import (
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
+	"github.com/baagent/baagent/internal/textcut"
 )
 
 // Memory (docs/concepts/memory.md, "Memory in runs"): a completed
@@ -73,7 +73,7 @@ func (n *episodeNotes) note(obs *baagentv1.ObservePayload) {
 	if room <= 0 || len(n.lines) == episodeObservationsN {
 		return
 	}
-	text := cutUTF8(strings.TrimSpace(obs.GetObservation()), min(episodeObservationBytes, room))
+	text := textcut.Mark(strings.TrimSpace(obs.GetObservation()), min(episodeObservationBytes, room))
 	if text == "" {
 		return
 	}
@@ -117,9 +117,9 @@ func (r *run) checkpointNotes() []string {
 func EpisodeContent(question, answer string, observations []string) string {
 	var b strings.Builder
 	b.WriteString("Question: ")
-	b.WriteString(cutUTF8(strings.TrimSpace(question), episodeQuestionBytes))
+	b.WriteString(textcut.Mark(strings.TrimSpace(question), episodeQuestionBytes))
 	b.WriteString("\n\nAnswer: ")
-	b.WriteString(cutUTF8(strings.TrimSpace(answer), episodeAnswerBytes))
+	b.WriteString(textcut.Mark(strings.TrimSpace(answer), episodeAnswerBytes))
 	if len(observations) > 0 {
 		b.WriteString("\n\nObservations:")
 		for _, o := range observations {
@@ -128,23 +128,6 @@ func EpisodeContent(question, answer string, observations []string) string {
 		}
 	}
 	return strings.ToValidUTF8(b.String(), "\uFFFD")
-}
-
-// cutUTF8 cuts s to at most n bytes at a rune boundary, marking a cut with
-// an ellipsis.
-func cutUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const more = "…"
-	if n <= len(more) {
-		return ""
-	}
-	cut := n - len(more)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + more
 }
 
 // captureEpisode queues the completed run for memory: a top-level run of
@@ -204,7 +187,7 @@ func recalledPayload(c *baagentv1.ToolCall, args *structpb.Struct, res *baagentv
 		return nil
 	}
 	p := &baagentv1.MemoryRecalledPayload{
-		Query:      cutUTF8(args.GetFields()["query"].GetStringValue(), 4<<10),
+		Query:      textcut.Mark(args.GetFields()["query"].GetStringValue(), 4<<10),
 		Origin:     "tool",
 		ToolCallId: c.GetId(),
 	}

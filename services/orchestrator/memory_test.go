@@ -18,6 +18,7 @@ import (
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
 	"github.com/baagent/baagent/internal/testkit"
+	"github.com/baagent/baagent/internal/textcut"
 	vt "github.com/baagent/baagent/internal/validate/validatetest"
 	"github.com/baagent/baagent/services/memory/capture"
 )
@@ -330,7 +331,7 @@ func FuzzEpisodeContent(f *testing.F) {
 			t.Fatalf("content of %d bytes, valid %v", len(c), utf8.ValidString(c))
 		}
 		for _, s := range []string{q, a} {
-			if cut := cutUTF8(s, 10); len(cut) > 10 {
+			if cut := textcut.Mark(s, 10); len(cut) > 10 {
 				t.Fatalf("cutUTF8 gave %d bytes", len(cut))
 			}
 		}

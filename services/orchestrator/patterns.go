@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/textcut"
 	"github.com/baagent/baagent/services/orchestrator/internal/checkpoint"
 	"github.com/baagent/baagent/services/orchestrator/internal/hitl"
 	"github.com/baagent/baagent/services/orchestrator/internal/patterntrace"
@@ -68,7 +69,7 @@ func (r *run) matchPattern(ctx context.Context) error {
 	mctx, cancel := context.WithTimeout(ctx, patternMatchTimeout)
 	resp, err := r.s.opts.Memory.MatchPatterns(mctx, &baagentv1.MatchPatternsRequest{
 		Tenant:         r.rec.GetTenant(),
-		Goal:           cutUTF8(strings.ToValidUTF8(r.rec.GetInput(), "\uFFFD"), patternGoalBytes),
+		Goal:           textcut.Mark(strings.ToValidUTF8(r.rec.GetInput(), "\uFFFD"), patternGoalBytes),
 		ConversationId: r.rec.GetConversationId(),
 	})
 	cancel()
@@ -91,7 +92,7 @@ func (r *run) matchPattern(ctx context.Context) error {
 		return nil
 	}
 	p := best.GetPattern()
-	r.pattern.ID, r.pattern.Name, r.pattern.Score = p.GetId(), cutUTF8(p.GetName(), 200), best.GetScore().GetScore()
+	r.pattern.ID, r.pattern.Name, r.pattern.Score = p.GetId(), textcut.Mark(p.GetName(), 200), best.GetScore().GetScore()
 	r.pattern.Mode, r.pattern.Shared = best.GetMode(), p.GetShared()
 	r.pattern.Guidance = PatternGuidance(p)
 	matched := &baagentv1.PatternMatchedPayload{
@@ -133,7 +134,7 @@ func reuseQuestion(p *checkpoint.Pattern, step int32, timeout time.Duration, now
 	w := &hitl.Wait{Kind: hitl.KindPattern, ID: p.DecisionID, Deadline: now.Add(timeout)}
 	hitl.SetQuestion(w, &baagentv1.PendingInput{Question: &baagentv1.PendingInput_Decision{Decision: &baagentv1.DecisionPoint{
 		DecisionId: p.DecisionID, DecisionType: baagentv1.DecisionType_DECISION_TYPE_METHOD, StepNumber: step,
-		Context: cutUTF8(fmt.Sprintf("A saved approach '%s' matches this request (score %.2f). Reuse it?", p.Name, p.Score), hitl.MaxQuestionText),
+		Context: textcut.Mark(fmt.Sprintf("A saved approach '%s' matches this request (score %.2f). Reuse it?", p.Name, p.Score), hitl.MaxQuestionText),
 		Options: []*baagentv1.DecisionOption{
 			{Label: patterntrace.ReuseLabel, Description: "Follow the saved approach: its steps and tools.", IsRecommended: true},
 			{Label: patterntrace.FromScratchLabel, Description: "Work out the approach for this request anew."},
@@ -196,7 +197,7 @@ func (r *run) restorePattern(p *checkpoint.Pattern) {
 		return
 	}
 	c := *p
-	c.Guidance = cutUTF8(strings.ToValidUTF8(c.Guidance, "\uFFFD"), patternGuidanceBytes)
+	c.Guidance = textcut.Mark(strings.ToValidUTF8(c.Guidance, "\uFFFD"), patternGuidanceBytes)
 	r.pattern = &c
 }
 
@@ -231,7 +232,7 @@ func PatternGuidance(p *baagentv1.InteractionPattern) string {
 		}
 	}
 	one := func(s string, n int) string {
-		return cutUTF8(strings.Join(strings.Fields(strings.ToValidUTF8(s, "\uFFFD")), " "), n)
+		return textcut.Mark(strings.Join(strings.Fields(strings.ToValidUTF8(s, "\uFFFD")), " "), n)
 	}
 	line("Approach: %s", one(p.GetName(), 200))
 	if d := one(p.GetDescription(), 400); d != "" {
@@ -270,5 +271,5 @@ func PatternGuidance(p *baagentv1.InteractionPattern) string {
 			line("- %s", one(c, 200))
 		}
 	}
-	return cutUTF8(strings.TrimSpace(b.String()), patternGuidanceBytes)
+	return textcut.Mark(strings.TrimSpace(b.String()), patternGuidanceBytes)
 }

@@ -344,25 +344,29 @@ func (c *Consumer) withdraw(ctx context.Context, log *slog.Logger, tenant, id st
 // settle acknowledges (stored, skipped), terminates (dropped) or
 // negatively acknowledges with delay (retried) msg, and counts it.
 func (c *Consumer) settle(ctx context.Context, msg jetstream.Msg, outcome string, delay time.Duration) {
-	var err error
-	switch outcome {
-	case outcomeWithdrawn:
-		// Purged: there is nothing left to acknowledge.
-	case outcomeStored, outcomeSkipped:
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		err = msg.DoubleAck(actx)
-		cancel()
-	case outcomeDropped:
-		err = msg.Term()
-	default:
-		err = msg.NakWithDelay(delay)
-	}
-	if err != nil {
-		// An acknowledgement lost here is a redelivery later, which the
-		// idempotency key answers with the stored episode.
+	// An acknowledgement lost here is a redelivery later, which the
+	// idempotency key answers with the stored episode.
+	if err := ack(ctx, msg, outcome, delay); err != nil {
 		c.log.Warn("memory capture: acknowledgement not delivered", "outcome", outcome, "error", err)
 	}
 	c.total.WithLabelValues(outcome).Inc()
+}
+
+// ack settles one delivery by its outcome: acknowledged (stored or
+// skipped), terminated (dropped), nothing (withdrawn: purged meanwhile),
+// or negatively acknowledged with delay (to be retried).
+func ack(ctx context.Context, msg jetstream.Msg, outcome string, delay time.Duration) error {
+	switch outcome {
+	case outcomeWithdrawn:
+		return nil
+	case outcomeStored, outcomeSkipped:
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		return msg.DoubleAck(actx)
+	case outcomeDropped:
+		return msg.Term()
+	}
+	return msg.NakWithDelay(delay)
 }
 
 // transient reports whether a failed AddEpisode may succeed later.

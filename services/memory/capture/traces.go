@@ -103,20 +103,9 @@ func (c *Consumer) handleTrace(ctx context.Context, msg jetstream.Msg, delivered
 // settleTrace settles a trace delivery as settle does an episode's and
 // counts it among the traces.
 func (c *Consumer) settleTrace(ctx context.Context, msg jetstream.Msg, outcome string, delay time.Duration) {
-	var err error
-	switch outcome {
-	case outcomeStored, outcomeSkipped:
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		err = msg.DoubleAck(actx)
-		cancel()
-	case outcomeDropped:
-		err = msg.Term()
-	default:
-		err = msg.NakWithDelay(delay)
-	}
-	if err != nil {
-		// A lost acknowledgement is a redelivery, which RecordTrace
-		// answers as a duplicate of the run's trace.
+	// A lost acknowledgement is a redelivery, which RecordTrace answers as
+	// a duplicate of the run's trace.
+	if err := ack(ctx, msg, outcome, delay); err != nil {
 		c.log.Warn("memory capture: trace acknowledgement not delivered", "outcome", outcome, "error", err)
 	}
 	c.traces.WithLabelValues(outcome).Inc()

@@ -54,11 +54,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
+	"github.com/baagent/baagent/internal/textcut"
 )
 
 // Bounds of a trace.
@@ -159,9 +159,9 @@ type Builder struct {
 func New(run Run) *Builder {
 	return &Builder{
 		t: &baagentv1.InteractionTrace{
-			RunId:          clean(run.RunID, MaxNameBytes),
-			ConversationId: clean(run.ConversationID, MaxNameBytes),
-			UserGoal:       clean(strings.TrimSpace(run.Goal), MaxGoalBytes),
+			RunId:          textcut.Mark(run.RunID, MaxNameBytes),
+			ConversationId: textcut.Mark(run.ConversationID, MaxNameBytes),
+			UserGoal:       textcut.Mark(strings.TrimSpace(run.Goal), MaxGoalBytes),
 			DurationMs:     max(0, run.Ended.Sub(run.Started).Milliseconds()),
 		},
 		clar:      map[string]int{},
@@ -191,7 +191,7 @@ func (b *Builder) Add(ev *baagentv1.Event) {
 	switch p := ev.GetPayload().(type) {
 	case *baagentv1.Event_Start:
 		if b.t.UserGoal == "" {
-			b.t.UserGoal = clean(strings.TrimSpace(p.Start.GetInput()), MaxGoalBytes)
+			b.t.UserGoal = textcut.Mark(strings.TrimSpace(p.Start.GetInput()), MaxGoalBytes)
 		}
 	case *baagentv1.Event_ClarificationAsked:
 		b.clarificationAsked(p.ClarificationAsked)
@@ -207,7 +207,7 @@ func (b *Builder) Add(ev *baagentv1.Event) {
 		}
 	case *baagentv1.Event_DoomLoopDetected:
 		if id := p.DoomLoopDetected.GetDecisionId(); id != "" && len(b.doom) < maxTracked {
-			b.doom[id] = clean("called "+p.DoomLoopDetected.GetToolName()+" with the same arguments "+itoa(int64(p.DoomLoopDetected.GetRepeatCount()))+" times", MaxTextBytes)
+			b.doom[id] = textcut.Mark("called "+p.DoomLoopDetected.GetToolName()+" with the same arguments "+itoa(int64(p.DoomLoopDetected.GetRepeatCount()))+" times", MaxTextBytes)
 		}
 	case *baagentv1.Event_DoomLoopIntervened:
 		b.doomIntervened(p.DoomLoopIntervened, step)
@@ -225,7 +225,7 @@ func (b *Builder) Add(ev *baagentv1.Event) {
 		b.patternMatched(p.PatternMatched)
 	case *baagentv1.Event_Complete:
 		b.t.Success = true
-		b.t.FinalResult = clean(strings.TrimSpace(p.Complete.GetContent()), MaxResultBytes)
+		b.t.FinalResult = textcut.Mark(strings.TrimSpace(p.Complete.GetContent()), MaxResultBytes)
 	case *baagentv1.Event_Error, *baagentv1.Event_Cancelled:
 		b.t.Success = false
 		b.t.FinalResult = ""
@@ -259,14 +259,14 @@ func (b *Builder) clarificationAsked(q *baagentv1.ClarificationQuestion) {
 		return
 	}
 	b.clar[id] = len(b.t.Clarifications)
-	b.t.Clarifications = append(b.t.Clarifications, &baagentv1.TraceClarification{Question: clean(strings.TrimSpace(q.GetQuestion()), MaxTextBytes)})
+	b.t.Clarifications = append(b.t.Clarifications, &baagentv1.TraceClarification{Question: textcut.Mark(strings.TrimSpace(q.GetQuestion()), MaxTextBytes)})
 }
 
 func (b *Builder) clarificationAnswered(a *baagentv1.ClarificationAnsweredPayload, step int32) {
 	if a.GetTimedOut() {
 		return
 	}
-	answer := clean(strings.TrimSpace(a.GetAnswer()), MaxTextBytes)
+	answer := textcut.Mark(strings.TrimSpace(a.GetAnswer()), MaxTextBytes)
 	b.answers++
 	if i, ok := b.clar[a.GetQuestionId()]; ok {
 		b.t.Clarifications[i].Answer = answer
@@ -292,7 +292,7 @@ func (b *Builder) decisionAsked(d *baagentv1.DecisionPoint) {
 		a.kind = decisionDoom
 	}
 	if a.kind != decisionPattern && len(b.t.Decisions) < MaxItems {
-		td := &baagentv1.TraceDecision{Question: clean(strings.TrimSpace(d.GetContext()), MaxTextBytes), Impact: ImpactMedium}
+		td := &baagentv1.TraceDecision{Question: textcut.Mark(strings.TrimSpace(d.GetContext()), MaxTextBytes), Impact: ImpactMedium}
 		switch {
 		case a.kind == decisionPlan || a.kind == decisionDoom,
 			d.GetDecisionType() == baagentv1.DecisionType_DECISION_TYPE_RISK_ACCEPTANCE,
@@ -303,7 +303,7 @@ func (b *Builder) decisionAsked(d *baagentv1.DecisionPoint) {
 			if len(td.Options) == MaxOptions {
 				break
 			}
-			l := clean(strings.TrimSpace(o.GetLabel()), MaxNameBytes)
+			l := textcut.Mark(strings.TrimSpace(o.GetLabel()), MaxNameBytes)
 			td.Options = append(td.Options, l)
 			if o.GetIsRecommended() && td.Recommended == "" {
 				td.Recommended = l
@@ -325,7 +325,7 @@ func (b *Builder) decisionAnswered(a *baagentv1.DecisionAnsweredPayload, step in
 	if choice == "" {
 		choice = a.GetAnswer()
 	}
-	choice = clean(strings.TrimSpace(choice), MaxTextBytes)
+	choice = textcut.Mark(strings.TrimSpace(choice), MaxTextBytes)
 	if ok && asked.kind == decisionPattern {
 		if id == b.patternDecision && b.patternMode == "" && !a.GetTimedOut() &&
 			slices.ContainsFunc(append(slices.Clone(a.GetSelectedOptions()), a.GetAnswer()), func(s string) bool { return strings.EqualFold(strings.TrimSpace(s), ReuseLabel) }) {
@@ -342,7 +342,7 @@ func (b *Builder) decisionAnswered(a *baagentv1.DecisionAnsweredPayload, step in
 	}
 	switch {
 	case ok && asked.kind == decisionPlan:
-		edit := clean(strings.TrimSpace(a.GetAnswer()), MaxTextBytes)
+		edit := textcut.Mark(strings.TrimSpace(a.GetAnswer()), MaxTextBytes)
 		// Free text is the edit; the bare label says no more than that the
 		// plan should change, and fixes nothing a pattern could keep.
 		if l := strings.ToLower(edit); l != "approve" && l != "cancel" && l != "edit" && edit != "" {
@@ -362,9 +362,9 @@ func (b *Builder) doomIntervened(d *baagentv1.DoomLoopIntervenedPayload, step in
 	}
 	what := b.doom[d.GetDecisionId()]
 	if what == "" {
-		what = clean("called "+d.GetToolName()+" with the same arguments repeatedly", MaxTextBytes)
+		what = textcut.Mark("called "+d.GetToolName()+" with the same arguments repeatedly", MaxTextBytes)
 	}
-	b.correct(&baagentv1.TraceCorrection{PlanStep: max(step, 0), AgentError: what, HumanFix: clean(strings.TrimSpace(d.GetChoice()), MaxTextBytes)})
+	b.correct(&baagentv1.TraceCorrection{PlanStep: max(step, 0), AgentError: what, HumanFix: textcut.Mark(strings.TrimSpace(d.GetChoice()), MaxTextBytes)})
 }
 
 // userAnswered makes a correction of kind (c) of an answer that follows a
@@ -396,8 +396,8 @@ func (b *Builder) workPlan(wp *baagentv1.WorkPlan) {
 		}
 		b.plan = append(b.plan, &baagentv1.PlanStep{
 			StepNumber:     s.GetStepNumber(),
-			Description:    clean(strings.TrimSpace(s.GetDescription()), MaxTextBytes),
-			ExpectedOutput: clean(strings.TrimSpace(s.GetExpectedOutput()), MaxTextBytes),
+			Description:    textcut.Mark(strings.TrimSpace(s.GetDescription()), MaxTextBytes),
+			ExpectedOutput: textcut.Mark(strings.TrimSpace(s.GetExpectedOutput()), MaxTextBytes),
 			Status:         s.GetStatus(),
 		})
 	}
@@ -417,7 +417,7 @@ func (b *Builder) renderPlan() string {
 			break
 		}
 	}
-	return clean(s.String(), MaxTextBytes)
+	return textcut.Mark(s.String(), MaxTextBytes)
 }
 
 func isOwnTool(name string) bool { return slices.Contains(ownTools, name) }
@@ -431,14 +431,14 @@ func (b *Builder) act(a *baagentv1.ActPayload, step int32) {
 		return
 	}
 	b.calls[id] = len(b.t.ToolCalls)
-	b.t.ToolCalls = append(b.t.ToolCalls, &baagentv1.TraceToolCall{Tool: clean(a.GetToolName(), MaxNameBytes), PlanStep: max(step, 0)})
+	b.t.ToolCalls = append(b.t.ToolCalls, &baagentv1.TraceToolCall{Tool: textcut.Mark(a.GetToolName(), MaxNameBytes), PlanStep: max(step, 0)})
 }
 
 func (b *Builder) observe(o *baagentv1.ObservePayload, step int32) {
 	if o.GetParentToolCallId() != "" || isOwnTool(o.GetToolName()) {
 		return
 	}
-	name := clean(o.GetToolName(), MaxNameBytes)
+	name := textcut.Mark(o.GetToolName(), MaxNameBytes)
 	i, ok := b.calls[o.GetToolCallId()]
 	if !ok {
 		// A result without its act (not stored): the call happened.
@@ -452,7 +452,7 @@ func (b *Builder) observe(o *baagentv1.ObservePayload, step int32) {
 	tc := b.t.ToolCalls[i]
 	tc.Success = o.GetSuccess()
 	if !o.GetSuccess() {
-		b.failed = &failedCall{step: tc.GetPlanStep(), text: clean(strings.TrimSpace(name+": "+o.GetObservation()), MaxTextBytes)}
+		b.failed = &failedCall{step: tc.GetPlanStep(), text: textcut.Mark(strings.TrimSpace(name+": "+o.GetObservation()), MaxTextBytes)}
 		return
 	}
 	if tc.GetPlanStep() > 0 && (len(b.stepTools) < maxTracked || b.stepTools[tc.GetPlanStep()] != nil) {
@@ -475,7 +475,7 @@ func (b *Builder) patternMatched(m *baagentv1.PatternMatchedPayload) {
 	if b.patternID != "" {
 		return // one match per run
 	}
-	b.patternID = clean(m.GetPatternId(), MaxNameBytes)
+	b.patternID = textcut.Mark(m.GetPatternId(), MaxNameBytes)
 	switch m.GetMode() {
 	case ModeReference:
 		b.patternMode = ModeReference
@@ -487,26 +487,6 @@ func (b *Builder) patternMatched(m *baagentv1.PatternMatchedPayload) {
 			b.decisions[b.patternDecision] = a
 		}
 	}
-}
-
-// clean makes s valid UTF-8 and cuts it to at most n bytes at a rune
-// boundary, marking a cut with an ellipsis.
-func clean(s string, n int) string {
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	if len(s) <= n {
-		return s
-	}
-	const more = "…"
-	if n <= len(more) {
-		return ""
-	}
-	cut := n - len(more)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + more
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
