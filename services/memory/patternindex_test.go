@@ -172,8 +172,8 @@ func putPattern(t *testing.T, st store.Store, tenant string, p patterns.Pattern)
 func reportPattern(name string, entityTypes []string, updated time.Time) patterns.Pattern {
 	return patterns.Pattern{
 		ID: newID(patternPrefix, updated), Name: name,
-		Signature: patterns.NewSignature(patterns.TaskReport, entityTypes),
-		Steps:     []patterns.Step{{Description: "Query the warehouse", Tools: []string{"sql_query"}}},
+		Signature:  patterns.NewSignature(patterns.TaskReport, entityTypes),
+		Steps:      []patterns.Step{{Description: "Query the warehouse", Tools: []string{"sql_query"}}},
 		UsageCount: 5, SuccessCount: 5, SuccessRate: 1,
 		CreatedAt: updated.Add(-time.Hour), UpdatedAt: updated, LastUsedAt: updated, LastQueriedAt: updated,
 	}
