@@ -210,21 +210,21 @@ func (x *patternIndex) candidates(ctx context.Context, tenant, taskType string, 
 		}
 	}
 	// Copied under the lock: touches write the held heads.
+	slices.SortFunc(picked, func(a, b *head) int {
+		if c := b.rec.UpdatedAt.Compare(a.rec.UpdatedAt); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.rec.ID, a.rec.ID); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.rec.Tenant, a.rec.Tenant)
+	})
+	picked = picked[:min(len(picked), limit)]
 	recs := make([]store.PatternRecord, len(picked))
 	for i, h := range picked {
 		recs[i] = h.rec
 	}
 	t.mu.RUnlock()
-	slices.SortFunc(recs, func(a, b store.PatternRecord) int {
-		if c := b.UpdatedAt.Compare(a.UpdatedAt); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(b.ID, a.ID); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.Tenant, a.Tenant)
-	})
-	recs = recs[:min(len(recs), limit)]
 	out = make([]*store.PatternRecord, len(recs))
 	for i := range recs {
 		out[i] = &recs[i]

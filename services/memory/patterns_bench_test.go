@@ -109,25 +109,57 @@ func BenchmarkMatchPatterns(b *testing.B) {
 				"Find duplicate orders like " + benchEntityName(602),
 				"What is the status of " + benchEntityName(905) + "?",
 			}
-			b.Run("rpc", func(b *testing.B) {
+			// rpc: the steady state of a running service, the tenant's
+			// heads held by the index (read once before the loop).
+			if _, err := ts.c.MatchPatterns(b.Context(), &baagentv1.MatchPatternsRequest{Tenant: "bench", Goal: goals[0]}); err != nil {
+				b.Fatal(err)
+			}
+			b.Run("rpc", func(b *testing.B) { benchMatch(b, ts.c, goals, nil) })
+			// rpc-cold: the first match of the tenant on a replica, which
+			// reads its heads whole (a fresh index before each call).
+			b.Run("rpc-cold", func(b *testing.B) {
+				benchMatch(b, ts.c, goals, func() {
+					ts.srv.patternIndex = newPatternIndex(ts.srv.opts.PatternIndex, st, ts.srv.metrics, ts.srv.now)
+				})
+			})
+			// rpc-noindex: the index disabled, candidates read from the
+			// store on every call (the path before the index).
+			noIndex := newTestServer(b, Options{Store: st, PatternIndex: PatternIndexOptions{MaxHeads: -1}}, false)
+			b.Run("rpc-noindex", func(b *testing.B) { benchMatch(b, noIndex.c, goals, nil) })
+			// The winners' read alone: three whole patterns by id.
+			b.Run("store-winners", func(b *testing.B) {
+				res, err := ts.c.MatchPatterns(b.Context(), &baagentv1.MatchPatternsRequest{Tenant: "bench", Goal: goals[0]})
+				if err != nil || len(res.GetCandidates()) == 0 {
+					b.Fatalf("match: %v, %v", res, err)
+				}
+				var ids []string
+				for _, c := range res.GetCandidates() {
+					ids = append(ids, c.GetPattern().GetId())
+				}
 				var times []time.Duration
-				offered := 0
-				i := 0
 				for b.Loop() {
 					start := time.Now()
-					res, err := ts.c.MatchPatterns(b.Context(), &baagentv1.MatchPatternsRequest{Tenant: "bench", Goal: goals[i%len(goals)]})
+					got, err := st.GetPatterns(b.Context(), "bench", ids)
+					times = append(times, time.Since(start))
+					if err != nil || len(got) != len(ids) {
+						b.Fatalf("GetPatterns = %d, %v", len(got), err)
+					}
+				}
+				reportMillis(b, times)
+			})
+			// The changes since a second ago: what the index asks the
+			// store on each match.
+			b.Run("store-heads-changed", func(b *testing.B) {
+				var times []time.Duration
+				for b.Loop() {
+					start := time.Now()
+					_, err := st.PatternHeads(b.Context(), "bench", time.Now().Add(-DefaultPatternIndexMargin), 1000)
 					times = append(times, time.Since(start))
 					if err != nil {
 						b.Fatal(err)
 					}
-					offered += len(res.GetCandidates())
-					i++
-				}
-				if offered == 0 {
-					b.Fatal("no pattern offered")
 				}
 				reportMillis(b, times)
-				b.ReportMetric(float64(offered)/float64(i), "candidates/op")
 			})
 			// The goal's entity lookup alone (the phrase lookup of hybrid
 			// search: one FindEntity per phrase).
@@ -177,6 +209,32 @@ func BenchmarkMatchPatterns(b *testing.B) {
 			})
 		})
 	}
+}
+
+// benchMatch times MatchPatterns over the goals; before, when not nil,
+// runs before each call.
+func benchMatch(b *testing.B, c baagentv1.MemoryServiceClient, goals []string, before func()) {
+	var times []time.Duration
+	offered := 0
+	i := 0
+	for b.Loop() {
+		if before != nil {
+			before()
+		}
+		start := time.Now()
+		res, err := c.MatchPatterns(b.Context(), &baagentv1.MatchPatternsRequest{Tenant: "bench", Goal: goals[i%len(goals)]})
+		times = append(times, time.Since(start))
+		if err != nil {
+			b.Fatal(err)
+		}
+		offered += len(res.GetCandidates())
+		i++
+	}
+	if offered == 0 {
+		b.Fatal("no pattern offered")
+	}
+	reportMillis(b, times)
+	b.ReportMetric(float64(offered)/float64(i), "candidates/op")
 }
 
 // reportMillis reports the p50 and p99 of times in milliseconds.
