@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -316,5 +318,61 @@ func TestPatternIndexConcurrentMatches(t *testing.T) {
 	m := match(t, ts.c, "acme", goal, "")
 	if p := m.GetCandidates()[0].GetPattern(); p.GetUsageCount() != 8 || p.GetName() != "name 4" {
 		t.Fatalf("after the writes: usage %d name %q, want 8 and %q", p.GetUsageCount(), p.GetName(), "name 4")
+	}
+}
+
+// The index's candidates are the store's: the same patterns, in the same
+// order, with the same scoring fields, own and granted, within the limit.
+func TestPatternIndexCandidatesAreTheStores(t *testing.T) {
+	t.Parallel()
+	st := openStore(t)
+	populatePatterns(t, st, "eq", 300)
+	populatePatterns(t, st, "other", 40)
+	granted, err := st.PatternHeads(t.Context(), "other", time.Time{}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range granted[:10] {
+		if _, err := st.GrantPattern(t.Context(), store.PatternGrant{Owner: "other", PatternID: g.ID, Grantee: "eq"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := newMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := newPatternIndex(PatternIndexOptions{}, st, m, time.Now)
+	sharedSeen := false
+	for _, q := range []struct {
+		task  string
+		names []string
+		limit int
+	}{
+		{patterns.TaskReport, nil, 2000},
+		{patterns.TaskTrend, []string{strings.ToLower(benchEntityName(3)), strings.ToLower(benchEntityName(4))}, 2000},
+		{patterns.TaskLookup, []string{strings.ToUpper(benchEntityName(5))}, 2000},
+		{"no-such-task", []string{strings.ToLower(benchEntityName(7))}, 2000},
+		{patterns.TaskRanking, []string{strings.ToLower(benchEntityName(8))}, 7},
+	} {
+		want, err := st.PatternCandidates(t.Context(), "eq", q.task, q.names, q.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok, err := x.candidates(t.Context(), "eq", q.task, q.names, q.limit)
+		if err != nil || !ok {
+			t.Fatalf("index candidates: %v, %v", ok, err)
+		}
+		if len(got) != len(want) || (q.task != "no-such-task" && len(want) == 0) {
+			t.Fatalf("%s %v: index %d candidates, store %d", q.task, q.names, len(got), len(want))
+		}
+		for i := range want {
+			if !reflect.DeepEqual(got[i], want[i]) {
+				t.Fatalf("%s %v: candidate %d: index %+v, store %+v", q.task, q.names, i, got[i], want[i])
+			}
+			sharedSeen = sharedSeen || got[i].Tenant == "other"
+		}
+	}
+	if !sharedSeen {
+		t.Fatal("no granted pattern among the candidates compared")
 	}
 }
