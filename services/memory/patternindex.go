@@ -90,6 +90,9 @@ type tenantHeads struct {
 
 	mu    sync.RWMutex
 	heads map[headKey]*head
+	// byTask and byEntity index heads by task type and by entity key:
+	// candidates are a few of these sets, not a walk of every head.
+	byTask, byEntity map[string]map[headKey]*head
 	// held: heads holds the tenant's (a whole read was done and fitted).
 	held bool
 	// tooMany: the last whole read found more heads than the index holds.
@@ -132,7 +135,8 @@ func (x *patternIndex) entry(tenant string) *tenantHeads {
 		x.lru.MoveToFront(t.elem)
 		return t
 	}
-	t = &tenantHeads{tenant: tenant, load: make(chan struct{}, 1), heads: map[headKey]*head{}, cost: 1}
+	t = &tenantHeads{tenant: tenant, load: make(chan struct{}, 1), cost: 1}
+	t.reset(0)
 	t.elem = x.lru.PushFront(t)
 	x.tenants[tenant] = t
 	x.held++
@@ -203,9 +207,21 @@ func (x *patternIndex) candidates(ctx context.Context, tenant, taskType string, 
 		}
 	}
 	t.mu.RLock()
-	picked := make([]*head, 0, 256)
-	for _, h := range t.heads {
-		if h.rec.Signature.TaskType == taskType || sharesKey(h.keys, want) {
+	of := t.byTask[taskType]
+	picked := make([]*head, 0, len(of)+16)
+	for _, h := range of {
+		picked = append(picked, h)
+	}
+	var also map[headKey]bool
+	for e := range want {
+		for k, h := range t.byEntity[e] {
+			if h.rec.Signature.TaskType == taskType || also[k] {
+				continue
+			}
+			if also == nil {
+				also = make(map[headKey]bool)
+			}
+			also[k] = true
 			picked = append(picked, h)
 		}
 	}
@@ -232,16 +248,53 @@ func (x *patternIndex) candidates(ctx context.Context, tenant, taskType string, 
 	return out, true, nil
 }
 
-func sharesKey(keys []string, want map[string]struct{}) bool {
-	if len(want) == 0 {
-		return false
+// reset empties the tenant's heads; the caller holds t.mu (or is the
+// only one to see t).
+func (t *tenantHeads) reset(n int) {
+	t.heads = make(map[headKey]*head, n)
+	t.byTask = make(map[string]map[headKey]*head)
+	t.byEntity = make(map[string]map[headKey]*head)
+}
+
+// put sets a head, replacing the one of its key; the caller holds t.mu.
+func (t *tenantHeads) put(k headKey, h *head) {
+	t.del(k)
+	t.heads[k] = h
+	link(t.byTask, h.rec.Signature.TaskType, k, h)
+	for _, e := range h.keys {
+		link(t.byEntity, e, k, h)
 	}
-	for _, k := range keys {
-		if _, ok := want[k]; ok {
-			return true
+}
+
+// del removes a head; the caller holds t.mu.
+func (t *tenantHeads) del(k headKey) {
+	old, ok := t.heads[k]
+	if !ok {
+		return
+	}
+	delete(t.heads, k)
+	unlink(t.byTask, old.rec.Signature.TaskType, k)
+	for _, e := range old.keys {
+		unlink(t.byEntity, e, k)
+	}
+}
+
+func link(m map[string]map[headKey]*head, v string, k headKey, h *head) {
+	set := m[v]
+	if set == nil {
+		set = make(map[headKey]*head)
+		m[v] = set
+	}
+	set[k] = h
+}
+
+func unlink(m map[string]map[headKey]*head, v string, k headKey) {
+	if set := m[v]; set != nil {
+		delete(set, k)
+		if len(set) == 0 {
+			delete(m, v)
 		}
 	}
-	return false
 }
 
 // refresh brings the tenant's heads up to date: read whole when not held
@@ -295,7 +348,7 @@ func (x *patternIndex) refresh(ctx context.Context, t *tenantHeads) (string, err
 				r.LastQueriedAt = old.rec.LastQueriedAt
 			}
 		}
-		t.heads[k] = newHead(r)
+		t.put(k, newHead(r))
 	}
 	n := len(t.heads)
 	t.lastStart, t.since = start, stamp.Add(-x.o.Margin)
@@ -317,21 +370,22 @@ func (x *patternIndex) loadWhole(ctx context.Context, t *tenantHeads, start, sta
 	t.mu.Lock()
 	t.fullAt, t.lastStart, t.since = start, start, stamp.Add(-x.o.Margin)
 	if len(rs) > x.tenantHeads() {
-		t.heads, t.held, t.tooMany = map[headKey]*head{}, false, true
+		t.reset(0)
+		t.held, t.tooMany = false, true
 		t.mu.Unlock()
 		x.resize(t, 0)
 		return indexBypass, nil
 	}
 	old := t.heads
-	heads := make(map[headKey]*head, len(rs))
+	t.reset(len(rs))
 	for _, r := range rs {
 		k := headKey{r.Tenant, r.ID}
 		if o, ok := old[k]; ok && o.rec.Version == r.Version && o.rec.LastQueriedAt.After(r.LastQueriedAt) {
 			r.LastQueriedAt = o.rec.LastQueriedAt
 		}
-		heads[k] = newHead(r)
+		t.put(k, newHead(r))
 	}
-	t.heads, t.held, t.tooMany = heads, true, false
+	t.held, t.tooMany = true, false
 	t.mu.Unlock()
 	x.resize(t, len(rs))
 	return indexReload, nil
@@ -375,7 +429,7 @@ func (x *patternIndex) forget(tenant string, keys []headKey) {
 	}
 	t.mu.Lock()
 	for _, k := range keys {
-		delete(t.heads, k)
+		t.del(k)
 	}
 	n := len(t.heads)
 	t.mu.Unlock()
