@@ -110,11 +110,51 @@ func BenchmarkMatchPatterns(b *testing.B) {
 				"What is the status of " + benchEntityName(905) + "?",
 			}
 			// rpc: the steady state of a running service, the tenant's
-			// heads held by the index (read once before the loop).
-			if _, err := ts.c.MatchPatterns(b.Context(), &baagentv1.MatchPatternsRequest{Tenant: "bench", Goal: goals[0]}); err != nil {
-				b.Fatal(err)
+			// heads held by the index (read once before the loop), call
+			// by call alternating with a server without the index on the
+			// same store (the path before the index; noindex-p50-ms and
+			// noindex-p99-ms), so both see the same load.
+			noIndex := newTestServer(b, Options{Store: st, PatternIndex: PatternIndexOptions{MaxHeads: -1}}, false)
+			for _, c := range []baagentv1.MemoryServiceClient{ts.c, noIndex.c} {
+				for _, g := range goals {
+					if _, err := c.MatchPatterns(b.Context(), &baagentv1.MatchPatternsRequest{Tenant: "bench", Goal: g}); err != nil {
+						b.Fatal(err)
+					}
+				}
 			}
-			b.Run("rpc", func(b *testing.B) { benchMatch(b, ts.c, goals, nil) })
+			b.Run("rpc", func(b *testing.B) {
+				var times, plain []time.Duration
+				offered := 0
+				i := 0
+				for b.Loop() {
+					req := &baagentv1.MatchPatternsRequest{Tenant: "bench", Goal: goals[i%len(goals)]}
+					start := time.Now()
+					res, err := ts.c.MatchPatterns(b.Context(), req)
+					times = append(times, time.Since(start))
+					if err != nil {
+						b.Fatal(err)
+					}
+					start = time.Now()
+					other, err := noIndex.c.MatchPatterns(b.Context(), req)
+					plain = append(plain, time.Since(start))
+					if err != nil {
+						b.Fatal(err)
+					}
+					if len(other.GetCandidates()) != len(res.GetCandidates()) {
+						b.Fatalf("goal %q: %d candidates with the index, %d without", req.Goal, len(res.GetCandidates()), len(other.GetCandidates()))
+					}
+					offered += len(res.GetCandidates())
+					i++
+				}
+				if offered == 0 {
+					b.Fatal("no pattern offered")
+				}
+				reportMillis(b, times)
+				slices.Sort(plain)
+				b.ReportMetric(float64(plain[len(plain)/2].Microseconds())/1000, "noindex-p50-ms")
+				b.ReportMetric(float64(plain[len(plain)*99/100].Microseconds())/1000, "noindex-p99-ms")
+				b.ReportMetric(float64(offered)/float64(i), "candidates/op")
+			})
 			// rpc-cold: the first match of the tenant on a replica, which
 			// reads its heads whole (a fresh index before each call).
 			b.Run("rpc-cold", func(b *testing.B) {
@@ -122,10 +162,6 @@ func BenchmarkMatchPatterns(b *testing.B) {
 					ts.srv.patternIndex = newPatternIndex(ts.srv.opts.PatternIndex, st, ts.srv.metrics, ts.srv.now)
 				})
 			})
-			// rpc-noindex: the index disabled, candidates read from the
-			// store on every call (the path before the index).
-			noIndex := newTestServer(b, Options{Store: st, PatternIndex: PatternIndexOptions{MaxHeads: -1}}, false)
-			b.Run("rpc-noindex", func(b *testing.B) { benchMatch(b, noIndex.c, goals, nil) })
 			// The winners' read alone: three whole patterns by id.
 			b.Run("store-winners", func(b *testing.B) {
 				res, err := ts.c.MatchPatterns(b.Context(), &baagentv1.MatchPatternsRequest{Tenant: "bench", Goal: goals[0]})
