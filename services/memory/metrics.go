@@ -34,6 +34,10 @@ type metrics struct {
 	patternCandidates    *prometheus.CounterVec
 	patternTraces        *prometheus.CounterVec
 	tracesPruned         prometheus.Counter
+	// The pattern index (patternindex.go).
+	patternIndexLookups   *prometheus.CounterVec
+	patternIndexHeads     prometheus.Gauge
+	patternIndexEvictions prometheus.Counter
 }
 
 // newMetrics builds the collectors and registers them on reg; a nil reg
@@ -95,10 +99,23 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "baagent", Subsystem: "memory", Name: "pattern_traces_pruned_total",
 			Help: "Interaction traces deleted after their retention.",
 		}),
+		patternIndexLookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "baagent", Subsystem: "memory", Name: "pattern_index_lookups_total",
+			Help: "MatchPatterns candidate lookups by result: hit (held heads, after reading the changes), reload (the tenant read whole first), bypass (more heads than the index holds: read from the store).",
+		}, []string{"result"}),
+		patternIndexHeads: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "baagent", Subsystem: "memory", Name: "pattern_index_heads",
+			Help: "Pattern scoring heads the index holds on this replica, plus one per tenant held.",
+		}),
+		patternIndexEvictions: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "baagent", Subsystem: "memory", Name: "pattern_index_evictions_total",
+			Help: "Tenants dropped from the pattern index, least recently matched first, to stay within its cap.",
+		}),
 	}
 	if err := basemetrics.RegisterExclusive(reg, "memory", m.episodes, m.ingestDuration, m.extractionTokens,
 		m.entities, m.searchDuration, m.channelHits, m.communityPasses, m.summaryTokens, m.summaries,
-		m.patternMatchDuration, m.patternCandidates, m.patternTraces, m.tracesPruned); err != nil {
+		m.patternMatchDuration, m.patternCandidates, m.patternTraces, m.tracesPruned,
+		m.patternIndexLookups, m.patternIndexHeads, m.patternIndexEvictions); err != nil {
 		return nil, err
 	}
 	return m, nil

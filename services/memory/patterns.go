@@ -100,7 +100,10 @@ func (s *Server) MatchPatterns(ctx context.Context, req *baagentv1.MatchPatterns
 		return nil, s.storeError(ctx, "MatchPatterns", "entities", err)
 	}
 	resp := &baagentv1.MatchPatternsResponse{Enabled: true, TaskType: taskType, EntityTypes: types, Entities: names}
-	cands, err := s.store.PatternCandidates(ctx, tenant, taskType, names, MaxPatternCandidates)
+	cands, indexed, err := s.patternIndex.candidates(ctx, tenant, taskType, names, MaxPatternCandidates)
+	if err == nil && !indexed {
+		cands, err = s.store.PatternCandidates(ctx, tenant, taskType, names, MaxPatternCandidates)
+	}
 	if err != nil {
 		return nil, s.storeError(ctx, "MatchPatterns", "patterns", err)
 	}
@@ -132,26 +135,16 @@ func (s *Server) MatchPatterns(ctx context.Context, req *baagentv1.MatchPatterns
 			// Retrieval still answers; the admission gate sees this
 			// query on the next one.
 			s.log.WarnContext(ctx, "memory: patterns not marked as queried", "tenant", tenant, "patterns", len(touch), "err", err)
+		} else if indexed {
+			s.patternIndex.touched(tenant, touch, now)
 		}
 	}
-	ranked := patterns.Rank(q, ps, now)
-	if len(ranked) == 0 {
-		return resp, nil
-	}
-	ids := make([]string, len(ranked))
-	for i, c := range ranked {
-		ids[i] = c.Pattern.ID
-	}
-	full, err := s.store.GetPatterns(ctx, tenant, ids)
+	ranked, full, err := s.rankAndRead(ctx, tenant, q, ps, now, indexed)
 	if err != nil {
 		return nil, s.storeError(ctx, "MatchPatterns", "patterns", err)
 	}
-	byID := make(map[string]*store.PatternRecord, len(full))
-	for _, r := range full {
-		byID[r.ID] = r
-	}
 	for _, c := range ranked {
-		r, ok := byID[c.Pattern.ID]
+		r, ok := full[c.Pattern.ID]
 		if !ok {
 			continue // deleted meanwhile
 		}
@@ -166,6 +159,49 @@ func (s *Server) MatchPatterns(ctx context.Context, req *baagentv1.MatchPatterns
 		})
 	}
 	return resp, nil
+}
+
+// maxRerank bounds how many times MatchPatterns ranks again after
+// winners turned out deleted or no longer granted.
+const maxRerank = 3
+
+// rankAndRead ranks ps and reads the winners whole. From the index, a
+// winner the store no longer shows the tenant (deleted, grant revoked
+// since the index's last whole read) is dropped from the index and from
+// ps, and the rest ranked again, so that as many candidates as there are
+// are still returned.
+func (s *Server) rankAndRead(ctx context.Context, tenant string, q patterns.Query, ps []*patterns.Pattern, now time.Time, indexed bool) ([]patterns.Candidate, map[string]*store.PatternRecord, error) {
+	for round := 0; ; round++ {
+		ranked := patterns.Rank(q, ps, now)
+		if len(ranked) == 0 {
+			return nil, nil, nil
+		}
+		ids := make([]string, len(ranked))
+		for i, c := range ranked {
+			ids[i] = c.Pattern.ID
+		}
+		full, err := s.store.GetPatterns(ctx, tenant, ids)
+		if err != nil {
+			return nil, nil, err
+		}
+		byID := make(map[string]*store.PatternRecord, len(full))
+		for _, r := range full {
+			byID[r.ID] = r
+		}
+		if !indexed || len(full) == len(ranked) || round == maxRerank-1 {
+			return ranked, byID, nil
+		}
+		var gone []headKey
+		drop := make(map[*patterns.Pattern]bool)
+		for _, c := range ranked {
+			if _, ok := byID[c.Pattern.ID]; !ok {
+				gone = append(gone, headKey{c.Pattern.Tenant, c.Pattern.ID})
+				drop[c.Pattern] = true
+			}
+		}
+		s.patternIndex.forget(tenant, gone)
+		ps = slices.DeleteFunc(ps, func(p *patterns.Pattern) bool { return drop[p] })
+	}
 }
 
 // ListPatterns lists the tenant's patterns (and those granted to it, with

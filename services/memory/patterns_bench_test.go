@@ -109,16 +109,39 @@ func BenchmarkMatchPatterns(b *testing.B) {
 				"Find duplicate orders like " + benchEntityName(602),
 				"What is the status of " + benchEntityName(905) + "?",
 			}
+			// rpc: the steady state of a running service, the tenant's
+			// heads held by the index (read once before the loop), call
+			// by call alternating with a server without the index on the
+			// same store (the path before the index; noindex-p50-ms and
+			// noindex-p99-ms), so both see the same load.
+			noIndex := newTestServer(b, Options{Store: st, PatternIndex: PatternIndexOptions{MaxHeads: -1}}, false)
+			for _, c := range []baagentv1.MemoryServiceClient{ts.c, noIndex.c} {
+				for _, g := range goals {
+					if _, err := c.MatchPatterns(b.Context(), &baagentv1.MatchPatternsRequest{Tenant: "bench", Goal: g}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
 			b.Run("rpc", func(b *testing.B) {
-				var times []time.Duration
+				var times, plain []time.Duration
 				offered := 0
 				i := 0
 				for b.Loop() {
+					req := &baagentv1.MatchPatternsRequest{Tenant: "bench", Goal: goals[i%len(goals)]}
 					start := time.Now()
-					res, err := ts.c.MatchPatterns(b.Context(), &baagentv1.MatchPatternsRequest{Tenant: "bench", Goal: goals[i%len(goals)]})
+					res, err := ts.c.MatchPatterns(b.Context(), req)
 					times = append(times, time.Since(start))
 					if err != nil {
 						b.Fatal(err)
+					}
+					start = time.Now()
+					other, err := noIndex.c.MatchPatterns(b.Context(), req)
+					plain = append(plain, time.Since(start))
+					if err != nil {
+						b.Fatal(err)
+					}
+					if len(other.GetCandidates()) != len(res.GetCandidates()) {
+						b.Fatalf("goal %q: %d candidates with the index, %d without", req.Goal, len(res.GetCandidates()), len(other.GetCandidates()))
 					}
 					offered += len(res.GetCandidates())
 					i++
@@ -127,7 +150,52 @@ func BenchmarkMatchPatterns(b *testing.B) {
 					b.Fatal("no pattern offered")
 				}
 				reportMillis(b, times)
+				slices.Sort(plain)
+				b.ReportMetric(float64(plain[len(plain)/2].Microseconds())/1000, "noindex-p50-ms")
+				b.ReportMetric(float64(plain[len(plain)*99/100].Microseconds())/1000, "noindex-p99-ms")
 				b.ReportMetric(float64(offered)/float64(i), "candidates/op")
+			})
+			// rpc-cold: the first match of the tenant on a replica, which
+			// reads its heads whole (a fresh index before each call).
+			b.Run("rpc-cold", func(b *testing.B) {
+				benchMatch(b, ts.c, goals, func() {
+					ts.srv.patternIndex = newPatternIndex(ts.srv.opts.PatternIndex, st, ts.srv.metrics, ts.srv.now)
+				})
+			})
+			// The winners' read alone: three whole patterns by id.
+			b.Run("store-winners", func(b *testing.B) {
+				res, err := ts.c.MatchPatterns(b.Context(), &baagentv1.MatchPatternsRequest{Tenant: "bench", Goal: goals[0]})
+				if err != nil || len(res.GetCandidates()) == 0 {
+					b.Fatalf("match: %v, %v", res, err)
+				}
+				var ids []string
+				for _, c := range res.GetCandidates() {
+					ids = append(ids, c.GetPattern().GetId())
+				}
+				var times []time.Duration
+				for b.Loop() {
+					start := time.Now()
+					got, err := st.GetPatterns(b.Context(), "bench", ids)
+					times = append(times, time.Since(start))
+					if err != nil || len(got) != len(ids) {
+						b.Fatalf("GetPatterns = %d, %v", len(got), err)
+					}
+				}
+				reportMillis(b, times)
+			})
+			// The changes since a second ago: what the index asks the
+			// store on each match.
+			b.Run("store-heads-changed", func(b *testing.B) {
+				var times []time.Duration
+				for b.Loop() {
+					start := time.Now()
+					_, err := st.PatternHeads(b.Context(), "bench", time.Now().Add(-DefaultPatternIndexMargin), 1000)
+					times = append(times, time.Since(start))
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				reportMillis(b, times)
 			})
 			// The goal's entity lookup alone (the phrase lookup of hybrid
 			// search: one FindEntity per phrase).
@@ -177,6 +245,32 @@ func BenchmarkMatchPatterns(b *testing.B) {
 			})
 		})
 	}
+}
+
+// benchMatch times MatchPatterns over the goals; before, when not nil,
+// runs before each call.
+func benchMatch(b *testing.B, c baagentv1.MemoryServiceClient, goals []string, before func()) {
+	var times []time.Duration
+	offered := 0
+	i := 0
+	for b.Loop() {
+		if before != nil {
+			before()
+		}
+		start := time.Now()
+		res, err := c.MatchPatterns(b.Context(), &baagentv1.MatchPatternsRequest{Tenant: "bench", Goal: goals[i%len(goals)]})
+		times = append(times, time.Since(start))
+		if err != nil {
+			b.Fatal(err)
+		}
+		offered += len(res.GetCandidates())
+		i++
+	}
+	if offered == 0 {
+		b.Fatal("no pattern offered")
+	}
+	reportMillis(b, times)
+	b.ReportMetric(float64(offered)/float64(i), "candidates/op")
 }
 
 // reportMillis reports the p50 and p99 of times in milliseconds.

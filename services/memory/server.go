@@ -165,6 +165,9 @@ type Options struct {
 	// recall evaluation with the lexical embedding; negative keeps every
 	// hit).
 	VectorCutoff, KeywordCutoff float64
+	// PatternIndex bounds the in-process index MatchPatterns scores from
+	// (see PatternIndexOptions for the defaults).
+	PatternIndex PatternIndexOptions
 }
 
 func (o Options) withDefaults() Options {
@@ -248,6 +251,8 @@ type Server struct {
 	// budget caps the tokens of community summaries per tenant and hour.
 	budget *community.Budget
 	now    func() time.Time
+	// patternIndex holds the tenants' pattern scoring heads.
+	patternIndex *patternIndex
 }
 
 var _ baagentv1.MemoryServiceServer = (*Server)(nil)
@@ -268,7 +273,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{
+	s := &Server{
 		opts:    opts,
 		log:     opts.Logger.With("service", ServiceName),
 		store:   opts.Store,
@@ -278,7 +283,9 @@ func New(opts Options) (*Server, error) {
 		wake:    make(chan struct{}, 1),
 		budget:  community.NewBudget(opts.CommunityTokensPerHour),
 		now:     time.Now,
-	}, nil
+	}
+	s.patternIndex = newPatternIndex(opts.PatternIndex, opts.Store, m, func() time.Time { return s.now() })
+	return s, nil
 }
 
 // Register adds the MemoryService to gs.

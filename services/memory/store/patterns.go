@@ -79,6 +79,15 @@ type PatternStore interface {
 	// Tenant, Name, Signature, Entities, the counters, SuccessRate and the
 	// times) plus Version.
 	PatternCandidates(ctx context.Context, tenant, taskType string, entities []string, limit int) ([]*PatternRecord, error)
+	// PatternHeads returns the scoring heads (the fields PatternCandidates
+	// fills) of the tenant's own patterns whose UpdatedAt is after since,
+	// and of the patterns granted to the tenant that were updated or
+	// granted after since; with the zero since, all of them. Ordered by
+	// UpdatedAt (then id, then owner), at most limit. Every write of a
+	// pattern's content sets its UpdatedAt (TouchPatterns does not), so a
+	// cache of heads stays fresh by asking for what changed since its
+	// last read; deletions and revoked grants are not reported.
+	PatternHeads(ctx context.Context, tenant string, since time.Time, limit int) ([]*PatternRecord, error)
 	// TouchPatterns sets LastQueriedAt to at on the tenant's own patterns
 	// among ids (others' ids are ignored), without changing their version.
 	TouchPatterns(ctx context.Context, tenant string, ids []string, at time.Time) error

@@ -114,6 +114,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TenantIsolation", testTenantIsolation},
 	}
 	tests = append(tests, patternTests...)
+	tests = append(tests, patternHeadTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := open(t)
