@@ -18,9 +18,13 @@ import (
 // store each time. It is kept fresh incrementally: every MatchPatterns
 // first asks the store for the heads changed since the last read
 // (store.PatternStore.PatternHeads) less a margin, and merges them by id,
-// the newer version winning; the whole tenant is read again when it is
-// not held or its last whole read is older than FullReload, which also
-// drops deleted patterns and revoked grants. Between two whole reads,
+// the newer version winning. A tenant is read whole on its first match;
+// after that the server's background reloader (Server.Run) reads each
+// held tenant whole again once its last whole read is older than
+// FullReload, off the request path, which also drops deleted patterns and
+// revoked grants (and lets a tenant that had too many heads back in).
+// Without the reloader (a Server never Run), a match reads the tenant
+// whole itself once that is three times as old. Between two whole reads,
 // a deleted or revoked pattern can still be scored: reading the winners
 // whole (GetPatterns) leaves it out, and MatchPatterns then drops it and
 // ranks again.
@@ -312,7 +316,7 @@ func (x *patternIndex) refresh(ctx context.Context, t *tenantHeads) (string, err
 	t.mu.RLock()
 	held, tooMany, fullAt, lastStart, since := t.held, t.tooMany, t.fullAt, t.lastStart, t.since
 	t.mu.RUnlock()
-	whole := (!held && !tooMany) || time.Since(fullAt) >= x.o.FullReload
+	whole := (!held && !tooMany) || time.Since(fullAt) >= staleAfter*x.o.FullReload
 	if !whole && lastStart.After(arrived) {
 		// Another caller's read began after this one arrived.
 		if tooMany {
@@ -355,6 +359,53 @@ func (x *patternIndex) refresh(ctx context.Context, t *tenantHeads) (string, err
 	t.mu.Unlock()
 	x.resize(t, n)
 	return indexHit, nil
+}
+
+// staleAfter × FullReload is how old a whole read may grow before a match
+// reads the tenant whole itself (the background reloader not running).
+const staleAfter = 3
+
+// reloadDue reads whole again, one after the other, the held tenants (and
+// those with too many heads) whose last whole read is older than
+// FullReload. It returns the number read and stops at ctx's end.
+func (x *patternIndex) reloadDue(ctx context.Context) (int, error) {
+	if !x.enabled() {
+		return 0, nil
+	}
+	x.mu.Lock()
+	due := make([]*tenantHeads, 0, len(x.tenants))
+	for _, t := range x.tenants {
+		due = append(due, t)
+	}
+	x.mu.Unlock()
+	n := 0
+	for _, t := range due {
+		t.mu.RLock()
+		stale := (t.held || t.tooMany) && time.Since(t.fullAt) >= x.o.FullReload
+		t.mu.RUnlock()
+		if !stale || x.evicted(t) {
+			continue
+		}
+		select {
+		case t.load <- struct{}{}:
+		case <-ctx.Done():
+			return n, ctx.Err()
+		}
+		_, err := x.loadWhole(ctx, t, time.Now(), x.now().UTC())
+		<-t.load
+		if err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// evicted reports whether t left the index.
+func (x *patternIndex) evicted(t *tenantHeads) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return t.elem == nil
 }
 
 // tenantHeads is the most heads one tenant may have in the index: with
@@ -451,4 +502,23 @@ func (x *patternIndex) stats() (tenants, heads int) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return len(x.tenants), x.held - len(x.tenants)
+}
+
+// runPatternIndexReload reads the held tenants whole again as their last
+// whole read passes FullReload, checking every fifth of it, until ctx
+// ends, so that matches only read what changed.
+func (s *Server) runPatternIndexReload(ctx context.Context) error {
+	tick := time.NewTicker(max(s.patternIndex.o.FullReload/5, time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		n, err := s.patternIndex.reloadDue(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "memory: pattern index not reloaded", "reloaded", n, "err", err)
+		}
+	}
 }

@@ -376,3 +376,53 @@ func TestPatternIndexCandidatesAreTheStores(t *testing.T) {
 		t.Fatal("no granted pattern among the candidates compared")
 	}
 }
+
+// The background reload reads a held tenant whole again once its last
+// whole read is older than FullReload, dropping a pattern deleted behind
+// the index's back that never won (so no match removed it), without a
+// match paying for the read.
+func TestPatternIndexReloadDueDropsStaleHeads(t *testing.T) {
+	t.Parallel()
+	sa, sb := replicaStores(t, "sqlite")
+	a := newTestServer(t, Options{Store: sa, PatternIndex: PatternIndexOptions{FullReload: time.Hour}}, false)
+	b := newTestServer(t, Options{Store: sb}, false)
+	now := time.Now().UTC()
+	kept := reportPattern("kept", nil, now)
+	putPattern(t, sa, "acme", kept)
+	loser := reportPattern("loser", nil, now)
+	loser.Signature.TaskType = patterns.TaskTrend // never a candidate of a report goal
+	putPattern(t, sa, "acme", loser)
+	match(t, a.c, "acme", "Report monthly revenue", "")
+	if _, heads := a.srv.patternIndex.stats(); heads != 2 {
+		t.Fatalf("index holds %d heads, want 2", heads)
+	}
+	if _, err := b.c.DeletePattern(t.Context(), &baagentv1.DeletePatternRequest{Tenant: "acme", Id: loser.ID}); err != nil {
+		t.Fatal(err)
+	}
+	// Not due yet: nothing read.
+	if n, err := a.srv.patternIndex.reloadDue(t.Context()); err != nil || n != 0 {
+		t.Fatalf("reloadDue before FullReload: %d, %v; want 0", n, err)
+	}
+	// Due: the tenant's last whole read is made older than FullReload.
+	tenant := a.srv.patternIndex.lookup("acme")
+	tenant.mu.Lock()
+	tenant.fullAt = tenant.fullAt.Add(-2 * time.Hour)
+	tenant.mu.Unlock()
+	if n, err := a.srv.patternIndex.reloadDue(t.Context()); err != nil || n != 1 {
+		t.Fatalf("reloadDue after FullReload: %d, %v; want 1", n, err)
+	}
+	if _, heads := a.srv.patternIndex.stats(); heads != 1 {
+		t.Fatalf("index holds %d heads after the reload, want the deleted one dropped", heads)
+	}
+	// A cancelled reload stops at once.
+	tenant.mu.Lock()
+	tenant.fullAt = tenant.fullAt.Add(-2 * time.Hour)
+	tenant.mu.Unlock()
+	tenant.load <- struct{}{} // a match is reading
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := a.srv.patternIndex.reloadDue(ctx); err == nil {
+		t.Fatal("reloadDue with a cancelled context and a busy tenant returned no error")
+	}
+	<-tenant.load
+}

@@ -305,6 +305,9 @@ func (s *Server) Run(ctx context.Context) error {
 		g.Go(func() error { return s.runCommunities(ctx) })
 	}
 	g.Go(func() error { return s.runTracePruning(ctx) })
+	if s.patternIndex.enabled() {
+		g.Go(func() error { return s.runPatternIndexReload(ctx) })
+	}
 	return g.Wait()
 }
 
