@@ -534,33 +534,31 @@ func queryFloat(r *http.Request, name string) (*float64, error) {
 // keyword, graph) or its enum name (SEARCH_MODE_HYBRID); empty is
 // unspecified (hybrid).
 func parseSearchMode(v string) (baagentv1.SearchMode, error) {
-	if v == "" {
-		return baagentv1.SearchMode_SEARCH_MODE_UNSPECIFIED, nil
-	}
-	name := strings.ToUpper(v)
-	if !strings.HasPrefix(name, "SEARCH_MODE_") {
-		name = "SEARCH_MODE_" + name
-	}
-	if n, ok := baagentv1.SearchMode_value[name]; ok && n != 0 {
-		return baagentv1.SearchMode(n), nil
-	}
-	return 0, fieldError("mode", "must be one of hybrid, vector, keyword, graph")
+	return parseEnum[baagentv1.SearchMode](v, "SEARCH_MODE_", baagentv1.SearchMode_value, "mode", "hybrid, vector, keyword, graph")
 }
 
 // parseEpisodeStatus accepts a status by its short name (pending,
 // processing, synced, failed) or its enum name; empty is any.
 func parseEpisodeStatus(v string) (baagentv1.EpisodeStatus, error) {
+	return parseEnum[baagentv1.EpisodeStatus](v, "EPISODE_STATUS_", baagentv1.EpisodeStatus_value, "status", "pending, processing, synced, failed")
+}
+
+// parseEnum reads a proto enum value of a query parameter by its short
+// name (the enum name without prefix, any case) or its full name; empty
+// is the zero value, and the zero value's own name is refused like any
+// unknown one, naming field and the allowed short names.
+func parseEnum[E ~int32](v, prefix string, values map[string]int32, field, allowed string) (E, error) {
 	if v == "" {
-		return baagentv1.EpisodeStatus_EPISODE_STATUS_UNSPECIFIED, nil
+		return 0, nil
 	}
 	name := strings.ToUpper(v)
-	if !strings.HasPrefix(name, "EPISODE_STATUS_") {
-		name = "EPISODE_STATUS_" + name
+	if !strings.HasPrefix(name, prefix) {
+		name = prefix + name
 	}
-	if n, ok := baagentv1.EpisodeStatus_value[name]; ok && n != 0 {
-		return baagentv1.EpisodeStatus(n), nil
+	if n, ok := values[name]; ok && n != 0 {
+		return E(n), nil
 	}
-	return 0, fieldError("status", "must be one of pending, processing, synced, failed")
+	return 0, fieldError(field, "must be one of "+allowed)
 }
 
 // parseSearchQuery reads GET /v1/memory/search's query: q (or query), mode,

@@ -390,17 +390,7 @@ func parseQueryBool(q map[string][]string, name string) (bool, error) {
 // parsePatternState accepts a state by its short name (active, candidate,
 // draft, untrusted, archived) or its enum name; empty is any.
 func parsePatternState(v string) (baagentv1.PatternState, error) {
-	if v == "" {
-		return baagentv1.PatternState_PATTERN_STATE_UNSPECIFIED, nil
-	}
-	name := strings.ToUpper(v)
-	if !strings.HasPrefix(name, "PATTERN_STATE_") {
-		name = "PATTERN_STATE_" + name
-	}
-	if n, ok := baagentv1.PatternState_value[name]; ok && n != 0 {
-		return baagentv1.PatternState(n), nil
-	}
-	return 0, fieldError("state", "must be one of candidate, active, draft, untrusted, archived")
+	return parseEnum[baagentv1.PatternState](v, "PATTERN_STATE_", baagentv1.PatternState_value, "state", "candidate, active, draft, untrusted, archived")
 }
 
 // parseListPatternsQuery reads GET /v1/patterns's query: task_type, state,
