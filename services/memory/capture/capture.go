@@ -289,20 +289,33 @@ func (c *Consumer) handle(ctx context.Context, msg jetstream.Msg) {
 	case err == nil:
 		log.Info("run captured as a memory episode", "episode_id", resp.GetEpisode().GetId(), "redactions", resp.GetEpisode().GetRedactions())
 		c.settle(ctx, msg, outcomeStored, 0)
-	case ctx.Err() != nil:
-		// Shutting down: the request goes back to the queue untouched.
-		_ = msg.Nak()
-	case !transient(err):
-		log.Error("memory capture: the memory service refused the request; dropped", "error", err)
-		c.settle(ctx, msg, outcomeDropped, 0)
-	case delivered >= c.opts.MaxDeliver:
-		log.Error("memory capture: out of deliveries; the run is not remembered", "deliveries", delivered, "error", err)
-		c.settle(ctx, msg, outcomeDropped, 0)
 	default:
-		delay := Backoff(delivered, c.opts.FirstDelay, c.opts.MaxBackoff)
-		log.Warn("memory capture: memory service unavailable; delivered again later", "delay", delay, "error", err)
-		c.settle(ctx, msg, outcomeRetried, delay)
+		if outcome, delay, ok := c.failed(ctx, log, err, delivered, "request", "the run is not remembered"); ok {
+			c.settle(ctx, msg, outcome, delay)
+		} else {
+			_ = msg.Nak()
+		}
 	}
+}
+
+// failed applies the retry policy to a delivery whose memory call failed
+// with err: dropped when the memory service refused it for good or it is
+// out of deliveries, retried after a growing delay otherwise; ok is false
+// when shutting down, the delivery then going back to the queue untouched.
+func (c *Consumer) failed(ctx context.Context, log *slog.Logger, err error, delivered int, what, lost string) (outcome string, delay time.Duration, ok bool) {
+	switch {
+	case ctx.Err() != nil:
+		return "", 0, false
+	case !transient(err):
+		log.Error("memory capture: the memory service refused the "+what+"; dropped", "error", err)
+		return outcomeDropped, 0, true
+	case delivered >= c.opts.MaxDeliver:
+		log.Error("memory capture: out of deliveries; "+lost, "deliveries", delivered, "error", err)
+		return outcomeDropped, 0, true
+	}
+	delay = Backoff(delivered, c.opts.FirstDelay, c.opts.MaxBackoff)
+	log.Warn("memory capture: memory service unavailable; "+what+" delivered again later", "delay", delay, "error", err)
+	return outcomeRetried, delay, true
 }
 
 // purgedMeanwhile reports whether msg left the stream while it was being

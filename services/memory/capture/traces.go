@@ -85,18 +85,12 @@ func (c *Consumer) handleTrace(ctx context.Context, msg jetstream.Msg, delivered
 	case err == nil:
 		log.Info("trace recorded", "pattern_id", resp.GetPatternId(), "created", resp.GetCreated(), "duplicate", resp.GetDuplicate())
 		c.settleTrace(ctx, msg, outcomeStored, 0)
-	case ctx.Err() != nil:
-		_ = msg.Nak()
-	case !transient(err):
-		log.Error("memory capture: the memory service refused the trace; dropped", "error", err)
-		c.settleTrace(ctx, msg, outcomeDropped, 0)
-	case delivered >= c.opts.MaxDeliver:
-		log.Error("memory capture: out of deliveries; the trace is not learned", "deliveries", delivered, "error", err)
-		c.settleTrace(ctx, msg, outcomeDropped, 0)
 	default:
-		delay := Backoff(delivered, c.opts.FirstDelay, c.opts.MaxBackoff)
-		log.Warn("memory capture: memory service unavailable; trace delivered again later", "delay", delay, "error", err)
-		c.settleTrace(ctx, msg, outcomeRetried, delay)
+		if outcome, delay, ok := c.failed(ctx, log, err, delivered, "trace", "the trace is not learned"); ok {
+			c.settleTrace(ctx, msg, outcome, delay)
+		} else {
+			_ = msg.Nak()
+		}
 	}
 }
 
