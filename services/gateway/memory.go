@@ -118,38 +118,11 @@ func memoryGRPC[Req, Resp any](ctx context.Context, s *Server, op, rpc string, r
 // an error found reading the query, reported after authentication.
 func memoryHTTP[Req proto.Message, Resp proto.Message](s *Server, w http.ResponseWriter, r *http.Request, op string, req Req, hasBody bool, parseErr error,
 	check func(Req) error, call func(ctx context.Context, tenant string, req Req) (Resp, error)) {
-	var outcome error
 	var body proto.Message
 	if hasBody {
 		body = req
 	}
-	sw := &statusRecorder{ResponseWriter: w}
-	defer func() {
-		if outcome == nil && sw.code >= 400 {
-			// Refused before validation: authentication, rate limit,
-			// in-flight slots or the body.
-			outcome = status.Error(refusedCode(sw.code), "")
-		}
-		s.memoryM.observe(op, apiHTTP, outcome)
-	}()
-	s.serveJSON(sw, r, body, func() error {
-		outcome = parseErr
-		if outcome == nil {
-			outcome = check(req)
-		}
-		return outcome
-	}, func(c caller) (any, error) {
-		if err := s.memoryReady(); err != nil {
-			outcome = err
-			return nil, err
-		}
-		resp, err := call(r.Context(), c.tenant, req)
-		outcome = err
-		if err != nil {
-			return nil, err
-		}
-		return resp, nil
-	})
+	forwardHTTP(s, w, r, op, body, func() (Req, error) { return req, parseErr }, check, call)
 }
 
 // refusedCode is the gRPC code of an HTTP status serveJSON answers a

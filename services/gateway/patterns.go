@@ -331,24 +331,25 @@ func (s *Server) patternRoutes(api func(string, http.HandlerFunc)) {
 	api("DELETE /v1/patterns/{id}/grants/{grantee}", s.httpRevokePatternGrant)
 }
 
-// patternHTTP serves a pattern route through serveJSON: after the caller
-// is admitted, parse reads what the request carries (query, headers, body:
+// forwardHTTP serves a memory or pattern route through serveJSON: body
+// (nil: none) is decoded by serveJSON; after the caller is admitted, parse
+// reads what else the request carries (query, headers, a body of its own:
 // nothing is read for an unauthenticated caller), check validates it, and
-// call forwards it. Every outcome is counted as memoryHTTP counts it.
-func patternHTTP[Req any, Resp proto.Message](s *Server, w http.ResponseWriter, r *http.Request, op string, parse func() (Req, error),
+// call forwards it. Every outcome is counted under op.
+func forwardHTTP[Req any, Resp proto.Message](s *Server, w http.ResponseWriter, r *http.Request, op string, body proto.Message, parse func() (Req, error),
 	check func(Req) error, call func(ctx context.Context, tenant string, req Req) (Resp, error)) {
 	var outcome error
 	var req Req
 	sw := &statusRecorder{ResponseWriter: w}
 	defer func() {
 		if outcome == nil && sw.code >= 400 {
-			// Refused before validation: authentication, rate limit or
-			// in-flight slots.
+			// Refused before validation: authentication, rate limit,
+			// in-flight slots or the body.
 			outcome = status.Error(refusedCode(sw.code), "")
 		}
 		s.memoryM.observe(op, apiHTTP, outcome)
 	}()
-	s.serveJSON(sw, r, nil, func() error {
+	s.serveJSON(sw, r, body, func() error {
 		if req, outcome = parse(); outcome != nil {
 			return outcome
 		}
@@ -537,13 +538,13 @@ func versionConflict(err error) error {
 }
 
 func (s *Server) httpListPatterns(w http.ResponseWriter, r *http.Request) {
-	patternHTTP(s, w, r, patOpList, func() (*baagentv1.GatewayServiceListPatternsRequest, error) { return parseListPatternsQuery(r) },
+	forwardHTTP(s, w, r, patOpList, nil, func() (*baagentv1.GatewayServiceListPatternsRequest, error) { return parseListPatternsQuery(r) },
 		validateListPatterns, s.listPatterns)
 }
 
 func (s *Server) httpGetPattern(w http.ResponseWriter, r *http.Request) {
 	req := &baagentv1.GatewayServiceGetPatternRequest{Id: r.PathValue("id")}
-	patternHTTP(s, w, r, patOpGet, fixed(req), checkPatternID, func(ctx context.Context, tenant string, req *baagentv1.GatewayServiceGetPatternRequest) (*baagentv1.GatewayServiceGetPatternResponse, error) {
+	forwardHTTP(s, w, r, patOpGet, nil, fixed(req), checkPatternID, func(ctx context.Context, tenant string, req *baagentv1.GatewayServiceGetPatternRequest) (*baagentv1.GatewayServiceGetPatternResponse, error) {
 		resp, err := s.getPattern(ctx, tenant, req)
 		if err == nil && resp.GetPattern().GetVersion() > 0 {
 			w.Header().Set("ETag", versionTag(resp.GetPattern().GetVersion()))
@@ -553,7 +554,7 @@ func (s *Server) httpGetPattern(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) httpUpdatePattern(w http.ResponseWriter, r *http.Request) {
-	patternHTTP(s, w, r, patOpUpdate, func() (*baagentv1.GatewayServiceUpdatePatternRequest, error) {
+	forwardHTTP(s, w, r, patOpUpdate, nil, func() (*baagentv1.GatewayServiceUpdatePatternRequest, error) {
 		ifMatch, err := parseVersionTag(r.Header.Get("If-Match"))
 		if err != nil {
 			return nil, err
@@ -590,7 +591,7 @@ func (s *Server) httpUpdatePattern(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) httpDeletePattern(w http.ResponseWriter, r *http.Request) {
 	req := &baagentv1.GatewayServiceDeletePatternRequest{Id: r.PathValue("id")}
-	patternHTTP(s, w, r, patOpDelete, fixed(req), checkPatternID, s.deletePattern)
+	forwardHTTP(s, w, r, patOpDelete, nil, fixed(req), checkPatternID, s.deletePattern)
 }
 
 // withPathID reads an optional JSON body into req, whose id (when the body
@@ -613,21 +614,21 @@ func withPathID[Req interface {
 
 func (s *Server) httpMarkPatternUseless(w http.ResponseWriter, r *http.Request) {
 	req := &baagentv1.GatewayServiceMarkPatternUselessRequest{}
-	patternHTTP(s, w, r, patOpUseless, withPathID(s, w, r, req, func(id string) { req.Id = id }), validateMarkPatternUseless, s.markPatternUseless)
+	forwardHTTP(s, w, r, patOpUseless, nil, withPathID(s, w, r, req, func(id string) { req.Id = id }), validateMarkPatternUseless, s.markPatternUseless)
 }
 
 func (s *Server) httpGrantPattern(w http.ResponseWriter, r *http.Request) {
 	req := &baagentv1.GatewayServiceGrantPatternRequest{}
-	patternHTTP(s, w, r, patOpGrant, withPathID(s, w, r, req, func(id string) { req.Id = id }),
+	forwardHTTP(s, w, r, patOpGrant, nil, withPathID(s, w, r, req, func(id string) { req.Id = id }),
 		validatePatternGrant[*baagentv1.GatewayServiceGrantPatternRequest], s.grantPattern)
 }
 
 func (s *Server) httpRevokePatternGrant(w http.ResponseWriter, r *http.Request) {
 	req := &baagentv1.GatewayServiceRevokePatternGrantRequest{Id: r.PathValue("id"), GranteeTenant: r.PathValue("grantee")}
-	patternHTTP(s, w, r, patOpRevoke, fixed(req), validatePatternGrant[*baagentv1.GatewayServiceRevokePatternGrantRequest], s.revokePatternGrant)
+	forwardHTTP(s, w, r, patOpRevoke, nil, fixed(req), validatePatternGrant[*baagentv1.GatewayServiceRevokePatternGrantRequest], s.revokePatternGrant)
 }
 
 func (s *Server) httpListPatternGrants(w http.ResponseWriter, r *http.Request) {
 	req := &baagentv1.GatewayServiceListPatternGrantsRequest{Id: r.URL.Query().Get("id")}
-	patternHTTP(s, w, r, patOpListGrants, fixed(req), validateListPatternGrants, s.listPatternGrants)
+	forwardHTTP(s, w, r, patOpListGrants, nil, fixed(req), validateListPatternGrants, s.listPatternGrants)
 }
