@@ -273,11 +273,14 @@ func TestAskInterruptCancelsTheRun(t *testing.T) {
 		t.Fatalf("exit %d:\n%s\nstderr: %s", code, out.String(), errOut)
 	}
 	// The record is stored right after the terminal event the CLI saw.
+	// GetRun follows the events and may report the end first; the listing
+	// reads the records, so it is waited for too.
 	waitRun(t, gw, waiting.GetRuns()[0].GetRunId(), "cancelled", func(r *baagentv1.Run) bool { return r.GetState() == baagentv1.RunState_RUN_STATE_CANCELLED })
-	list, err := gw.ListRuns(gw.auth(ctx), &baagentv1.ListRunsRequest{States: []baagentv1.RunState{baagentv1.RunState_RUN_STATE_CANCELLED}})
-	if err != nil || len(list.GetRuns()) != 1 {
-		t.Fatalf("cancelled runs: %v %v", list, err)
-	}
+	var list *baagentv1.ListRunsResponse
+	testkit.Eventually(t, 30*time.Second, "one cancelled run listed", func() bool {
+		list, err = gw.ListRuns(gw.auth(ctx), &baagentv1.ListRunsRequest{States: []baagentv1.RunState{baagentv1.RunState_RUN_STATE_CANCELLED}})
+		return err == nil && len(list.GetRuns()) == 1
+	})
 }
 
 func TestAskUsageAndUnreachable(t *testing.T) {
