@@ -56,6 +56,7 @@ func TestConsolePagesInChromium(t *testing.T) {
 	waitReady(ctx, t, s.Base)
 
 	pages := []consolePage{
+		{name: "chathistory", seed: seedChatHistory, shots: chathistoryShots},
 		{name: "activity", seed: seedActivity, shots: activityShots},
 		{name: "overview", seed: seedOverview, shots: overviewShots},
 		{name: "skills", seed: seedSkills, shots: skillsShots},

@@ -121,8 +121,14 @@ const enc = encodeURIComponent;
 export const client = {
   whoami: () => api<WhoAmI>("GET", "/v1/whoami"),
   listConversations: (pageSize = 50) => api<{ conversations?: Conversation[] }>("GET", "/v1/conversations?page_size=" + pageSize),
-  listRuns: (conversationId: string, pageSize = 50) =>
-    api<{ runs?: Run[]; next_page_token?: string }>("GET", "/v1/runs?page_size=" + pageSize + (conversationId ? "&conversation_id=" + enc(conversationId) : "")),
+  // Runs newest first; next_page_token continues with older ones.
+  listRuns: (conversationId: string, pageSize = 50, pageToken = "", signal?: AbortSignal) =>
+    api<{ runs?: Run[]; next_page_token?: string }>(
+      "GET",
+      "/v1/runs?page_size=" + pageSize + (conversationId ? "&conversation_id=" + enc(conversationId) : "") + (pageToken ? "&page_token=" + enc(pageToken) : ""),
+      undefined,
+      signal,
+    ),
   getRun: (runId: string) => api<{ run: Run }>("GET", "/v1/runs/" + enc(runId)),
   startRun: (spec: { input: string; conversation_id?: string; model?: string }) => api<{ run: Run }>("POST", "/v1/runs", { spec }),
   cancelRun: (runId: string) => api<{ run: Run }>("POST", "/v1/runs/" + enc(runId) + "/cancel", {}),
