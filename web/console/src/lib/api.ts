@@ -38,16 +38,35 @@ function currentKey(): string {
   return getKey() || memoryKey;
 }
 
-export async function api<T>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
+export interface ApiCall {
+  body?: unknown;
+  // More request headers (If-Match, If-None-Match, a content type).
+  headers?: Record<string, string>;
+  signal?: AbortSignal | undefined;
+}
+
+export interface ApiAnswer<T> {
+  data: T;
+  status: number;
+  headers: Headers;
+}
+
+// apiCall sends one API request: JSON body (or a Blob/ArrayBuffer sent as
+// is, with the content type the caller names), the API key, the caller's
+// headers; it answers the decoded JSON body with the status and headers
+// (an ETag, say), or throws ApiError.
+export async function apiCall<T>(method: string, path: string, call: ApiCall = {}): Promise<ApiAnswer<T>> {
   const headers: Record<string, string> = {};
   const key = currentKey();
   if (key) headers["Authorization"] = "Bearer " + key;
   // A call that changes something says JSON, body or not: without API keys
   // the gateway refuses anything else from a browser (cross-site guard).
   if (method !== "GET") headers["Content-Type"] = "application/json";
+  Object.assign(headers, call.headers);
   const init: RequestInit = { method, headers };
-  if (signal) init.signal = signal;
-  if (body !== undefined) init.body = JSON.stringify(body);
+  if (call.signal) init.signal = call.signal;
+  if (call.body instanceof Blob || call.body instanceof ArrayBuffer) init.body = call.body;
+  else if (call.body !== undefined) init.body = JSON.stringify(call.body);
   const r = await fetch(path, init);
   const text = await r.text();
   let data: unknown = {};
@@ -60,7 +79,11 @@ export async function api<T>(method: string, path: string, body?: unknown, signa
     const e = (data as { error?: { code?: string; message?: string } }).error ?? {};
     throw new ApiError(r.status, e.code ?? "", e.message || r.statusText || "HTTP " + r.status);
   }
-  return data as T;
+  return { data: data as T, status: r.status, headers: r.headers };
+}
+
+export async function api<T>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
+  return (await apiCall<T>(method, path, { body, signal })).data;
 }
 
 // Text fetches a route that answers with text (an export).
