@@ -43,13 +43,16 @@ async function noOverflow(page, what) {
 
 await session({ height: 900, failureShot: "patterns-failure.png" }, async (page, problems) => {
   let expect412 = false; // the stale save is answered 412, on purpose
+  let expect404 = false; // the pattern opened after it is gone
   page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
   page.on("console", (m) => {
     if (expect412 && /status of 412/.test(m.text())) return;
+    if (expect404 && /status of 404/.test(m.text())) return;
     if (m.type() === "error" || m.type() === "warning") problems.push(`console ${m.type()}: ${m.text()}`);
   });
   page.on("response", (r) => {
     if (r.status() === 412 && expect412 && r.request().method() === "PATCH") return;
+    if (r.status() === 404 && expect404 && r.request().method() === "GET") return;
     if (r.status() >= 400) problems.push(`HTTP ${r.status()} for ${r.request().method()} ${r.url()}`);
   });
 
@@ -106,6 +109,9 @@ await session({ height: 900, failureShot: "patterns-failure.png" }, async (page,
   assert.match(await page.textContent("[data-testid=chains]"), /sql_query/, "the tool chain is not shown");
   assert.ok((await page.$$("[data-testid=steps] > li")).length >= 1, "no steps shown");
   assert.equal((await page.$$("[data-testid=pattern] .pat-gate[data-passed=true]")).length, 6);
+  await page.setViewportSize({ width: 768, height: 1024 });
+  await noOverflow(page, "the pattern at tablet width");
+  await page.setViewportSize({ width: 1280, height: 900 });
 
   // Share it with another tenant and revoke the grant.
   await page.waitForSelector("[data-testid=grants] >> text=Not shared with any tenant.", { timeout: T });
@@ -187,7 +193,14 @@ await session({ height: 900, failureShot: "patterns-failure.png" }, async (page,
   await page.waitForSelector(".pat-table, .empty-state", { timeout: T });
   await page.waitForFunction(() => !document.querySelector('[aria-busy="true"]'), null, { timeout: T });
   assert.equal(await page.$(row), null, "the list still shows the pattern");
-  log("marked useless by keyboard: gone from the API and the list");
+  // Opened again, it is the API's 404, said as the API says it.
+  expect404 = true;
+  await page.goto(base + "/console/patterns/" + encodeURIComponent(id));
+  await page.waitForSelector("[role=alert] >> text=could not be loaded", { timeout: T });
+  assert.match(await page.textContent("[role=alert]"), /not found/i);
+  assert.ok(await page.$("[role=alert] button:text('Retry')"), "the error offers no Retry");
+  expect404 = false;
+  log("marked useless by keyboard: gone from the API and the list; opened again: its 404 shown");
 
   assert.deepEqual(problems, [], "the page reported errors");
   log("PASS console patterns");
