@@ -1,14 +1,17 @@
 // Drives the console's Patterns page (/console/patterns) in headless
-// Chromium as a person would, against the pattern the suite learned from
-// three runs (console_patterns_test.go, seedPatterns): the list shows it
-// with its scores, state and gates, sorts and filters; at tablet width the
+// Chromium as a person would, against the patterns the suite learned from
+// its runs (console_patterns_test.go, seedPatterns): the list shows the
+// active one and a candidate with their scores, state and gates (the
+// candidate's two failed ones said), sorts and filters; at tablet width the
 // rows become cards; the pattern opens by keyboard, is shared and the grant
 // revoked, edited by keyboard (the version moves on), edited again after
 // another client changed it (the 412 is shown, nothing is written, Reload
 // brings the current version, the save then succeeds), and marked useless
 // by keyboard through its confirmation: the page says so, the API no
-// longer has it and the list no longer shows it. Run by
-// TestConsolePagesInChromium, which sets BAAGENT_URL, PATTERN_ID, CHROMIUM,
+// longer has it and the list no longer shows it; opened again, its 404 is
+// shown. The candidate is deleted by keyboard (its confirmation starts on
+// Cancel). Run by TestConsolePagesInChromium, which sets BAAGENT_URL,
+// PATTERN_ID, PATTERN_USES, CANDIDATE_ID, CHROMIUM,
 // SCREENSHOT_DIR and USER_DATA_DIR. Prints "PASS console patterns".
 import assert from "node:assert/strict";
 import path from "node:path";
@@ -17,11 +20,13 @@ import { log, mustEnv, session } from "./session.mjs";
 const base = mustEnv("BAAGENT_URL");
 const shots = mustEnv("SCREENSHOT_DIR");
 const id = mustEnv("PATTERN_ID");
+const uses = Number(mustEnv("PATTERN_USES"));
+const candidate = mustEnv("CANDIDATE_ID");
 const T = 20_000;
 const row = `tr[data-id="${id}"]`;
 
-async function getPattern() {
-  const r = await fetch(`${base}/v1/patterns/${encodeURIComponent(id)}`);
+async function getPattern(pid = id) {
+  const r = await fetch(`${base}/v1/patterns/${encodeURIComponent(pid)}`);
   const body = await r.json();
   return { status: r.status, etag: r.headers.get("etag"), pattern: body.pattern };
 }
@@ -72,10 +77,18 @@ await session({ height: 900, failureShot: "patterns-failure.png" }, async (page,
   assert.equal(listed.version, v0);
   assert.match(listed.text, /ranking/, "the signature is not shown");
   assert.match(listed.text, /100%/, "the success rate is not shown");
-  assert.match(listed.text, /3 ok · 0 failed/, "the uses are not shown");
+  assert.match(listed.text, new RegExp(`${uses} ok · 0 failed`), "the uses are not shown");
   assert.deepEqual(listed.gates.map((g) => g[0]), ["recent-use", "no-streak", "not-draft", "successes", "rate", "queried"]);
   assert.ok(listed.gates.every((g) => g[1] === "true"), `gates: ${JSON.stringify(listed.gates)}`);
   assert.equal(listed.reason, "passes every gate: offered to runs");
+  // The candidate, used once: two admission gates failed, and said so.
+  const cand = await page.$eval(`tr[data-id="${candidate}"]`, (tr) => ({
+    state: tr.dataset.state, reason: tr.querySelector("[data-testid=state-reason]")?.textContent,
+    failed: [...tr.querySelectorAll(".pat-gate[data-passed=false]")].map((g) => g.dataset.gate),
+  }));
+  assert.equal(cand.state, "PATTERN_STATE_CANDIDATE");
+  assert.deepEqual(cand.failed, ["successes", "queried"], `the candidate's failed gates: ${cand.failed}`);
+  assert.equal(cand.reason, "still learning: needs ≥ 3 successes, queried within 7 days");
   // Sort by uses (highest first, then lowest), by keyboard.
   await page.focus("th button.pat-sort:text('Uses')");
   await page.keyboard.press("Enter");
@@ -105,7 +118,7 @@ await session({ height: 900, failureShot: "patterns-failure.png" }, async (page,
   await page.keyboard.press("Enter");
   await page.waitForSelector(`[data-testid=pattern][data-id="${id}"][data-version="${v0}"]`, { timeout: T });
   assert.equal(new URL(page.url()).pathname, "/console/patterns/" + id);
-  assert.equal(await page.textContent("[data-testid=uses]"), "3");
+  assert.equal(await page.textContent("[data-testid=uses]"), String(uses));
   assert.match(await page.textContent("[data-testid=chains]"), /sql_query/, "the tool chain is not shown");
   assert.ok((await page.$$("[data-testid=steps] > li")).length >= 1, "no steps shown");
   assert.equal((await page.$$("[data-testid=pattern] .pat-gate[data-passed=true]")).length, 6);
@@ -201,6 +214,27 @@ await session({ height: 900, failureShot: "patterns-failure.png" }, async (page,
   assert.ok(await page.$("[role=alert] button:text('Retry')"), "the error offers no Retry");
   expect404 = false;
   log("marked useless by keyboard: gone from the API and the list; opened again: its 404 shown");
+
+  // Delete the candidate by keyboard: the confirmation starts on Cancel,
+  // so an Enter cancels; Shift+Tab to Delete and Enter deletes it.
+  await page.goto(base + "/console/patterns/" + encodeURIComponent(candidate));
+  await page.waitForSelector(`[data-testid=pattern][data-id="${candidate}"]`, { timeout: T });
+  await tabTo(page, "[data-testid=delete]", "the Delete button");
+  await page.keyboard.press("Enter");
+  await page.waitForSelector("dialog.pat-dialog[open]", { timeout: T });
+  assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Cancel", "the delete confirmation does not start on Cancel");
+  await page.keyboard.press("Enter");
+  await page.waitForSelector("dialog.pat-dialog:not([open])", { state: "attached", timeout: T });
+  assert.equal((await getPattern(candidate)).status, 200, "Enter on Cancel deleted it");
+  await tabTo(page, "[data-testid=delete]", "the Delete button");
+  await page.keyboard.press("Enter");
+  await page.waitForSelector("dialog.pat-dialog[open]", { timeout: T });
+  await page.keyboard.press("Shift+Tab");
+  assert.equal(await page.evaluate(() => document.activeElement?.dataset.testid), "confirm");
+  await page.keyboard.press("Enter");
+  await page.waitForSelector("[data-testid=pattern-gone][data-how=deleted]", { timeout: T });
+  assert.equal((await getPattern(candidate)).status, 404, "the candidate is still there");
+  log("deleted the candidate by keyboard (Enter on the dialog's first focus cancels)");
 
   assert.deepEqual(problems, [], "the page reported errors");
   log("PASS console patterns");
