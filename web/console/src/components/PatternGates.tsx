@@ -1,5 +1,6 @@
 // A pattern's state and its quality gates as chips: each gate passed (✓)
-// or failed (✗), with what the pattern has in the chip's title.
+// or failed (✗), with what the pattern has in the chip's title (and, when
+// not compact, beside the gate).
 import { stateName, stateReason, type Gate, type StateName } from "../lib/patterns.ts";
 
 export function StatePill({ state }: { state: string | undefined }) {
@@ -13,7 +14,8 @@ export function GateChips({ gates, compact = false }: { gates: Gate[]; compact?:
       {gates.map((g) => (
         <li key={g.key} className={"pat-gate " + (g.passed ? "pass" : "fail")} data-gate={g.key} data-passed={g.passed} title={g.detail}>
           <span aria-hidden="true">{g.passed ? "✓" : "✗"}</span> {g.label}
-          <span className="sr-only">{g.passed ? " passed" : " failed"}: {g.detail}</span>
+          <span className="sr-only">{g.passed ? " passed" : " failed"}{compact ? ": " + g.detail : ""}</span>
+          {!compact && <span className="pat-gate-detail"> — {g.detail}</span>}
         </li>
       ))}
     </ul>
