@@ -1,13 +1,160 @@
 package browser
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"testing"
+	"time"
+
+	"github.com/baagent/baagent/internal/testkit"
 )
 
-// PLACEHOLDER on the console-pages branch: the patterns page's helper replaces
-// this file. It must never reach main.
+// patternsShots are the screenshots console_patterns.mjs leaves.
+var patternsShots = []string{"patterns.png", "patterns-edit.png", "patterns-tablet.png"}
 
-var patternsShots = []string{}
+// patternsGoals are the questions of the three runs that teach the suite
+// an active pattern: examples/scenarios/patterns-top-products.yaml answers
+// each with the same two sql_query calls, so their traces make one ranking
+// pattern, active after the third (docs/concepts/patterns.md, "Try it").
+var patternsGoals = []string{
+	"Top 5 products by revenue in March 2026",
+	"Top 5 products by revenue in April 2026",
+	"Top 5 products by revenue in May 2026",
+}
 
-func seedPatterns(ctx context.Context, t *testing.T, s *pagesSuite) []string { return nil }
+// patternsCandidateGoal is one run of another kind of task
+// (examples/scenarios/data-quality-check.yaml): its trace makes a
+// data_quality pattern used once, a candidate that fails two gates.
+const patternsCandidateGoal = "Check the orders data for quality problems before we analyse it."
+
+// seedPatterns makes the suite learn patterns as a person would, by asking
+// through POST /v1/runs: the same kind of question three times (an active
+// pattern) and another once (a candidate). The script gets their ids and
+// the active one's uses.
+func seedPatterns(ctx context.Context, t *testing.T, s *pagesSuite) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	id, uses := learnPattern(ctx, t, s.Base, "ranking", patternsGoals)
+	candidate, _ := learnPattern(ctx, t, s.Base, "data_quality", []string{patternsCandidateGoal})
+	t.Logf("the suite learned pattern %s (%d uses) and candidate %s", id, uses, candidate)
+	return []string{"PATTERN_ID=" + id, fmt.Sprintf("PATTERN_USES=%d", uses), "CANDIDATE_ID=" + candidate}
+}
+
+// learnPattern runs goals one after the other, each waited to its end and
+// its trace to be learned (the uses of the task type's patterns grow by
+// one, whether the trace made a pattern or evolved one an earlier run of
+// the suite made) before the next, as TestPatternsEndToEnd does. It
+// returns the pattern the runs taught and its uses.
+func learnPattern(ctx context.Context, t *testing.T, base, taskType string, goals []string) (string, int) {
+	t.Helper()
+	before, err := patternUses(ctx, t, base, taskType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := func(m map[string]int) (n int) {
+		for _, u := range m {
+			n += u
+		}
+		return n
+	}
+	for i, goal := range goals {
+		var started struct {
+			Run struct {
+				RunID string `json:"run_id"`
+			} `json:"run"`
+		}
+		if code := patternsCall(ctx, t, base, http.MethodPost, "/v1/runs", map[string]any{"spec": map[string]any{"input": goal}}, &started); code != http.StatusOK || started.Run.RunID == "" {
+			t.Fatalf("POST /v1/runs %q: %d, run %q", goal, code, started.Run.RunID)
+		}
+		runID := started.Run.RunID
+		testkit.EventuallyContext(ctx, t, "run "+runID+" ("+goal+") completes", func() (bool, string) {
+			var got struct {
+				Run struct {
+					State string `json:"state"`
+				} `json:"run"`
+			}
+			code := patternsCall(ctx, t, base, http.MethodGet, "/v1/runs/"+runID, nil, &got)
+			switch got.Run.State {
+			case "RUN_STATE_FAILED", "RUN_STATE_CANCELLED", "RUN_STATE_WAITING_INPUT":
+				t.Fatalf("run %s (%s) is %s", runID, goal, got.Run.State)
+			}
+			return got.Run.State == "RUN_STATE_COMPLETED", fmt.Sprintf("%d %s", code, got.Run.State)
+		})
+		want := total(before) + i + 1
+		testkit.EventuallyContext(ctx, t, fmt.Sprintf("the trace of %s is learned (%s patterns used %d times)", runID, taskType, want), func() (bool, string) {
+			now, err := patternUses(ctx, t, base, taskType)
+			return err == nil && total(now) >= want, fmt.Sprintf("%v %v", now, err)
+		})
+	}
+	after, err := patternUses(ctx, t, base, taskType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, uses := "", 0
+	for pid, u := range after {
+		if u > before[pid] && (id == "" || u-before[pid] > uses-before[id]) {
+			id, uses = pid, u
+		}
+	}
+	if id == "" {
+		t.Fatalf("no %s pattern learned from %d runs: before %v, after %v", taskType, len(goals), before, after)
+	}
+	return id, uses
+}
+
+// patternUses reads the uses of the tenant's patterns of a task type.
+func patternUses(ctx context.Context, t *testing.T, base, taskType string) (map[string]int, error) {
+	t.Helper()
+	var list struct {
+		Patterns []struct {
+			ID         string `json:"id"`
+			UsageCount int    `json:"usage_count"`
+		} `json:"patterns"`
+	}
+	if code := patternsCall(ctx, t, base, http.MethodGet, "/v1/patterns?page_size=500&task_type="+taskType, nil, &list); code != http.StatusOK {
+		return nil, fmt.Errorf("GET /v1/patterns?task_type=%s: %d", taskType, code)
+	}
+	out := map[string]int{}
+	for _, p := range list.Patterns {
+		out[p.ID] = p.UsageCount
+	}
+	return out, nil
+}
+
+// patternsCall sends one JSON request to the gateway and decodes the answer
+// into out; it returns the HTTP status (0 when the request failed).
+func patternsCall(ctx context.Context, t *testing.T, base, method, path string, body, out any) int {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusOK && out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("%s %s: %v in %s", method, path, err, data)
+		}
+	}
+	return resp.StatusCode
+}
