@@ -5,7 +5,8 @@
 // shown against GET /v1/usage (the limit's figure and today's tokens
 // against it), the daily chart's 30 days, the runs chart and the failed
 // run (followed with Enter to its activity page), the active
-// conversations, the error state with Retry, and the tablet width.
+// conversations, the error state with Retry, the empty states and the
+// 1,000-run bound (routes answered by the script), and the tablet width.
 // Prints "PASS console overview"; exits 1 on failure.
 import assert from "node:assert/strict";
 import path from "node:path";
@@ -63,15 +64,10 @@ await session({ height: 900, failureShot: "overview-failure.png" }, async (page,
   page.on("console", (m) => { if (m.type() === "error" && !/status of 503/.test(m.text())) problems.push(`console ${m.type()}: ${m.text()}`); });
   page.on("response", (r) => { if (r.status() >= 400 && !expected.has(r.url())) problems.push(`HTTP ${r.status()} for ${r.request().method()} ${r.url()}`); });
 
-  // The figures the page must show, from the API.
-  const api = await getJSON("/v1/usage?history_days=30");
-  const u = api.usage;
-  const dayTokens = Number(u.day.input_tokens ?? 0) + Number(u.day.output_tokens ?? 0);
-  assert.equal(Number(u.budget.tokens_per_day), tokensPerDay, "the seeded budget is in force");
-  assert.equal(u.history.length, 30, "the API's history");
-  assert.ok(dayTokens > 0, "no tokens today");
-  const convs = await getJSON("/v1/conversations?page_size=500");
-  const activeConvs = (convs.conversations ?? []).filter((c) => c.state === "CONVERSATION_STATE_ACTIVE").length;
+  // The budget the seed set, from the API.
+  const first = await getJSON("/v1/usage?history_days=30");
+  assert.equal(Number(first.usage.budget.tokens_per_day), tokensPerDay, "the seeded budget is in force");
+  assert.equal(first.usage.history.length, 30, "the API's history");
 
   // Open the console on the chat page, then the overview from the
   // navigation with the keyboard.
@@ -83,15 +79,35 @@ await session({ height: 900, failureShot: "overview-failure.png" }, async (page,
   await waitLoaded(page);
   log("overview loaded");
 
-  // Spend against the budget: the limit and today's tokens against it.
-  const tok = await page.$eval("[data-testid=budget-tenant-day-tokens]", (e) => ({
+  // The page against the API. A run of an earlier page may still be
+  // spending, so the API is read before and after the page's figures and
+  // the page refreshed until the three agree.
+  const readTokens = () => page.$eval("[data-testid=budget-tenant-day-tokens]", (e) => ({
     used: Number(e.dataset.used), limit: Number(e.dataset.limit), percent: Number(e.dataset.percent),
     text: e.textContent, bar: e.querySelector("[role=meter]")?.getAttribute("aria-valuetext") ?? "",
     width: e.querySelector(".meter-used")?.getBoundingClientRect().width ?? 0,
     full: e.querySelector(".meter-bar")?.getBoundingClientRect().width ?? 0,
+    daily: Number(document.querySelector("[data-testid=usage-daily]")?.dataset.totalTokens),
   }));
+  const dayTokensOf = (r) => Number(r.usage.day.input_tokens ?? 0) + Number(r.usage.day.output_tokens ?? 0);
+  const historyTokensOf = (r) => r.usage.history.reduce((a, w) => a + Number(w.input_tokens ?? 0) + Number(w.output_tokens ?? 0), 0);
+  let u, tok;
+  for (const deadline = Date.now() + 60_000; ;) {
+    const before = await getJSON("/v1/usage?history_days=30");
+    tok = await readTokens();
+    const after = await getJSON("/v1/usage?history_days=30");
+    if (dayTokensOf(before) === dayTokensOf(after) && tok.used === dayTokensOf(after) && tok.daily === historyTokensOf(after)) {
+      u = after.usage;
+      break;
+    }
+    assert.ok(Date.now() < deadline, `the page's tokens (${tok.used} today, ${tok.daily} in 30 days) never matched the API's (${dayTokensOf(after)}, ${historyTokensOf(after)})`);
+    await page.waitForSelector("[data-testid=refresh]:not([disabled])", { timeout: T });
+    await page.click("[data-testid=refresh]");
+    await waitLoaded(page);
+  }
+  const dayTokens = dayTokensOf({ usage: u });
+  assert.ok(dayTokens > 0, "no tokens today");
   assert.equal(tok.limit, tokensPerDay, "tokens/day limit on the page");
-  assert.equal(tok.used, dayTokens, "today's tokens on the page match usage.day");
   assert.ok(tok.text.includes(fmtTokens(dayTokens)) && tok.text.includes(fmtTokens(tokensPerDay)), `the meter's text: ${tok.text}`);
   assert.ok(Math.abs(tok.percent - (dayTokens / tokensPerDay) * 100) < 1e-6, "the percentage");
   assert.ok(tok.bar.includes("of " + fmtTokens(tokensPerDay)), `the meter's accessible value: ${tok.bar}`);
@@ -105,11 +121,9 @@ await session({ height: 900, failureShot: "overview-failure.png" }, async (page,
   assert.match(await page.$eval("[data-testid=budget-tenant-run]", (e) => e.textContent), /Steps\s*25/);
 
   // Over time: 30 UTC days ending with the ledger's today.
-  const daily = await page.$eval("[data-testid=usage-daily]", (e) => ({ days: Number(e.dataset.days), last: e.dataset.lastDay, total: Number(e.dataset.totalTokens) }));
+  const daily = await page.$eval("[data-testid=usage-daily]", (e) => ({ days: Number(e.dataset.days), last: e.dataset.lastDay }));
   assert.equal(daily.days, 30);
   assert.equal(daily.last, u.day.period);
-  const apiTotal = u.history.reduce((a, w) => a + Number(w.input_tokens ?? 0) + Number(w.output_tokens ?? 0), 0);
-  assert.equal(daily.total, apiTotal, "the chart's tokens are the history's");
   // The table behind the chart, opened with the keyboard.
   await tabTo(page, "[data-testid=usage-daily] summary", "the daily table's disclosure");
   await page.keyboard.press("Enter");
@@ -129,6 +143,8 @@ await session({ height: 900, failureShot: "overview-failure.png" }, async (page,
   assert.match(failure.message, /max_steps_per_run/);
 
   // Active conversations, as the API counts them.
+  const convs = await getJSON("/v1/conversations?page_size=500");
+  const activeConvs = (convs.conversations ?? []).filter((c) => c.state === "CONVERSATION_STATE_ACTIVE").length;
   assert.equal(await page.$eval("[data-testid=conversations]", (e) => Number(e.dataset.active)), activeConvs);
 
   await shoot(page, 1280, "overview.png");
@@ -158,6 +174,36 @@ await session({ height: 900, failureShot: "overview-failure.png" }, async (page,
   await page.waitForFunction(() => !document.querySelector("[role=alert]"), null, { timeout: T });
   await waitLoaded(page);
   log("error state and retry ok");
+
+  // The empty states, and the runs bound: the runs and conversations
+  // routes answer for a tenant with nothing, then for one with more runs
+  // than the page reads (pages of 200 runs of today, without end).
+  const runsURL = /\/v1\/runs\?page_size=\d+(&page_token=[^&]*)?$/;
+  const convsURL = /\/v1\/conversations\?page_size=\d+$/;
+  await page.route(runsURL, (route) => route.fulfill({ status: 200, contentType: "application/json", body: JSON.stringify({ runs: [] }) }));
+  await page.route(convsURL, (route) => route.fulfill({ status: 200, contentType: "application/json", body: JSON.stringify({ conversations: [] }) }));
+  await page.click("[data-testid=refresh]");
+  await page.waitForSelector("[data-testid=runs][data-total='0'] >> text=No runs in the last 30 days", { timeout: T });
+  await page.waitForSelector("[data-testid=conversations][data-active='0'] >> text=No active conversations", { timeout: T });
+  await page.unroute(runsURL);
+  let served = 0;
+  await page.route(runsURL, (route) => {
+    const token = Number(new URL(route.request().url()).searchParams.get("page_token") || 0);
+    const now = Date.now();
+    const runs = Array.from({ length: 200 }, (_, i) => ({ run_id: `bound-${token + i}`, state: "RUN_STATE_COMPLETED", created_at: new Date(now - (token + i) * 1000).toISOString() }));
+    served += runs.length;
+    return route.fulfill({ status: 200, contentType: "application/json", body: JSON.stringify({ runs, next_page_token: String(token + 200) }) });
+  });
+  await page.click("[data-testid=refresh]");
+  await page.waitForSelector("[data-testid=runs][data-bound=runs] [data-testid=runs-bound]", { timeout: T });
+  assert.equal(await page.$eval("[data-testid=runs]", (e) => Number(e.dataset.total)), 1000, "the page counts the 1,000 runs it read");
+  assert.equal(served, 1000, "the page stopped reading at the bound");
+  await page.unroute(runsURL);
+  await page.unroute(convsURL);
+  await page.click("[data-testid=refresh]");
+  await page.waitForSelector(`[data-testid=runs][data-bound=""] [data-testid=failures] li[data-run-id="${failedRun}"]`, { timeout: T });
+  await waitLoaded(page);
+  log("empty states and the runs bound ok");
 
   // Tablet: one column, nothing wider than the screen.
   await page.setViewportSize({ width: 768, height: 1024 });

@@ -109,3 +109,44 @@ test("the chart's option: stacked token bars, a cost line, the daily limits as m
   assert.equal(axisMax([0, 0], undefined), 1);
   assert.match(describeDaily(s), /1,200 tokens and \$0\.01 in all, on 1 of 30 days/);
 });
+
+// mulberry32: seeded, so a failure reproduces.
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+test("random API answers: the converters never throw and every figure stays a finite, non-negative number", () => {
+  const r = rng(2026);
+  const junk: unknown[] = [undefined, null, "", "12", "-3", "1e400", "NaN", "abc", 0, -1, 1.5, 1e308, Infinity, true, {}, [], "2026-12-05", "2026-02-30", "BUDGET_SOURCE_API", "BUDGET_SOURCE_FILE"];
+  const pick = () => junk[Math.floor(r() * junk.length)];
+  const win = () => ({ period: pick(), cost_usd: pick(), input_tokens: pick(), output_tokens: pick(), model_calls: pick(), reserved_usd: pick(), reserved_tokens: pick(), unpriced_tokens: pick() });
+  for (let i = 0; i < 1000; i++) {
+    const raw = {
+      tenant: pick(), day: r() < 0.9 ? win() : pick(), month: win(), source: pick(), as_of: pick(),
+      budget: r() < 0.8 ? { usd_per_day: pick(), usd_per_month: pick(), tokens_per_day: pick(), max_steps_per_run: pick(), max_usd_per_run: pick() } : pick(),
+      history: r() < 0.8 ? Array.from({ length: Math.floor(r() * 40) }, win) : pick(),
+    };
+    const rep = toReport(raw as never);
+    const figures = [rep.day, rep.month, ...rep.history].flatMap((w) => [w.costUsd, w.inputTokens, w.outputTokens, w.modelCalls, w.reservedUsd, w.reservedTokens, w.unpricedTokens]);
+    if (!figures.every((v) => Number.isFinite(v) && v >= 0)) assert.fail("a figure is not a finite non-negative number: " + JSON.stringify(raw));
+    if (!Object.values(rep.budget).every((v) => v === undefined || (Number.isFinite(v) && v >= 0))) assert.fail("a bad limit: " + JSON.stringify(raw));
+    const days = Math.floor(r() * 70);
+    const s = dailySeries(rep.history, days, typeof raw.day === "object" && raw.day ? String((raw.day as { period?: unknown }).period) : undefined);
+    assert.equal(s.days.length, days);
+    assert.ok(s.days.every(isDay), "every day is a real day");
+    assert.equal(new Set(s.days).size, days, "no day twice");
+    for (let k = 1; k < s.days.length; k++) assert.equal(addDays(s.days[k - 1] ?? "", 1), s.days[k]);
+    const m = meter(rep.day.costUsd, rep.day.reservedUsd, rep.budget.usdPerDay);
+    assert.ok(m.usedShare >= 0 && m.reservedShare >= 0 && m.usedShare + m.reservedShare <= 1 + 1e-12, "meter shares out of the bar");
+    assert.equal(typeof formatPercent(m.percent), "string");
+    const o = usageDailyOption(s, rep.budget) as { series: { data: number[] }[] };
+    assert.ok(o.series.every((x) => x.data.length === days && x.data.every(Number.isFinite)));
+  }
+});

@@ -170,15 +170,24 @@ export function formatPercent(p: number | undefined): string {
 
 // usd formats dollars with the digits small amounts need (model calls cost
 // fractions of a cent).
+// The formatters are made once: Intl.NumberFormat is slow to create.
+const USD_FORMATS = {
+  whole: new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 }),
+  cents: new Intl.NumberFormat("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 }),
+  small: new Intl.NumberFormat("en-US", { maximumFractionDigits: 4 }),
+  tiny: new Intl.NumberFormat("en-US", { maximumFractionDigits: 6 }),
+};
+const TOKENS_FORMAT = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
+
 export function usd(v: number): string {
   if (v === 0) return "$0";
   const a = Math.abs(v);
-  const digits = a >= 100 ? 0 : a >= 1 ? 2 : a >= 0.01 ? 4 : 6;
-  return "$" + v.toLocaleString("en-US", { minimumFractionDigits: a >= 1 && a < 100 ? 2 : 0, maximumFractionDigits: digits });
+  const f = a >= 100 ? USD_FORMATS.whole : a >= 1 ? USD_FORMATS.cents : a >= 0.01 ? USD_FORMATS.small : USD_FORMATS.tiny;
+  return "$" + f.format(v);
 }
 
 export function tokens(v: number): string {
-  return Math.round(v).toLocaleString("en-US");
+  return TOKENS_FORMAT.format(Math.round(v));
 }
 
 // addDays returns the UTC day (YYYY-MM-DD) n days after day.

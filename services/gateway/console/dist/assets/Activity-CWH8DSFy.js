@@ -1,1 +1,0 @@
-import{s as e}from"./index-ChzBMP7X.js";var t=e();function n({path:e}){return(0,t.jsxs)(`p`,{children:[`Activity: `,e]})}export{n as default};

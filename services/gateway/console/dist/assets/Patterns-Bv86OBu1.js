@@ -1,0 +1,1 @@
+import{s as e}from"./index-BKnE95dy.js";var t=e();function n({path:e}){return(0,t.jsxs)(`p`,{children:[`Patterns: `,e]})}export{n as default};
