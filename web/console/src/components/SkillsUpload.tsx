@@ -79,8 +79,8 @@ export function SkillsUpload({ project, rows, onDone }: { project: string; rows:
       </div>
       <fieldset className="target">
         <legend>Store it for</legend>
-        <label><input type="radio" name={id + "-target"} checked={target === "tenant"} onChange={() => setTarget("tenant")} /> the tenant</label>
-        <label><input type="radio" name={id + "-target"} checked={target === "project"} disabled={!project} onChange={() => setTarget("project")} /> project {project || "(choose a project above)"}</label>
+        <label><input type="radio" data-testid="upload-to-tenant" name={id + "-target"} checked={!toProject} onChange={() => setTarget("tenant")} /> the tenant</label>
+        <label><input type="radio" data-testid="upload-to-project" name={id + "-target"} checked={toProject} disabled={!project} onChange={() => setTarget("project")} /> project {project || "(choose a project above)"}</label>
       </fieldset>
       <label className="check">
         <input type="checkbox" data-testid="upload-replace" checked={replace} onChange={(e) => setReplace(e.target.checked)} />

@@ -45,6 +45,7 @@ function SkillsList({ project }: { project: string }) {
   const draftOk = draft === "" || validProject(draft);
 
   const act = async (key: string, what: string, f: () => Promise<string>) => {
+    if (busy) return;
     setBusy(key);
     setOutcome(null);
     try {
@@ -77,16 +78,18 @@ function SkillsList({ project }: { project: string }) {
         <h1>Skills</h1>
         <form className="project-form" onSubmit={(e) => { e.preventDefault(); if (draftOk) setProject(draft.trim()); }}>
           <label htmlFor={id + "-project"}>Project</label>
-          <input id={id + "-project"} data-testid="project" value={draft} placeholder="none: tenant and system" onChange={(e) => setDraft(e.target.value)} aria-invalid={!draftOk} autoComplete="off" />
+          <input id={id + "-project"} data-testid="project" value={draft} placeholder="none" onChange={(e) => setDraft(e.target.value)} aria-invalid={!draftOk} autoComplete="off" />
           <button type="submit" disabled={!draftOk || draft.trim() === project}>Show</button>
         </form>
         <div className="filter">
           <label htmlFor={id + "-filter"}>Filter</label>
-          <input id={id + "-filter"} data-testid="filter" type="search" value={filter} placeholder="name, description, warning" onChange={(e) => setFilter(e.target.value)} />
+          <input id={id + "-filter"} data-testid="filter" type="search" value={filter} placeholder="name, description…" onChange={(e) => setFilter(e.target.value)} />
         </div>
         <span className="spacer" />
-        <button type="button" className="secondary" onClick={st.reload} disabled={st.status === "loading"}>Reload</button>
-        <button type="button" data-testid="show-upload" aria-expanded={showUpload} aria-controls={id + "-upload"} onClick={() => setShowUpload((v) => !v)}>{showUpload ? "Close upload" : "Upload a skill…"}</button>
+        <div className="head-actions">
+          <button type="button" className="secondary" onClick={st.reload} disabled={st.status === "loading"}>Reload</button>
+          <button type="button" data-testid="show-upload" aria-expanded={showUpload} aria-controls={id + "-upload"} onClick={() => setShowUpload((v) => !v)}>{showUpload ? "Close upload" : "Upload a skill…"}</button>
+        </div>
       </div>
       {!draftOk && <p className="error small">A project is 1–128 letters, digits, _ or -.</p>}
       <div id={id + "-upload"}>{showUpload && <SkillsUpload project={project} rows={rows} onDone={st.reload} />}</div>
@@ -149,7 +152,7 @@ function SkillCards({ rows, all, project, busy, where, onToggle, onDelete }: {
             <div className="row-actions">
               {r.layer === "system" && (
                 <>
-                  <button type="button" className="secondary" data-action={r.state === "disabled" ? "enable" : "disable"} disabled={busy === "state:" + m.name} onClick={() => onToggle(r)} aria-label={`${r.state === "disabled" ? "Enable" : "Disable"} ${m.name} for ${where}`}>
+                  <button type="button" className="secondary" data-action={r.state === "disabled" ? "enable" : "disable"} aria-busy={busy === "state:" + m.name} onClick={() => onToggle(r)} aria-label={`${r.state === "disabled" ? "Enable" : "Disable"} ${m.name} for ${where}`}>
                     {r.state === "disabled" ? "Enable" : "Disable"}
                   </button>
                   {r.state === "active" && <a className="button secondary" data-action="override" {...linkProps(withProject(skillPath("system", m.name, true), project))} aria-label={"Override " + m.name}>Override…</a>}
