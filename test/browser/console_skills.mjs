@@ -20,6 +20,7 @@ const DISABLE = mustEnv("DISABLE_SKILL");
 const OVERRIDE = mustEnv("OVERRIDE_SKILL");
 const NAME = "console-skill";
 const PROJECT = "console-proj";
+const DETAIL = "sales-analysis";
 const SKILL_MD = `---\nname: ${NAME}\ndescription: Uploaded by the console's browser test.\naudience: analysts\n---\n# Console skill\n\nSay hello.\n`;
 const WAIT = 30_000;
 
@@ -183,6 +184,22 @@ await session({ height: 1000, failureShot: "skills-failure.png" }, async (page, 
   await page.waitForSelector(`${card("system", DISABLE)}[data-state=active]`, { timeout: WAIT });
   assert.ok(!(await listed("system")).find((s) => s.name === DISABLE).is_disabled, "the API still says the skill is disabled");
   log(`disabled and enabled ${DISABLE} with the keyboard`);
+
+  // One system skill's page: its metadata and its SKILL.md body, as the
+  // API gives them.
+  const detail = (await apiCall("GET", `/v1/skills/${DETAIL}?level=2`)).data;
+  await page.click(`${card("system", DETAIL)} a.name`);
+  await page.waitForSelector(`[data-testid=skill-detail][data-layer=system][data-name="${DETAIL}"][data-revision="${detail.metadata.revision}"]`, { timeout: WAIT });
+  const heading = detail.body.split("\n").find((l) => l.startsWith("# ")).slice(2);
+  await page.waitForSelector(`.skill-body h3:has-text("${heading}")`, { timeout: WAIT });
+  const metaText = await page.textContent(".skill-meta");
+  for (const tool of detail.metadata.allowed_tools) assert.ok(metaText.includes(tool), `allowed tool ${tool} not shown: ${metaText}`);
+  assert.match(metaText, /active/, "the detail does not show the state");
+  await page.focus(".front-matter summary");
+  await page.keyboard.press("Enter");
+  assert.match(await page.textContent("[data-testid=front-matter]"), new RegExp(`^---\\nname: ${DETAIL}\\n`), "the front matter is not shown");
+  await page.screenshot({ path: path.join(shots, "skills-detail.png"), fullPage: true });
+  await openList(page);
 
   // Override a system skill: the editor starts from its SKILL.md and
   // stores a tenant skill of the same name, which wins.

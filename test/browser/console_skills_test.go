@@ -6,8 +6,9 @@ import (
 )
 
 // skillsShots are the Skills page's screenshots: the list with an
-// override in place, the SKILL.md editor, and the list at tablet width.
-var skillsShots = []string{"skills.png", "skills-edit.png", "skills-tablet.png"}
+// override in place, the SKILL.md editor, a system skill's page, and the
+// list at tablet width.
+var skillsShots = []string{"skills.png", "skills-edit.png", "skills-detail.png", "skills-tablet.png"}
 
 // seedSkills checks that the suite's skills service can store skills (the
 // page's writes need it; without it the subtest is skipped, or fails with

@@ -71,6 +71,13 @@ function Warnings({ warnings }: { warnings: string[] | undefined }) {
   );
 }
 
+// frontMatterOf is the front matter part of the SKILL.md the metadata
+// rebuilds.
+function frontMatterOf(meta: SkillMetadata): string {
+  const s = splitFrontMatter(buildSkillMd(meta, ""));
+  return s.ok ? "---\n" + s.frontMatter + "---" : "";
+}
+
 function hiddenText(row: SkillRow | undefined, layer: Layer, err: unknown): string {
   if (err === "hidden") return `The API reads only the skill a run would use; for this name that is ${row?.overriddenBy ? "the " + row.overriddenBy + " skill" : "another layer's skill"}, so this ${layer} skill's SKILL.md cannot be shown.`;
   return "Its SKILL.md could not be read: " + (err instanceof Error ? err.message : String(err));
@@ -146,6 +153,12 @@ export function SkillDetail({ layer, name, project }: { layer: Layer; name: stri
       <Warnings warnings={meta?.warnings} />
       <section className="card skill-body" aria-label="SKILL.md">
         <h2>SKILL.md</h2>
+        {doc?.metadata && (
+          <details className="front-matter">
+            <summary>Front matter (rebuilt from the metadata the API gives)</summary>
+            <pre className="code" data-testid="front-matter">{frontMatterOf(doc.metadata)}</pre>
+          </details>
+        )}
         {doc ? (doc.body ? <Markdown text={doc.body} /> : <p className="muted">The body is empty.</p>) : <p className="muted" data-testid="body-hidden">{hiddenText(row, layer, docError)}</p>}
       </section>
       <Confirm open={confirming} title={`Delete the ${layer} skill ${name}?`} action="Delete" onAnswer={(yes) => { setConfirming(false); if (yes) void remove(); }}>

@@ -1,1 +1,0 @@
-import{u as e}from"./index-CpP6rh3E.js";var t=e();function n({path:e}){return(0,t.jsxs)(`p`,{children:[`Activity: `,e]})}export{n as default};
