@@ -1,7 +1,8 @@
 // Drives the console's Skills page (/console/skills) in headless Chromium
 // against the suite's real skills service and store, as a person would:
 // list the system skills and filter them; upload a SKILL.md for the tenant
-// (its warning shown; a second create-only upload refused with 412); edit
+// (its warning shown; a second create-only upload refused with 412, a
+// "replace" accepted at the listed revision; a malformed one's 400); edit
 // it (the revision changes; a save over a revision changed behind the
 // editor's back is refused with 412 and shown); disable and enable a
 // system skill with the keyboard only; override a system skill from its
@@ -112,9 +113,9 @@ await session({ height: 1000, failureShot: "skills-failure.png" }, async (page, 
   assert.match(await page.textContent("[data-testid=upload-warnings]"), /audience/, "the upload's warning is not shown");
   let got = await apiCall("GET", `/v1/skills/${NAME}?level=2`);
   assert.equal(got.status, 200, "the uploaded skill cannot be read");
-  const rev1 = got.data.metadata.revision;
-  assert.equal(got.etag, `"${rev1}"`, "ETag and revision differ");
-  await page.waitForSelector(`${card("tenant", NAME)}[data-revision="${rev1}"][data-state=active]`, { timeout: WAIT });
+  const rev0 = got.data.metadata.revision;
+  assert.equal(got.etag, `"${rev0}"`, "ETag and revision differ");
+  await page.waitForSelector(`${card("tenant", NAME)}[data-revision="${rev0}"][data-state=active]`, { timeout: WAIT });
   assert.ok((await listed("tenant")).some((s) => s.name === NAME), "the API's tenant listing lacks the upload");
   expected.add(`PUT /v1/skills/${NAME} 412`);
   await page.setInputFiles("[data-testid=upload-file]", { name: "SKILL.md", mimeType: "text/markdown", buffer: Buffer.from(SKILL_MD) });
@@ -124,8 +125,21 @@ await session({ height: 1000, failureShot: "skills-failure.png" }, async (page, 
   assert.equal(again.kind, "error", `a second create-only upload: ${again.text}`);
   assert.match(again.text, /changed since you opened it.*reload/, `412 not explained: ${again.text}`);
   got = await apiCall("GET", `/v1/skills/${NAME}?level=2`);
-  assert.equal(got.data.metadata.revision, rev1, "the refused upload changed the skill");
-  log(`uploaded ${NAME} at revision ${rev1}; a second create-only upload refused`);
+  assert.equal(got.data.metadata.revision, rev0, "the refused upload changed the skill");
+  // "Replace" sends If-Match with the revision listed.
+  const REPLACED_MD = SKILL_MD.replace("Uploaded by", "Replaced by");
+  await page.setInputFiles("[data-testid=upload-file]", { name: "SKILL.md", mimeType: "text/markdown", buffer: Buffer.from(REPLACED_MD) });
+  await page.check("[data-testid=upload-replace]");
+  await page.waitForSelector("[data-testid=upload-submit]:not([disabled])", { timeout: WAIT });
+  await page.click("[data-testid=upload-submit]");
+  const replaced = await outcome(page, /Replaced|Could not replace/);
+  assert.match(replaced.text, new RegExp(`^Replaced tenant skill ${NAME} \\(revision [^)]+\\)`), `replace: ${replaced.text}`);
+  got = await apiCall("GET", `/v1/skills/${NAME}?level=2`);
+  const rev1 = got.data.metadata.revision;
+  assert.notEqual(rev1, rev0, "the replace did not change the revision");
+  assert.match(got.data.metadata.description, /^Replaced by/, "the API does not have the replacement");
+  await page.waitForSelector(`${card("tenant", NAME)}[data-revision="${rev1}"]`, { timeout: WAIT });
+  log(`uploaded ${NAME} at revision ${rev0}; a second create-only upload refused; replaced at ${rev0}: now ${rev1}`);
 
   // A SKILL.md the skills service cannot accept: its 400 is shown.
   expected.add("PUT /v1/skills/broken-skill 400");
