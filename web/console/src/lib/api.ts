@@ -39,7 +39,11 @@ function currentKey(): string {
 }
 
 export interface ApiCall {
+  // A JSON body.
   body?: unknown;
+  // A body sent as is (an upload), with the Content-Type header the
+  // caller gives.
+  raw?: Blob | ArrayBuffer | string;
   // More request headers (If-Match, If-None-Match, a content type).
   headers?: Record<string, string>;
   signal?: AbortSignal | undefined;
@@ -51,9 +55,8 @@ export interface ApiAnswer<T> {
   headers: Headers;
 }
 
-// apiCall sends one API request: JSON body (or a Blob/ArrayBuffer sent as
-// is, with the content type the caller names), the API key, the caller's
-// headers; it answers the decoded JSON body with the status and headers
+// apiCall sends one API request: a JSON body or a raw one, the API key,
+// the caller's headers; it answers the decoded JSON body with the status and headers
 // (an ETag, say), or throws ApiError.
 export async function apiCall<T>(method: string, path: string, call: ApiCall = {}): Promise<ApiAnswer<T>> {
   const headers: Record<string, string> = {};
@@ -65,7 +68,7 @@ export async function apiCall<T>(method: string, path: string, call: ApiCall = {
   Object.assign(headers, call.headers);
   const init: RequestInit = { method, headers };
   if (call.signal) init.signal = call.signal;
-  if (call.body instanceof Blob || call.body instanceof ArrayBuffer) init.body = call.body;
+  if (call.raw !== undefined) init.body = call.raw;
   else if (call.body !== undefined) init.body = JSON.stringify(call.body);
   const r = await fetch(path, init);
   const text = await r.text();

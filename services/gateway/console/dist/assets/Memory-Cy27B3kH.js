@@ -1,1 +1,0 @@
-import{l as e}from"./index-DOJcRQbs.js";var t=e();function n({path:e}){return(0,t.jsxs)(`p`,{children:[`Memory: `,e]})}export{n as default};
