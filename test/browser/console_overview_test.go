@@ -1,17 +1,12 @@
 package browser
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/baagent/baagent/internal/testkit"
 )
 
 // overviewShots are the tenant overview's screenshots (console_overview.mjs).
@@ -21,81 +16,13 @@ var overviewShots = []string{"overview.png", "overview-tablet.png"}
 // a sql_query step, then the answer): two model steps.
 const overviewQuestion = "Which product category had the highest revenue last quarter?"
 
-// ovCall sends one JSON request to the suite's gateway and returns the
-// status and body; auth, when set, is the bearer key.
-func ovCall(ctx context.Context, t *testing.T, method, url, auth string, body any) (int, []byte) {
-	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if auth != "" {
-		req.Header.Set("Authorization", "Bearer "+auth)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
-}
-
-// ovJSON is ovCall that wants 200 and decodes the answer into out.
-func ovJSON(ctx context.Context, t *testing.T, method, url, auth string, body, out any) {
-	t.Helper()
-	code, b := ovCall(ctx, t, method, url, auth, body)
-	if code != http.StatusOK {
-		t.Fatalf("%s %s = %d %s", method, url, code, b)
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("%s %s: %v in %s", method, url, err, b)
-		}
-	}
-}
-
-// ovRun starts a run of question and waits until it ends; it returns its
-// id and final state.
-func ovRun(ctx context.Context, t *testing.T, s *pagesSuite, question string) (string, string) {
-	t.Helper()
-	var started struct {
-		Run struct {
-			RunID string `json:"run_id"`
-		} `json:"run"`
-	}
-	ovJSON(ctx, t, "POST", s.Base+"/v1/runs", "", map[string]any{"spec": map[string]any{"input": question}}, &started)
-	id := started.Run.RunID
-	var state string
-	testkit.EventuallyContext(ctx, t, "run "+id+" to end", func() (bool, string) {
-		var got struct {
-			Run struct {
-				State string `json:"state"`
-			} `json:"run"`
-		}
-		ovJSON(ctx, t, "GET", s.Base+"/v1/runs/"+id, "", nil, &got)
-		state = got.Run.State
-		return state == "RUN_STATE_COMPLETED" || state == "RUN_STATE_FAILED" || state == "RUN_STATE_CANCELLED", state
-	})
-	return id, state
-}
-
 // ovRunUntil runs overviewQuestion until a run ends in want (at most ten
 // runs) and returns that run's id.
 func ovRunUntil(ctx context.Context, t *testing.T, s *pagesSuite, want string) string {
 	t.Helper()
 	var states []string
 	for range 10 {
-		id, state := ovRun(ctx, t, s, overviewQuestion)
+		id, _, state := s.run(ctx, t, map[string]any{"input": overviewQuestion})
 		if state == want {
 			return id
 		}
@@ -115,15 +42,15 @@ func seedOverview(ctx context.Context, t *testing.T, s *pagesSuite) []string {
 	var who struct {
 		Tenant string `json:"tenant"`
 	}
-	ovJSON(ctx, t, "GET", s.Base+"/v1/whoami", "", nil, &who)
+	s.json(ctx, t, "GET", "/v1/whoami", "", nil, &who)
 	if who.Tenant == "" {
 		t.Fatal("whoami names no tenant")
 	}
-	budgetURL := s.Base + "/v1/admin/tenants/" + who.Tenant + "/budget"
+	budgetURL := "/v1/admin/tenants/" + who.Tenant + "/budget"
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if code, b := ovCall(cctx, t, "DELETE", budgetURL, pagesAdminKey, nil); code != http.StatusOK {
+		if code, b := s.do(cctx, t, "DELETE", budgetURL, pagesAdminKey, nil); code != http.StatusOK {
 			t.Errorf("clearing the overview's budget: %d %s", code, b)
 		}
 	})
@@ -131,9 +58,9 @@ func seedOverview(ctx context.Context, t *testing.T, s *pagesSuite) []string {
 	// Each orchestrator caches a budget for up to two seconds: a run
 	// started just after a change may still see the previous one, so runs
 	// are started until one ends as wanted.
-	ovJSON(ctx, t, "PUT", budgetURL, pagesAdminKey, map[string]any{"max_steps_per_run": 1}, nil)
+	s.json(ctx, t, "PUT", budgetURL, pagesAdminKey, map[string]any{"max_steps_per_run": 1}, nil)
 	failed := ovRunUntil(ctx, t, s, "RUN_STATE_FAILED")
-	ovJSON(ctx, t, "PUT", budgetURL, pagesAdminKey, map[string]any{"usd_per_day": 5, "usd_per_month": 100}, nil)
+	s.json(ctx, t, "PUT", budgetURL, pagesAdminKey, map[string]any{"usd_per_day": 5, "usd_per_month": 100}, nil)
 	ok := ovRunUntil(ctx, t, s, "RUN_STATE_COMPLETED")
 
 	var usage struct {
@@ -144,14 +71,14 @@ func seedOverview(ctx context.Context, t *testing.T, s *pagesSuite) []string {
 			} `json:"day"`
 		} `json:"usage"`
 	}
-	ovJSON(ctx, t, "GET", s.Base+"/v1/usage", "", nil, &usage)
+	s.json(ctx, t, "GET", "/v1/usage", "", nil, &usage)
 	in, _ := strconv.ParseInt(usage.Usage.Day.Input, 10, 64)
 	out, _ := strconv.ParseInt(usage.Usage.Day.Output, 10, 64)
 	if in+out == 0 {
 		t.Fatalf("no tokens counted today after two runs: %+v", usage)
 	}
 	tokensPerDay := ((in+out)*4/1000 + 1) * 1000
-	ovJSON(ctx, t, "PUT", budgetURL, pagesAdminKey, map[string]any{
+	s.json(ctx, t, "PUT", budgetURL, pagesAdminKey, map[string]any{
 		"usd_per_day": 5, "usd_per_month": 100, "tokens_per_day": tokensPerDay, "max_steps_per_run": 25,
 	}, nil)
 	t.Logf("overview: tenant %s, failed run %s, completed run %s, %d tokens today, tokens_per_day %d", who.Tenant, failed, ok, in+out, tokensPerDay)

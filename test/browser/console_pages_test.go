@@ -1,12 +1,18 @@
 package browser
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"testing"
 	"time"
 
 	"github.com/baagent/baagent/cmd/baagent/app"
+	"github.com/baagent/baagent/internal/testkit"
 	"github.com/baagent/baagent/internal/tracing"
 	"github.com/baagent/baagent/test/suite"
 )
@@ -54,6 +60,10 @@ func TestConsolePagesInChromium(t *testing.T) {
 	})
 	s := &pagesSuite{Base: "http://" + a.GatewayHTTPAddr().String(), App: a}
 	waitReady(ctx, t, s.Base)
+	// Interaction patterns stay off but on the patterns page: other pages'
+	// seeds ask the same questions again and again, and a learnt pattern
+	// would make a later run stop to ask whether to reuse it.
+	s.setMemory(ctx, t, map[string]any{"patterns_enabled": false})
 
 	pages := []consolePage{
 		{name: "chathistory", seed: seedChatHistory, shots: chathistoryShots},
@@ -72,4 +82,84 @@ func TestConsolePagesInChromium(t *testing.T) {
 			runScript(ctx, t, node, "console_"+p.name+".mjs", "PASS console "+p.name, env, shots, p.shots...)
 		})
 	}
+}
+
+// do sends one request to the suite's gateway, with body as JSON when set
+// and key, when set, as the bearer key; it returns the status and body.
+func (s *pagesSuite) do(ctx context.Context, t *testing.T, method, path, key string, body any) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, s.Base+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// JSON even without a body: the gateway's browser guard wants it on
+	// every call that changes something.
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// json is do that wants 200 and decodes the answer into out (when set).
+func (s *pagesSuite) json(ctx context.Context, t *testing.T, method, path, key string, body, out any) {
+	t.Helper()
+	code, b := s.do(ctx, t, method, path, key, body)
+	if code != http.StatusOK {
+		t.Fatalf("%s %s = %d %.300s", method, path, code, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s: %v in %.300s", method, path, err, b)
+		}
+	}
+}
+
+// run starts a run of spec (POST /v1/runs) and waits until it ends; it
+// returns the run's id, its conversation's and its final state. A run that
+// waits for input fails the test: no page's seed answers questions.
+func (s *pagesSuite) run(ctx context.Context, t *testing.T, spec map[string]any) (id, conversation, state string) {
+	t.Helper()
+	var started struct {
+		Run struct {
+			RunID          string `json:"run_id"`
+			ConversationID string `json:"conversation_id"`
+		} `json:"run"`
+	}
+	s.json(ctx, t, http.MethodPost, "/v1/runs", "", map[string]any{"spec": spec}, &started)
+	id, conversation = started.Run.RunID, started.Run.ConversationID
+	testkit.EventuallyContext(ctx, t, fmt.Sprintf("run %s (%v) to end", id, spec["input"]), func() (bool, string) {
+		var got struct {
+			Run struct {
+				State string `json:"state"`
+			} `json:"run"`
+		}
+		s.json(ctx, t, http.MethodGet, "/v1/runs/"+id, "", nil, &got)
+		state = got.Run.State
+		if state == "RUN_STATE_WAITING_INPUT" {
+			t.Fatalf("run %s (%v) waits for input", id, spec["input"])
+		}
+		return state == "RUN_STATE_COMPLETED" || state == "RUN_STATE_FAILED" || state == "RUN_STATE_CANCELLED", state
+	})
+	return id, conversation, state
+}
+
+// setMemory changes the tenant's memory settings (PATCH /v1/memory/settings).
+func (s *pagesSuite) setMemory(ctx context.Context, t *testing.T, settings map[string]any) {
+	t.Helper()
+	s.json(ctx, t, http.MethodPatch, "/v1/memory/settings", "", settings, nil)
 }

@@ -1,11 +1,9 @@
 package browser
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -39,8 +37,16 @@ func seedPatterns(ctx context.Context, t *testing.T, s *pagesSuite) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	id, uses := learnPattern(ctx, t, s.Base, "ranking", patternsGoals)
-	candidate, _ := learnPattern(ctx, t, s.Base, "data_quality", []string{patternsCandidateGoal})
+	// The suite keeps patterns off for the other pages (see
+	// TestConsolePagesInChromium).
+	s.setMemory(ctx, t, map[string]any{"patterns_enabled": true})
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s.setMemory(cctx, t, map[string]any{"patterns_enabled": false})
+	})
+	id, uses := learnPattern(ctx, t, s, "ranking", patternsGoals)
+	candidate, _ := learnPattern(ctx, t, s, "data_quality", []string{patternsCandidateGoal})
 	t.Logf("the suite learned pattern %s (%d uses) and candidate %s", id, uses, candidate)
 	return []string{"PATTERN_ID=" + id, fmt.Sprintf("PATTERN_USES=%d", uses), "CANDIDATE_ID=" + candidate}
 }
@@ -50,9 +56,9 @@ func seedPatterns(ctx context.Context, t *testing.T, s *pagesSuite) []string {
 // one, whether the trace made a pattern or evolved one an earlier run of
 // the suite made) before the next, as TestPatternsEndToEnd does. It
 // returns the pattern the runs taught and its uses.
-func learnPattern(ctx context.Context, t *testing.T, base, taskType string, goals []string) (string, int) {
+func learnPattern(ctx context.Context, t *testing.T, s *pagesSuite, taskType string, goals []string) (string, int) {
 	t.Helper()
-	before, err := patternUses(ctx, t, base, taskType)
+	before, err := patternUses(ctx, t, s, taskType)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,35 +69,17 @@ func learnPattern(ctx context.Context, t *testing.T, base, taskType string, goal
 		return n
 	}
 	for i, goal := range goals {
-		var started struct {
-			Run struct {
-				RunID string `json:"run_id"`
-			} `json:"run"`
+		runID, _, state := s.run(ctx, t, map[string]any{"input": goal})
+		if state != "RUN_STATE_COMPLETED" {
+			t.Fatalf("run %s (%s) ended %s", runID, goal, state)
 		}
-		if code := patternsCall(ctx, t, base, http.MethodPost, "/v1/runs", map[string]any{"spec": map[string]any{"input": goal}}, &started); code != http.StatusOK || started.Run.RunID == "" {
-			t.Fatalf("POST /v1/runs %q: %d, run %q", goal, code, started.Run.RunID)
-		}
-		runID := started.Run.RunID
-		testkit.EventuallyContext(ctx, t, "run "+runID+" ("+goal+") completes", func() (bool, string) {
-			var got struct {
-				Run struct {
-					State string `json:"state"`
-				} `json:"run"`
-			}
-			code := patternsCall(ctx, t, base, http.MethodGet, "/v1/runs/"+runID, nil, &got)
-			switch got.Run.State {
-			case "RUN_STATE_FAILED", "RUN_STATE_CANCELLED", "RUN_STATE_WAITING_INPUT":
-				t.Fatalf("run %s (%s) is %s", runID, goal, got.Run.State)
-			}
-			return got.Run.State == "RUN_STATE_COMPLETED", fmt.Sprintf("%d %s", code, got.Run.State)
-		})
 		want := total(before) + i + 1
 		testkit.EventuallyContext(ctx, t, fmt.Sprintf("the trace of %s is learned (%s patterns used %d times)", runID, taskType, want), func() (bool, string) {
-			now, err := patternUses(ctx, t, base, taskType)
+			now, err := patternUses(ctx, t, s, taskType)
 			return err == nil && total(now) >= want, fmt.Sprintf("%v %v", now, err)
 		})
 	}
-	after, err := patternUses(ctx, t, base, taskType)
+	after, err := patternUses(ctx, t, s, taskType)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +96,7 @@ func learnPattern(ctx context.Context, t *testing.T, base, taskType string, goal
 }
 
 // patternUses reads the uses of the tenant's patterns of a task type.
-func patternUses(ctx context.Context, t *testing.T, base, taskType string) (map[string]int, error) {
+func patternUses(ctx context.Context, t *testing.T, s *pagesSuite, taskType string) (map[string]int, error) {
 	t.Helper()
 	var list struct {
 		Patterns []struct {
@@ -116,45 +104,16 @@ func patternUses(ctx context.Context, t *testing.T, base, taskType string) (map[
 			UsageCount int    `json:"usage_count"`
 		} `json:"patterns"`
 	}
-	if code := patternsCall(ctx, t, base, http.MethodGet, "/v1/patterns?page_size=500&task_type="+taskType, nil, &list); code != http.StatusOK {
-		return nil, fmt.Errorf("GET /v1/patterns?task_type=%s: %d", taskType, code)
+	code, b := s.do(ctx, t, http.MethodGet, "/v1/patterns?page_size=500&task_type="+taskType, "", nil)
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("GET /v1/patterns?task_type=%s: %d %.200s", taskType, code, b)
+	}
+	if err := json.Unmarshal(b, &list); err != nil {
+		return nil, err
 	}
 	out := map[string]int{}
 	for _, p := range list.Patterns {
 		out[p.ID] = p.UsageCount
 	}
 	return out, nil
-}
-
-// patternsCall sends one JSON request to the gateway and decodes the answer
-// into out; it returns the HTTP status (0 when the request failed).
-func patternsCall(ctx context.Context, t *testing.T, base, method, path string, body, out any) int {
-	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode == http.StatusOK && out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			t.Fatalf("%s %s: %v in %s", method, path, err, data)
-		}
-	}
-	return resp.StatusCode
 }
