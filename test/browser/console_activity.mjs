@@ -55,6 +55,16 @@ async function tabTo(page, selector, what) {
 const rowIds = (page) => page.$$eval("[data-testid=runs-table] tbody tr", (rows) => rows.map((r) => r.dataset.runId));
 const dataset = (page, sel) => page.$eval(sel, (e) => ({ ...e.dataset }));
 
+// until polls check (async) until it holds, for at most ms.
+async function until(check, what, ms) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    if (await check()) return;
+    if (Date.now() > deadline) throw new Error(`timed out: ${what}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
 async function waitCanvas(page, sel) {
   await page.waitForSelector(`${sel} canvas`, { timeout: T });
 }
@@ -75,7 +85,7 @@ await session({ height: 900, failureShot: "activity-failure.png" }, async (page,
   await waitCanvas(page, "[data-testid=runs-chart]");
   const first = api1.runs[0];
   const firstRow = await page.textContent(`tr[data-run-id="${first.run_id}"]`);
-  assert.match(firstRow, /completed/, "the newest run's state");
+  assert.ok(firstRow.includes(first.state.replace("RUN_STATE_", "").toLowerCase().replace(/_/g, " ")), "the newest run's state");
   assert.match(firstRow, new RegExp(Number(first.metrics.total_input_tokens).toLocaleString("en-US")), "the newest run's input tokens");
   await page.screenshot({ path: path.join(shots, "activity-runs.png"), fullPage: true });
   log("runs list: page 1 has 20 runs");
@@ -84,11 +94,14 @@ await session({ height: 900, failureShot: "activity-failure.png" }, async (page,
   await tabTo(page, "[data-testid=next-page]", "the next-page button");
   await page.keyboard.press("Enter");
   await page.waitForFunction(() => /page 2/.test(document.querySelector("[data-testid=page-number]")?.textContent ?? ""), null, { timeout: T });
-  await page.waitForFunction((n) => document.querySelectorAll("[data-testid=runs-table] tbody tr").length === n, seeded - 20, { timeout: T });
+  const api2 = await getJSON("/v1/runs?page_size=20&page_token=" + encodeURIComponent(api1.next_page_token));
+  assert.ok(api2.runs.length >= seeded - 20, `the API's second page has ${api2.runs.length} runs`);
+  await page.waitForFunction((n) => document.querySelectorAll("[data-testid=runs-table] tbody tr").length === n, api2.runs.length, { timeout: T });
   const page2 = await rowIds(page);
+  assert.deepEqual(page2, api2.runs.map((r) => r.run_id), "page 2 is not the API's second page");
   assert.ok(page2.includes(runId), `the data-quality run ${runId} is not on page 2: ${page2}`);
   assert.ok(page2.every((id) => !page1.includes(id)), "page 2 repeats runs of page 1");
-  assert.equal(await page.isDisabled("[data-testid=next-page]"), true, "a page after the last");
+  assert.equal(await page.isDisabled("[data-testid=next-page]"), !api2.next_page_token, "the next page button offers a page the API has not");
   log("page 2:", page2.length, "runs");
 
   // Open the data-quality run with the keyboard.
@@ -134,13 +147,46 @@ await session({ height: 900, failureShot: "activity-failure.png" }, async (page,
   await page.screenshot({ path: path.join(shots, "activity-run.png"), fullPage: true });
   log("run", runId, "matches its events and metrics");
 
+  // A run whose first two tool calls fail: its failed bars are marked.
+  const failing = api1.runs.find((r) => r.input === "scripted test: exercise tool errors");
+  assert.ok(failing, "no run with failing tool calls on page 1");
+  await page.goto(base + "/console/activity/" + failing.run_id);
+  await page.waitForSelector("[data-testid=timeline][data-ended=true]", { timeout: T });
+  const failWant = expected(await events(failing.run_id));
+  assert.ok(failWant.failed >= 2, `the run has ${failWant.failed} failed calls`);
+  assert.equal(Number(await page.getAttribute("[data-testid=timeline]", "data-failed-tools")), failWant.failed, "failed tool calls");
+  await page.focus(".act-bars summary");
+  await page.keyboard.press("Enter");
+  await page.waitForSelector(".act-bars[open]", { timeout: T });
+  assert.equal(await page.locator(".act-bars tr.act-failed").count(), failWant.failed, "the failed calls in the bars' table");
+  assert.match(await page.textContent(".act-bars tr.act-failed"), /failed [A-Z_]+/, "a failed bar says its error code");
+
   // A run followed live: a planned run that waits for a clarification.
+  // Its first stream connection is cut halfway (half its events so far and
+  // one of them again, as a replay would send it): the page must reconnect
+  // from the cursor of the last event it got, drop the repeat, and end with
+  // every event once.
   const started = await fetch(base + "/v1/runs", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ spec: { input: PLANNED } }) });
   assert.equal(started.status, 200, "starting the planned run");
   const live = (await started.json()).run;
+  await until(async () => (await getJSON("/v1/runs/" + live.run_id)).run.state === "RUN_STATE_WAITING_INPUT", "the planned run waits for its clarification", RUN_TIMEOUT);
+  const cursors = [];
+  let cutCursor = "";
+  await page.route((u) => u.pathname === `/v1/runs/${live.run_id}/events`, async (route) => {
+    cursors.push(new URL(route.request().url()).searchParams.get("cursor"));
+    if (cursors.length > 1) return route.continue();
+    const so = await events(live.run_id);
+    const cut = Math.max(2, Math.floor(so.length / 2));
+    const part = [...so.slice(0, cut - 1), so[0], so[cut - 1]];
+    cutCursor = so[cut - 1].cursor;
+    const body = part.map((e) => `id: ${e.cursor}\nevent: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`).join("");
+    return route.fulfill({ status: 200, headers: { "Content-Type": "text/event-stream", "Cache-Control": "no-store" }, body });
+  });
   await page.goto(base + "/console/activity/" + live.run_id);
   await page.waitForSelector("[data-testid=timeline][data-wait-bars]:not([data-wait-bars='0'])[data-open-bars]:not([data-open-bars='0'])", { timeout: RUN_TIMEOUT });
-  await page.waitForSelector("[data-testid=stream-status]", { timeout: T });
+  await page.waitForSelector("[data-testid=stream-status]:text('following live')", { timeout: T });
+  assert.equal(cursors[0], "earliest", "the first connection replays from the earliest event");
+  assert.equal(cursors[1], cutCursor, "the reconnection does not resume from the last event received");
   const waiting = await dataset(page, "[data-testid=timeline]");
   assert.equal(waiting.ended, "false");
   const asked = (await events(live.run_id)).find((e) => e.type === "clarification_asked");
@@ -151,6 +197,7 @@ await session({ height: 900, failureShot: "activity-failure.png" }, async (page,
   const done = await dataset(page, "[data-testid=timeline]");
   const liveEvs = await events(live.run_id);
   assert.equal(Number(done.events), liveEvs.length, "events lost or repeated while following the run");
+  assert.equal(Number(done.duplicates), 1, "the repeated event was not dropped exactly once");
   assert.ok(Number(done.bars) > Number(waiting.bars), `the timeline did not grow: ${waiting.bars} → ${done.bars}`);
   const liveWant = expected(liveEvs);
   assert.equal(Number(done.toolBars), liveWant.tools, "live run: a bar per tool call");
@@ -158,7 +205,8 @@ await session({ height: 900, failureShot: "activity-failure.png" }, async (page,
   assert.ok(Number(done.planBars) >= 2, "live run: the plan steps");
   assert.equal(Number(done.openBars), 0, "open bars after the run ended");
   await page.waitForSelector("[data-testid=run-state]:text('completed')", { timeout: T });
-  log("live run", live.run_id, "followed to its end:", done.events, "events,", done.bars, "bars");
+  await page.unrouteAll();
+  log("live run", live.run_id, "followed to its end across a reconnection:", done.events, "events,", done.bars, "bars");
 
   // The conversation filter: the live run's conversation has that run only.
   await page.goto(base + "/console/activity");
