@@ -6,7 +6,7 @@
 // its seq (a replay after a reconnect adds nothing), so the timeline grows.
 import { useEffect, useMemo, useRef, useState } from "react";
 import { client, type Run } from "../lib/api.ts";
-import { addEvents, figures, fmtInt, fmtMs, fmtUsd, isEnded, newLog, stateClass, stateName, timeline, traceHref, truncate, usage, type EventLog } from "../lib/activity.ts";
+import { addEvents, duration, figures, fmtInt, fmtMs, fmtUsd, isEnded, newLog, stateClass, stateName, timeline, traceHref, truncate, usage, type EventLog } from "../lib/activity.ts";
 import { getRun, runEvents } from "../lib/activityApi.ts";
 import { barText, timelineOption, usageOption } from "../lib/activityCharts.ts";
 import { parseJSONL, RunStream, type StreamStatus } from "../lib/stream.ts";
@@ -110,7 +110,7 @@ function RunBody({ run, reloadRun }: { run: Run; reloadRun: () => void }) {
         <p className="act-input-full" title={String(run.input ?? "")}>{truncate(run.input, 600)}</p>
         <dl className="act-figures">
           <div><dt>Created</dt><dd>{fmtTime(run.created_at)}</dd></div>
-          <div><dt>Duration</dt><dd>{fmtMs(ended ? f.durationMs : NaN)}</dd></div>
+          <div><dt>Duration</dt><dd>{ended ? fmtMs(f.durationMs) : Number.isFinite(duration(run, now)) ? fmtMs(duration(run, now)) + " so far" : "—"}</dd></div>
           <div><dt>Input tokens</dt><dd data-testid="fig-input">{fmtInt(f.inputTokens)}</dd></div>
           <div><dt>Output tokens</dt><dd data-testid="fig-output">{fmtInt(f.outputTokens)}</dd></div>
           <div><dt>Cost</dt><dd data-testid="fig-cost">{fmtUsd(f.costUsd)}{f.unpricedCalls > 0 && <span className="muted small"> ({f.unpricedCalls} unpriced {f.unpricedCalls === 1 ? "call" : "calls"})</span>}</dd></div>
