@@ -6,7 +6,7 @@
 // its seq (a replay after a reconnect adds nothing), so the timeline grows.
 import { useEffect, useMemo, useRef, useState } from "react";
 import { client, type Run } from "../lib/api.ts";
-import { addEvents, duration, figures, fmtInt, fmtMs, fmtUsd, isEnded, newLog, stateClass, stateName, timeline, traceHref, truncate, usage, type EventLog } from "../lib/activity.ts";
+import { addEvents, duration, figures, fmtInt, fmtMs, fmtUsd, isEnded, newLog, seqOf, stateClass, stateName, timeline, traceHref, truncate, usage, type EventLog } from "../lib/activity.ts";
 import { getRun, runEvents } from "../lib/activityApi.ts";
 import { barText, timelineOption, usageOption } from "../lib/activityCharts.ts";
 import { parseJSONL, RunStream, type StreamStatus } from "../lib/stream.ts";
@@ -93,6 +93,7 @@ function RunBody({ run, reloadRun }: { run: Run; reloadRun: () => void }) {
   const points = useMemo(() => usage(log.events), [log.events]);
   const tlOption = useMemo(() => timelineOption(tl), [tl]);
   const usOption = useMemo(() => usageOption(points), [points]);
+  const firstSeq = log.events.length ? seqOf(log.events[0]!) : 0;
   const f = figures(run);
   const trace = traceHref(traceLink, run.trace_id);
 
@@ -124,6 +125,7 @@ function RunBody({ run, reloadRun }: { run: Run; reloadRun: () => void }) {
         <h2 className="act-h2">Timeline</h2>
         {eventsError && <ErrorBox what="The run's events" error={new Error(eventsError)} retry={() => setTries((t) => t + 1)} />}
         {!eventsError && !eventsLoaded && <Loading what="the run's events" />}
+        {eventsLoaded && firstSeq > 1 && <p className="notice warning">The run's first {firstSeq - 1} events are no longer kept: the timeline starts later.</p>}
         {eventsLoaded && tl.bars.length === 0 && <Empty>{follow.current && !log.ended ? "The run has not started a step yet." : "The run's events hold no steps or calls to draw."}</Empty>}
         {tl.bars.length > 0 && (
           <>
