@@ -5,7 +5,8 @@
 // calls, model calls, failed calls), its tokens and cost with Run.metrics,
 // its trace link with its trace id; a planned run that waits for a
 // clarification is followed live until it ends (no event lost or repeated);
-// the conversation filter, a missing run's error, and a tablet width. Run by
+// the conversation filter, an empty list, a missing run's error, and a
+// tablet width. Run by
 // TestConsolePagesInChromium (console_activity_test.go seeds the runs).
 // Prints "PASS console activity"; exits 1 on failure.
 import assert from "node:assert/strict";
@@ -218,6 +219,12 @@ await session({ height: 900, failureShot: "activity-failure.png" }, async (page,
     return rows.length === 1 && rows[0].dataset.runId === id;
   }, live.run_id, { timeout: T });
   assert.match(page.url(), new RegExp("conversation_id=" + live.conversation_id));
+
+  // A conversation without runs: the empty state, from the address.
+  await page.goto(base + "/console/activity?conversation_id=conv_without_runs");
+  await page.waitForSelector(".activity .empty-state", { timeout: T });
+  assert.match(await page.textContent(".activity .empty-state"), /no runs/);
+  assert.equal(await page.inputValue("[data-testid=conversation-filter]"), "conv_without_runs");
 
   // A run that does not exist: its error, with the API's message.
   await page.goto(base + "/console/activity/run_does_not_exist");

@@ -6,14 +6,13 @@
 // its seq (a replay after a reconnect adds nothing), so the timeline grows.
 import { useEffect, useMemo, useRef, useState } from "react";
 import { client, type Run } from "../lib/api.ts";
-import { addEvents, duration, figures, fmtInt, fmtMs, fmtUsd, isEnded, newLog, seqOf, stateClass, stateName, timeline, traceHref, truncate, usage, type EventLog } from "../lib/activity.ts";
+import { addEvents, duration, figures, fmtInt, fmtMs, fmtTime, fmtUsd, isEnded, newLog, seqOf, stateClass, stateName, timeline, traceHref, truncate, usage, type EventLog } from "../lib/activity.ts";
 import { getRun, runEvents } from "../lib/activityApi.ts";
 import { barText, timelineOption, usageOption } from "../lib/activityCharts.ts";
 import { parseJSONL, RunStream, type StreamStatus } from "../lib/stream.ts";
 import { useAsync } from "../lib/useAsync.ts";
 import { linkProps } from "../router.ts";
 import { useSession } from "../stores/session.ts";
-import { fmtTime } from "./ActivityRuns.tsx";
 import { OptionChart } from "./OptionChart.tsx";
 import { Empty, ErrorBox, Loading } from "./States.tsx";
 

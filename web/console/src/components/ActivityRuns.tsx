@@ -4,7 +4,7 @@
 // and cost.
 import { useMemo, useState } from "react";
 import type { Run } from "../lib/api.ts";
-import { figures, fmtInt, fmtMs, fmtUsd, stateClass, stateName, truncate } from "../lib/activity.ts";
+import { figures, fmtInt, fmtMs, fmtTime, fmtUsd, stateClass, stateName, truncate } from "../lib/activity.ts";
 import { listConversations, listRunsPage, PAGE_SIZE } from "../lib/activityApi.ts";
 import { runsOption } from "../lib/activityCharts.ts";
 import { useAsync } from "../lib/useAsync.ts";
@@ -113,10 +113,4 @@ function RunsTable({ runs, busy }: { runs: Run[]; busy: boolean }) {
       {runs.some((r) => figures(r).unpricedCalls > 0) && <p className="muted small">* some model calls had no price: the cost leaves them out.</p>}
     </div>
   );
-}
-
-export function fmtTime(ts: unknown): string {
-  if (typeof ts !== "string" || !ts) return "—";
-  const d = new Date(ts);
-  return Number.isNaN(d.getTime()) ? ts : d.toLocaleString();
 }

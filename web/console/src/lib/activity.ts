@@ -383,6 +383,13 @@ export function fmtMs(ms: number): string {
   return m + " min " + Math.round((ms % 60_000) / 1000) + " s";
 }
 
+// fmtTime shows an RFC 3339 time in the reader's locale.
+export function fmtTime(ts: unknown): string {
+  if (typeof ts !== "string" || !ts) return "—";
+  const d = new Date(ts);
+  return Number.isNaN(d.getTime()) ? ts : d.toLocaleString();
+}
+
 export function fmtUsd(v: number): string {
   return "$" + (Number.isFinite(v) ? v : 0).toFixed(4);
 }
