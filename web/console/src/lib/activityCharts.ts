@@ -56,7 +56,8 @@ export function timelineOption(tl: Timeline): Opt {
         return b ? barText(b) : "";
       },
     },
-    dataZoom: [{ type: "inside", xAxisIndex: 0, filterMode: "weakFilter" }],
+    // Ctrl + wheel zooms into the time axis; the wheel alone scrolls the page.
+    dataZoom: [{ type: "inside", xAxisIndex: 0, filterMode: "weakFilter", zoomOnMouseWheel: "ctrl", moveOnMouseWheel: false }],
     xAxis: { type: "value", min: 0, name: "ms since the run started", nameLocation: "middle", nameGap: 24, axisLabel: { formatter: (v: number) => fmtMs(v) } },
     yAxis: { type: "category", data: tl.lanes, inverse: true, axisTick: { show: false } },
     series: [

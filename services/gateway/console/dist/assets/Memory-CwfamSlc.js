@@ -1,0 +1,1 @@
+import{f as e}from"./index-edJe8722.js";var t=e();function n({path:e}){return(0,t.jsxs)(`p`,{children:[`Memory: `,e]})}export{n as default};

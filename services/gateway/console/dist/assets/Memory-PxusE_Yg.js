@@ -1,1 +1,0 @@
-import{f as e}from"./index-DdPQPHFX.js";var t=e();function n({path:e}){return(0,t.jsxs)(`p`,{children:[`Memory: `,e]})}export{n as default};
