@@ -7,7 +7,7 @@
 // clarification is followed live until it ends (no event lost or repeated);
 // the conversation filter, an empty list, a missing run's error, and a
 // tablet width. Run by
-// TestConsolePagesInChromium (console_activity_test.go seeds the runs).
+// TestConsolePagesInChromium (console_activity_test.go starts the runs).
 // Prints "PASS console activity"; exits 1 on failure.
 import assert from "node:assert/strict";
 import path from "node:path";
