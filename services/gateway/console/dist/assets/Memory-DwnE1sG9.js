@@ -1,1 +1,0 @@
-import{d as e}from"./index-Jlfi0ur9.js";var t=e();function n({path:e}){return(0,t.jsxs)(`p`,{children:[`Memory: `,e]})}export{n as default};
