@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -129,10 +128,9 @@ func (s *pagesSuite) json(ctx context.Context, t *testing.T, method, path, key s
 	}
 }
 
-// run starts a run of spec (POST /v1/runs) and waits until it ends; it
-// returns the run's id, its conversation's and its final state. A run that
-// waits for input fails the test: no page's seed answers questions.
-func (s *pagesSuite) run(ctx context.Context, t *testing.T, spec map[string]any) (id, conversation, state string) {
+// start starts a run of spec (POST /v1/runs); it returns the run's id and
+// its conversation's.
+func (s *pagesSuite) start(ctx context.Context, t *testing.T, spec map[string]any) (id, conversation string) {
 	t.Helper()
 	var started struct {
 		Run struct {
@@ -141,8 +139,13 @@ func (s *pagesSuite) run(ctx context.Context, t *testing.T, spec map[string]any)
 		} `json:"run"`
 	}
 	s.json(ctx, t, http.MethodPost, "/v1/runs", "", map[string]any{"spec": spec}, &started)
-	id, conversation = started.Run.RunID, started.Run.ConversationID
-	testkit.EventuallyContext(ctx, t, fmt.Sprintf("run %s (%v) to end", id, spec["input"]), func() (bool, string) {
+	return started.Run.RunID, started.Run.ConversationID
+}
+
+// wait waits until run id ends and returns its final state.
+func (s *pagesSuite) wait(ctx context.Context, t *testing.T, id string) (state string) {
+	t.Helper()
+	testkit.EventuallyContext(ctx, t, "run "+id+" to end", func() (bool, string) {
 		var got struct {
 			Run struct {
 				State string `json:"state"`
@@ -150,12 +153,17 @@ func (s *pagesSuite) run(ctx context.Context, t *testing.T, spec map[string]any)
 		}
 		s.json(ctx, t, http.MethodGet, "/v1/runs/"+id, "", nil, &got)
 		state = got.Run.State
-		if state == "RUN_STATE_WAITING_INPUT" {
-			t.Fatalf("run %s (%v) waits for input", id, spec["input"])
-		}
 		return state == "RUN_STATE_COMPLETED" || state == "RUN_STATE_FAILED" || state == "RUN_STATE_CANCELLED", state
 	})
-	return id, conversation, state
+	return state
+}
+
+// run starts a run of spec and waits until it ends; it returns the run's
+// id, its conversation's and its final state.
+func (s *pagesSuite) run(ctx context.Context, t *testing.T, spec map[string]any) (id, conversation, state string) {
+	t.Helper()
+	id, conversation = s.start(ctx, t, spec)
+	return id, conversation, s.wait(ctx, t, id)
 }
 
 // setMemory changes the tenant's memory settings (PATCH /v1/memory/settings).
