@@ -88,6 +88,11 @@ await session({ height: 900, failureShot: "activity-failure.png" }, async (page,
   const firstRow = await page.textContent(`tr[data-run-id="${first.run_id}"]`);
   assert.ok(firstRow.includes(first.state.replace("RUN_STATE_", "").toLowerCase().replace(/_/g, " ")), "the newest run's state");
   assert.match(firstRow, new RegExp(Number(first.metrics.total_input_tokens).toLocaleString("en-US")), "the newest run's input tokens");
+  // Tokens and cost per day: the usage ledger's last 30 UTC days.
+  await page.waitForSelector("[data-testid=activity-daily] [data-testid=usage-daily]", { timeout: T });
+  const daily = await getJSON("/v1/usage?history_days=30");
+  assert.equal(await page.getAttribute("[data-testid=activity-daily] [data-testid=usage-daily]", "data-days"), "30");
+  assert.equal(await page.getAttribute("[data-testid=activity-daily] [data-testid=usage-daily]", "data-last-day"), daily.usage.history.at(-1).period, "the daily chart ends with the ledger's today");
   await page.screenshot({ path: path.join(shots, "activity-runs.png"), fullPage: true });
   log("runs list: page 1 has 20 runs");
 

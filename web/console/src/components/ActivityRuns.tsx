@@ -1,7 +1,7 @@
 // The Activity page's list of runs: newest first, a page of 20 at a time
 // (the API's next_page_token; the tokens of the pages seen are kept to go
 // back), optionally of one conversation, with a chart of each run's tokens
-// and cost.
+// and cost (a bar opens its run), and the tenant's tokens and cost per day.
 import { useMemo, useState } from "react";
 import type { Run } from "../lib/api.ts";
 import { figures, fmtInt, fmtMs, fmtTime, fmtUsd, stateClass, stateName, truncate } from "../lib/activity.ts";
@@ -9,7 +9,9 @@ import { listConversations, listRunsPage, PAGE_SIZE } from "../lib/activityApi.t
 import { runsOption } from "../lib/activityCharts.ts";
 import { useAsync } from "../lib/useAsync.ts";
 import { linkProps, navigate } from "../router.ts";
+import { HISTORY_DAYS, usageApi } from "../lib/usage.ts";
 import { OptionChart } from "./OptionChart.tsx";
+import { UsageDaily } from "./UsageDaily.tsx";
 import { Empty, ErrorBox, Loading } from "./States.tsx";
 
 export function ActivityRuns() {
@@ -59,7 +61,15 @@ export function ActivityRuns() {
         <>
           <div className="card act-chart" data-testid="runs-chart" data-runs={list.length}>
             <h2 className="act-h2">Tokens and cost of the runs on this page</h2>
-            <OptionChart option={option} label={"Tokens (input and output) and cost of the " + list.length + " runs on this page"} height={220} />
+            <OptionChart
+              option={option}
+              label={"Tokens (input and output) and cost of the " + list.length + " runs on this page"}
+              height={220}
+              onClick={(c) => {
+                const r = list[c.dataIndex];
+                if (r) navigate("/activity/" + encodeURIComponent(r.run_id));
+              }}
+            />
           </div>
           <RunsTable runs={list} busy={runs.status === "loading"} />
         </>
@@ -70,7 +80,21 @@ export function ActivityRuns() {
         <button type="button" data-testid="next-page" disabled={!next || runs.status === "loading"} onClick={() => setTokens((t) => [...t, next])}>Older runs</button>
       </nav>
       <p className="muted small">{PAGE_SIZE} runs a page, newest first.</p>
+      <DailyUsage />
     </section>
+  );
+}
+
+// DailyUsage is the tenant's tokens and cost per UTC day (the usage
+// ledger's history), which the runs of one page cannot show.
+function DailyUsage() {
+  const usage = useAsync((signal) => usageApi(HISTORY_DAYS, signal), []);
+  return (
+    <div className="card act-chart" data-testid="activity-daily">
+      {usage.status === "error" && <ErrorBox what="The usage per day" error={usage.error} retry={usage.reload} />}
+      {usage.status === "loading" && !usage.data && <Loading what="the usage per day" />}
+      {usage.data && <UsageDaily history={usage.data.usage.history} budget={usage.data.usage.budget} days={HISTORY_DAYS} title={"Tokens and cost per day, last " + HISTORY_DAYS + " days"} />}
+    </div>
   );
 }
 

@@ -11,14 +11,27 @@ echarts.use([BarChart, LineChart, PieChart, ScatterChart, CustomChart, GridCompo
 
 export type ChartOption = echarts.EChartsCoreOption;
 
-export default function OptionChartCore({ option, label, testId, height }: { option: ChartOption; label: string; testId?: string | undefined; height?: number | undefined }) {
+// ChartClick is the data item a click hit.
+export interface ChartClick {
+  seriesIndex: number;
+  dataIndex: number;
+  name: string;
+}
+
+export default function OptionChartCore({ option, label, testId, height, onClick }: { option: ChartOption; label: string; testId?: string | undefined; height?: number | undefined; onClick?: ((c: ChartClick) => void) | undefined }) {
   const el = useRef<HTMLDivElement>(null);
   const chart = useRef<echarts.ECharts | null>(null);
+  const click = useRef(onClick);
+  click.current = onClick;
   useEffect(() => {
     const node = el.current;
     if (!node) return undefined;
     const c = echarts.init(node, undefined, { renderer: "canvas" });
     chart.current = c;
+    c.on("click", (p) => {
+      const e = p as { seriesIndex?: number; dataIndex?: number; name?: string };
+      if (typeof e.dataIndex === "number") click.current?.({ seriesIndex: e.seriesIndex ?? 0, dataIndex: e.dataIndex, name: e.name ?? "" });
+    });
     const ro = new ResizeObserver(() => c.resize());
     ro.observe(node);
     return () => {
@@ -35,5 +48,5 @@ export default function OptionChartCore({ option, label, testId, height }: { opt
   useEffect(() => {
     if (el.current && height) el.current.style.height = height + "px";
   }, [height]);
-  return <div ref={el} className="chart" data-testid={testId} role="img" aria-label={label} />;
+  return <div ref={el} className={onClick ? "chart clickable" : "chart"} data-testid={testId} role="img" aria-label={label} />;
 }
