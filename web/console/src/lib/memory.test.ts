@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import {
   clampDepth, count, cutUtf8, entityPath, graphElements, groupHits, MAX_DEPTH, MAX_GRAPH_NODES, MAX_QUERY_BYTES, MIN_DEPTH, neighbours,
-  parseRoute, parseSearch, searchApiQuery, searchUrl, shortEnum, typeColor, type GraphResponse, type SearchResponse,
+  parseRoute, parseSearch, ringPositions, searchApiQuery, searchUrl, shortEnum, typeColor, type GraphResponse, type SearchResponse,
 } from "./memory.ts";
 
 // The shape GET /v1/memory/entities/{id}/graph?depth=2 answered for the
@@ -63,6 +63,19 @@ test("graph elements: an empty or unknown centre", () => {
   assert.deepEqual(graphElements({}, "x"), { nodes: [], edges: [] });
   const g = graphElements(GRAPH, "en_nobody");
   assert.ok(g.nodes.every((n) => n.data.hops === -1 && !n.data.center));
+});
+
+test("ring positions: the centre in the middle, the rings outwards, no two nodes on one spot", () => {
+  const g = graphElements(GRAPH, "en_acme");
+  const p = ringPositions(g, 100);
+  assert.deepEqual(p["en_acme"], { x: 0, y: 0 });
+  const dist = (id: string) => Math.hypot(p[id]?.x ?? NaN, p[id]?.y ?? NaN);
+  assert.ok(Math.abs(dist("en_smb") - 100) < 0.1 && Math.abs(dist("en_north") - 100) < 0.1 && Math.abs(dist("en_blue") - 200) < 0.1);
+  // The two of the first ring are not opposite each other (one line through the centre).
+  const a = p["en_smb"] ?? { x: 0, y: 0 };
+  const b = p["en_north"] ?? { x: 0, y: 0 };
+  assert.ok(Math.abs(a.x * b.y - a.y * b.x) > 1, "the first ring's two nodes are on one line with the centre");
+  assert.deepEqual(ringPositions(g, 100), p, "not deterministic");
 });
 
 test("neighbours: nearest first, with the relations to the centre", () => {
@@ -195,6 +208,10 @@ test("fuzz: random graph answers make valid, stable, deduplicated elements", () 
       assert.equal(n.center, n.id === center);
     }
     assert.deepEqual(graphElements(resp, center), g, "not deterministic");
+    const pos = ringPositions(g);
+    assert.deepEqual(Object.keys(pos).sort(), [...nodeIds].sort(), "a node without a position");
+    const spots = Object.values(pos).map((q) => { assert.ok(Number.isFinite(q.x) && Number.isFinite(q.y)); return q.x + "," + q.y; });
+    assert.equal(new Set(spots).size, spots.length, "two nodes on one spot");
     const nb = neighbours(g, center);
     assert.equal(nb.length, g.nodes.filter((n) => n.data.id !== center).length);
     for (let k = 1; k < nb.length; k++) {

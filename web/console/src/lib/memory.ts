@@ -484,3 +484,28 @@ export function typeColor(type: string): string {
   for (let i = 0; i < type.length; i++) h = (Math.imul(h, 31) + type.charCodeAt(i)) >>> 0;
   return EXTRA[h % EXTRA.length] ?? "#d0d4dc";
 }
+
+// ringPositions places the centre in the middle and each hop a ring
+// further out (entities not reached on the outermost ring), spread evenly
+// around their ring and never on one line through the centre: the start of
+// the force-directed layout that then settles the drawing. Deterministic.
+export function ringPositions(g: GraphElements, spacing = 120): Record<string, { x: number; y: number }> {
+  const rings = new Map<number, string[]>();
+  const outer = Math.max(0, ...g.nodes.map((n) => n.data.hops)) + 1;
+  for (const { data: n } of g.nodes) {
+    const ring = n.hops < 0 ? outer : n.hops;
+    rings.set(ring, [...(rings.get(ring) ?? []), n.id]);
+  }
+  const out: Record<string, { x: number; y: number }> = {};
+  for (const [ring, ids] of rings) {
+    const r = ring * spacing;
+    // Two or fewer on a ring are a third of a turn apart, not opposite.
+    const step = (2 * Math.PI) / Math.max(3, ids.length);
+    const start = -Math.PI / 2 + ring * 0.6;
+    ids.forEach((id, i) => {
+      const a = start + i * step;
+      out[id] = ring === 0 && ids.length === 1 ? { x: 0, y: 0 } : { x: Math.round(r * Math.cos(a) * 100) / 100, y: Math.round(r * Math.sin(a) * 100) / 100 };
+    });
+  }
+  return out;
+}

@@ -1,1 +1,0 @@
-import{t as e}from"./index-B5iv2NLk.js";var t=e();function n({path:e}){return(0,t.jsxs)(`p`,{children:[`Patterns: `,e]})}export{n as default};
