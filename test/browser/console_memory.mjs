@@ -78,6 +78,7 @@ await session({ height: 900, failureShot: "memory-failure.png" }, async (page, p
   await page.waitForSelector("[data-testid=memory-stats]", { timeout: T });
   assert.equal(await page.textContent("[data-stat=entities] dd"), String(Number(stats.entities)), "the entity count is not the API's");
   assert.equal(await page.textContent("[data-stat=episodes] dd"), String(Number(stats.episodes)), "the episode count is not the API's");
+  await page.waitForSelector(`[data-testid=memory-browse] li[data-entity-id="${acme.id}"]`, { timeout: T });
   await tabTo(page, "#mem-q", "the search box");
   await page.keyboard.type("Acme Labs");
   await page.keyboard.press("Enter");
@@ -135,7 +136,22 @@ await session({ height: 900, failureShot: "memory-failure.png" }, async (page, p
   await page.waitForURL((u) => entityIdOf(u.toString()) === smb.id && u.search === "?depth=2", { timeout: T });
   await page.waitForFunction(() => document.querySelector("#mem-entity-name")?.textContent === "SMB", null, { timeout: T });
   const g3 = await waitGraph(page, smb.id, 3);
-  log(`graph: Acme Labs ${g1.nodes} nodes/${g1.edges} edges at depth 1, ${g2.nodes}/${g2.edges} at depth 2; re-centred on SMB: ${g3.nodes}/${g3.edges}`);
+
+  // Re-centre on Blue Retail with the mouse, clicking its node where the
+  // graph drew it; Back returns to SMB, then to Acme Labs.
+  const blue = api2.entities.find((e) => e.name === "Blue Retail");
+  const at = await page.evaluate((id) => {
+    const g = document.querySelector("[data-testid=memory-graph]");
+    const p = g.cytoscape.$id(id).renderedPosition();
+    const r = g.getBoundingClientRect();
+    return { x: r.left + p.x, y: r.top + p.y };
+  }, blue.id);
+  await page.mouse.click(at.x, at.y);
+  await page.waitForURL((u) => entityIdOf(u.toString()) === blue.id && u.search === "?depth=2", { timeout: T });
+  const g4 = await waitGraph(page, blue.id, 2);
+  log(`graph: Acme Labs ${g1.nodes} nodes/${g1.edges} edges at depth 1, ${g2.nodes}/${g2.edges} at depth 2; re-centred on SMB by keyboard: ${g3.nodes}/${g3.edges}, on Blue Retail by a click: ${g4.nodes}/${g4.edges}`);
+  await page.goBack();
+  await waitGraph(page, smb.id, 3);
   await page.goBack();
   await waitGraph(page, acme.id, g2.nodes);
 
@@ -195,6 +211,16 @@ await session({ height: 900, failureShot: "memory-failure.png" }, async (page, p
     assert.equal(Boolean(now.patterns_enabled), want, `patterns_enabled on the server after saving ${want}`);
   }
   log("settings: patterns_enabled switched off and on, the API's answer shown");
+
+  // An unknown entity (a well-formed id): the API's message, and a retry.
+  await page.goto(base + "/console/memory/entities/en_00000000000000000000000000");
+  await page.waitForSelector("[role=alert] button:has-text('Retry')", { timeout: T });
+  assert.match(await page.textContent("[role=alert]"), /The entity could not be loaded: .+/);
+  const gone = problems.findIndex((p) => /HTTP 404 for GET .*\/v1\/memory\/entities\/en_00000000000000000000000000$/.test(p));
+  assert.ok(gone >= 0, `the unknown entity was not asked for: ${problems}`);
+  problems.splice(gone, 1);
+  // The browser logs the failed fetch too.
+  for (let i = problems.length - 1; i >= 0; i--) if (/console error: Failed to load resource: .*404/.test(problems[i])) problems.splice(i, 1);
 
   // A tablet: the entity view, graph and list stacked.
   await page.setViewportSize({ width: 768, height: 1024 });

@@ -79,6 +79,9 @@ export default function MemoryGraph({ elements, centerId, onSelect, label }: {
           const id = String(e.target.id());
           if (id !== centerId) select.current(id);
         });
+        // For scripts (the browser test clicks a node where it is drawn):
+        // the instance as a property of the container, not an attribute.
+        Object.defineProperty(el, "cytoscape", { value: cy, configurable: true });
         el.dataset.nodes = String(cy.nodes().length);
         el.dataset.edges = String(cy.edges().length);
         el.dataset.center = centerId;

@@ -132,6 +132,7 @@ export const GRAPH_MAX_NODES = 100;
 export const MAX_QUERY_BYTES = 4096;
 export const MAX_TYPES = 20;
 export const EPISODES_PAGE = 20;
+export const ENTITIES_PAGE = 30;
 
 // The entity types the extractor gives (docs/concepts/memory.md,
 // "Extraction"); the search's type filter offers them.
@@ -147,6 +148,9 @@ export const memory = {
   stats: (signal?: AbortSignal) => api<MemStats>("GET", "/v1/memory/stats", undefined, signal),
   search: (p: SearchParams, signal?: AbortSignal) => api<SearchResponse>("GET", "/v1/memory/search?" + searchApiQuery(p), undefined, signal),
   entity: (id: string, signal?: AbortSignal) => api<EntityResponse>("GET", "/v1/memory/entities/" + enc(id), undefined, signal),
+  entities: (namePrefix: string, pageToken: string, signal?: AbortSignal) =>
+    api<{ entities?: MemEntity[]; next_page_token?: string }>(
+      "GET", "/v1/memory/entities?page_size=" + ENTITIES_PAGE + (namePrefix ? "&name_prefix=" + enc(namePrefix) : "") + (pageToken ? "&page_token=" + enc(pageToken) : ""), undefined, signal),
   deleteEntity: (id: string) => api<{ relations_removed?: number }>("DELETE", "/v1/memory/entities/" + enc(id)),
   graph: (id: string, depth: number, signal?: AbortSignal) =>
     api<GraphResponse>("GET", "/v1/memory/entities/" + enc(id) + "/graph?depth=" + clampDepth(depth) + "&max_nodes=" + GRAPH_MAX_NODES, undefined, signal),

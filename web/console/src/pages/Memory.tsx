@@ -146,7 +146,7 @@ function SearchView({ search }: { search: string }) {
           ))}
         </fieldset>
       </form>
-      {params.q ? <SearchResults params={params} /> : <Empty>Type what to recall: the search finds entities by meaning, by their words and by the graph around the ones the query names.</Empty>}
+      {params.q ? <SearchResults params={params} /> : <BrowseEntities />}
     </section>
   );
 }
@@ -197,6 +197,44 @@ function SearchResults({ params }: { params: SearchParams }) {
         </section>
       )}
     </div>
+  );
+}
+
+// BrowseEntities lists the entities by name while nothing is searched.
+function BrowseEntities() {
+  const [prefix, setPrefix] = useState("");
+  const [tokens, setTokens] = useState<string[]>([""]);
+  const token = tokens[tokens.length - 1] ?? "";
+  const list = useAsync((signal) => memory.entities(prefix.trim(), token, signal), [prefix, token]);
+  const ents = list.data?.entities ?? [];
+  const next = list.data?.next_page_token ?? "";
+  return (
+    <section className="card" aria-labelledby="mem-browse-title" data-testid="memory-browse">
+      <div className="mem-row">
+        <h2 id="mem-browse-title">Entities by name</h2>
+        <span className="spacer" />
+        <label htmlFor="mem-prefix" className="small">Name starts with</label>
+        <input id="mem-prefix" className="mem-prefix" value={prefix} autoComplete="off" onChange={(e) => { setPrefix(e.target.value); setTokens([""]); }} />
+      </div>
+      {list.status === "error" && <ErrorBox what="The entities" error={list.error} retry={list.reload} />}
+      {list.status === "loading" && !list.data && <Loading what="the entities" />}
+      {list.data && ents.length === 0 && (
+        <Empty>{prefix.trim() ? `No entity's name starts with “${prefix.trim()}”.` : "Nothing remembered yet: finished runs, the model's memory_add and the Episodes tab add to the memory."}</Empty>
+      )}
+      {ents.length > 0 && (
+        <ul className="mem-chips" aria-busy={list.status === "loading"}>
+          {ents.map((e) => (
+            <li key={e.id} data-entity-id={e.id}><a {...linkProps(entityPath(e.id))}><span className="mem-swatch" data-type={e.type || "Other"} />{e.name || e.id}</a> <span className="muted small">{e.type}</span></li>
+          ))}
+        </ul>
+      )}
+      {(tokens.length > 1 || next) && (
+        <div className="mem-pager">
+          <button type="button" className="secondary" disabled={tokens.length <= 1} onClick={() => setTokens((t) => t.slice(0, -1))}>Previous page</button>
+          <button type="button" className="secondary" disabled={!next || list.status === "loading"} onClick={() => setTokens((t) => [...t, next])}>Next page</button>
+        </div>
+      )}
+    </section>
   );
 }
 
