@@ -1,14 +1,16 @@
 // Drives the console's Memory page (/console/memory) in headless Chromium as
 // a person would, mostly with the keyboard, against the suite that
 // console_memory_test.go seeded with two episodes (Acme Labs, SMB, North,
-// Blue Retail, ...): the counts, a search typed and sent with Enter (kept in
-// the URL across a reload and the back button), an entity's neighbourhood
-// drawn by Cytoscape (node and edge counts read from the graph's data-
-// attributes), the depth raised to 2, a re-centre on a neighbour from the
-// keyboard list, the seeded episode opened, an episode recorded from the
-// form and deleted through the confirmation dialog, the settings switched
-// and back, and the entity view at a tablet's width. No CSP violation may
-// fire anywhere. Prints "PASS console memory"; exits 1 on failure.
+// Blue Retail, ...) and twenty notes: the counts, the entities by name, a
+// search typed and sent with Enter (kept in the URL across a reload and the
+// back button), an entity's neighbourhood drawn by Cytoscape (node and edge
+// counts read from the graph's data- attributes), the depth raised to 2, a
+// re-centre on a neighbour from the keyboard list and on another by
+// clicking its node, the seeded episode opened, the episode list's pages,
+// an episode recorded from the form and deleted through the confirmation
+// dialog, the settings switched and back, an unknown entity's error, and
+// the entity view at a tablet's width. No CSP violation may fire anywhere.
+// Prints "PASS console memory"; exits 1 on failure.
 import assert from "node:assert/strict";
 import path from "node:path";
 import { log, mustEnv, session } from "./session.mjs";
@@ -163,8 +165,16 @@ await session({ height: 900, failureShot: "memory-failure.png" }, async (page, p
   assert.match(await page.textContent(".mem-chips"), /Blue Retail/);
 
   // Record an episode from the form, then delete it through the dialog.
+  // The list is paged: the seeded episode, older than the notes recorded
+  // after it, is on the second page.
   await page.click(".mem-tabs a:has-text('Episodes')");
+  await page.waitForFunction(() => document.querySelectorAll("[data-testid=memory-episodes] [data-episode-id]").length === 20, null, { timeout: T });
+  assert.equal(await page.$(`[data-testid=memory-episodes] [data-episode-id="${seededEpisode}"]`), null, "the oldest episode is on the first page");
+  await page.click(".mem-pager button:has-text('Next page')");
   await page.waitForSelector(`[data-testid=memory-episodes] [data-episode-id="${seededEpisode}"]`, { timeout: T });
+  assert.match(await page.textContent("#mem-ep-title"), /page 2/);
+  await page.click(".mem-pager button:has-text('Previous page')");
+  await page.waitForFunction(() => /page 1/.test(document.querySelector("#mem-ep-title")?.textContent ?? "") && document.querySelectorAll("[data-testid=memory-episodes] [data-episode-id]").length === 20, null, { timeout: T });
   await tabTo(page, "#mem-episode-text", "the episode text");
   await page.keyboard.type("Browser test: Cedar Logistics is in the West region.");
   await tabTo(page, ".mem-record button[type=submit]", "the record button");
@@ -191,7 +201,7 @@ await session({ height: 900, failureShot: "memory-failure.png" }, async (page, p
   await page.keyboard.press("Enter");
   await page.waitForSelector("[data-testid=memory-deleted]", { timeout: T });
   assert.equal((await api(`/v1/memory/episodes/${recorded}`)).status, 404, "the deleted episode is still there");
-  log(`episodes: ${seededEpisode} shown; ${recorded} recorded from the form and deleted through the dialog (Escape first kept it)`);
+  log(`episodes: ${seededEpisode} shown, and on the list's second page; ${recorded} recorded from the form and deleted through the dialog (Escape first kept it)`);
 
   // The settings: patterns switched off and on again, the answer shown.
   await page.click(".mem-tabs a:has-text('Settings')");

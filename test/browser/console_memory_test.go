@@ -25,9 +25,14 @@ var memoryEpisodes = []string{
 	"Browser test: Rack Server S10 and Edge Router R1 are in the Hardware category; Acme Labs bought the Rack Server S10.",
 }
 
-// seedMemory records the episodes (waiting for their processing) and waits,
-// with a deadline, until a search finds the entities they name. It gives
-// the script the id of the first episode (MEMORY_EPISODE).
+// memoryNotes is how many more episodes seedMemory records after those, naming
+// nothing the gazetteer knows, so that the episode list has a second page
+// (the page shows 20) with the first episodes on it.
+const memoryNotes = 20
+
+// seedMemory records the episodes (waiting for their processing) and notes,
+// and waits, with a deadline, until a search finds the entities the episodes
+// name. It gives the script the id of the first episode (MEMORY_EPISODE).
 func seedMemory(ctx context.Context, t *testing.T, s *pagesSuite) []string {
 	t.Helper()
 	var first string
@@ -47,6 +52,10 @@ func seedMemory(ctx context.Context, t *testing.T, s *pagesSuite) []string {
 		if first == "" {
 			first = got.Episode.ID
 		}
+	}
+	for i := range memoryNotes {
+		memoryCall(ctx, t, s.Base, http.MethodPost, "/v1/memory/episodes",
+			map[string]any{"content": fmt.Sprintf("Browser test note %d.", i+1), "idempotency_key": fmt.Sprintf("console-memory-note-%d", i)}, nil)
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {

@@ -267,7 +267,8 @@ function useTypeColours() {
 // --- entity ---
 
 function EntityView({ id, depth }: { id: string; depth: number }) {
-  const ent = useAsync((signal) => memory.entity(id, signal), [id]);
+  const loaded = useAsync((signal) => memory.entity(id, signal).then((resp) => ({ id, resp })), [id]);
+  const ent = { ...loaded, data: loaded.data?.id === id ? loaded.data.resp : undefined };
   const [confirm, setConfirm] = useState(false);
   const [busy, setBusy] = useState(false);
   const [delError, setDelError] = useState("");
@@ -387,7 +388,12 @@ function RelationItem({ r, self, names, depth }: { r: MemRelation; self: MemEnti
 }
 
 function GraphSection({ id, name, depth }: { id: string; name: string; depth: number }) {
-  const graph = useAsync((signal) => memory.graph(id, depth, signal), [id, depth]);
+  // An answer is used only for the entity and depth it was asked for: the
+  // previous one, kept while the next loads, would be drawn around the
+  // wrong centre.
+  const key = id + "@" + depth;
+  const loaded = useAsync((signal) => memory.graph(id, depth, signal).then((resp) => ({ key, resp })), [key]);
+  const graph = { ...loaded, data: loaded.data?.key === key ? loaded.data.resp : undefined };
   const elements = useMemo(() => graphElements(graph.data ?? {}, id), [graph.data, id]);
   const near = useMemo(() => neighbours(elements, id), [elements, id]);
   const depths = Array.from({ length: MAX_DEPTH - MIN_DEPTH + 1 }, (_, i) => MIN_DEPTH + i);
@@ -544,7 +550,8 @@ function RecordEpisode({ onRecorded }: { onRecorded: () => void }) {
 }
 
 function EpisodeView({ id }: { id: string }) {
-  const ep = useAsync((signal) => memory.episode(id, signal), [id]);
+  const loaded = useAsync((signal) => memory.episode(id, signal).then((resp) => ({ id, resp })), [id]);
+  const ep = { ...loaded, data: loaded.data?.id === id ? loaded.data.resp : undefined };
   const [confirm, setConfirm] = useState(false);
   const [busy, setBusy] = useState(false);
   const [delError, setDelError] = useState("");
