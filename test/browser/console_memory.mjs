@@ -175,6 +175,7 @@ await session({ height: 900, failureShot: "memory-failure.png" }, async (page, p
   assert.match(await page.textContent("#mem-ep-title"), /page 2/);
   await page.click(".mem-pager button:has-text('Previous page')");
   await page.waitForFunction(() => /page 1/.test(document.querySelector("#mem-ep-title")?.textContent ?? "") && document.querySelectorAll("[data-testid=memory-episodes] [data-episode-id]").length === 20, null, { timeout: T });
+  const episodesBefore = Number(await page.textContent("[data-stat=episodes] dd"));
   await tabTo(page, "#mem-episode-text", "the episode text");
   await page.keyboard.type("Browser test: Cedar Logistics is in the West region.");
   await tabTo(page, ".mem-record button[type=submit]", "the record button");
@@ -183,6 +184,7 @@ await session({ height: 900, failureShot: "memory-failure.png" }, async (page, p
   const recorded = (await page.textContent("[data-testid=memory-recorded] a")).trim();
   assert.match(recorded, /^ep_/);
   await page.waitForSelector(`[data-testid=memory-episodes] [data-episode-id="${recorded}"]`, { timeout: T });
+  await page.waitForFunction((n) => document.querySelector("[data-stat=episodes] dd")?.textContent === String(n), episodesBefore + 1, { timeout: T });
   await tabTo(page, `[data-testid=memory-episodes] [data-episode-id="${recorded}"] a`, "the recorded episode");
   await page.keyboard.press("Enter");
   await page.waitForSelector(`[data-testid=memory-episode][data-episode-id="${recorded}"]`, { timeout: T });
@@ -200,6 +202,7 @@ await session({ height: 900, failureShot: "memory-failure.png" }, async (page, p
   assert.equal(await page.evaluate(() => document.activeElement?.dataset.action), "confirm", "Tab does not reach the dialog's Delete");
   await page.keyboard.press("Enter");
   await page.waitForSelector("[data-testid=memory-deleted]", { timeout: T });
+  await page.waitForFunction((n) => document.querySelector("[data-stat=episodes] dd")?.textContent === String(n), episodesBefore, { timeout: T });
   assert.equal((await api(`/v1/memory/episodes/${recorded}`)).status, 404, "the deleted episode is still there");
   log(`episodes: ${seededEpisode} shown, and on the list's second page; ${recorded} recorded from the form and deleted through the dialog (Escape first kept it)`);
 

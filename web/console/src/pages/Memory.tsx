@@ -44,6 +44,8 @@ function when(ts: string | undefined): string {
 export default function MemoryPage({ path }: { path: string }) {
   const route = parseRoute(path);
   const search = useLocationSearch();
+  const [version, setVersion] = useState(0); // bumped by every change, so the counts follow
+  const changed = () => setVersion((v) => v + 1);
   useTypeColours();
   const tab = route.view === "episode" ? "episodes" : route.view === "entity" ? "search" : route.view;
   const tabs: { view: string; path: string; title: string }[] = [
@@ -61,11 +63,11 @@ export default function MemoryPage({ path }: { path: string }) {
           ))}
         </nav>
       </div>
-      <Stats view={route.view + ":" + (route.view === "entity" || route.view === "episode" ? route.id : "")} />
+      <Stats view={route.view + ":" + (route.view === "entity" || route.view === "episode" ? route.id : "") + ":" + version} />
       {route.view === "search" && <SearchView search={search} />}
-      {route.view === "entity" && <EntityView id={route.id} depth={clampDepth(new URLSearchParams(search).get("depth"))} />}
-      {route.view === "episodes" && <EpisodesView />}
-      {route.view === "episode" && <EpisodeView id={route.id} />}
+      {route.view === "entity" && <EntityView id={route.id} depth={clampDepth(new URLSearchParams(search).get("depth"))} onChanged={changed} />}
+      {route.view === "episodes" && <EpisodesView onChanged={changed} />}
+      {route.view === "episode" && <EpisodeView id={route.id} onChanged={changed} />}
       {route.view === "settings" && <SettingsView />}
     </div>
   );
@@ -266,7 +268,7 @@ function useTypeColours() {
 
 // --- entity ---
 
-function EntityView({ id, depth }: { id: string; depth: number }) {
+function EntityView({ id, depth, onChanged }: { id: string; depth: number; onChanged: () => void }) {
   const loaded = useAsync((signal) => memory.entity(id, signal).then((resp) => ({ id, resp })), [id]);
   const ent = { ...loaded, data: loaded.data?.id === id ? loaded.data.resp : undefined };
   const [confirm, setConfirm] = useState(false);
@@ -300,6 +302,7 @@ function EntityView({ id, depth }: { id: string; depth: number }) {
         setBusy(false);
         setConfirm(false);
         setDeleted(`${e.name || id} was deleted, with ${count(r.relations_removed)} relations.`);
+        onChanged();
       },
       (err: unknown) => {
         setBusy(false);
@@ -475,7 +478,7 @@ function statusClass(s: string): string {
   return s === "synced" ? "ok" : s === "failed" ? "failed" : s === "pending" || s === "processing" ? "running" : "";
 }
 
-function EpisodesView() {
+function EpisodesView({ onChanged }: { onChanged: () => void }) {
   const [tokens, setTokens] = useState<string[]>([""]); // the page tokens of the pages seen, this one last
   const [tick, setTick] = useState(0);
   const token = tokens[tokens.length - 1] ?? "";
@@ -484,7 +487,7 @@ function EpisodesView() {
   const next = list.data?.next_page_token ?? "";
   return (
     <section aria-label="Episodes" className="mem-episodes">
-      <RecordEpisode onRecorded={() => { setTokens([""]); setTick((t) => t + 1); }} />
+      <RecordEpisode onRecorded={() => { setTokens([""]); setTick((t) => t + 1); onChanged(); }} />
       <section className="card" aria-labelledby="mem-ep-title">
         <h2 id="mem-ep-title">Episodes <span className="muted small">newest first · page {tokens.length}</span></h2>
         {list.status === "error" && <ErrorBox what="The episodes" error={list.error} retry={list.reload} />}
@@ -549,7 +552,7 @@ function RecordEpisode({ onRecorded }: { onRecorded: () => void }) {
   );
 }
 
-function EpisodeView({ id }: { id: string }) {
+function EpisodeView({ id, onChanged }: { id: string; onChanged: () => void }) {
   const loaded = useAsync((signal) => memory.episode(id, signal).then((resp) => ({ id, resp })), [id]);
   const ep = { ...loaded, data: loaded.data?.id === id ? loaded.data.resp : undefined };
   const [confirm, setConfirm] = useState(false);
@@ -582,6 +585,7 @@ function EpisodeView({ id }: { id: string }) {
         setBusy(false);
         setConfirm(false);
         setDeleted(`Episode ${id} was deleted; ${count(r.entities_removed)} entities and ${count(r.relations_removed)} relations only it supported went with it.`);
+        onChanged();
       },
       (err: unknown) => {
         setBusy(false);
