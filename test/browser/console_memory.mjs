@@ -8,9 +8,9 @@
 // re-centre on a neighbour from the keyboard list and on another by
 // clicking its node, the seeded episode opened, the episode list's pages,
 // an episode recorded from the form and deleted through the confirmation
-// dialog, the settings switched and back, an unknown entity's error, and
-// the entity view at a tablet's width. No CSP violation may fire anywhere.
-// Prints "PASS console memory"; exits 1 on failure.
+// dialog, the settings switched and back, an unknown entity's error, an
+// entity deleted, and the entity view at a tablet's width. No CSP violation
+// may fire anywhere. Prints "PASS console memory"; exits 1 on failure.
 import assert from "node:assert/strict";
 import path from "node:path";
 import { log, mustEnv, session } from "./session.mjs";
@@ -235,6 +235,23 @@ await session({ height: 900, failureShot: "memory-failure.png" }, async (page, p
   // The browser logs the failed fetch too.
   for (let i = problems.length - 1; i >= 0; i--) if (/console error: Failed to load resource: .*404/.test(problems[i])) problems.splice(i, 1);
 
+  // Delete an entity (Edge Router R1, which nothing else here needs) from
+  // its page, through the dialog, by keyboard.
+  const router = (await api("/v1/memory/entities?name_prefix=" + encodeURIComponent("Edge Router"))).json.entities.find((e) => e.name === "Edge Router R1");
+  await page.goto(base + "/console/memory/entities/" + encodeURIComponent(router.id));
+  await page.waitForSelector(`[data-testid=memory-entity][data-entity-id="${router.id}"]`, { timeout: T });
+  const entitiesBefore = Number(await page.textContent("[data-stat=entities] dd"));
+  await tabTo(page, "[data-testid=memory-entity] button.danger", "the entity's delete button");
+  await page.keyboard.press("Enter");
+  await page.waitForSelector("[data-testid=memory-confirm][open]", { timeout: T });
+  await page.keyboard.press("Tab");
+  await page.keyboard.press("Enter");
+  await page.waitForSelector("[data-testid=memory-deleted]", { timeout: T });
+  assert.match(await page.textContent("[data-testid=memory-deleted]"), /Edge Router R1 was deleted/);
+  await page.waitForFunction((n) => document.querySelector("[data-stat=entities] dd")?.textContent === String(n), entitiesBefore - 1, { timeout: T });
+  assert.equal((await api(`/v1/memory/entities/${router.id}`)).status, 404, "the deleted entity is still there");
+  log(`entity ${router.id} (Edge Router R1) deleted through the dialog`);
+
   // A tablet: the entity view, graph and list stacked.
   await page.setViewportSize({ width: 768, height: 1024 });
   await page.goto(base + "/console/memory/entities/" + encodeURIComponent(acme.id) + "?depth=2");
@@ -246,5 +263,5 @@ await session({ height: 900, failureShot: "memory-failure.png" }, async (page, p
 
   assert.deepEqual(csp, [], "CSP violations");
   assert.deepEqual(problems, [], "the page reported errors");
-  log("PASS console memory (search in the URL, graph at depth 1 and 2, keyboard re-centre, episode recorded and deleted, settings, tablet, no CSP violation)");
+  log("PASS console memory (search in the URL, graph at depth 1 and 2, re-centred by keyboard and by a click, episodes paged, recorded and deleted, entity deleted, settings, tablet, no CSP violation)");
 });

@@ -282,7 +282,7 @@ function EntityView({ id, depth, onChanged }: { id: string; depth: number; onCha
   }, [id]);
   if (deleted) {
     return (
-      <section className="card" role="status">
+      <section className="card" role="status" data-testid="memory-deleted">
         <p>{deleted}</p>
         <a {...linkProps("/memory")}>Back to the search</a>
       </section>

@@ -1,0 +1,1 @@
+import{c as e}from"./index-n7FDHjXf.js";var t=e();function n({path:e}){return(0,t.jsxs)(`p`,{children:[`Activity: `,e]})}export{n as default};

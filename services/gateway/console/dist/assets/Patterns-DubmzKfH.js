@@ -1,1 +1,0 @@
-import{c as e}from"./index-CpsHsKw8.js";var t=e();function n({path:e}){return(0,t.jsxs)(`p`,{children:[`Patterns: `,e]})}export{n as default};
