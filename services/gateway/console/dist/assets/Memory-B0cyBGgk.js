@@ -1,1 +1,0 @@
-import{h as e}from"./index-BknA8FAJ.js";var t=e();function n({path:e}){return(0,t.jsxs)(`p`,{children:[`Memory: `,e]})}export{n as default};
