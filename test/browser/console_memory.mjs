@@ -206,11 +206,13 @@ await session({ height: 900, failureShot: "memory-failure.png" }, async (page, p
   assert.equal((await api(`/v1/memory/episodes/${recorded}`)).status, 404, "the deleted episode is still there");
   log(`episodes: ${seededEpisode} shown, and on the list's second page; ${recorded} recorded from the form and deleted through the dialog (Escape first kept it)`);
 
-  // The settings: patterns switched off and on again, the answer shown.
+  // The settings: patterns switched over and back, the answer shown.
   await page.click(".mem-tabs a:has-text('Settings')");
   await page.waitForSelector(".mem-switch[data-key=patterns_enabled] input", { timeout: T });
-  assert.ok(await page.isChecked(".mem-switch[data-key=capture_runs] input"), "capture_runs is shown off");
-  for (const want of [false, true]) {
+  assert.ok(await page.isChecked(".mem-switch[data-key=capture_runs] input"), "capture_runs is shown on");
+  const patternsWere = Boolean((await api("/v1/memory/settings")).json.settings.patterns_enabled);
+  assert.equal(await page.isChecked(".mem-switch[data-key=patterns_enabled] input"), patternsWere, "patterns_enabled as the API has it");
+  for (const want of [!patternsWere, patternsWere]) {
     await page.focus(".mem-switch[data-key=patterns_enabled] input");
     await page.keyboard.press("Space");
     await tabTo(page, ".mem-settings form button[type=submit]", "Save");
@@ -223,7 +225,7 @@ await session({ height: 900, failureShot: "memory-failure.png" }, async (page, p
     const now = (await api("/v1/memory/settings")).json.settings;
     assert.equal(Boolean(now.patterns_enabled), want, `patterns_enabled on the server after saving ${want}`);
   }
-  log("settings: patterns_enabled switched off and on, the API's answer shown");
+  log(`settings: patterns_enabled switched to ${!patternsWere} and back, the API's answer shown`);
 
   // An unknown entity (a well-formed id): the API's message, and a retry.
   await page.goto(base + "/console/memory/entities/en_00000000000000000000000000");

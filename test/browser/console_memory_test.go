@@ -1,15 +1,13 @@
 package browser
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"testing"
-	"time"
+
+	"github.com/baagent/baagent/internal/testkit"
 )
 
 // memoryShots are the screenshots console_memory.mjs leaves.
@@ -43,7 +41,7 @@ func seedMemory(ctx context.Context, t *testing.T, s *pagesSuite) []string {
 				Status string `json:"status"`
 			} `json:"episode"`
 		}
-		memoryCall(ctx, t, s.Base, http.MethodPost, "/v1/memory/episodes",
+		s.json(ctx, t, http.MethodPost, "/v1/memory/episodes", "",
 			map[string]any{"content": text, "wait": true, "idempotency_key": fmt.Sprintf("console-memory-%d", i)}, &got)
 		if got.Episode.ID == "" {
 			t.Fatalf("POST /v1/memory/episodes gave no episode id")
@@ -54,11 +52,10 @@ func seedMemory(ctx context.Context, t *testing.T, s *pagesSuite) []string {
 		}
 	}
 	for i := range memoryNotes {
-		memoryCall(ctx, t, s.Base, http.MethodPost, "/v1/memory/episodes",
+		s.json(ctx, t, http.MethodPost, "/v1/memory/episodes", "",
 			map[string]any{"content": fmt.Sprintf("Browser test note %d.", i+1), "idempotency_key": fmt.Sprintf("console-memory-note-%d", i)}, nil)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testkit.EventuallyContext(ctx, t, "the memory search to find the seeded entities", func() (bool, string) {
 		var found struct {
 			Hits []struct {
 				Entity struct {
@@ -66,60 +63,12 @@ func seedMemory(ctx context.Context, t *testing.T, s *pagesSuite) []string {
 				} `json:"entity"`
 			} `json:"hits"`
 		}
-		memoryCall(ctx, t, s.Base, http.MethodGet, "/v1/memory/search?top_k=20&q="+url.QueryEscape("Acme Labs Blue Retail"), nil, &found)
+		s.json(ctx, t, http.MethodGet, "/v1/memory/search?top_k=20&q="+url.QueryEscape("Acme Labs Blue Retail"), "", nil, &found)
 		names := map[string]bool{}
 		for _, h := range found.Hits {
 			names[h.Entity.Name] = true
 		}
-		if names["Acme Labs"] && names["Blue Retail"] {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the memory search does not find the seeded entities: %+v", found.Hits)
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+		return names["Acme Labs"] && names["Blue Retail"], fmt.Sprintf("%v", names)
+	})
 	return []string{"MEMORY_EPISODE=" + first}
-}
-
-// memoryCall sends one JSON request to the gateway and decodes a 200 answer
-// into out (when not nil); anything else fails the test.
-func memoryCall(ctx context.Context, t *testing.T, base, method, path string, body, out any) {
-	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s %s: %s %s", method, path, resp.Status, b)
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("%s %s: %v in %s", method, path, err, b)
-		}
-	}
 }
