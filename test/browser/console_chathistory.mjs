@@ -48,6 +48,13 @@ await session({ height: 900, failureShot: "chat-history-failure.png" }, async (p
   // The older runs' events are loaded too: each shows its answer.
   await page.waitForFunction((id) => document.querySelector(`article.run[data-run-id="${id}"] .bubble.answer`) !== null, all[0], { timeout: 30_000 });
   await page.screenshot({ path: path.join(shots, "chat-history.png") });
+
+  // At a tablet's width the navigation stays one line, every page in view.
+  await page.setViewportSize({ width: 768, height: 900 });
+  await page.waitForFunction(() => document.querySelector(".topbar").getBoundingClientRect().height <= 44, null, { timeout: 10_000 });
+  const links = await page.$$eval(".topbar nav a", (as) => as.map((a) => { const r = a.getBoundingClientRect(); return { text: a.textContent, left: r.left, right: r.right }; }));
+  assert.equal(links.length, 6, "six pages in the navigation");
+  for (const l of links) assert.ok(l.left >= 0 && l.right <= 768, `${l.text} is out of view at 768 px: ${l.left}–${l.right}`);
   assert.deepEqual(problems, []);
-  log("PASS console chathistory (20 newest, then the earlier runs by keyboard, each once)");
+  log("PASS console chathistory (20 newest, then the earlier runs by keyboard, each once; the navigation on one line at 768 px)");
 });

@@ -48,14 +48,14 @@ export function App() {
   return (
     <div className="shell">
       <header className="topbar">
-        <span className="brand">BA-Agent console</span>
+        <span className="brand">BA-Agent<span className="wide-only"> console</span></span>
         <nav aria-label="Pages">
           {PAGES.map((p) => (
             <a key={p.path} {...linkProps(p.path)} aria-current={pageOf(path) === p ? "page" : undefined}>{p.title}</a>
           ))}
         </nav>
         <span className="spacer" />
-        <span className="tenant" data-testid="tenant">tenant {tenant}</span>
+        <span className="tenant" data-testid="tenant"><span className="wide-only">tenant </span>{tenant}</span>
         {keysRequired && <button type="button" className="link" onClick={signOut}>Sign out</button>}
         <a className="link" href="/">Dashboard</a>
       </header>
