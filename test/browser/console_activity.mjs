@@ -11,7 +11,7 @@
 // Prints "PASS console activity"; exits 1 on failure.
 import assert from "node:assert/strict";
 import path from "node:path";
-import { log, mustEnv, session } from "./session.mjs";
+import { log, mustEnv, session, tabTo } from "./session.mjs";
 
 const base = mustEnv("BAAGENT_URL");
 const shots = mustEnv("SCREENSHOT_DIR");
@@ -42,15 +42,6 @@ function expected(evs) {
   const steps = own.filter((e) => e.type === "step_start").length;
   const waits = own.filter((e) => ["clarification_asked", "decision_asked", "permission_asked", "doom_loop_detected"].includes(e.type)).length;
   return { tools: calls.size, failed, steps, waits };
-}
-
-// tabTo presses Tab until the element matching selector has the focus.
-async function tabTo(page, selector, what) {
-  for (let i = 0; i < 120; i++) {
-    if (await page.evaluate((s) => document.activeElement?.matches(s) ?? false, selector)) return;
-    await page.keyboard.press("Tab");
-  }
-  throw new Error(`${what} (${selector}) cannot be reached with Tab`);
 }
 
 const rowIds = (page) => page.$$eval("[data-testid=runs-table] tbody tr", (rows) => rows.map((r) => r.dataset.runId));

@@ -13,7 +13,7 @@
 // may fire anywhere. Prints "PASS console memory"; exits 1 on failure.
 import assert from "node:assert/strict";
 import path from "node:path";
-import { log, mustEnv, session } from "./session.mjs";
+import { log, mustEnv, session, tabTo } from "./session.mjs";
 
 const base = mustEnv("BAAGENT_URL");
 const shots = mustEnv("SCREENSHOT_DIR");
@@ -24,15 +24,6 @@ async function api(p, init) {
   const r = await fetch(base + p, init);
   const body = await r.text();
   return { status: r.status, json: body ? JSON.parse(body) : {} };
-}
-
-// tabTo presses Tab until the element matching selector has the focus.
-async function tabTo(page, selector, what) {
-  for (let i = 0; i < 80; i++) {
-    if (await page.evaluate((s) => document.activeElement?.matches(s) ?? false, selector)) return;
-    await page.keyboard.press("Tab");
-  }
-  throw new Error(`${what} (${selector}) cannot be reached with Tab`);
 }
 
 // graph reads what the graph container says it drew.
@@ -199,7 +190,7 @@ await session({ height: 900, failureShot: "memory-failure.png" }, async (page, p
   await page.keyboard.press("Enter");
   await page.waitForSelector("[data-testid=memory-confirm][open]", { timeout: T });
   await page.keyboard.press("Tab");
-  assert.equal(await page.evaluate(() => document.activeElement?.dataset.action), "confirm", "Tab does not reach the dialog's Delete");
+  assert.equal(await page.evaluate(() => document.activeElement?.dataset.testid), "confirm", "Tab does not reach the dialog's Delete");
   await page.keyboard.press("Enter");
   await page.waitForSelector("[data-testid=memory-deleted]", { timeout: T });
   await page.waitForFunction((n) => document.querySelector("[data-stat=episodes] dd")?.textContent === String(n), episodesBefore, { timeout: T });

@@ -10,7 +10,7 @@
 // Prints "PASS console overview"; exits 1 on failure.
 import assert from "node:assert/strict";
 import path from "node:path";
-import { log, mustEnv, session } from "./session.mjs";
+import { log, mustEnv, session, tabTo } from "./session.mjs";
 
 const base = mustEnv("BAAGENT_URL");
 const shots = mustEnv("SCREENSHOT_DIR");
@@ -24,15 +24,6 @@ async function getJSON(p) {
   const r = await fetch(base + p);
   assert.equal(r.status, 200, `GET ${p}: ${r.status}`);
   return r.json();
-}
-
-// tabTo presses Tab until the element matching selector has the focus.
-async function tabTo(page, selector, what) {
-  for (let i = 0; i < 80; i++) {
-    if (await page.evaluate((s) => document.activeElement?.matches(s) ?? false, selector)) return;
-    await page.keyboard.press("Tab");
-  }
-  throw new Error(`${what} (${selector}) cannot be reached with Tab`);
 }
 
 // waitLoaded waits for every part of the page to have loaded.

@@ -15,7 +15,7 @@
 // SCREENSHOT_DIR and USER_DATA_DIR. Prints "PASS console patterns".
 import assert from "node:assert/strict";
 import path from "node:path";
-import { log, mustEnv, session } from "./session.mjs";
+import { log, mustEnv, session, tabTo } from "./session.mjs";
 
 const base = mustEnv("BAAGENT_URL");
 const shots = mustEnv("SCREENSHOT_DIR");
@@ -29,15 +29,6 @@ async function getPattern(pid = id) {
   const r = await fetch(`${base}/v1/patterns/${encodeURIComponent(pid)}`);
   const body = await r.json();
   return { status: r.status, etag: r.headers.get("etag"), pattern: body.pattern };
-}
-
-// tabTo presses Tab until the element matching selector has the focus.
-async function tabTo(page, selector, what) {
-  for (let i = 0; i < 80; i++) {
-    if (await page.evaluate((s) => document.activeElement?.matches(s) ?? false, selector)) return;
-    await page.keyboard.press("Tab");
-  }
-  throw new Error(`${what} (${selector}) cannot be reached with Tab`);
 }
 
 // noOverflow asserts the page does not scroll sideways.
@@ -187,14 +178,14 @@ await session({ height: 900, failureShot: "patterns-failure.png" }, async (page,
   // Tab to its button and Enter confirms.
   await tabTo(page, "[data-testid=mark-useless]", "the Mark useless button");
   await page.keyboard.press("Enter");
-  await page.waitForSelector("dialog.pat-dialog[open]", { timeout: T });
-  assert.ok(await page.evaluate(() => document.querySelector("dialog.pat-dialog")?.contains(document.activeElement)), "the focus is not in the dialog");
+  await page.waitForSelector("dialog[data-testid=pattern-confirm][open]", { timeout: T });
+  assert.ok(await page.evaluate(() => document.querySelector("dialog[data-testid=pattern-confirm]")?.contains(document.activeElement)), "the focus is not in the dialog");
   await page.keyboard.press("Escape");
-  await page.waitForSelector("dialog.pat-dialog:not([open])", { state: "attached", timeout: T });
+  await page.waitForSelector("dialog[data-testid=pattern-confirm]:not([open])", { state: "attached", timeout: T });
   assert.equal((await getPattern()).status, 200, "Escape marked it");
   await tabTo(page, "[data-testid=mark-useless]", "the Mark useless button");
   await page.keyboard.press("Enter");
-  await page.waitForSelector("dialog.pat-dialog[open]", { timeout: T });
+  await page.waitForSelector("dialog[data-testid=pattern-confirm][open]", { timeout: T });
   await tabTo(page, "#pat-reason", "the reason");
   await page.keyboard.type("Browser test");
   await tabTo(page, "dialog [data-testid=confirm]", "the confirmation");
@@ -216,20 +207,20 @@ await session({ height: 900, failureShot: "patterns-failure.png" }, async (page,
   log("marked useless by keyboard: gone from the API and the list; opened again: its 404 shown");
 
   // Delete the candidate by keyboard: the confirmation starts on Cancel,
-  // so an Enter cancels; Shift+Tab to Delete and Enter deletes it.
+  // so an Enter cancels; Tab to Delete and Enter deletes it.
   await page.goto(base + "/console/patterns/" + encodeURIComponent(candidate));
   await page.waitForSelector(`[data-testid=pattern][data-id="${candidate}"]`, { timeout: T });
   await tabTo(page, "[data-testid=delete]", "the Delete button");
   await page.keyboard.press("Enter");
-  await page.waitForSelector("dialog.pat-dialog[open]", { timeout: T });
+  await page.waitForSelector("dialog[data-testid=pattern-confirm][open]", { timeout: T });
   assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Cancel", "the delete confirmation does not start on Cancel");
   await page.keyboard.press("Enter");
-  await page.waitForSelector("dialog.pat-dialog:not([open])", { state: "attached", timeout: T });
+  await page.waitForSelector("dialog[data-testid=pattern-confirm]:not([open])", { state: "attached", timeout: T });
   assert.equal((await getPattern(candidate)).status, 200, "Enter on Cancel deleted it");
   await tabTo(page, "[data-testid=delete]", "the Delete button");
   await page.keyboard.press("Enter");
-  await page.waitForSelector("dialog.pat-dialog[open]", { timeout: T });
-  await page.keyboard.press("Shift+Tab");
+  await page.waitForSelector("dialog[data-testid=pattern-confirm][open]", { timeout: T });
+  await page.keyboard.press("Tab");
   assert.equal(await page.evaluate(() => document.activeElement?.dataset.testid), "confirm");
   await page.keyboard.press("Enter");
   await page.waitForSelector("[data-testid=pattern-gone][data-how=deleted]", { timeout: T });

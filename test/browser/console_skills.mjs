@@ -13,7 +13,7 @@
 // seedSkills). Prints "PASS console skills"; exits 1 on failure.
 import assert from "node:assert/strict";
 import path from "node:path";
-import { log, mustEnv, session } from "./session.mjs";
+import { log, mustEnv, session, tabTo } from "./session.mjs";
 
 const base = mustEnv("BAAGENT_URL");
 const shots = mustEnv("SCREENSHOT_DIR");
@@ -54,15 +54,6 @@ function card(layer, name) { return `[data-testid=layer-${layer}] [data-testid=s
 async function openList(page) {
   await page.goto(base + "/console/skills");
   await page.waitForSelector(`[data-testid=skills-status][data-status=ready]`, { timeout: WAIT });
-}
-
-// tabTo presses Tab until the element matching selector has the focus.
-async function tabTo(page, selector, what) {
-  for (let i = 0; i < 150; i++) {
-    if (await page.evaluate((s) => document.activeElement?.matches(s) ?? false, selector)) return;
-    await page.keyboard.press("Tab");
-  }
-  throw new Error(`${what} (${selector}) cannot be reached with Tab`);
 }
 
 // outcome waits for a result line (of the upload form or of the page)
@@ -255,7 +246,7 @@ await session({ height: 1000, failureShot: "skills-failure.png" }, async (page, 
   const inProject = await apiCall("GET", `/v1/skills?scope=project&project=${PROJECT}`);
   assert.ok((inProject.data.skills || []).some((s) => s.name === NAME), "the API's project listing lacks the upload");
   await page.click(`${card("project", NAME)} button[data-action=delete]`);
-  await page.click("dialog.skill-confirm[open] [data-testid=confirm-yes]");
+  await page.click("dialog[data-testid=skill-confirm][open] [data-testid=confirm]");
   await page.waitForSelector(`${card("tenant", NAME)}[data-state=active]`, { timeout: WAIT });
   const leftInProject = await apiCall("GET", `/v1/skills?scope=project&project=${PROJECT}`);
   assert.ok(!(leftInProject.data.skills || []).some((s) => s.name === NAME), "the project skill is still stored");
@@ -269,7 +260,7 @@ await session({ height: 1000, failureShot: "skills-failure.png" }, async (page, 
   // Cancel to the dialog's Delete, Enter.
   await tabTo(page, `${card("tenant", NAME)} button[data-action=delete]`, `Delete ${NAME}`);
   await page.keyboard.press("Enter");
-  await page.waitForSelector("dialog.skill-confirm[open]", { timeout: WAIT });
+  await page.waitForSelector("dialog[data-testid=skill-confirm][open]", { timeout: WAIT });
   assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Cancel", "the confirmation does not start on Cancel");
   await page.keyboard.press("Tab");
   assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Delete");
@@ -279,12 +270,12 @@ await session({ height: 1000, failureShot: "skills-failure.png" }, async (page, 
   assert.equal((await apiCall("GET", `/v1/skills/${NAME}?level=2`)).status, 404, "the API still has the deleted skill");
   // And the override, by pointer; Escape first cancels a confirmation.
   await page.click(`${card("tenant", OVERRIDE)} button[data-action=delete]`);
-  await page.waitForSelector("dialog.skill-confirm[open]", { timeout: WAIT });
+  await page.waitForSelector("dialog[data-testid=skill-confirm][open]", { timeout: WAIT });
   await page.keyboard.press("Escape");
-  await page.waitForSelector("dialog.skill-confirm:not([open])", { state: "attached", timeout: WAIT });
+  await page.waitForSelector("dialog[data-testid=skill-confirm]:not([open])", { state: "attached", timeout: WAIT });
   assert.ok(await page.$(card("tenant", OVERRIDE)), "Escape deleted the skill");
   await page.click(`${card("tenant", OVERRIDE)} button[data-action=delete]`);
-  await page.click("dialog.skill-confirm[open] [data-testid=confirm-yes]");
+  await page.click("dialog[data-testid=skill-confirm][open] [data-testid=confirm]");
   await page.waitForSelector(`${card("system", OVERRIDE)}[data-state=active]`, { timeout: WAIT });
   assert.ok(!(await listed("all")).some((s) => s.name === OVERRIDE && s.scope === "SKILL_SCOPE_TENANT"), "the override is still stored");
   log(`deleted ${NAME} (keyboard) and the override of ${OVERRIDE}`);

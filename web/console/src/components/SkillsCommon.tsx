@@ -1,7 +1,7 @@
 // What the Skills page's views share: the project (kept in the address as
 // ?project=, so a reload or a link keeps it), a skill's state pill, the
-// result line of a write, and a confirmation dialog the keyboard answers.
-import { useEffect, useRef, useSyncExternalStore, type ReactNode } from "react";
+// result line of a write.
+import { useSyncExternalStore } from "react";
 import { type SkillRow, stateText } from "../lib/skills.ts";
 
 function subscribe(cb: () => void): () => void {
@@ -50,24 +50,3 @@ export function OutcomeLine({ outcome }: { outcome: Outcome }) {
   );
 }
 
-// Confirm is a modal dialog: focus starts on Cancel, Escape cancels, Tab
-// reaches the action.
-export function Confirm({ open, title, children, action, onAnswer }: { open: boolean; title: string; children: ReactNode; action: string; onAnswer: (yes: boolean) => void }) {
-  const ref = useRef<HTMLDialogElement>(null);
-  useEffect(() => {
-    const d = ref.current;
-    if (!d) return;
-    if (open && !d.open) d.showModal();
-    if (!open && d.open) d.close();
-  }, [open]);
-  return (
-    <dialog ref={ref} className="card skill-confirm" aria-labelledby="skill-confirm-title" onCancel={(e) => { e.preventDefault(); onAnswer(false); }}>
-      <h2 id="skill-confirm-title">{title}</h2>
-      <div>{children}</div>
-      <div className="row-actions">
-        <button type="button" className="secondary" autoFocus onClick={() => onAnswer(false)}>Cancel</button>
-        <button type="button" className="danger" data-testid="confirm-yes" onClick={() => onAnswer(true)}>{action}</button>
-      </div>
-    </dialog>
-  );
-}

@@ -11,7 +11,8 @@ import { useAsync } from "../lib/useAsync.ts";
 import { linkProps, navigate } from "../router.ts";
 import { Markdown } from "./Markdown.tsx";
 import { ErrorBox, Loading } from "./States.tsx";
-import { Confirm, OutcomeLine, StatePill, withProject, type Outcome } from "./SkillsCommon.tsx";
+import { ConfirmDialog } from "./ConfirmDialog.tsx";
+import { OutcomeLine, StatePill, withProject, type Outcome } from "./SkillsCommon.tsx";
 
 interface Loaded {
   row: SkillRow | undefined;
@@ -161,9 +162,19 @@ export function SkillDetail({ layer, name, project }: { layer: Layer; name: stri
         )}
         {doc ? (doc.body ? <Markdown text={doc.body} /> : <p className="muted">The body is empty.</p>) : <p className="muted" data-testid="body-hidden">{hiddenText(row, layer, docError)}</p>}
       </section>
-      <Confirm open={confirming} title={`Delete the ${layer} skill ${name}?`} action="Delete" onAnswer={(yes) => { setConfirming(false); if (yes) void remove(); }}>
+      <ConfirmDialog
+        open={confirming}
+        testId="skill-confirm"
+        title={`Delete the ${layer} skill ${name}?`}
+        confirmLabel="Delete"
+        onConfirm={() => {
+          setConfirming(false);
+          void remove();
+        }}
+        onCancel={() => setConfirming(false)}
+      >
         <p>Revision {meta?.revision ?? "?"} is deleted; if someone stored a newer one since, nothing is deleted.{layer !== "project" && row?.winner === layer ? " Runs fall back to the system skill of that name, if there is one." : ""}</p>
-      </Confirm>
+      </ConfirmDialog>
     </div>
   );
 }

@@ -3,6 +3,7 @@ import { test } from "node:test";
 import { addEvents, duration, figures, MAX_BARS, newLog, timeline, traceHref, truncate, tsMs, usage } from "./activity.ts";
 import { barText, timelineOption } from "./activityCharts.ts";
 import type { RunEvent } from "./chat.ts";
+import { rng } from "./testrand.ts";
 
 // at makes a timestamp ms milliseconds (fractions allowed) after a fixed origin.
 const T0 = Date.parse("2026-12-05T08:00:00Z");
@@ -183,18 +184,6 @@ test("the timeline option has one data item per bar and a tooltip for each", () 
   assert.equal(o.tooltip.renderMode, "richText");
   assert.match(o.tooltip.formatter({ value: [0, 1, 11, 0] }), /step 1/);
 });
-
-// mulberry32, as in fuzz.test.ts: a failure reproduces.
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 test("random event sequences: bars stay within the axis, lanes never overlap, nothing throws", () => {
   const r = rng(29);

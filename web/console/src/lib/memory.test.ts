@@ -4,6 +4,7 @@ import {
   clampDepth, count, cutUtf8, entityPath, graphElements, groupHits, MAX_DEPTH, MAX_GRAPH_NODES, MAX_QUERY_BYTES, MIN_DEPTH, neighbours,
   parseRoute, parseSearch, ringPositions, searchApiQuery, searchUrl, shortEnum, typeColor, type GraphResponse, type SearchResponse,
 } from "./memory.ts";
+import { pick, rng } from "./testrand.ts";
 
 // The shape GET /v1/memory/entities/{id}/graph?depth=2 answered for the
 // browser test's episodes (ids shortened).
@@ -159,22 +160,7 @@ test("counts and enums as the API writes them", () => {
 
 // --- fuzz-style: seeded random API answers and URLs ---
 
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 const JUNK: unknown[] = [undefined, null, "", "en_1", "en_2", "en_3", 0, -1, 1e308, NaN, "0.5", {}, [], true, "x\u0000y", "<script>", "é"];
-
-function pick<T>(r: () => number, a: readonly T[]): T {
-  return a[Math.floor(r() * a.length)] as T;
-}
 
 function randomGraph(r: () => number): GraphResponse {
   const ids = ["en_1", "en_2", "en_3", "en_4", "en_5", ""];

@@ -2,20 +2,9 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { Run } from "./api.ts";
 import { activeConversations, bucketRuns, collectRuns, firstDay, recentFailures, runsOption, utcDay, type RunPage } from "./overview.ts";
+import { rng } from "./testrand.ts";
 
 const run = (id: string, created: string, state = "RUN_STATE_COMPLETED", extra: Partial<Run> = {}): Run => ({ run_id: id, created_at: created, state, ...extra });
-
-// mulberry32: seeded, so a failure reproduces.
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 // pager serves runs (newest first) in pages of size, counting the calls.
 function pager(runs: Run[], size: number) {

@@ -5,30 +5,14 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { checkPatch, formOf, gates, parseETag, parseLines, parseTools, patchOf, stateOfGates, STATES, type Pattern } from "./patterns.ts";
-
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { randomText, rng } from "./testrand.ts";
 
 const PIECES = [",", " ", "\n", "\r\n", "\t", "sql_query", "chart", "é", "工具", "\u0000", "\u007f", '"', "W/", "7", "-1", "0", "99999999999999999999", "x".repeat(130), ";", "\u2028", ",,", "  "];
-
-function text(r: () => number, n: number): string {
-  let s = "";
-  for (let i = 0; i < n; i++) s += PIECES[Math.floor(r() * PIECES.length)];
-  return s;
-}
 
 test("random typing through the tool and line parsers", () => {
   const r = rng(29);
   for (let i = 0; i < 3000; i++) {
-    const s = text(r, Math.floor(r() * 40));
+    const s = randomText(r, PIECES, Math.floor(r() * 40));
     const tools = parseTools(s);
     for (const t of tools) {
       assert.ok(t.length > 0 && !/[\s,]/u.test(t), JSON.stringify([s, t]));
@@ -42,22 +26,22 @@ test("random typing through the tool and line parsers", () => {
 test("random entity tags never give a version that is not a positive safe integer", () => {
   const r = rng(7);
   for (let i = 0; i < 3000; i++) {
-    const v = parseETag(text(r, Math.floor(r() * 6)));
+    const v = parseETag(randomText(r, PIECES, Math.floor(r() * 6)));
     assert.ok(v === 0 || (Number.isSafeInteger(v) && v > 0), String(v));
   }
 });
 
 function randomPattern(r: () => number): Pattern {
   const maybe = <T>(v: T): T | undefined => (r() < 0.3 ? undefined : v);
-  const date = () => (r() < 0.2 ? text(r, 2) : new Date(Date.UTC(2026, 0, 1) + Math.floor((r() - 0.5) * 400) * 86400000).toISOString());
+  const date = () => (r() < 0.2 ? randomText(r, PIECES, 2) : new Date(Date.UTC(2026, 0, 1) + Math.floor((r() - 0.5) * 400) * 86400000).toISOString());
   const p: Pattern = { id: "pt_" + i++ };
   const set = <K extends keyof Pattern>(k: K, v: Pattern[K] | undefined) => {
     if (v !== undefined) p[k] = v;
   };
-  set("name", maybe(text(r, 4)));
-  set("description", maybe(text(r, 6)));
-  set("steps", maybe(Array.from({ length: Math.floor(r() * 4) }, () => ({ description: text(r, 3), tools: parseTools(text(r, 4)), corrections: parseLines(text(r, 4)) }))));
-  set("tool_chains", maybe([{ tools: parseTools(text(r, 5)) }]));
+  set("name", maybe(randomText(r, PIECES, 4)));
+  set("description", maybe(randomText(r, PIECES, 6)));
+  set("steps", maybe(Array.from({ length: Math.floor(r() * 4) }, () => ({ description: randomText(r, PIECES, 3), tools: parseTools(randomText(r, PIECES, 4)), corrections: parseLines(randomText(r, PIECES, 4)) }))));
+  set("tool_chains", maybe([{ tools: parseTools(randomText(r, PIECES, 5)) }]));
   set("usage_count", maybe(Math.floor(r() * 10)));
   set("success_count", maybe(Math.floor(r() * 10)));
   set("consecutive_failures", maybe(Math.floor(r() * 10)));
@@ -88,10 +72,10 @@ test("random patterns through the gates and the edit form", () => {
     if (b.tool_chain !== undefined) assert.notDeepEqual(b.tool_chain, p.tool_chains?.[0]?.tools ?? []);
     // A typed edit is parsed and checked without throwing, and the
     // checked body's every key names a field of the edit.
-    f.name = text(r, 3);
-    f.toolChain = text(r, 5);
+    f.name = randomText(r, PIECES, 3);
+    f.toolChain = randomText(r, PIECES, 5);
     const step = f.steps[0];
-    if (step) step.tools = text(r, 5);
+    if (step) step.tools = randomText(r, PIECES, 5);
     const e = checkPatch(patchOf(p, f));
     for (const k of Object.keys(e)) assert.match(k, /^(name|description|steps|tool_chain)/);
   }

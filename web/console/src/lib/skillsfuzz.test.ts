@@ -4,30 +4,14 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { buildSkillMd, frontMatterName, splitFrontMatter, yamlString } from "./skills.ts";
-
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { randomText, rng } from "./testrand.ts";
 
 const PIECES = ["---", "--- ", "----", "\n", "\r\n", "\r", " ", "\t", "\uFEFF", "name:", " name:", "name: a", '"', "'", "#", ":", "x", "é", "销售", "\u0000", "- ", "[", "]", "{", "}", "\\", "true", "1.0", "\u2028"];
-
-function randomText(r: () => number, n: number): string {
-  let s = "";
-  for (let i = 0; i < n; i++) s += PIECES[Math.floor(r() * PIECES.length)];
-  return s;
-}
 
 test("random texts through splitFrontMatter", () => {
   const r = rng(2029);
   for (let i = 0; i < 5000; i++) {
-    const s = (r() < 0.5 ? "---\n" : "") + randomText(r, Math.floor(r() * 60));
+    const s = (r() < 0.5 ? "---\n" : "") + randomText(r, PIECES, Math.floor(r() * 60));
     const got = splitFrontMatter(s);
     if (!got.ok) {
       assert.ok(got.error.length > 0);
@@ -45,7 +29,7 @@ test("random texts through splitFrontMatter", () => {
 
 test("random metadata rebuilt keeps its name, description and body", () => {
   const r = rng(7);
-  const word = () => randomText(r, 1 + Math.floor(r() * 6));
+  const word = () => randomText(r, PIECES, 1 + Math.floor(r() * 6));
   for (let i = 0; i < 2000; i++) {
     const name = "s" + Math.floor(r() * 1000);
     const description = word();

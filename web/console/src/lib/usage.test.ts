@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { addDays, dailySeries, formatPercent, isDay, limit, meter, num, toReport, usd, type UsageWindow } from "./usage.ts";
 import { axisMax, describeDaily, niceCeil, usageDailyOption } from "./usageChart.ts";
+import { rng } from "./testrand.ts";
 
 const w = (period: string, input = 0, output = 0, cost = 0): UsageWindow => ({
   period, costUsd: cost, inputTokens: input, outputTokens: output, modelCalls: 0, reservedUsd: 0, reservedTokens: 0, unpricedTokens: 0,
@@ -109,18 +110,6 @@ test("the chart's option: stacked token bars, a cost line, the daily limits as m
   assert.equal(axisMax([0, 0], undefined), 1);
   assert.match(describeDaily(s), /1,200 tokens and \$0\.01 in all, on 1 of 30 days/);
 });
-
-// mulberry32: seeded, so a failure reproduces.
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 test("random API answers: the converters never throw and every figure stays a finite, non-negative number", () => {
   const r = rng(2026);

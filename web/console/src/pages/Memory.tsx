@@ -8,7 +8,7 @@
 // /memory/episodes/<id>, which can be deleted) and a form to record one;
 // the memory switches (/memory/settings).
 import { lazy, Suspense, useEffect, useMemo, useState, useSyncExternalStore, type FormEvent, type ReactNode } from "react";
-import { MemoryConfirm } from "../components/MemoryConfirm.tsx";
+import { ConfirmDialog } from "../components/ConfirmDialog.tsx";
 import { Empty, ErrorBox, Loading } from "../components/States.tsx";
 import {
   clampDepth, count, ENTITY_TYPES, entityPath, episodePath, graphElements, groupHits, MAX_DEPTH, memory, MIN_DEPTH, neighbours,
@@ -266,11 +266,10 @@ function useTypeColours() {
   }, []);
 }
 
-// --- entity ---
-
-function EntityView({ id, depth, onChanged }: { id: string; depth: number; onChanged: () => void }) {
-  const loaded = useAsync((signal) => memory.entity(id, signal).then((resp) => ({ id, resp })), [id]);
-  const ent = { ...loaded, data: loaded.data?.id === id ? loaded.data.resp : undefined };
+// useDeletion is the delete-after-confirmation of one entity or episode:
+// the dialog's state, the call in flight, its error, and the message once
+// deleted; it starts over when the id changes.
+function useDeletion(id: string, onChanged: () => void) {
   const [confirm, setConfirm] = useState(false);
   const [busy, setBusy] = useState(false);
   const [delError, setDelError] = useState("");
@@ -280,6 +279,32 @@ function EntityView({ id, depth, onChanged }: { id: string; depth: number; onCha
     setDeleted("");
     setDelError("");
   }, [id]);
+  // remove runs del, which answers what to say once deleted.
+  const remove = (del: () => Promise<string>) => {
+    setBusy(true);
+    setDelError("");
+    del().then(
+      (msg) => {
+        setBusy(false);
+        setConfirm(false);
+        setDeleted(msg);
+        onChanged();
+      },
+      (err: unknown) => {
+        setBusy(false);
+        setDelError(errMsg(err));
+      },
+    );
+  };
+  return { confirm, setConfirm, busy, delError, deleted, remove };
+}
+
+// --- entity ---
+
+function EntityView({ id, depth, onChanged }: { id: string; depth: number; onChanged: () => void }) {
+  const loaded = useAsync((signal) => memory.entity(id, signal).then((resp) => ({ id, resp })), [id]);
+  const ent = { ...loaded, data: loaded.data?.id === id ? loaded.data.resp : undefined };
+  const { confirm, setConfirm, busy, delError, deleted, remove } = useDeletion(id, onChanged);
   if (deleted) {
     return (
       <section className="card" role="status" data-testid="memory-deleted">
@@ -294,22 +319,7 @@ function EntityView({ id, depth, onChanged }: { id: string; depth: number; onCha
   const e = d.entity;
   const names = d.related_names ?? {};
   const attrs = Object.entries(e.attributes ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  const doDelete = () => {
-    setBusy(true);
-    setDelError("");
-    memory.deleteEntity(id).then(
-      (r) => {
-        setBusy(false);
-        setConfirm(false);
-        setDeleted(`${e.name || id} was deleted, with ${count(r.relations_removed)} relations.`);
-        onChanged();
-      },
-      (err: unknown) => {
-        setBusy(false);
-        setDelError(errMsg(err));
-      },
-    );
-  };
+  const doDelete = () => remove(() => memory.deleteEntity(id).then((r) => `${e.name || id} was deleted, with ${count(r.relations_removed)} relations.`));
   return (
     <article className="mem-entity" data-testid="memory-entity" data-entity-id={e.id} aria-labelledby="mem-entity-name">
       <header className="mem-entity-head">
@@ -362,7 +372,8 @@ function EntityView({ id, depth, onChanged }: { id: string; depth: number; onCha
           </section>
         </div>
       </div>
-      <MemoryConfirm
+      <ConfirmDialog
+        testId="memory-confirm"
         open={confirm}
         title={`Delete ${e.name || e.id}?`}
         confirmLabel="Delete entity"
@@ -372,7 +383,7 @@ function EntityView({ id, depth, onChanged }: { id: string; depth: number; onCha
         onCancel={() => setConfirm(false)}
       >
         <p>The entity is removed with its relations, mentions and community membership, whatever episodes support it. The episodes stay.</p>
-      </MemoryConfirm>
+      </ConfirmDialog>
     </article>
   );
 }
@@ -555,15 +566,7 @@ function RecordEpisode({ onRecorded }: { onRecorded: () => void }) {
 function EpisodeView({ id, onChanged }: { id: string; onChanged: () => void }) {
   const loaded = useAsync((signal) => memory.episode(id, signal).then((resp) => ({ id, resp })), [id]);
   const ep = { ...loaded, data: loaded.data?.id === id ? loaded.data.resp : undefined };
-  const [confirm, setConfirm] = useState(false);
-  const [busy, setBusy] = useState(false);
-  const [delError, setDelError] = useState("");
-  const [deleted, setDeleted] = useState("");
-  useEffect(() => {
-    setConfirm(false);
-    setDeleted("");
-    setDelError("");
-  }, [id]);
+  const { confirm, setConfirm, busy, delError, deleted, remove } = useDeletion(id, onChanged);
   if (deleted) {
     return (
       <section className="card" role="status" data-testid="memory-deleted">
@@ -577,22 +580,8 @@ function EpisodeView({ id, onChanged }: { id: string; onChanged: () => void }) {
   if (!e) return <Loading what="the episode" />;
   const entities = ep.data?.entities ?? [];
   const status = shortEnum(e.status, "EPISODE_STATUS_");
-  const doDelete = () => {
-    setBusy(true);
-    setDelError("");
-    memory.deleteEpisode(id).then(
-      (r) => {
-        setBusy(false);
-        setConfirm(false);
-        setDeleted(`Episode ${id} was deleted; ${count(r.entities_removed)} entities and ${count(r.relations_removed)} relations only it supported went with it.`);
-        onChanged();
-      },
-      (err: unknown) => {
-        setBusy(false);
-        setDelError(errMsg(err));
-      },
-    );
-  };
+  const doDelete = () =>
+    remove(() => memory.deleteEpisode(id).then((r) => `Episode ${id} was deleted; ${count(r.entities_removed)} entities and ${count(r.relations_removed)} relations only it supported went with it.`));
   return (
     <article className="mem-episode card" data-testid="memory-episode" data-episode-id={e.id} aria-labelledby="mem-episode-title">
       <header className="mem-entity-head">
@@ -620,7 +609,8 @@ function EpisodeView({ id, onChanged }: { id: string; onChanged: () => void }) {
           ))}
         </ul>
       )}
-      <MemoryConfirm
+      <ConfirmDialog
+        testId="memory-confirm"
         open={confirm}
         title="Delete this episode?"
         confirmLabel="Delete episode"
@@ -630,7 +620,7 @@ function EpisodeView({ id, onChanged }: { id: string; onChanged: () => void }) {
         onCancel={() => setConfirm(false)}
       >
         <p>The episode goes with its mentions, the entities no other episode mentions and the relations no other episode supports.</p>
-      </MemoryConfirm>
+      </ConfirmDialog>
     </article>
   );
 }

@@ -4,7 +4,7 @@
 // deleted or shared (/patterns/<id>). Everything comes from the patterns
 // API (docs/concepts/patterns.md#the-patterns-api).
 import { useEffect, useMemo, useRef, useState } from "react";
-import { ConfirmDialog } from "../components/PatternConfirm.tsx";
+import { ConfirmDialog } from "../components/ConfirmDialog.tsx";
 import { PatternEditForm } from "../components/PatternEditForm.tsx";
 import { GateChips, StateWhy } from "../components/PatternGates.tsx";
 import { PatternGrants } from "../components/PatternGrants.tsx";
@@ -353,7 +353,8 @@ function PatternDetail({ id }: { id: string }) {
         error={actionError}
         onConfirm={() => void act()}
         onCancel={() => setConfirm("")}
-        safeFocus={confirm === "delete"}
+        focusField={confirm === "useless"}
+        testId="pattern-confirm"
       >
         {confirm === "useless" ? (
           <>

@@ -5,7 +5,8 @@
 // editor (components/SkillsDetail.tsx). Data: GET /v1/skills?scope=all.
 import { useEffect, useId, useMemo, useState } from "react";
 import { ErrorBox, Loading, Empty } from "../components/States.tsx";
-import { Confirm, OutcomeLine, setProject, StatePill, useProject, withProject, type Outcome } from "../components/SkillsCommon.tsx";
+import { ConfirmDialog } from "../components/ConfirmDialog.tsx";
+import { OutcomeLine, setProject, StatePill, useProject, withProject, type Outcome } from "../components/SkillsCommon.tsx";
 import { SkillDetail, SkillEditor } from "../components/SkillsDetail.tsx";
 import { SkillsUpload } from "../components/SkillsUpload.tsx";
 import { ApiError } from "../lib/api.ts";
@@ -119,9 +120,20 @@ function SkillsList({ project }: { project: string }) {
           </ul>
         </section>
       )}
-      <Confirm open={deleting !== null} title={`Delete the ${deleting?.layer ?? ""} skill ${deleting?.meta.name ?? ""}?`} action="Delete" onAnswer={(yes) => { const r = deleting; setDeleting(null); if (yes && r) remove(r); }}>
+      <ConfirmDialog
+        open={deleting !== null}
+        testId="skill-confirm"
+        title={`Delete the ${deleting?.layer ?? ""} skill ${deleting?.meta.name ?? ""}?`}
+        confirmLabel="Delete"
+        onConfirm={() => {
+          const r = deleting;
+          setDeleting(null);
+          if (r) remove(r);
+        }}
+        onCancel={() => setDeleting(null)}
+      >
         <p>Revision {deleting?.meta.revision ?? "?"} is deleted; if someone stored a newer one since, nothing is deleted.</p>
-      </Confirm>
+      </ConfirmDialog>
     </div>
   );
 }

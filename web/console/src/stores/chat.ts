@@ -171,6 +171,18 @@ export const useChat = create<ChatStore>((set, get) => {
     set({ chats: { ...get().chats, [run.run_id]: chat } });
   };
 
+  // load shows runs of conversation id at once, then fills each with its
+  // events: an ended run's from its export, a live one's by streaming. It
+  // stops when another conversation is opened.
+  const load = async (runs: Run[], id: string) => {
+    for (const r of runs) show(r);
+    for (const r of runs) {
+      if (ENDED.has(r.state ?? "")) await history(r);
+      else stream(r);
+      if (get().conversationId !== id) return;
+    }
+  };
+
   return {
     conversations: [],
     conversationsLoad: "idle",
@@ -209,12 +221,7 @@ export const useChat = create<ChatStore>((set, get) => {
         const runs = threadRuns(d.runs).sort(byCreated);
         set({ runs, runsLoad: "ready", earlierToken: d.next_page_token ?? "" });
         dropSnapshots(new Set(runs.filter((r) => !ENDED.has(r.state ?? "")).map((r) => r.run_id)));
-        for (const r of runs) show(r);
-        for (const r of runs) {
-          if (ENDED.has(r.state ?? "")) await history(r);
-          else stream(r);
-          if (get().conversationId !== id) return;
-        }
+        await load(runs, id);
       } catch (e) {
         if (get().conversationId === id) set({ runsLoad: "error", runsError: e instanceof Error ? e.message : String(e) });
       }
@@ -232,12 +239,7 @@ export const useChat = create<ChatStore>((set, get) => {
         const known = new Set(get().runs.map((r) => r.run_id));
         const older = threadRuns(d.runs).filter((r) => !known.has(r.run_id)).sort(byCreated);
         set({ runs: [...older, ...get().runs], earlierToken: d.next_page_token ?? "", earlierLoad: "ready" });
-        for (const r of older) show(r);
-        for (const r of older) {
-          if (ENDED.has(r.state ?? "")) await history(r);
-          else stream(r);
-          if (get().conversationId !== id) return;
-        }
+        await load(older, id);
       } catch (e) {
         if (get().conversationId === id) set({ earlierLoad: "error", earlierError: e instanceof Error ? e.message : String(e) });
       }

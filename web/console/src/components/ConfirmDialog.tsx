@@ -1,19 +1,23 @@
-// A confirmation as a modal <dialog>: the browser keeps the focus inside
-// it, Escape cancels, and its buttons answer with Enter or Space.
+// A confirmation as a modal <dialog>, the same on every page: the browser
+// keeps the focus inside it, Escape cancels, Cancel comes first and Tab
+// reaches the action. With a field inside (a reason), the focus starts on
+// the field and Enter there confirms; without one it starts on Cancel, so
+// a stray Enter confirms nothing.
 import { useEffect, useId, useRef, type ReactNode } from "react";
 
-// With safeFocus, the focus starts on Cancel (an Enter cannot confirm by
-// accident); otherwise on the dialog's first field or button.
-export function ConfirmDialog({ open, title, children, confirmLabel, busy, error, onConfirm, onCancel, safeFocus = false }: {
+export function ConfirmDialog({ open, title, children, confirmLabel, busy = false, error = "", onConfirm, onCancel, focusField = false, testId }: {
   open: boolean;
-  safeFocus?: boolean;
   title: string;
   children?: ReactNode;
   confirmLabel: string;
-  busy: boolean;
-  error: string;
+  busy?: boolean;
+  error?: string;
   onConfirm: () => void;
   onCancel: () => void;
+  // focusField starts the focus on the dialog's first field instead of
+  // Cancel.
+  focusField?: boolean;
+  testId?: string;
 }) {
   const ref = useRef<HTMLDialogElement>(null);
   const cancelRef = useRef<HTMLButtonElement>(null);
@@ -23,15 +27,17 @@ export function ConfirmDialog({ open, title, children, confirmLabel, busy, error
     if (!d) return;
     if (open && !d.open) {
       d.showModal();
-      if (safeFocus) cancelRef.current?.focus();
+      const field = focusField ? d.querySelector<HTMLElement>("input, textarea, select") : null;
+      (field ?? cancelRef.current)?.focus();
     }
     if (!open && d.open) d.close();
-  }, [open, safeFocus]);
+  }, [open, focusField]);
   return (
     <dialog
       ref={ref}
-      className="pat-dialog"
+      className="confirm-dialog"
       aria-labelledby={titleId}
+      data-testid={testId}
       onCancel={(e) => {
         e.preventDefault();
         if (!busy) onCancel();
@@ -47,9 +53,9 @@ export function ConfirmDialog({ open, title, children, confirmLabel, busy, error
         <h2 id={titleId}>{title}</h2>
         {children}
         {error && <p className="error" role="alert">{error}</p>}
-        <div className="pat-actions">
-          <button type="submit" className="danger" disabled={busy} data-testid="confirm">{busy ? "Working…" : confirmLabel}</button>
+        <div className="confirm-actions">
           <button type="button" className="secondary" disabled={busy} onClick={onCancel} ref={cancelRef}>Cancel</button>
+          <button type="submit" className="danger" disabled={busy} data-testid="confirm">{busy ? "Working…" : confirmLabel}</button>
         </div>
       </form>
     </dialog>
