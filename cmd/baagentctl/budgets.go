@@ -23,7 +23,7 @@ import (
 // commandSpecs).
 func usageSpec() spec {
 	return spec{use: "usage", short: "Show the API key's tenant's usage today and this month, against its budget", run: runUsage,
-		example: "  baagentctl usage\n  baagentctl usage --json"}
+		example: "  baagentctl usage\n  baagentctl usage --days 30\n  baagentctl usage --json"}
 }
 
 func budgetSpec() spec {
@@ -52,18 +52,22 @@ func runUsage(ctx context.Context, c *cli, args []string) error {
 	fs := c.flagSet("usage", "")
 	var rf runFlags
 	c.addRunFlags(fs, &rf)
+	days := fs.Int("days", 0, fmt.Sprintf("also show each of the last N UTC days, today included (at most %d)", maxUsageDays))
 	if err := c.parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("%w: usage takes no arguments", errUsage)
 	}
+	if *days < 0 || *days > maxUsageDays {
+		return fmt.Errorf("%w: --days must be 0..%d (the usage ledger keeps days that long)", errUsage, maxUsageDays)
+	}
 	ctx, gw, release, err := c.gatewayCall(ctx, rf)
 	if err != nil {
 		return err
 	}
 	defer release()
-	resp, err := gw.GetUsage(ctx, &baagentv1.GatewayServiceGetUsageRequest{})
+	resp, err := gw.GetUsage(ctx, &baagentv1.GatewayServiceGetUsageRequest{HistoryDays: int32(*days)})
 	if err != nil {
 		return c.rpcError("get usage", err)
 	}
@@ -79,6 +83,9 @@ func runUsage(ctx context.Context, c *cli, args []string) error {
 	}
 	return nil
 }
+
+// maxUsageDays is the longest history GetUsage returns.
+const maxUsageDays = 62
 
 // printUsage writes a usage report as a small table.
 func printUsage(w io.Writer, u *baagentv1.UsageReport) error {
@@ -102,7 +109,23 @@ func printUsage(w io.Writer, u *baagentv1.UsageReport) error {
 	if b.MaxStepsPerRun != nil || b.MaxUsdPerRun != nil {
 		fmt.Fprintf(w, "per run: %s steps, %s\n", limitInt32(b.MaxStepsPerRun), limitUSD(b.MaxUsdPerRun))
 	}
-	return nil
+	return printHistory(w, u.GetHistory())
+}
+
+// printHistory writes the daily usage, oldest first, as a table (nothing
+// when there is none).
+func printHistory(w io.Writer, days []*baagentv1.UsageWindow) error {
+	if len(days) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DAY\tCOST\tINPUT\tOUTPUT\tTOKENS\tUNPRICED\tCALLS")
+	for _, d := range days {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\n", d.GetPeriod(), usd(d.GetCostUsd()), d.GetInputTokens(), d.GetOutputTokens(),
+			d.GetInputTokens()+d.GetOutputTokens(), d.GetUnpricedTokens(), d.GetModelCalls())
+	}
+	return tw.Flush()
 }
 
 func usd(v float64) string {

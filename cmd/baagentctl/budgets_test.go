@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 )
 
 const (
@@ -52,8 +54,18 @@ func TestBudgetCommandsEndToEnd(t *testing.T) {
 	if u.Usage.Tenant != "acme" || u.Usage.Source != "BUDGET_SOURCE_API" || u.Usage.Budget.MaxStepsPerRun != 7 || len(u.Usage.Day.Period) != 10 {
 		t.Fatalf("usage = %s", stdout)
 	}
-	if code, stdout, _ = ctl(t, addr, "usage", tenant); code != 0 || !strings.Contains(stdout, "PERIOD") || !strings.Contains(stdout, "per run: 7 steps") {
+	if code, stdout, _ = ctl(t, addr, "usage", tenant); code != 0 || !strings.Contains(stdout, "PERIOD") || !strings.Contains(stdout, "per run: 7 steps") ||
+		strings.Contains(stdout, "DAY") {
 		t.Fatalf("usage table: exit %d\n%s", code, stdout)
+	}
+	// --days adds the daily table: a header and one line a day, today last.
+	code, stdout, stderr = ctl(t, addr, "usage", tenant, "--days", "3")
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if code != 0 || len(lines) < 4 || !strings.HasPrefix(lines[len(lines)-4], "DAY") || !strings.HasPrefix(lines[len(lines)-1], u.Usage.Day.Period) {
+		t.Fatalf("usage --days 3: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, _, stderr = ctl(t, addr, "usage", tenant, "--days", "63"); code != 2 || !strings.Contains(stderr, "--days") {
+		t.Fatalf("usage --days 63: exit %d %s", code, stderr)
 	}
 	// A tenant key is not an admin key.
 	if code, _, stderr = ctl(t, addr, "budget", "get", "--tenant", "acme", "--admin-key="+budgetTenantKey); code != 1 || !strings.Contains(stderr, "PermissionDenied") {
@@ -71,5 +83,25 @@ func TestBudgetCommandsEndToEnd(t *testing.T) {
 	code, stdout, _ = ctl(t, "budget", "key-id", tenant)
 	if code != 0 || strings.TrimSpace(stdout) != keyID(budgetTenantKey) || len(strings.TrimSpace(stdout)) != 8 {
 		t.Fatalf("budget key-id: exit %d %q", code, stdout)
+	}
+}
+
+func TestPrintHistory(t *testing.T) {
+	var b strings.Builder
+	if err := printHistory(&b, nil); err != nil || b.Len() != 0 {
+		t.Fatalf("no history printed %q, %v", b.String(), err)
+	}
+	days := []*baagentv1.UsageWindow{
+		{Period: "2026-12-03"},
+		{Period: "2026-12-04", CostUsd: 0.125, InputTokens: 1000, OutputTokens: 200, UnpricedTokens: 50, ModelCalls: 3},
+	}
+	if err := printHistory(&b, days); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "DAY COST INPUT OUTPUT TOKENS UNPRICED CALLS" ||
+		strings.Join(strings.Fields(lines[1]), " ") != "2026-12-03 $0 0 0 0 0 0" ||
+		strings.Join(strings.Fields(lines[2]), " ") != "2026-12-04 $0.125 1000 200 1200 50 3" {
+		t.Fatalf("history table:\n%s", b.String())
 	}
 }

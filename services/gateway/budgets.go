@@ -130,27 +130,42 @@ func (s *Server) grpcUnaryCaller(ctx context.Context) (caller, func(), error) {
 }
 
 // GetUsage returns the calling tenant's usage, and the calling key's own
-// when the key has a budget of its own.
-func (s *Server) GetUsage(ctx context.Context, _ *baagentv1.GatewayServiceGetUsageRequest) (*baagentv1.GatewayServiceGetUsageResponse, error) {
+// when the key has a budget of its own, each with history_days days of
+// history.
+func (s *Server) GetUsage(ctx context.Context, req *baagentv1.GatewayServiceGetUsageRequest) (*baagentv1.GatewayServiceGetUsageResponse, error) {
 	c, done, err := s.grpcUnaryCaller(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	return s.getUsage(ctx, c)
+	if err := validateHistoryDays(req.GetHistoryDays()); err != nil {
+		return nil, s.rejected(ctx, "GetUsage", err)
+	}
+	return s.getUsage(ctx, c, req.GetHistoryDays())
 }
 
-func (s *Server) getUsage(ctx context.Context, c caller) (*baagentv1.GatewayServiceGetUsageResponse, error) {
+// maxHistoryDays is the longest usage history: the usage ledger keeps its
+// days 62 days.
+const maxHistoryDays = 62
+
+func validateHistoryDays(days int32) error {
+	if days < 0 || days > maxHistoryDays {
+		return fieldError("history_days", fmt.Sprintf("must be 0..%d (the usage ledger keeps days that long)", maxHistoryDays))
+	}
+	return nil
+}
+
+func (s *Server) getUsage(ctx context.Context, c caller, historyDays int32) (*baagentv1.GatewayServiceGetUsageResponse, error) {
 	if err := s.orchestratorReady(); err != nil {
 		return nil, err
 	}
-	resp, err := s.opts.Orchestrator.GetUsage(ctx, &baagentv1.OrchestratorServiceGetUsageRequest{Tenant: c.tenant})
+	resp, err := s.opts.Orchestrator.GetUsage(ctx, &baagentv1.OrchestratorServiceGetUsageRequest{Tenant: c.tenant, HistoryDays: historyDays})
 	if err != nil {
 		return nil, peerError(ctx, orchestratorPeer, "GetUsage", err)
 	}
 	out := &baagentv1.GatewayServiceGetUsageResponse{Usage: resp.GetUsage()}
 	if id := c.keyID(); id != "" {
-		kr, err := s.opts.Orchestrator.GetUsage(ctx, &baagentv1.OrchestratorServiceGetUsageRequest{Tenant: c.tenant, ApiKeyId: id})
+		kr, err := s.opts.Orchestrator.GetUsage(ctx, &baagentv1.OrchestratorServiceGetUsageRequest{Tenant: c.tenant, ApiKeyId: id, HistoryDays: historyDays})
 		if err != nil {
 			return nil, peerError(ctx, orchestratorPeer, "GetUsage", err)
 		}
@@ -248,9 +263,18 @@ func validateSetBudget(req *baagentv1.GatewayServiceSetBudgetRequest) error {
 // /v1/admin/tenants/{tenant}/budget[?api_key_id=] (admin key; PUT's body is
 // a Budget in the proto JSON mapping, unknown fields refused).
 
+// httpGetUsage serves GET /v1/usage[?history_days=N].
 func (s *Server) httpGetUsage(w http.ResponseWriter, r *http.Request) {
-	s.serveJSON(w, r, nil, nil, func(c caller) (any, error) {
-		return s.getUsage(r.Context(), c)
+	var days int32
+	validate := func() error {
+		var err error
+		if days, err = queryInt32(r, "history_days"); err != nil {
+			return err
+		}
+		return validateHistoryDays(days)
+	}
+	s.serveJSON(w, r, nil, validate, func(c caller) (any, error) {
+		return s.getUsage(r.Context(), c, days)
 	})
 }
 

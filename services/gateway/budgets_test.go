@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -35,6 +36,8 @@ type budgetOrch struct {
 	mu      sync.Mutex
 	budgets map[string]*baagentv1.Budget // tenant/key id
 	keyIDs  []string
+	// historyDays of every GetUsage request.
+	historyDays []int32
 }
 
 func (b *budgetOrch) StartRun(ctx context.Context, req *baagentv1.OrchestratorServiceStartRunRequest) (*baagentv1.OrchestratorServiceStartRunResponse, error) {
@@ -56,9 +59,15 @@ func (b *budgetOrch) GetUsage(_ context.Context, req *baagentv1.OrchestratorServ
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.entry(req.GetTenant(), req.GetApiKeyId())
+	b.historyDays = append(b.historyDays, req.GetHistoryDays())
+	var history []*baagentv1.UsageWindow
+	for i := range req.GetHistoryDays() {
+		history = append(history, &baagentv1.UsageWindow{Period: fmt.Sprintf("day-%d", i), InputTokens: int64(i)})
+	}
 	return &baagentv1.OrchestratorServiceGetUsageResponse{Usage: &baagentv1.UsageReport{
 		Tenant: req.GetTenant(), ApiKeyId: req.GetApiKeyId(), Budget: e.GetBudget(), Source: e.GetSource(),
 		Day: &baagentv1.UsageWindow{Period: "2026-12-04", CostUsd: 0.5}, Month: &baagentv1.UsageWindow{Period: "2026-12", CostUsd: 1.5},
+		History: history,
 	}}, nil
 }
 
@@ -190,6 +199,64 @@ func TestGetUsage(t *testing.T) {
 	// The admin key is not a tenant key.
 	if code, _, _ := e.send(t, request{method: "GET", path: "/v1/usage", header: map[string]string{"X-Api-Key": keyAdmin}}); code != http.StatusUnauthorized {
 		t.Errorf("GET /v1/usage with the admin key = %d", code)
+	}
+}
+
+func TestGetUsageHistory(t *testing.T) {
+	ctx := testCtx(t)
+	e, orch := newBudgetEnv(t, Options{})
+	orch.budgets["acme/"+keyIDOf(keyAcme)] = &baagentv1.Budget{UsdPerDay: proto.Float64(1)}
+	resp, err := e.client.GetUsage(withKey(ctx, keyAcme), &baagentv1.GatewayServiceGetUsageRequest{HistoryDays: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetUsage().GetHistory()) != 30 || len(resp.GetKeyUsage().GetHistory()) != 30 {
+		t.Fatalf("history: tenant %d days, key %d days", len(resp.GetUsage().GetHistory()), len(resp.GetKeyUsage().GetHistory()))
+	}
+	code, body, _ := e.send(t, request{method: "GET", path: "/v1/usage?history_days=7", header: map[string]string{"Authorization": "Bearer " + keyAcme}})
+	if code != http.StatusOK {
+		t.Fatalf("GET /v1/usage?history_days=7 = %d %s", code, body)
+	}
+	var got struct {
+		Usage struct {
+			History []struct {
+				Period      string `json:"period"`
+				InputTokens string `json:"input_tokens"`
+			} `json:"history"`
+		} `json:"usage"`
+		KeyUsage struct {
+			History []json.RawMessage `json:"history"`
+		} `json:"key_usage"`
+	}
+	if err := json.Unmarshal([]byte(body), &got); err != nil {
+		t.Fatal(err)
+	}
+	if h := got.Usage.History; len(h) != 7 || h[6].Period != "day-6" || h[6].InputTokens != "6" || len(got.KeyUsage.History) != 7 {
+		t.Fatalf("GET /v1/usage?history_days=7 body %s", body)
+	}
+	orch.mu.Lock()
+	if want := []int32{30, 30, 7, 7}; fmt.Sprint(orch.historyDays) != fmt.Sprint(want) {
+		t.Errorf("history_days passed = %v, want %v", orch.historyDays, want)
+	}
+	orch.historyDays = nil
+	orch.mu.Unlock()
+
+	for _, bad := range []string{"-1", "63", "abc", "1.5", "99999999999"} {
+		code, body, _ := e.send(t, request{method: "GET", path: "/v1/usage?history_days=" + bad, header: map[string]string{"Authorization": "Bearer " + keyAcme}})
+		if code != http.StatusBadRequest || !strings.Contains(body, "history_days") {
+			t.Errorf("history_days=%s: %d %s", bad, code, body)
+		}
+	}
+	for _, bad := range []int32{-1, 63} {
+		_, err := e.client.GetUsage(withKey(ctx, keyAcme), &baagentv1.GatewayServiceGetUsageRequest{HistoryDays: bad})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "history_days") {
+			t.Errorf("gRPC history_days %d: %v", bad, err)
+		}
+	}
+	orch.mu.Lock()
+	defer orch.mu.Unlock()
+	if len(orch.historyDays) != 0 {
+		t.Errorf("refused requests reached the orchestrator: %v", orch.historyDays)
 	}
 }
 

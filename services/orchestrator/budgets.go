@@ -12,6 +12,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/baagent/baagent/core/pricing"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
@@ -361,9 +362,10 @@ func (r *run) settleModelCall(sr *stepReservation, u *baagentv1.Usage, cost floa
 	}
 }
 
-// GetUsage returns the usage of a tenant (or API key) today and this month.
+// GetUsage returns the usage of a tenant (or API key) today and this
+// month, and of each of the last history_days days.
 func (s *Server) GetUsage(ctx context.Context, req *baagentv1.OrchestratorServiceGetUsageRequest) (*baagentv1.OrchestratorServiceGetUsageResponse, error) {
-	if err := validateBudgetScope(req.GetTenant(), req.GetApiKeyId()); err != nil {
+	if err := validateGetUsage(req); err != nil {
 		return nil, s.rejected(ctx, "GetUsage", err)
 	}
 	store, ledger, err := s.budgetStores(ctx)
@@ -379,8 +381,17 @@ func (s *Server) GetUsage(ctx context.Context, req *baagentv1.OrchestratorServic
 	if err != nil {
 		return nil, budgetStoreStatus(err)
 	}
+	history, err := ledger.History(ctx, sc, int(req.GetHistoryDays()))
+	if err != nil {
+		return nil, budgetStoreStatus(err)
+	}
+	if n := len(history); n > 0 && history[n-1].GetPeriod() == day.GetPeriod() {
+		// One report, one today: the history's last day is the day
+		// reported (read a moment apart, a call may have settled between).
+		history[n-1] = proto.CloneOf(day)
+	}
 	return &baagentv1.OrchestratorServiceGetUsageResponse{Usage: &baagentv1.UsageReport{
-		Tenant: sc.Tenant, ApiKeyId: sc.KeyID, Day: day, Month: month,
+		Tenant: sc.Tenant, ApiKeyId: sc.KeyID, Day: day, Month: month, History: history,
 		Budget: entry.GetBudget(), Source: entry.GetSource(), AsOf: ledger.Now(),
 	}}, nil
 }

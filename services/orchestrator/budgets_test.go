@@ -15,6 +15,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
@@ -429,5 +430,54 @@ func TestUnsettledReservationExpires(t *testing.T) {
 	h.budgetStop(ctx, t, h.start(ctx, &baagentv1.RunSpec{Input: "spend again"}))
 	if u := usageOf(ctx, t, h.client, testTenant, ""); math.Abs(u.GetDay().GetCostUsd()-2*stepUSD) > 1e-9 {
 		t.Fatalf("after expiry the run spent %v, want two steps", u.GetDay().GetCostUsd())
+	}
+}
+
+func TestGetUsageHistory(t *testing.T) {
+	ctx := testCtx(t)
+	h := budgetHarness(t, nil)
+	// One step's cost, then the run stops at the second reservation.
+	setBudget(ctx, t, h.client, testTenant, "", &baagentv1.Budget{TokensPerDay: pi64(14000)})
+	h.budgetStop(ctx, t, h.start(ctx, &baagentv1.RunSpec{Input: "spend"}))
+
+	resp, err := h.client.GetUsage(ctx, &baagentv1.OrchestratorServiceGetUsageRequest{Tenant: testTenant, HistoryDays: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := resp.GetUsage()
+	hist := u.GetHistory()
+	if len(hist) != 30 {
+		t.Fatalf("history has %d days, want 30", len(hist))
+	}
+	today := hist[29]
+	if !proto.Equal(today, u.GetDay()) || today.GetInputTokens() != stepPrompt || today.GetOutputTokens() != stepCompletion {
+		t.Errorf("history's today %v, day %v", today, u.GetDay())
+	}
+	now := time.Now().UTC()
+	if today.GetPeriod() != budget.Day(now) && today.GetPeriod() != budget.Day(now.Add(-time.Minute)) {
+		t.Errorf("today is %s", today.GetPeriod())
+	}
+	for i := 1; i < len(hist); i++ {
+		prev, err1 := time.Parse(time.DateOnly, hist[i-1].GetPeriod())
+		cur, err2 := time.Parse(time.DateOnly, hist[i].GetPeriod())
+		if err1 != nil || err2 != nil || !cur.Equal(prev.AddDate(0, 0, 1)) {
+			t.Fatalf("days %s and %s do not follow each other", hist[i-1].GetPeriod(), hist[i].GetPeriod())
+		}
+		if i < len(hist)-1 && (hist[i].GetCostUsd() != 0 || hist[i].GetInputTokens() != 0) {
+			t.Errorf("day %s without runs reports %v", hist[i].GetPeriod(), hist[i])
+		}
+	}
+	if u := usageOf(ctx, t, h.client, testTenant, ""); len(u.GetHistory()) != 0 {
+		t.Errorf("history without history_days: %d days", len(u.GetHistory()))
+	}
+	if resp, err := h.client.GetUsage(ctx, &baagentv1.OrchestratorServiceGetUsageRequest{Tenant: testTenant, HistoryDays: 62}); err != nil || len(resp.GetUsage().GetHistory()) != 62 {
+		t.Errorf("62 days: %d, %v", len(resp.GetUsage().GetHistory()), err)
+	}
+	for _, days := range []int32{-1, 63, 1000} {
+		_, err := h.client.GetUsage(ctx, &baagentv1.OrchestratorServiceGetUsageRequest{Tenant: testTenant, HistoryDays: days})
+		st := status.Convert(err)
+		if st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "history_days") {
+			t.Errorf("history_days %d: %v", days, err)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -69,6 +70,16 @@ func validateBudgetScope(tenant, keyID string) error {
 	var e validate.Errors
 	validate.Tenant(&e, "tenant", tenant)
 	checkKeyID(&e, "api_key_id", keyID)
+	return e.Err()
+}
+
+func validateGetUsage(req *baagentv1.OrchestratorServiceGetUsageRequest) error {
+	var e validate.Errors
+	validate.Tenant(&e, "tenant", req.GetTenant())
+	checkKeyID(&e, "api_key_id", req.GetApiKeyId())
+	if d := req.GetHistoryDays(); d < 0 || d > budget.MaxHistoryDays {
+		e.Add("history_days", fmt.Sprintf("must be 0..%d (the usage ledger keeps days that long)", budget.MaxHistoryDays))
+	}
 	return e.Err()
 }
 

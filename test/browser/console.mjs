@@ -11,7 +11,7 @@
 // "PASS console" at the end; exits 1 on failure.
 import assert from "node:assert/strict";
 import path from "node:path";
-import { log, mustEnv, session } from "./session.mjs";
+import { log, mustEnv, session, tabTo } from "./session.mjs";
 
 const base = mustEnv("BAAGENT_URL");
 const shots = mustEnv("SCREENSHOT_DIR");
@@ -63,15 +63,6 @@ async function serverSeqs(runId) {
     }
   }
   return seqs;
-}
-
-// tabTo presses Tab until the element matching selector has the focus.
-async function tabTo(page, selector, what) {
-  for (let i = 0; i < 60; i++) {
-    if (await page.evaluate((s) => document.activeElement?.matches(s) ?? false, selector)) return;
-    await page.keyboard.press("Tab");
-  }
-  throw new Error(`${what} (${selector}) cannot be reached with Tab`);
 }
 
 // ask types question into the composer (reached with Tab), sends it with

@@ -44,3 +44,13 @@ export async function session({ height, failureShot }, body) {
   }
   process.exit(failed ? 1 : 0);
 }
+
+// tabTo presses Tab until the element matching selector has the focus (at
+// most 150 presses: the longest page's way through its controls).
+export async function tabTo(page, selector, what) {
+  for (let i = 0; i < 150; i++) {
+    if (await page.evaluate((s) => document.activeElement?.matches(s) ?? false, selector)) return;
+    await page.keyboard.press("Tab");
+  }
+  throw new Error(`${what} (${selector}) cannot be reached with Tab`);
+}

@@ -7,8 +7,18 @@ import { defineConfig } from "vite";
 
 const outDir = fileURLToPath(new URL("../../services/gateway/console/dist", import.meta.url));
 
+// `npm run dev` serves the source with live reload and sends the API's
+// routes to a running gateway (make run's, or BAAGENT_GATEWAY's): the
+// console then talks to the same public API as when the gateway serves it.
+const gateway = process.env.BAAGENT_GATEWAY ?? "http://127.0.0.1:7780";
+
 export default defineConfig({
   base: "/console/",
+  server: {
+    host: "127.0.0.1",
+    strictPort: false,
+    proxy: { "/v1": { target: gateway, ws: true } },
+  },
   oxc: { jsx: { runtime: "automatic" } },
   build: {
     outDir,

@@ -14,7 +14,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x62\x61\x61gent/v1/budgets.proto\x12\nbaagent.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbc\x02\n\x06\x42udget\x12#\n\x0busd_per_day\x18\x01 \x01(\x01H\x00R\tusdPerDay\x88\x01\x01\x12\'\n\rusd_per_month\x18\x02 \x01(\x01H\x01R\x0busdPerMonth\x88\x01\x01\x12)\n\x0etokens_per_day\x18\x03 \x01(\x03H\x02R\x0ctokensPerDay\x88\x01\x01\x12.\n\x11max_steps_per_run\x18\x04 \x01(\x05H\x03R\x0emaxStepsPerRun\x88\x01\x01\x12*\n\x0fmax_usd_per_run\x18\x05 \x01(\x01H\x04R\x0cmaxUsdPerRun\x88\x01\x01\x42\x0e\n\x0c_usd_per_dayB\x10\n\x0e_usd_per_monthB\x11\n\x0f_tokens_per_dayB\x14\n\x12_max_steps_per_runB\x12\n\x10_max_usd_per_run\"\x9e\x02\n\x0bUsageWindow\x12\x16\n\x06period\x18\x01 \x01(\tR\x06period\x12\x19\n\x08\x63ost_usd\x18\x02 \x01(\x01R\x07\x63ostUsd\x12!\n\x0cinput_tokens\x18\x03 \x01(\x03R\x0binputTokens\x12#\n\routput_tokens\x18\x04 \x01(\x03R\x0coutputTokens\x12\x1f\n\x0bmodel_calls\x18\x05 \x01(\x03R\nmodelCalls\x12!\n\x0creserved_usd\x18\x06 \x01(\x01R\x0breservedUsd\x12\'\n\x0freserved_tokens\x18\x07 \x01(\x03R\x0ereservedTokens\x12\'\n\x0funpriced_tokens\x18\x08 \x01(\x03R\x0eunpricedTokens\"\xac\x02\n\x0bUsageReport\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1c\n\napi_key_id\x18\x02 \x01(\tR\x08\x61piKeyId\x12)\n\x03\x64\x61y\x18\x03 \x01(\x0b\x32\x17.baagent.v1.UsageWindowR\x03\x64\x61y\x12-\n\x05month\x18\x04 \x01(\x0b\x32\x17.baagent.v1.UsageWindowR\x05month\x12*\n\x06\x62udget\x18\x05 \x01(\x0b\x32\x12.baagent.v1.BudgetR\x06\x62udget\x12\x30\n\x06source\x18\x06 \x01(\x0e\x32\x18.baagent.v1.BudgetSourceR\x06source\x12/\n\x05\x61s_of\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04\x61sOf\"\xc4\x02\n\x0b\x42udgetEntry\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1c\n\napi_key_id\x18\x02 \x01(\tR\x08\x61piKeyId\x12*\n\x06\x62udget\x18\x03 \x01(\x0b\x32\x12.baagent.v1.BudgetR\x06\x62udget\x12\x30\n\x06source\x18\x04 \x01(\x0e\x32\x18.baagent.v1.BudgetSourceR\x06source\x12\x33\n\x0b\x66ile_budget\x18\x05 \x01(\x0b\x32\x12.baagent.v1.BudgetR\nfileBudget\x12\x31\n\napi_budget\x18\x06 \x01(\x0b\x32\x12.baagent.v1.BudgetR\tapiBudget\x12\x39\n\nupdated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tupdatedAt\"Z\n\"OrchestratorServiceGetUsageRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1c\n\napi_key_id\x18\x02 \x01(\tR\x08\x61piKeyId\"T\n#OrchestratorServiceGetUsageResponse\x12-\n\x05usage\x18\x01 \x01(\x0b\x32\x17.baagent.v1.UsageReportR\x05usage\"[\n#OrchestratorServiceGetBudgetRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1c\n\napi_key_id\x18\x02 \x01(\tR\x08\x61piKeyId\"U\n$OrchestratorServiceGetBudgetResponse\x12-\n\x05\x65ntry\x18\x01 \x01(\x0b\x32\x17.baagent.v1.BudgetEntryR\x05\x65ntry\"\x9d\x01\n#OrchestratorServiceSetBudgetRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1c\n\napi_key_id\x18\x02 \x01(\tR\x08\x61piKeyId\x12*\n\x06\x62udget\x18\x03 \x01(\x0b\x32\x12.baagent.v1.BudgetR\x06\x62udget\x12\x14\n\x05\x63lear\x18\x04 \x01(\x08R\x05\x63lear\"U\n$OrchestratorServiceSetBudgetResponse\x12-\n\x05\x65ntry\x18\x01 \x01(\x0b\x32\x17.baagent.v1.BudgetEntryR\x05\x65ntry\"\x1f\n\x1dGatewayServiceGetUsageRequest\"\x85\x01\n\x1eGatewayServiceGetUsageResponse\x12-\n\x05usage\x18\x01 \x01(\x0b\x32\x17.baagent.v1.UsageReportR\x05usage\x12\x34\n\tkey_usage\x18\x02 \x01(\x0b\x32\x17.baagent.v1.UsageReportR\x08keyUsage\"V\n\x1eGatewayServiceGetBudgetRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1c\n\napi_key_id\x18\x02 \x01(\tR\x08\x61piKeyId\"P\n\x1fGatewayServiceGetBudgetResponse\x12-\n\x05\x65ntry\x18\x01 \x01(\x0b\x32\x17.baagent.v1.BudgetEntryR\x05\x65ntry\"\x98\x01\n\x1eGatewayServiceSetBudgetRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1c\n\napi_key_id\x18\x02 \x01(\tR\x08\x61piKeyId\x12*\n\x06\x62udget\x18\x03 \x01(\x0b\x32\x12.baagent.v1.BudgetR\x06\x62udget\x12\x14\n\x05\x63lear\x18\x04 \x01(\x08R\x05\x63lear\"P\n\x1fGatewayServiceSetBudgetResponse\x12-\n\x05\x65ntry\x18\x01 \x01(\x0b\x32\x17.baagent.v1.BudgetEntryR\x05\x65ntry*t\n\x0c\x42udgetSource\x12\x1d\n\x19\x42UDGET_SOURCE_UNSPECIFIED\x10\x00\x12\x16\n\x12\x42UDGET_SOURCE_NONE\x10\x01\x12\x16\n\x12\x42UDGET_SOURCE_FILE\x10\x02\x12\x15\n\x11\x42UDGET_SOURCE_API\x10\x03\x42\x38Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x62\x61\x61gent/v1/budgets.proto\x12\nbaagent.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbc\x02\n\x06\x42udget\x12#\n\x0busd_per_day\x18\x01 \x01(\x01H\x00R\tusdPerDay\x88\x01\x01\x12\'\n\rusd_per_month\x18\x02 \x01(\x01H\x01R\x0busdPerMonth\x88\x01\x01\x12)\n\x0etokens_per_day\x18\x03 \x01(\x03H\x02R\x0ctokensPerDay\x88\x01\x01\x12.\n\x11max_steps_per_run\x18\x04 \x01(\x05H\x03R\x0emaxStepsPerRun\x88\x01\x01\x12*\n\x0fmax_usd_per_run\x18\x05 \x01(\x01H\x04R\x0cmaxUsdPerRun\x88\x01\x01\x42\x0e\n\x0c_usd_per_dayB\x10\n\x0e_usd_per_monthB\x11\n\x0f_tokens_per_dayB\x14\n\x12_max_steps_per_runB\x12\n\x10_max_usd_per_run\"\x9e\x02\n\x0bUsageWindow\x12\x16\n\x06period\x18\x01 \x01(\tR\x06period\x12\x19\n\x08\x63ost_usd\x18\x02 \x01(\x01R\x07\x63ostUsd\x12!\n\x0cinput_tokens\x18\x03 \x01(\x03R\x0binputTokens\x12#\n\routput_tokens\x18\x04 \x01(\x03R\x0coutputTokens\x12\x1f\n\x0bmodel_calls\x18\x05 \x01(\x03R\nmodelCalls\x12!\n\x0creserved_usd\x18\x06 \x01(\x01R\x0breservedUsd\x12\'\n\x0freserved_tokens\x18\x07 \x01(\x03R\x0ereservedTokens\x12\'\n\x0funpriced_tokens\x18\x08 \x01(\x03R\x0eunpricedTokens\"\xdf\x02\n\x0bUsageReport\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1c\n\napi_key_id\x18\x02 \x01(\tR\x08\x61piKeyId\x12)\n\x03\x64\x61y\x18\x03 \x01(\x0b\x32\x17.baagent.v1.UsageWindowR\x03\x64\x61y\x12-\n\x05month\x18\x04 \x01(\x0b\x32\x17.baagent.v1.UsageWindowR\x05month\x12*\n\x06\x62udget\x18\x05 \x01(\x0b\x32\x12.baagent.v1.BudgetR\x06\x62udget\x12\x30\n\x06source\x18\x06 \x01(\x0e\x32\x18.baagent.v1.BudgetSourceR\x06source\x12/\n\x05\x61s_of\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04\x61sOf\x12\x31\n\x07history\x18\x08 \x03(\x0b\x32\x17.baagent.v1.UsageWindowR\x07history\"\xc4\x02\n\x0b\x42udgetEntry\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1c\n\napi_key_id\x18\x02 \x01(\tR\x08\x61piKeyId\x12*\n\x06\x62udget\x18\x03 \x01(\x0b\x32\x12.baagent.v1.BudgetR\x06\x62udget\x12\x30\n\x06source\x18\x04 \x01(\x0e\x32\x18.baagent.v1.BudgetSourceR\x06source\x12\x33\n\x0b\x66ile_budget\x18\x05 \x01(\x0b\x32\x12.baagent.v1.BudgetR\nfileBudget\x12\x31\n\napi_budget\x18\x06 \x01(\x0b\x32\x12.baagent.v1.BudgetR\tapiBudget\x12\x39\n\nupdated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tupdatedAt\"}\n\"OrchestratorServiceGetUsageRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1c\n\napi_key_id\x18\x02 \x01(\tR\x08\x61piKeyId\x12!\n\x0chistory_days\x18\x03 \x01(\x05R\x0bhistoryDays\"T\n#OrchestratorServiceGetUsageResponse\x12-\n\x05usage\x18\x01 \x01(\x0b\x32\x17.baagent.v1.UsageReportR\x05usage\"[\n#OrchestratorServiceGetBudgetRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1c\n\napi_key_id\x18\x02 \x01(\tR\x08\x61piKeyId\"U\n$OrchestratorServiceGetBudgetResponse\x12-\n\x05\x65ntry\x18\x01 \x01(\x0b\x32\x17.baagent.v1.BudgetEntryR\x05\x65ntry\"\x9d\x01\n#OrchestratorServiceSetBudgetRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1c\n\napi_key_id\x18\x02 \x01(\tR\x08\x61piKeyId\x12*\n\x06\x62udget\x18\x03 \x01(\x0b\x32\x12.baagent.v1.BudgetR\x06\x62udget\x12\x14\n\x05\x63lear\x18\x04 \x01(\x08R\x05\x63lear\"U\n$OrchestratorServiceSetBudgetResponse\x12-\n\x05\x65ntry\x18\x01 \x01(\x0b\x32\x17.baagent.v1.BudgetEntryR\x05\x65ntry\"B\n\x1dGatewayServiceGetUsageRequest\x12!\n\x0chistory_days\x18\x01 \x01(\x05R\x0bhistoryDays\"\x85\x01\n\x1eGatewayServiceGetUsageResponse\x12-\n\x05usage\x18\x01 \x01(\x0b\x32\x17.baagent.v1.UsageReportR\x05usage\x12\x34\n\tkey_usage\x18\x02 \x01(\x0b\x32\x17.baagent.v1.UsageReportR\x08keyUsage\"V\n\x1eGatewayServiceGetBudgetRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1c\n\napi_key_id\x18\x02 \x01(\tR\x08\x61piKeyId\"P\n\x1fGatewayServiceGetBudgetResponse\x12-\n\x05\x65ntry\x18\x01 \x01(\x0b\x32\x17.baagent.v1.BudgetEntryR\x05\x65ntry\"\x98\x01\n\x1eGatewayServiceSetBudgetRequest\x12\x16\n\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1c\n\napi_key_id\x18\x02 \x01(\tR\x08\x61piKeyId\x12*\n\x06\x62udget\x18\x03 \x01(\x0b\x32\x12.baagent.v1.BudgetR\x06\x62udget\x12\x14\n\x05\x63lear\x18\x04 \x01(\x08R\x05\x63lear\"P\n\x1fGatewayServiceSetBudgetResponse\x12-\n\x05\x65ntry\x18\x01 \x01(\x0b\x32\x17.baagent.v1.BudgetEntryR\x05\x65ntry*t\n\x0c\x42udgetSource\x12\x1d\n\x19\x42UDGET_SOURCE_UNSPECIFIED\x10\x00\x12\x16\n\x12\x42UDGET_SOURCE_NONE\x10\x01\x12\x16\n\x12\x42UDGET_SOURCE_FILE\x10\x02\x12\x15\n\x11\x42UDGET_SOURCE_API\x10\x03\x42\x38Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'baagent.v1.budgets_pb2', globals())
@@ -22,38 +22,38 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'Z6github.com/baagent/baagent/gen/go/baagent/v1;baagentv1'
-  _BUDGETSOURCE._serialized_start=2492
-  _BUDGETSOURCE._serialized_end=2608
+  _BUDGETSOURCE._serialized_start=2613
+  _BUDGETSOURCE._serialized_end=2729
   _BUDGET._serialized_start=74
   _BUDGET._serialized_end=390
   _USAGEWINDOW._serialized_start=393
   _USAGEWINDOW._serialized_end=679
   _USAGEREPORT._serialized_start=682
-  _USAGEREPORT._serialized_end=982
-  _BUDGETENTRY._serialized_start=985
-  _BUDGETENTRY._serialized_end=1309
-  _ORCHESTRATORSERVICEGETUSAGEREQUEST._serialized_start=1311
-  _ORCHESTRATORSERVICEGETUSAGEREQUEST._serialized_end=1401
-  _ORCHESTRATORSERVICEGETUSAGERESPONSE._serialized_start=1403
-  _ORCHESTRATORSERVICEGETUSAGERESPONSE._serialized_end=1487
-  _ORCHESTRATORSERVICEGETBUDGETREQUEST._serialized_start=1489
-  _ORCHESTRATORSERVICEGETBUDGETREQUEST._serialized_end=1580
-  _ORCHESTRATORSERVICEGETBUDGETRESPONSE._serialized_start=1582
-  _ORCHESTRATORSERVICEGETBUDGETRESPONSE._serialized_end=1667
-  _ORCHESTRATORSERVICESETBUDGETREQUEST._serialized_start=1670
-  _ORCHESTRATORSERVICESETBUDGETREQUEST._serialized_end=1827
-  _ORCHESTRATORSERVICESETBUDGETRESPONSE._serialized_start=1829
-  _ORCHESTRATORSERVICESETBUDGETRESPONSE._serialized_end=1914
-  _GATEWAYSERVICEGETUSAGEREQUEST._serialized_start=1916
-  _GATEWAYSERVICEGETUSAGEREQUEST._serialized_end=1947
-  _GATEWAYSERVICEGETUSAGERESPONSE._serialized_start=1950
-  _GATEWAYSERVICEGETUSAGERESPONSE._serialized_end=2083
-  _GATEWAYSERVICEGETBUDGETREQUEST._serialized_start=2085
-  _GATEWAYSERVICEGETBUDGETREQUEST._serialized_end=2171
-  _GATEWAYSERVICEGETBUDGETRESPONSE._serialized_start=2173
-  _GATEWAYSERVICEGETBUDGETRESPONSE._serialized_end=2253
-  _GATEWAYSERVICESETBUDGETREQUEST._serialized_start=2256
-  _GATEWAYSERVICESETBUDGETREQUEST._serialized_end=2408
-  _GATEWAYSERVICESETBUDGETRESPONSE._serialized_start=2410
-  _GATEWAYSERVICESETBUDGETRESPONSE._serialized_end=2490
+  _USAGEREPORT._serialized_end=1033
+  _BUDGETENTRY._serialized_start=1036
+  _BUDGETENTRY._serialized_end=1360
+  _ORCHESTRATORSERVICEGETUSAGEREQUEST._serialized_start=1362
+  _ORCHESTRATORSERVICEGETUSAGEREQUEST._serialized_end=1487
+  _ORCHESTRATORSERVICEGETUSAGERESPONSE._serialized_start=1489
+  _ORCHESTRATORSERVICEGETUSAGERESPONSE._serialized_end=1573
+  _ORCHESTRATORSERVICEGETBUDGETREQUEST._serialized_start=1575
+  _ORCHESTRATORSERVICEGETBUDGETREQUEST._serialized_end=1666
+  _ORCHESTRATORSERVICEGETBUDGETRESPONSE._serialized_start=1668
+  _ORCHESTRATORSERVICEGETBUDGETRESPONSE._serialized_end=1753
+  _ORCHESTRATORSERVICESETBUDGETREQUEST._serialized_start=1756
+  _ORCHESTRATORSERVICESETBUDGETREQUEST._serialized_end=1913
+  _ORCHESTRATORSERVICESETBUDGETRESPONSE._serialized_start=1915
+  _ORCHESTRATORSERVICESETBUDGETRESPONSE._serialized_end=2000
+  _GATEWAYSERVICEGETUSAGEREQUEST._serialized_start=2002
+  _GATEWAYSERVICEGETUSAGEREQUEST._serialized_end=2068
+  _GATEWAYSERVICEGETUSAGERESPONSE._serialized_start=2071
+  _GATEWAYSERVICEGETUSAGERESPONSE._serialized_end=2204
+  _GATEWAYSERVICEGETBUDGETREQUEST._serialized_start=2206
+  _GATEWAYSERVICEGETBUDGETREQUEST._serialized_end=2292
+  _GATEWAYSERVICEGETBUDGETRESPONSE._serialized_start=2294
+  _GATEWAYSERVICEGETBUDGETRESPONSE._serialized_end=2374
+  _GATEWAYSERVICESETBUDGETREQUEST._serialized_start=2377
+  _GATEWAYSERVICESETBUDGETREQUEST._serialized_end=2529
+  _GATEWAYSERVICESETBUDGETRESPONSE._serialized_start=2531
+  _GATEWAYSERVICESETBUDGETRESPONSE._serialized_end=2611
 # @@protoc_insertion_point(module_scope)

@@ -291,7 +291,11 @@ type UsageReport struct {
 	// Where the limits come from.
 	Source BudgetSource `protobuf:"varint,6,opt,name=source,proto3,enum=baagent.v1.BudgetSource" json:"source,omitempty"`
 	// When the report was read.
-	AsOf          *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
+	AsOf *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
+	// The last history_days UTC days of the request, oldest first and ending
+	// with today; a day without usage is present with zeros. Empty when the
+	// request asked for no history.
+	History       []*UsageWindow `protobuf:"bytes,8,rep,name=history,proto3" json:"history,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -371,6 +375,13 @@ func (x *UsageReport) GetSource() BudgetSource {
 func (x *UsageReport) GetAsOf() *timestamppb.Timestamp {
 	if x != nil {
 		return x.AsOf
+	}
+	return nil
+}
+
+func (x *UsageReport) GetHistory() []*UsageWindow {
+	if x != nil {
+		return x.History
 	}
 	return nil
 }
@@ -483,7 +494,11 @@ type OrchestratorServiceGetUsageRequest struct {
 	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	// API key id (8 lowercase hex digits): that key's usage, counted only
 	// while the key has a budget of its own; empty: the tenant's.
-	ApiKeyId      string `protobuf:"bytes,2,opt,name=api_key_id,json=apiKeyId,proto3" json:"api_key_id,omitempty"`
+	ApiKeyId string `protobuf:"bytes,2,opt,name=api_key_id,json=apiKeyId,proto3" json:"api_key_id,omitempty"`
+	// Days of daily history to return in UsageReport.history, today
+	// included: 0 for none, at most 62 (the usage ledger keeps days that
+	// long).
+	HistoryDays   int32 `protobuf:"varint,3,opt,name=history_days,json=historyDays,proto3" json:"history_days,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -530,6 +545,13 @@ func (x *OrchestratorServiceGetUsageRequest) GetApiKeyId() string {
 		return x.ApiKeyId
 	}
 	return ""
+}
+
+func (x *OrchestratorServiceGetUsageRequest) GetHistoryDays() int32 {
+	if x != nil {
+		return x.HistoryDays
+	}
+	return 0
 }
 
 // OrchestratorServiceGetUsageResponse is the usage.
@@ -800,7 +822,10 @@ func (x *OrchestratorServiceSetBudgetResponse) GetEntry() *BudgetEntry {
 
 // GatewayServiceGetUsageRequest reads the calling tenant's usage.
 type GatewayServiceGetUsageRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Days of daily history to return in each report's history, today
+	// included: 0 for none, at most 62 (HTTP: ?history_days=).
+	HistoryDays   int32 `protobuf:"varint,1,opt,name=history_days,json=historyDays,proto3" json:"history_days,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -833,6 +858,13 @@ func (x *GatewayServiceGetUsageRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use GatewayServiceGetUsageRequest.ProtoReflect.Descriptor instead.
 func (*GatewayServiceGetUsageRequest) Descriptor() ([]byte, []int) {
 	return file_baagent_v1_budgets_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *GatewayServiceGetUsageRequest) GetHistoryDays() int32 {
+	if x != nil {
+		return x.HistoryDays
+	}
+	return 0
 }
 
 // GatewayServiceGetUsageResponse is the calling tenant's usage.
@@ -1137,7 +1169,7 @@ const file_baagent_v1_budgets_proto_rawDesc = "" +
 	"modelCalls\x12!\n" +
 	"\freserved_usd\x18\x06 \x01(\x01R\vreservedUsd\x12'\n" +
 	"\x0freserved_tokens\x18\a \x01(\x03R\x0ereservedTokens\x12'\n" +
-	"\x0funpriced_tokens\x18\b \x01(\x03R\x0eunpricedTokens\"\xac\x02\n" +
+	"\x0funpriced_tokens\x18\b \x01(\x03R\x0eunpricedTokens\"\xdf\x02\n" +
 	"\vUsageReport\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1c\n" +
 	"\n" +
@@ -1146,7 +1178,8 @@ const file_baagent_v1_budgets_proto_rawDesc = "" +
 	"\x05month\x18\x04 \x01(\v2\x17.baagent.v1.UsageWindowR\x05month\x12*\n" +
 	"\x06budget\x18\x05 \x01(\v2\x12.baagent.v1.BudgetR\x06budget\x120\n" +
 	"\x06source\x18\x06 \x01(\x0e2\x18.baagent.v1.BudgetSourceR\x06source\x12/\n" +
-	"\x05as_of\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf\"\xc4\x02\n" +
+	"\x05as_of\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf\x121\n" +
+	"\ahistory\x18\b \x03(\v2\x17.baagent.v1.UsageWindowR\ahistory\"\xc4\x02\n" +
 	"\vBudgetEntry\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1c\n" +
 	"\n" +
@@ -1158,11 +1191,12 @@ const file_baagent_v1_budgets_proto_rawDesc = "" +
 	"\n" +
 	"api_budget\x18\x06 \x01(\v2\x12.baagent.v1.BudgetR\tapiBudget\x129\n" +
 	"\n" +
-	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"Z\n" +
+	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"}\n" +
 	"\"OrchestratorServiceGetUsageRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1c\n" +
 	"\n" +
-	"api_key_id\x18\x02 \x01(\tR\bapiKeyId\"T\n" +
+	"api_key_id\x18\x02 \x01(\tR\bapiKeyId\x12!\n" +
+	"\fhistory_days\x18\x03 \x01(\x05R\vhistoryDays\"T\n" +
 	"#OrchestratorServiceGetUsageResponse\x12-\n" +
 	"\x05usage\x18\x01 \x01(\v2\x17.baagent.v1.UsageReportR\x05usage\"[\n" +
 	"#OrchestratorServiceGetBudgetRequest\x12\x16\n" +
@@ -1178,8 +1212,9 @@ const file_baagent_v1_budgets_proto_rawDesc = "" +
 	"\x06budget\x18\x03 \x01(\v2\x12.baagent.v1.BudgetR\x06budget\x12\x14\n" +
 	"\x05clear\x18\x04 \x01(\bR\x05clear\"U\n" +
 	"$OrchestratorServiceSetBudgetResponse\x12-\n" +
-	"\x05entry\x18\x01 \x01(\v2\x17.baagent.v1.BudgetEntryR\x05entry\"\x1f\n" +
-	"\x1dGatewayServiceGetUsageRequest\"\x85\x01\n" +
+	"\x05entry\x18\x01 \x01(\v2\x17.baagent.v1.BudgetEntryR\x05entry\"B\n" +
+	"\x1dGatewayServiceGetUsageRequest\x12!\n" +
+	"\fhistory_days\x18\x01 \x01(\x05R\vhistoryDays\"\x85\x01\n" +
 	"\x1eGatewayServiceGetUsageResponse\x12-\n" +
 	"\x05usage\x18\x01 \x01(\v2\x17.baagent.v1.UsageReportR\x05usage\x124\n" +
 	"\tkey_usage\x18\x02 \x01(\v2\x17.baagent.v1.UsageReportR\bkeyUsage\"V\n" +
@@ -1243,25 +1278,26 @@ var file_baagent_v1_budgets_proto_depIdxs = []int32{
 	1,  // 2: baagent.v1.UsageReport.budget:type_name -> baagent.v1.Budget
 	0,  // 3: baagent.v1.UsageReport.source:type_name -> baagent.v1.BudgetSource
 	17, // 4: baagent.v1.UsageReport.as_of:type_name -> google.protobuf.Timestamp
-	1,  // 5: baagent.v1.BudgetEntry.budget:type_name -> baagent.v1.Budget
-	0,  // 6: baagent.v1.BudgetEntry.source:type_name -> baagent.v1.BudgetSource
-	1,  // 7: baagent.v1.BudgetEntry.file_budget:type_name -> baagent.v1.Budget
-	1,  // 8: baagent.v1.BudgetEntry.api_budget:type_name -> baagent.v1.Budget
-	17, // 9: baagent.v1.BudgetEntry.updated_at:type_name -> google.protobuf.Timestamp
-	3,  // 10: baagent.v1.OrchestratorServiceGetUsageResponse.usage:type_name -> baagent.v1.UsageReport
-	4,  // 11: baagent.v1.OrchestratorServiceGetBudgetResponse.entry:type_name -> baagent.v1.BudgetEntry
-	1,  // 12: baagent.v1.OrchestratorServiceSetBudgetRequest.budget:type_name -> baagent.v1.Budget
-	4,  // 13: baagent.v1.OrchestratorServiceSetBudgetResponse.entry:type_name -> baagent.v1.BudgetEntry
-	3,  // 14: baagent.v1.GatewayServiceGetUsageResponse.usage:type_name -> baagent.v1.UsageReport
-	3,  // 15: baagent.v1.GatewayServiceGetUsageResponse.key_usage:type_name -> baagent.v1.UsageReport
-	4,  // 16: baagent.v1.GatewayServiceGetBudgetResponse.entry:type_name -> baagent.v1.BudgetEntry
-	1,  // 17: baagent.v1.GatewayServiceSetBudgetRequest.budget:type_name -> baagent.v1.Budget
-	4,  // 18: baagent.v1.GatewayServiceSetBudgetResponse.entry:type_name -> baagent.v1.BudgetEntry
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	2,  // 5: baagent.v1.UsageReport.history:type_name -> baagent.v1.UsageWindow
+	1,  // 6: baagent.v1.BudgetEntry.budget:type_name -> baagent.v1.Budget
+	0,  // 7: baagent.v1.BudgetEntry.source:type_name -> baagent.v1.BudgetSource
+	1,  // 8: baagent.v1.BudgetEntry.file_budget:type_name -> baagent.v1.Budget
+	1,  // 9: baagent.v1.BudgetEntry.api_budget:type_name -> baagent.v1.Budget
+	17, // 10: baagent.v1.BudgetEntry.updated_at:type_name -> google.protobuf.Timestamp
+	3,  // 11: baagent.v1.OrchestratorServiceGetUsageResponse.usage:type_name -> baagent.v1.UsageReport
+	4,  // 12: baagent.v1.OrchestratorServiceGetBudgetResponse.entry:type_name -> baagent.v1.BudgetEntry
+	1,  // 13: baagent.v1.OrchestratorServiceSetBudgetRequest.budget:type_name -> baagent.v1.Budget
+	4,  // 14: baagent.v1.OrchestratorServiceSetBudgetResponse.entry:type_name -> baagent.v1.BudgetEntry
+	3,  // 15: baagent.v1.GatewayServiceGetUsageResponse.usage:type_name -> baagent.v1.UsageReport
+	3,  // 16: baagent.v1.GatewayServiceGetUsageResponse.key_usage:type_name -> baagent.v1.UsageReport
+	4,  // 17: baagent.v1.GatewayServiceGetBudgetResponse.entry:type_name -> baagent.v1.BudgetEntry
+	1,  // 18: baagent.v1.GatewayServiceSetBudgetRequest.budget:type_name -> baagent.v1.Budget
+	4,  // 19: baagent.v1.GatewayServiceSetBudgetResponse.entry:type_name -> baagent.v1.BudgetEntry
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_baagent_v1_budgets_proto_init() }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
@@ -401,27 +402,70 @@ func (l *Ledger) Check(ctx context.Context, charges []Charge) error {
 	return nil
 }
 
+// window reads the usage of s in one period at now; a period without an
+// entry is a window of zeros.
+func (l *Ledger) window(ctx context.Context, s Scope, kind, period string, now time.Time) (*baagentv1.UsageWindow, error) {
+	e, _, err := l.read(ctx, ledgerKey(s, kind, period))
+	if err != nil {
+		return nil, err
+	}
+	cost, tokens := e.reserved(now)
+	return &baagentv1.UsageWindow{
+		Period: period, CostUsd: fromNano(e.CostNano), InputTokens: e.Input, OutputTokens: e.Output,
+		ModelCalls: e.Calls, ReservedUsd: fromNano(cost), ReservedTokens: tokens, UnpricedTokens: e.Unpriced,
+	}, nil
+}
+
 // Usage reads the usage of s today and this month (UTC).
 func (l *Ledger) Usage(ctx context.Context, s Scope) (day, month *baagentv1.UsageWindow, err error) {
 	now := l.now()
-	window := func(kind, period string) (*baagentv1.UsageWindow, error) {
-		e, _, err := l.read(ctx, ledgerKey(s, kind, period))
-		if err != nil {
-			return nil, err
-		}
-		cost, tokens := e.reserved(now)
-		return &baagentv1.UsageWindow{
-			Period: period, CostUsd: fromNano(e.CostNano), InputTokens: e.Input, OutputTokens: e.Output,
-			ModelCalls: e.Calls, ReservedUsd: fromNano(cost), ReservedTokens: tokens, UnpricedTokens: e.Unpriced,
-		}, nil
-	}
-	if day, err = window(periodDay, Day(now)); err != nil {
+	if day, err = l.window(ctx, s, periodDay, Day(now), now); err != nil {
 		return nil, nil, err
 	}
-	if month, err = window(periodMonth, Month(now)); err != nil {
+	if month, err = l.window(ctx, s, periodMonth, Month(now), now); err != nil {
 		return nil, nil, err
 	}
 	return day, month, nil
+}
+
+// MaxHistoryDays is the most days History reads: the usage bucket keeps
+// its entries 62 days (natsx.BucketUsage).
+const MaxHistoryDays = 62
+
+// historyReaders bounds the concurrent reads of one History call.
+const historyReaders = 8
+
+// History reads the usage of s on each of the last days UTC days, oldest
+// first and ending with today; a day without an entry is present with
+// zeros. days must be 0..MaxHistoryDays (0: none). The days are read
+// concurrently, at most historyReaders at once.
+func (l *Ledger) History(ctx context.Context, s Scope, days int) ([]*baagentv1.UsageWindow, error) {
+	if days < 0 || days > MaxHistoryDays {
+		return nil, fmt.Errorf("history of %d days: must be 0..%d", days, MaxHistoryDays)
+	}
+	if days == 0 {
+		return nil, nil
+	}
+	now := l.now()
+	today := now.UTC()
+	out := make([]*baagentv1.UsageWindow, days)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(historyReaders)
+	for i := range days {
+		period := Day(today.AddDate(0, 0, i-days+1))
+		g.Go(func() error {
+			w, err := l.window(gctx, s, periodDay, period, now)
+			if err != nil {
+				return err
+			}
+			out[i] = w
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Now is the ledger's clock, for reports.

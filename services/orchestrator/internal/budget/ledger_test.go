@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
 
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
 	"github.com/baagent/baagent/internal/natsx"
@@ -401,5 +402,103 @@ func TestLedgerCancelledContext(t *testing.T) {
 	_, err := l.Reserve(ctx, "a", []Charge{{Scope: acme, Budget: &baagentv1.Budget{UsdPerDay: f64(1)}}}, 0.1, 0)
 	if err == nil || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Reserve on a cancelled context = %v", err)
+	}
+}
+
+func TestLedgerHistory(t *testing.T) {
+	_, kv := buckets(t)
+	c := &clock{}
+	l := newTestLedger(t, kv, c, nil)
+	ctx := testCtx(t)
+	key := Scope{Tenant: "acme", KeyID: "0a1b2c3d"}
+	spend := func(at time.Time, s Scope, usd float64, in, out int64) {
+		t.Helper()
+		c.set(at)
+		res, err := l.Reserve(ctx, fmt.Sprintf("run:%d", at.UnixNano()), []Charge{{Scope: s}}, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Settle(ctx, res, Cost{USD: usd, Input: in, Output: out}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Across a month's end; 02-26 and 02-28 have no entry.
+	spend(time.Date(2026, 2, 27, 23, 59, 0, 0, time.UTC), acme, 0.5, 100, 10)
+	spend(time.Date(2026, 3, 1, 0, 0, 1, 0, time.UTC), acme, 0.25, 200, 20)
+	spend(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC), acme, 0.125, 300, 30)
+	spend(time.Date(2026, 3, 2, 9, 30, 0, 0, time.UTC), key, 1, 7, 7)
+	c.set(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
+	// A reservation in progress today is reported with today.
+	if _, err := l.Reserve(ctx, "live", []Charge{{Scope: acme, Budget: &baagentv1.Budget{UsdPerDay: f64(10)}}}, 0.75, 4000); err != nil {
+		t.Fatal(err)
+	}
+
+	h, err := l.History(ctx, acme, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		period string
+		usd    float64
+		in     int64
+		out    int64
+	}{{"2026-02-26", 0, 0, 0}, {"2026-02-27", 0.5, 100, 10}, {"2026-02-28", 0, 0, 0}, {"2026-03-01", 0.25, 200, 20}, {"2026-03-02", 0.125, 300, 30}}
+	if len(h) != len(want) {
+		t.Fatalf("history has %d days, want %d: %v", len(h), len(want), h)
+	}
+	for i, w := range want {
+		g := h[i]
+		if g.GetPeriod() != w.period || !near(g.GetCostUsd(), w.usd) || g.GetInputTokens() != w.in || g.GetOutputTokens() != w.out {
+			t.Errorf("day %d = %v, want %+v", i, g, w)
+		}
+	}
+	if last := h[len(h)-1]; !near(last.GetReservedUsd(), 0.75) || last.GetReservedTokens() != 4000 || last.GetModelCalls() != 1 {
+		t.Errorf("today = %v, want the live reservation and one call", last)
+	}
+	// Today matches Usage's day.
+	day, _ := usage(t, l, acme)
+	if !proto.Equal(day, h[len(h)-1]) {
+		t.Errorf("Usage day %v != history's today %v", day, h[len(h)-1])
+	}
+	// A key's history is its own.
+	kh, err := l.History(ctx, key, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kh) != 2 || kh[0].GetCostUsd() != 0 || !near(kh[1].GetCostUsd(), 1) || kh[1].GetPeriod() != "2026-03-02" {
+		t.Errorf("key history = %v", kh)
+	}
+	// The whole range the bucket keeps.
+	full, err := l.History(ctx, acme, MaxHistoryDays)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(full) != MaxHistoryDays || full[0].GetPeriod() != "2025-12-31" || full[MaxHistoryDays-1].GetPeriod() != "2026-03-02" {
+		t.Fatalf("full history: %d days, %s..%s", len(full), full[0].GetPeriod(), full[len(full)-1].GetPeriod())
+	}
+	var total float64
+	for _, w := range full {
+		total += w.GetCostUsd()
+	}
+	if !near(total, 0.875) {
+		t.Errorf("full history sums to %v, want 0.875", total)
+	}
+	if none, err := l.History(ctx, acme, 0); err != nil || len(none) != 0 {
+		t.Errorf("History(0) = %v, %v", none, err)
+	}
+	for _, bad := range []int{-1, MaxHistoryDays + 1} {
+		if _, err := l.History(ctx, acme, bad); err == nil {
+			t.Errorf("History(%d) accepted", bad)
+		}
+	}
+}
+
+func TestLedgerHistoryCancelled(t *testing.T) {
+	_, kv := buckets(t)
+	l := newTestLedger(t, kv, &clock{t: time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)}, nil)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	cancel()
+	if _, err := l.History(ctx, acme, 30); err == nil {
+		t.Fatal("History on a cancelled context succeeded")
 	}
 }

@@ -38,16 +38,38 @@ function currentKey(): string {
   return getKey() || memoryKey;
 }
 
-export async function api<T>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
+export interface ApiCall {
+  // A JSON body.
+  body?: unknown;
+  // A body sent as is (an upload), with the Content-Type header the
+  // caller gives.
+  raw?: Blob | ArrayBuffer | string;
+  // More request headers (If-Match, If-None-Match, a content type).
+  headers?: Record<string, string>;
+  signal?: AbortSignal | undefined;
+}
+
+export interface ApiAnswer<T> {
+  data: T;
+  status: number;
+  headers: Headers;
+}
+
+// apiCall sends one API request: a JSON body or a raw one, the API key,
+// the caller's headers; it answers the decoded JSON body with the status and headers
+// (an ETag, say), or throws ApiError.
+export async function apiCall<T>(method: string, path: string, call: ApiCall = {}): Promise<ApiAnswer<T>> {
   const headers: Record<string, string> = {};
   const key = currentKey();
   if (key) headers["Authorization"] = "Bearer " + key;
   // A call that changes something says JSON, body or not: without API keys
   // the gateway refuses anything else from a browser (cross-site guard).
   if (method !== "GET") headers["Content-Type"] = "application/json";
+  Object.assign(headers, call.headers);
   const init: RequestInit = { method, headers };
-  if (signal) init.signal = signal;
-  if (body !== undefined) init.body = JSON.stringify(body);
+  if (call.signal) init.signal = call.signal;
+  if (call.raw !== undefined) init.body = call.raw;
+  else if (call.body !== undefined) init.body = JSON.stringify(call.body);
   const r = await fetch(path, init);
   const text = await r.text();
   let data: unknown = {};
@@ -60,7 +82,11 @@ export async function api<T>(method: string, path: string, body?: unknown, signa
     const e = (data as { error?: { code?: string; message?: string } }).error ?? {};
     throw new ApiError(r.status, e.code ?? "", e.message || r.statusText || "HTTP " + r.status);
   }
-  return data as T;
+  return { data: data as T, status: r.status, headers: r.headers };
+}
+
+export async function api<T>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
+  return (await apiCall<T>(method, path, { body, signal })).data;
 }
 
 // Text fetches a route that answers with text (an export).
@@ -121,8 +147,14 @@ const enc = encodeURIComponent;
 export const client = {
   whoami: () => api<WhoAmI>("GET", "/v1/whoami"),
   listConversations: (pageSize = 50) => api<{ conversations?: Conversation[] }>("GET", "/v1/conversations?page_size=" + pageSize),
-  listRuns: (conversationId: string, pageSize = 50) =>
-    api<{ runs?: Run[]; next_page_token?: string }>("GET", "/v1/runs?page_size=" + pageSize + (conversationId ? "&conversation_id=" + enc(conversationId) : "")),
+  // Runs newest first; next_page_token continues with older ones.
+  listRuns: (conversationId: string, pageSize = 50, pageToken = "", signal?: AbortSignal) =>
+    api<{ runs?: Run[]; next_page_token?: string }>(
+      "GET",
+      "/v1/runs?page_size=" + pageSize + (conversationId ? "&conversation_id=" + enc(conversationId) : "") + (pageToken ? "&page_token=" + enc(pageToken) : ""),
+      undefined,
+      signal,
+    ),
   getRun: (runId: string) => api<{ run: Run }>("GET", "/v1/runs/" + enc(runId)),
   startRun: (spec: { input: string; conversation_id?: string; model?: string }) => api<{ run: Run }>("POST", "/v1/runs", { spec }),
   cancelRun: (runId: string) => api<{ run: Run }>("POST", "/v1/runs/" + enc(runId) + "/cancel", {}),

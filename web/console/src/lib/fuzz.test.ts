@@ -7,31 +7,14 @@ import { planChart } from "./chart.ts";
 import { applyEvent, MAX_ITEMS, newChat, type RunEvent } from "./chat.ts";
 import { parseMarkdown } from "./markdown.ts";
 import { detectTable, MAX_COLUMNS, MAX_ROWS } from "./tables.ts";
-
-// mulberry32: a small seeded generator, so a failure reproduces.
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { randomText, rng } from "./testrand.ts";
 
 const PIECES = ["|", "---", ":--", "\n", ",", "\t", '"', "*", "**", "_", "`", "```", "[", "]", "(", ")", "https://x", "javascript:", "#", "> ", "- ", "1. ", "\\", "{", "}", "[{", '"a":', "1", "-2.5", "1,234", "2025-Q3", "NULL", "x", " ", "é", "\u0000"];
-
-function randomText(r: () => number, n: number): string {
-  let s = "";
-  for (let i = 0; i < n; i++) s += PIECES[Math.floor(r() * PIECES.length)];
-  return s;
-}
 
 test("random text through table detection, chart choice and Markdown", () => {
   const r = rng(29);
   for (let i = 0; i < 3000; i++) {
-    const s = randomText(r, Math.floor(r() * 120));
+    const s = randomText(r, PIECES, Math.floor(r() * 120));
     const t = detectTable(s);
     if (t) {
       assert.ok(t.columns.length <= MAX_COLUMNS && t.rows.length <= MAX_ROWS, s);
@@ -54,7 +37,7 @@ test("random event sequences through the reducer", () => {
     for (let i = 0; i < 60; i++) {
       const type = types[Math.floor(r() * types.length)] ?? "thought";
       const seq = 1 + Math.floor(r() * 40);
-      const junk = r() < 0.5 ? randomText(r, 5) : { tool_call_id: "t" + Math.floor(r() * 3), step_number: Math.floor(r() * 5) - 1, steps: [{ step_number: 1 }], question_id: "q", delta: "d", options: [{ label: randomText(r, 2) }] };
+      const junk = r() < 0.5 ? randomText(r, PIECES, 5) : { tool_call_id: "t" + Math.floor(r() * 3), step_number: Math.floor(r() * 5) - 1, steps: [{ step_number: 1 }], question_id: "q", delta: "d", options: [{ label: randomText(r, PIECES, 2) }] };
       const ev: RunEvent = { type, seq, step: Math.floor(r() * 3), [type]: junk };
       if (r() < 0.2) ev.subagent_run_id = "child";
       s = applyEvent(s, ev);

@@ -61,7 +61,7 @@ function Sidebar({ current }: { current: string }) {
 }
 
 function Thread() {
-  const { runs, runsLoad, runsError, chats, runErrors, streamStatus, conversationId, openConversation } = useChat();
+  const { runs, runsLoad, runsError, chats, runErrors, streamStatus, conversationId, openConversation, earlierToken, earlierLoad, earlierError, loadEarlier } = useChat();
   const box = useRef<HTMLDivElement>(null);
   const pinned = useRef(true); // the reader is at the bottom: follow new items
   const count = runs.reduce((n, r) => n + (chats[r.run_id]?.items.length ?? 0), 0);
@@ -94,6 +94,14 @@ function Thread() {
         pinned.current = el.scrollHeight - el.scrollTop - el.clientHeight < 160;
       }}
     >
+      {earlierToken && (
+        <div className="earlier">
+          <button type="button" onClick={() => void loadEarlier()} disabled={earlierLoad === "loading"} data-testid="earlier-runs">
+            {earlierLoad === "loading" ? "Loading earlier runs…" : "Show earlier runs"}
+          </button>
+          {earlierLoad === "error" && <p className="error" role="alert">Earlier runs could not be loaded: {earlierError}</p>}
+        </div>
+      )}
       {runs.map((r) => {
         const chat = chats[r.run_id];
         if (!chat) return null;

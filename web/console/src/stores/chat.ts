@@ -20,6 +20,10 @@ interface ChatStore {
   runs: Run[];
   runsLoad: Load;
   runsError: string;
+  // The page token of the conversation's older runs ("" when all are shown).
+  earlierToken: string;
+  earlierLoad: Load;
+  earlierError: string;
   chats: Record<string, ChatState>;
   runErrors: Record<string, string>;
   streamStatus: Record<string, StreamStatus>;
@@ -27,6 +31,7 @@ interface ChatStore {
   sendError: string;
   loadConversations: () => Promise<void>;
   openConversation: (id: string) => Promise<void>;
+  loadEarlier: () => Promise<void>;
   send: (input: string) => Promise<string>; // the run's conversation id
   answer: (runId: string, inputId: string, answer: string) => Promise<void>;
   cancel: (runId: string) => Promise<void>;
@@ -36,7 +41,8 @@ interface ChatStore {
 const streams = new Map<string, RunStream>();
 const SNAP_PREFIX = "baagent.console.run.";
 const MAX_SNAPSHOT_CHARS = 2_000_000;
-const MAX_RUNS_SHOWN = 20;
+// Runs are listed 20 at a time, newest first; older ones on request.
+const RUNS_PAGE = 20;
 
 interface Snapshot {
   cursor: string;
@@ -81,6 +87,11 @@ function dropSnapshots(keep: Set<string>): void {
 }
 
 const ENDED = new Set(["RUN_STATE_COMPLETED", "RUN_STATE_FAILED", "RUN_STATE_CANCELLED"]);
+
+// Sub-agents' runs belong to their parent's card, not the thread.
+function threadRuns(runs: Run[] | undefined): Run[] {
+  return (runs ?? []).filter((r) => !r.parent_run_id);
+}
 
 function byCreated(a: Run, b: Run): number {
   return String(a.created_at ?? "").localeCompare(String(b.created_at ?? ""));
@@ -160,6 +171,18 @@ export const useChat = create<ChatStore>((set, get) => {
     set({ chats: { ...get().chats, [run.run_id]: chat } });
   };
 
+  // load shows runs of conversation id at once, then fills each with its
+  // events: an ended run's from its export, a live one's by streaming. It
+  // stops when another conversation is opened.
+  const load = async (runs: Run[], id: string) => {
+    for (const r of runs) show(r);
+    for (const r of runs) {
+      if (ENDED.has(r.state ?? "")) await history(r);
+      else stream(r);
+      if (get().conversationId !== id) return;
+    }
+  };
+
   return {
     conversations: [],
     conversationsLoad: "idle",
@@ -168,6 +191,9 @@ export const useChat = create<ChatStore>((set, get) => {
     runs: [],
     runsLoad: "idle",
     runsError: "",
+    earlierToken: "",
+    earlierLoad: "idle",
+    earlierError: "",
     chats: {},
     runErrors: {},
     streamStatus: {},
@@ -187,23 +213,35 @@ export const useChat = create<ChatStore>((set, get) => {
     openConversation: async (id: string) => {
       if (id === get().conversationId && get().runsLoad !== "idle" && get().runsLoad !== "error") return;
       get().closeAll();
-      set({ conversationId: id, runs: [], runsLoad: id ? "loading" : "ready", runsError: "", sendError: "" });
+      set({ conversationId: id, runs: [], runsLoad: id ? "loading" : "ready", runsError: "", sendError: "", earlierToken: "", earlierLoad: "idle", earlierError: "" });
       if (!id) return;
       try {
-        const d = await client.listRuns(id, MAX_RUNS_SHOWN);
+        const d = await client.listRuns(id, RUNS_PAGE);
         if (get().conversationId !== id) return;
-        // Sub-agents' runs belong to their parent's card, not the thread.
-        const runs = (d.runs ?? []).filter((r) => !r.parent_run_id).sort(byCreated);
-        set({ runs, runsLoad: "ready" });
+        const runs = threadRuns(d.runs).sort(byCreated);
+        set({ runs, runsLoad: "ready", earlierToken: d.next_page_token ?? "" });
         dropSnapshots(new Set(runs.filter((r) => !ENDED.has(r.state ?? "")).map((r) => r.run_id)));
-        for (const r of runs) show(r);
-        for (const r of runs) {
-          if (ENDED.has(r.state ?? "")) await history(r);
-          else stream(r);
-          if (get().conversationId !== id) return;
-        }
+        await load(runs, id);
       } catch (e) {
         if (get().conversationId === id) set({ runsLoad: "error", runsError: e instanceof Error ? e.message : String(e) });
+      }
+    },
+
+    // loadEarlier shows the page of runs before the oldest one shown.
+    loadEarlier: async () => {
+      const id = get().conversationId;
+      const token = get().earlierToken;
+      if (!id || !token || get().earlierLoad === "loading") return;
+      set({ earlierLoad: "loading", earlierError: "" });
+      try {
+        const d = await client.listRuns(id, RUNS_PAGE, token);
+        if (get().conversationId !== id) return;
+        const known = new Set(get().runs.map((r) => r.run_id));
+        const older = threadRuns(d.runs).filter((r) => !known.has(r.run_id)).sort(byCreated);
+        set({ runs: [...older, ...get().runs], earlierToken: d.next_page_token ?? "", earlierLoad: "ready" });
+        await load(older, id);
+      } catch (e) {
+        if (get().conversationId === id) set({ earlierLoad: "error", earlierError: e instanceof Error ? e.message : String(e) });
       }
     },
 

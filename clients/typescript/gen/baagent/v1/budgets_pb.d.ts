@@ -187,6 +187,15 @@ export declare type UsageReport = Message<"baagent.v1.UsageReport"> & {
    * @generated from field: google.protobuf.Timestamp as_of = 7;
    */
   asOf?: Timestamp | undefined;
+
+  /**
+   * The last history_days UTC days of the request, oldest first and ending
+   * with today; a day without usage is present with zeros. Empty when the
+   * request asked for no history.
+   *
+   * @generated from field: repeated baagent.v1.UsageWindow history = 8;
+   */
+  history: UsageWindow[];
 };
 
 /**
@@ -278,6 +287,15 @@ export declare type OrchestratorServiceGetUsageRequest = Message<"baagent.v1.Orc
    * @generated from field: string api_key_id = 2;
    */
   apiKeyId: string;
+
+  /**
+   * Days of daily history to return in UsageReport.history, today
+   * included: 0 for none, at most 62 (the usage ledger keeps days that
+   * long).
+   *
+   * @generated from field: int32 history_days = 3;
+   */
+  historyDays: number;
 };
 
 /**
@@ -420,6 +438,13 @@ export declare const OrchestratorServiceSetBudgetResponseSchema: GenMessage<Orch
  * @generated from message baagent.v1.GatewayServiceGetUsageRequest
  */
 export declare type GatewayServiceGetUsageRequest = Message<"baagent.v1.GatewayServiceGetUsageRequest"> & {
+  /**
+   * Days of daily history to return in each report's history, today
+   * included: 0 for none, at most 62 (HTTP: ?history_days=).
+   *
+   * @generated from field: int32 history_days = 1;
+   */
+  historyDays: number;
 };
 
 /**
