@@ -12,7 +12,6 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/baagent/baagent/core/pricing"
 	baagentv1 "github.com/baagent/baagent/gen/go/baagent/v1"
@@ -377,18 +376,9 @@ func (s *Server) GetUsage(ctx context.Context, req *baagentv1.OrchestratorServic
 	if err != nil {
 		return nil, budgetStoreStatus(err)
 	}
-	day, month, err := ledger.Usage(ctx, sc)
+	day, month, history, err := ledger.Report(ctx, sc, int(req.GetHistoryDays()))
 	if err != nil {
 		return nil, budgetStoreStatus(err)
-	}
-	history, err := ledger.History(ctx, sc, int(req.GetHistoryDays()))
-	if err != nil {
-		return nil, budgetStoreStatus(err)
-	}
-	if n := len(history); n > 0 && history[n-1].GetPeriod() == day.GetPeriod() {
-		// One report, one today: the history's last day is the day
-		// reported (read a moment apart, a call may have settled between).
-		history[n-1] = proto.CloneOf(day)
 	}
 	return &baagentv1.OrchestratorServiceGetUsageResponse{Usage: &baagentv1.UsageReport{
 		Tenant: sc.Tenant, ApiKeyId: sc.KeyID, Day: day, Month: month, History: history,

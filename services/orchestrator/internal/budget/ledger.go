@@ -418,14 +418,28 @@ func (l *Ledger) window(ctx context.Context, s Scope, kind, period string, now t
 
 // Usage reads the usage of s today and this month (UTC).
 func (l *Ledger) Usage(ctx context.Context, s Scope) (day, month *baagentv1.UsageWindow, err error) {
+	day, month, _, err = l.Report(ctx, s, 0)
+	return day, month, err
+}
+
+// Report reads the usage of s today and this month (UTC) and, as History
+// does, on each of the last days days; today is read once, so the
+// history's last day is the day reported.
+func (l *Ledger) Report(ctx context.Context, s Scope, days int) (day, month *baagentv1.UsageWindow, history []*baagentv1.UsageWindow, err error) {
+	if err := checkHistoryDays(days); err != nil {
+		return nil, nil, nil, err
+	}
 	now := l.now()
 	if day, err = l.window(ctx, s, periodDay, Day(now), now); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if month, err = l.window(ctx, s, periodMonth, Month(now), now); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return day, month, nil
+	if history, err = l.history(ctx, s, days, now, day); err != nil {
+		return nil, nil, nil, err
+	}
+	return day, month, history, nil
 }
 
 // MaxHistoryDays is the most days History reads: the usage bucket keeps
@@ -440,19 +454,34 @@ const historyReaders = 8
 // zeros. days must be 0..MaxHistoryDays (0: none). The days are read
 // concurrently, at most historyReaders at once.
 func (l *Ledger) History(ctx context.Context, s Scope, days int) ([]*baagentv1.UsageWindow, error) {
-	if days < 0 || days > MaxHistoryDays {
-		return nil, fmt.Errorf("history of %d days: must be 0..%d", days, MaxHistoryDays)
+	if err := checkHistoryDays(days); err != nil {
+		return nil, err
 	}
+	return l.history(ctx, s, days, l.now(), nil)
+}
+
+func checkHistoryDays(days int) error {
+	if days < 0 || days > MaxHistoryDays {
+		return fmt.Errorf("history of %d days: must be 0..%d", days, MaxHistoryDays)
+	}
+	return nil
+}
+
+// history reads the last days days at now; today, when already read, is
+// used for the last day instead of being read again.
+func (l *Ledger) history(ctx context.Context, s Scope, days int, now time.Time, today *baagentv1.UsageWindow) ([]*baagentv1.UsageWindow, error) {
 	if days == 0 {
 		return nil, nil
 	}
-	now := l.now()
-	today := now.UTC()
 	out := make([]*baagentv1.UsageWindow, days)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(historyReaders)
 	for i := range days {
-		period := Day(today.AddDate(0, 0, i-days+1))
+		period := Day(now.UTC().AddDate(0, 0, i-days+1))
+		if i == days-1 && today != nil {
+			out[i] = today
+			continue
+		}
 		g.Go(func() error {
 			w, err := l.window(gctx, s, periodDay, period, now)
 			if err != nil {
