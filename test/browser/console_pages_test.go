@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -24,12 +23,7 @@ const pagesAdminKey = "pages-admin-key-0123456789"
 type pagesSuite struct {
 	// Base is the gateway's HTTP address (http://host:port).
 	Base string
-	// App is the in-process suite, for gRPC addresses (App.Addr) and NATS.
-	App *app.App
 }
-
-// GRPCAddr returns the address of one of the suite's gRPC services.
-func (s *pagesSuite) GRPCAddr(svc string) net.Addr { return s.App.Addr(svc) }
 
 // consolePage is one page's browser check: its script console_<name>.mjs
 // prints "PASS console <name>" and leaves shots in SCREENSHOT_DIR. seed,
@@ -57,7 +51,7 @@ func TestConsolePagesInChromium(t *testing.T) {
 		Env:  map[string]string{"BAAGENT_ADMIN_API_KEYS": pagesAdminKey},
 		App:  []app.Option{app.WithTracing(func(c *tracing.Config) { c.Exporter = discard{} })},
 	})
-	s := &pagesSuite{Base: "http://" + a.GatewayHTTPAddr().String(), App: a}
+	s := &pagesSuite{Base: "http://" + a.GatewayHTTPAddr().String()}
 	waitReady(ctx, t, s.Base)
 	// Interaction patterns stay off but on the patterns page: other pages'
 	// seeds ask the same questions again and again, and a learnt pattern
